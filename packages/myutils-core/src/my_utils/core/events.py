@@ -1,0 +1,189 @@
+"""Metric events: the versioned record every provider emits (ARCHITECTURE.md §5).
+
+One ``MetricEvent`` per line in ``metrics_events.jsonl``. The file is append-only and
+flushed per batch, so a killed process loses at most the line being written; the reader
+tolerates a torn last line and reports any other malformed line as ``file:line: ...``.
+Fields this version does not know are kept in ``extra`` and written back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from my_utils.core.atomic import atomic_write
+from my_utils.core.errors import InputError
+
+SCHEMA_VERSION = 1
+EVENTS_FILE_NAME = "metrics_events.jsonl"
+
+_KNOWN = (
+    "schema_version", "run_id", "source", "rank", "step", "name", "kind", "value", "unit",
+    "ts", "attrs",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricEvent:
+    """One measurement: ``value`` in ``unit`` for ``name`` at ``step`` on ``rank``.
+
+    ``kind`` says how to aggregate it: ``"duration"`` (a timed region), ``"counter"``,
+    ``"gauge"`` (a level such as memory), ``"ratio"`` or ``"info"``. ``ts`` is unix
+    seconds, already corrected by the rank's clock offset. ``attrs`` carries free-form
+    context (kernel grid, stream, file of origin...).
+    """
+
+    name: str
+    value: float
+    kind: str = "gauge"
+    unit: str = ""
+    source: str = ""
+    rank: int | None = None
+    step: int | None = None
+    ts: float | None = None
+    run_id: str = ""
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object written for this event (unknown fields from ``extra`` included)."""
+        out: dict[str, Any] = dict(self.extra)
+        out.update(
+            schema_version=self.schema_version, run_id=self.run_id, source=self.source,
+            rank=self.rank, step=self.step, name=self.name, kind=self.kind,
+            value=self.value, unit=self.unit, ts=self.ts, attrs=dict(self.attrs),
+        )
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "<event>", place: str | None = None) -> MetricEvent:
+        """Validate one decoded JSON object; InputError names ``where``/``place`` and the field."""
+        if not isinstance(data, Mapping):
+            raise InputError(where, place, f"expected a JSON object (a metric event), got {type(data).__name__}")
+
+        def bad(key: str, expected: str) -> InputError:
+            return InputError(where, place, f"field {key!r} must be {expected}, got {data.get(key)!r}")
+
+        name = data.get("name")
+        if not isinstance(name, str) or not name:
+            raise bad("name", "a non-empty string")
+        value = data.get("value")
+        if value is None:  # a provider that could not measure writes null; read it as NaN
+            value = math.nan
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad("value", "a number or null")
+        for key in ("rank", "step"):
+            v = data.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise bad(key, "an integer or null")
+        ts = data.get("ts")
+        if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float))):
+            raise bad("ts", "a number (unix seconds) or null")
+        attrs = data.get("attrs") or {}
+        if not isinstance(attrs, Mapping):
+            raise bad("attrs", "an object")
+        version = data.get("schema_version", SCHEMA_VERSION)
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise bad("schema_version", "an integer")
+        for key in ("kind", "unit", "source", "run_id"):
+            v = data.get(key, "")
+            if not isinstance(v, str):
+                raise bad(key, "a string")
+        return cls(
+            name=name, value=float(value), kind=data.get("kind") or "gauge", unit=data.get("unit", ""),
+            source=data.get("source", ""), rank=data.get("rank"), step=data.get("step"),
+            ts=None if ts is None else float(ts), run_id=data.get("run_id", ""), attrs=dict(attrs),
+            schema_version=version, extra={k: v for k, v in data.items() if k not in _KNOWN},
+        )
+
+
+def _dumps(event: MetricEvent) -> str:
+    # allow_nan keeps NaN values (JSON extension Python reads back) instead of failing a run
+    return json.dumps(event.to_dict(), separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+class EventLogWriter:
+    """Append-only ``metrics_events.jsonl``: one ``write()`` and one flush per batch."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh: IO[str] | None = None
+
+    def append(self, events: Iterable[MetricEvent]) -> int:
+        """Append events as one write, flushed to the OS; return how many were written."""
+        lines = [_dumps(e) for e in events]
+        if not lines:
+            return 0
+        if self._fh is None:
+            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open across batches
+        self._fh.write("\n".join(lines) + "\n")
+        self._fh.flush()
+        return len(lines)
+
+    def close(self) -> None:
+        """Close the file (appending again reopens it)."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self) -> EventLogWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def write_events(path: str | Path, events: Iterable[MetricEvent]) -> int:
+    """Write a complete events file atomically (temp + rename); return the event count."""
+    count = 0
+    with atomic_write(path) as fh:
+        for event in events:
+            fh.write(_dumps(event) + "\n")
+            count += 1
+    return count
+
+
+def iter_events(path: str | Path) -> Iterator[MetricEvent]:
+    """Stream the events of a ``metrics_events.jsonl`` file.
+
+    A last line without its newline that does not parse is a torn write and is skipped;
+    any other bad line raises InputError naming the file and line.
+    """
+    p = Path(path)
+    try:
+        fh = open(p, "rb")  # noqa: SIM115 - closed in finally, generator
+    except OSError as exc:
+        raise InputError(p, None, f"cannot open the events file ({exc.strerror or exc})") from None
+    try:
+        lineno = 0
+        for raw in fh:
+            lineno += 1
+            stripped = raw.strip()
+            if not stripped:
+                continue
+            try:
+                data = json.loads(stripped)
+            except (ValueError, UnicodeDecodeError):
+                if not raw.endswith(b"\n") and fh.read(1) == b"":
+                    return  # torn last line of a killed writer
+                raise InputError(p, f"line {lineno}", "expected one JSON object per line (a metric event)") from None
+            yield MetricEvent.from_dict(data, str(p), f"line {lineno}")
+    finally:
+        fh.close()
+
+
+def read_events(path: str | Path) -> list[MetricEvent]:
+    """All events of a file (see ``iter_events``)."""
+    return list(iter_events(path))
+
+
+def events_path(output_dir: str | Path) -> Path:
+    """Where a run's events live inside ``output_dir``."""
+    return Path(os.fspath(output_dir)) / EVENTS_FILE_NAME

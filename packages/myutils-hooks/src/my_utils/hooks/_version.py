@@ -1,0 +1,3 @@
+"""The version of the myutils-hooks distribution (read by hatchling; written only here)."""
+
+__version__ = "0.1.0"
