@@ -111,7 +111,7 @@ class PluginRegistry:
     def _call_each(self, hook_name: str, **kwargs: Any) -> Iterable[tuple[str, Any]]:
         """Call every implementation of one hook separately; yield (plugin, result or exc)."""
         hook = getattr(self._pm.hook, hook_name)
-        for impl in reversed(hook.get_hookimpls()):  # registration order
+        for impl in hook.get_hookimpls():  # registration order (pluggy stores them so)
             try:
                 yield impl.plugin_name, impl.function(*[kwargs[a] for a in impl.argnames])
             except (Exception, SystemExit) as exc:

@@ -35,4 +35,7 @@ def list_providers() -> None:
 
 def main() -> None:
     """Console-script entry point of ``myutils-profile``."""
+    from my_utils.core.cli.app import quiet_plugin_warnings
+
+    quiet_plugin_warnings()
     app(prog_name="myutils-profile")

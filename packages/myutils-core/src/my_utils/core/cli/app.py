@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 
 import typer
 
@@ -36,6 +37,7 @@ def build_app() -> typer.Typer:
         help="my_utils: time, trace, profile and analyse PyTorch runs.",
         no_args_is_help=True,
         pretty_exceptions_enable=False,
+        rich_markup_mode=None,  # plain click help: importing rich costs ~100 ms per start
         add_completion=False,
     )
 
@@ -53,6 +55,14 @@ def build_app() -> typer.Typer:
     return app
 
 
+def quiet_plugin_warnings() -> None:
+    """Keep broken-plugin warnings off the CLI's stderr; ``myutils plugins list`` shows them."""
+    plugin_log = logging.getLogger("my_utils.plugins")
+    plugin_log.addHandler(logging.NullHandler())
+    plugin_log.propagate = False
+
+
 def main() -> None:
     """Console-script entry point of ``myutils``."""
+    quiet_plugin_warnings()
     build_app()(prog_name="myutils")

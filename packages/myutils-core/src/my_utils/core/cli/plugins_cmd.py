@@ -11,7 +11,9 @@ from my_utils.core.cli.guard import EXIT_BAD_INPUT, exit_on_error
 from my_utils.core.plugin_types import PluginKind, PluginRecord
 from my_utils.core.plugins import get_registry
 
-plugins_app = typer.Typer(help="List, inspect and run my_utils plugins.", no_args_is_help=True)
+plugins_app = typer.Typer(
+    help="List, inspect and run my_utils plugins.", no_args_is_help=True, rich_markup_mode=None
+)
 
 _COLUMNS = ("name", "kind", "distribution", "version", "status")
 

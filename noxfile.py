@@ -1,0 +1,92 @@
+"""Every check a person or CI runs: `python3 -m nox -l` lists them.
+
+Sessions build their own virtual environments from this repository (pip only). torch is
+always the exact CPU-wheel pin `torch==2.13.0`; a looser spec would download a CUDA build.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_venv = "yes"
+nox.options.sessions = ["tests", "lint"]
+
+MEMBERS = ["core", "tracing", "hooks", "distributed", "memory", "profiling", "legacy"]
+TORCH = "torch==2.13.0"
+# Each member's own distributions of my_utils: core + itself (+ what it declares).
+MEMBER_DEPS = {
+    "core": ["core"],
+    "tracing": ["core", "tracing"],
+    "hooks": ["core", "tracing", "hooks"],
+    "distributed": ["core", "distributed[etcd]"],
+    "memory": ["core", "memory[nvml,system]"],
+    "profiling": ["core", "profiling[dask]"],
+    "legacy": MEMBERS,
+}
+
+
+def _editable(*members: str) -> list[str]:
+    args: list[str] = []
+    for member in members:
+        name, _, extra = member.partition("[")
+        args += ["-e", f"./packages/myutils-{name}" + (f"[{extra}" if extra else "")]
+    return args
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The whole suite, all seven distributions installed editable (what CI runs)."""
+    session.install("-r", "requirements-dev.txt")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session
+@nox.parametrize("member", MEMBERS)
+def isolated(session: nox.Session, member: str) -> None:
+    """One distribution's tests with only core + that distribution installed.
+
+    Catches undeclared cross-distribution imports (e.g. profiling importing tracing).
+    """
+    session.install(*_editable(*MEMBER_DEPS[member]), TORCH, "-r", "requirements-test.txt")
+    session.run("python", "-m", "pytest", f"packages/myutils-{member}/tests", "-p", "no:cacheprovider",
+                *session.posargs)
+
+
+@nox.session
+def integration(session: nox.Session) -> None:
+    """Cross-distribution tests: plugin packages in fresh venvs, wheels, services."""
+    session.install("-r", "requirements-dev.txt")
+    session.run("python", "-m", "pytest", "tests-integration", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff over the tree; mypy over the namespace packages (never `-p my_utils.core`: a duplicate)."""
+    session.install("-r", "requirements-dev.txt")
+    session.run("python", "-m", "ruff", "check", ".")
+    session.run(
+        "python", "-m", "mypy", "-p", "my_utils",
+        *[arg for member in MEMBERS if member != "core" for arg in ("-p", f"my_utils.{member}")],
+    )
+
+
+@nox.session
+def wheels(session: nox.Session) -> None:
+    """Build every wheel and check what each one ships."""
+    session.install("-r", "requirements-dev.txt")
+    session.run("python", "-m", "pytest", "tests-integration/test_wheels.py", *session.posargs)
+
+
+@nox.session
+def gpu(session: nox.Session) -> None:
+    """The `cuda`-marked tests; only meaningful on a machine with a CUDA GPU and a CUDA torch."""
+    session.install("-r", "requirements-dev.txt")
+    session.run("python", "-m", "pytest", "-m", "cuda", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks against the anchors, measured in one run (figures are printed, not asserted)."""
+    session.install("-r", "requirements-dev.txt", "-r", "bench/requirements.txt")
+    session.run("python", "bench/run_all.py", *session.posargs)

@@ -1,0 +1,152 @@
+"""A structural checker for Chrome/Perfetto JSON traces, for tests of every trace the project writes.
+
+``check_trace(doc_or_path)`` returns a list of problems (empty means valid):
+- the document is ``{"traceEvents": [...]}`` (or the bare array form);
+- every event is an object with a ``ph``; every event but metadata (``M``) has a numeric ``ts``;
+- ``B``/``E`` events balance per (pid, tid) lane and nest: an ``E`` closes the innermost open
+  ``B`` of its lane, carries its name if it names one, and does not end before it begins;
+- ``X`` events have a numeric ``dur >= 0`` and nest per lane (a partial overlap is what Perfetto
+  drops as ``slice_drop_overlapping_complete_event``);
+- ``M`` events use a known name and the ``*_name`` ones carry a string ``args.name``;
+- every pid that has events also has a ``process_name`` metadata event;
+- flow events (``s``/``t``/``f``) carry an id, with one ``s`` and one ``f`` per (cat, id).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["METADATA_NAMES", "assert_valid_trace", "check_trace", "load_trace"]
+
+METADATA_NAMES = frozenset(
+    {"process_name", "process_labels", "process_sort_index", "thread_name", "thread_sort_index"}
+)
+# float microseconds carry about 1 ns of rounding; Perfetto tolerates the same
+_SLACK_US = 0.0011
+
+
+def load_trace(path: str | Path) -> Any:
+    """Load a ``.json`` or ``.json.gz`` trace file as decoded JSON."""
+    p = Path(path)
+    if p.name.endswith(".gz"):
+        with gzip.open(p, "rt", encoding="utf-8") as fh:
+            return json.load(fh)
+    with open(p, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _describe(index: int, ev: Mapping[str, Any]) -> str:
+    name = str(ev.get("name"))[:60]
+    return f"event {index} ({ev.get('ph')} {name!r} pid={ev.get('pid')!r} tid={ev.get('tid')!r})"
+
+
+def check_trace(doc_or_path: Any, max_problems: int = 50) -> list[str]:
+    """Problems found in a trace (a decoded document, or a path to ``.json``/``.json.gz``)."""
+    doc = load_trace(doc_or_path) if isinstance(doc_or_path, (str, Path)) else doc_or_path
+    if isinstance(doc, list):
+        doc = {"traceEvents": doc}
+    if not isinstance(doc, Mapping):
+        return [f"expected a JSON object with 'traceEvents', got {type(doc).__name__}"]
+    events = doc.get("traceEvents")
+    if not isinstance(events, list):
+        return ["expected 'traceEvents' to be a list"]
+
+    problems: list[str] = []
+
+    def report(message: str) -> None:
+        problems.append(message)
+
+    open_b: dict[tuple[Any, Any], list[tuple[int, Mapping[str, Any]]]] = defaultdict(list)
+    spans: dict[tuple[Any, Any], list[tuple[float, float, int]]] = defaultdict(list)
+    flows: dict[tuple[Any, str], list[str]] = defaultdict(list)
+    pids_used: set[Any] = set()
+    pids_named: set[Any] = set()
+
+    for index, ev in enumerate(events):
+        if not isinstance(ev, Mapping):
+            report(f"event {index}: expected an object, got {type(ev).__name__}")
+            continue
+        ph = ev.get("ph")
+        if not isinstance(ph, str) or not ph:
+            report(f"{_describe(index, ev)}: no 'ph'")
+            continue
+        if ph == "M":
+            name = ev.get("name")
+            if name not in METADATA_NAMES:
+                report(f"{_describe(index, ev)}: unknown metadata name (known: {', '.join(sorted(METADATA_NAMES))})")
+            elif str(name).endswith("_name"):
+                args = ev.get("args")
+                if not isinstance(args, Mapping) or not isinstance(args.get("name"), str):
+                    report(f"{_describe(index, ev)}: metadata {name} needs a string args.name")
+                elif name == "process_name":
+                    pids_named.add(ev.get("pid"))
+            continue
+        ts = ev.get("ts")
+        if not _is_number(ts):
+            report(f"{_describe(index, ev)}: expected a numeric 'ts', got {ts!r}")
+            continue
+        pids_used.add(ev.get("pid"))
+        lane = (ev.get("pid"), ev.get("tid"))
+        if ph == "B":
+            open_b[lane].append((index, ev))
+        elif ph == "E":
+            if not open_b[lane]:
+                report(f"{_describe(index, ev)}: 'E' without an open 'B' in its pid/tid lane")
+                continue
+            b_index, b_ev = open_b[lane].pop()
+            if ev.get("name") is not None and ev.get("name") != b_ev.get("name"):
+                report(f"{_describe(index, ev)}: 'E' names {ev.get('name')!r} but closes {b_ev.get('name')!r} "
+                       f"(event {b_index}): B/E not nested")
+            if ts < b_ev["ts"]:
+                report(f"{_describe(index, ev)}: 'E' at {ts} before its 'B' at {b_ev['ts']} (event {b_index})")
+        elif ph == "X":
+            dur = ev.get("dur")
+            if not _is_number(dur) or dur < 0:
+                report(f"{_describe(index, ev)}: 'X' needs a numeric 'dur' >= 0, got {dur!r}")
+            else:
+                spans[lane].append((float(ts), float(ts) + float(dur), index))
+        elif ph in ("s", "t", "f"):
+            flow_id = ev.get("id", ev.get("bind_id"))
+            if flow_id is None:
+                report(f"{_describe(index, ev)}: flow event without an 'id'")
+            else:
+                flows[(ev.get("cat"), str(flow_id))].append(ph)
+
+    for lane, stack in open_b.items():
+        for b_index, b_ev in stack:
+            report(f"{_describe(b_index, b_ev)}: 'B' never closed in lane pid/tid {lane}")
+    for lane_spans in spans.values():
+        lane_spans.sort(key=lambda s: (s[0], -s[1]))
+        enclosing: list[tuple[float, int]] = []  # (end, index) of open X events, innermost last
+        for start, end, index in lane_spans:
+            while enclosing and enclosing[-1][0] <= start + _SLACK_US:
+                enclosing.pop()
+            if enclosing and end > enclosing[-1][0] + _SLACK_US:
+                report(f"{_describe(index, events[index])}: 'X' overlaps event {enclosing[-1][1]} without nesting")
+                continue
+            enclosing.append((end, index))
+    for (cat, flow_id), phases in flows.items():
+        if phases.count("s") != 1 or phases.count("f") != 1:
+            report(f"flow cat={cat!r} id={flow_id}: phases {phases}, expected one 's' and one 'f'")
+    for pid in sorted(pids_used - pids_named, key=repr):
+        report(f"pid {pid!r} has events but no 'process_name' metadata event")
+    if len(problems) > max_problems:
+        extra = len(problems) - max_problems
+        problems = [*problems[:max_problems], f"... and {extra} more problems"]
+    return problems
+
+
+def assert_valid_trace(doc_or_path: Any) -> None:
+    """Raise AssertionError listing the problems when ``check_trace`` finds any."""
+    problems = check_trace(doc_or_path)
+    if problems:
+        raise AssertionError("invalid trace:\n  " + "\n  ".join(problems))

@@ -1,0 +1,128 @@
+"""Metric events: schema, append-only writer, atomic writer, torn-line tolerant reader."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from my_utils.core.errors import InputError
+from my_utils.core.events import (
+    SCHEMA_VERSION,
+    EventLogWriter,
+    MetricEvent,
+    events_path,
+    iter_events,
+    read_events,
+    write_events,
+)
+
+names = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30)
+json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.text(max_size=10))
+events = st.builds(
+    MetricEvent,
+    name=names,
+    value=st.floats(allow_nan=False, allow_infinity=False),
+    kind=st.sampled_from(["duration", "counter", "gauge", "ratio", "info"]),
+    unit=st.sampled_from(["", "ms", "bytes", "%"]),
+    source=st.text(max_size=10),
+    rank=st.none() | st.integers(0, 4096),
+    step=st.none() | st.integers(0, 10**9),
+    ts=st.none() | st.floats(0, 2e9),
+    run_id=st.text(max_size=8),
+    attrs=st.dictionaries(st.text(max_size=8), json_scalars, max_size=4),
+)
+
+
+@given(st.lists(events, max_size=20))
+@settings(max_examples=60, deadline=None)
+def test_round_trip(tmp_path_factory: pytest.TempPathFactory, batch: list[MetricEvent]) -> None:
+    path = tmp_path_factory.mktemp("ev") / "metrics_events.jsonl"
+    assert write_events(path, batch) == len(batch)
+    assert read_events(path) == batch
+
+
+def test_unknown_fields_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "e.jsonl"
+    record = {"schema_version": 2, "name": "x", "value": 1, "future_field": {"a": [1, 2]}, "attrs": {}}
+    path.write_text(json.dumps(record) + "\n")
+    (event,) = read_events(path)
+    assert event.schema_version == 2 and event.extra == {"future_field": {"a": [1, 2]}}
+    out = tmp_path / "again.jsonl"
+    write_events(out, [event])
+    assert json.loads(out.read_text())["future_field"] == {"a": [1, 2]}
+
+
+def test_appender_flushes_each_batch(tmp_path: Path) -> None:
+    path = events_path(tmp_path / "run")
+    writer = EventLogWriter(path)
+    writer.append([MetricEvent("a", 1.0), MetricEvent("b", 2.0)])
+    # visible to a reader before close: a killed process keeps every finished batch
+    assert [e.name for e in read_events(path)] == ["a", "b"]
+    assert writer.append([]) == 0
+    writer.append([MetricEvent("c", 3.0, step=7)])
+    writer.close()
+    with EventLogWriter(path) as again:
+        again.append([MetricEvent("d", 4.0)])
+    assert [(e.name, e.step) for e in read_events(path)] == [("a", None), ("b", None), ("c", 7), ("d", None)]
+
+
+def test_torn_last_line_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "e.jsonl"
+    write_events(path, [MetricEvent("a", 1.0), MetricEvent("b", 2.0)])
+    full = path.read_bytes()
+    path.write_bytes(full + full.splitlines(keepends=True)[0][:17])
+    assert [e.name for e in read_events(path)] == ["a", "b"]
+
+
+def test_garbage_in_the_middle_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "e.jsonl"
+    path.write_text('{"name": "a", "value": 1}\nnot json\n{"name": "b", "value": 2}\n')
+    with pytest.raises(InputError) as info:
+        read_events(path)
+    assert str(info.value) == f"{path}:line 2: expected one JSON object per line (a metric event)"
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({"value": 1}, "field 'name' must be a non-empty string, got None"),
+        ({"name": "x", "value": "fast"}, "field 'value' must be a number or null, got 'fast'"),
+        ({"name": "x", "value": 1, "rank": 1.5}, "field 'rank' must be an integer or null, got 1.5"),
+        ({"name": "x", "value": 1, "attrs": [1]}, "field 'attrs' must be an object, got [1]"),
+        ([1, 2], "expected a JSON object (a metric event), got list"),
+    ],
+)
+def test_invalid_fields_are_named(tmp_path: Path, record: object, message: str) -> None:
+    path = tmp_path / "e.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.raises(InputError) as info:
+        read_events(path)
+    assert str(info.value) == f"{path}:line 1: {message}"
+
+
+def test_null_value_reads_as_nan(tmp_path: Path) -> None:
+    path = tmp_path / "e.jsonl"
+    path.write_text('{"name": "x", "value": null}\n')
+    (event,) = read_events(path)
+    assert math.isnan(event.value) and event.schema_version == SCHEMA_VERSION
+
+
+def test_missing_file_is_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="cannot open the events file"):
+        list(iter_events(tmp_path / "absent.jsonl"))
+
+
+@given(st.binary(max_size=300))
+@settings(max_examples=150, deadline=None)
+def test_arbitrary_bytes_never_crash(tmp_path_factory: pytest.TempPathFactory, data: bytes) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "e.jsonl"
+    path.write_bytes(data)
+    try:
+        read_events(path)
+    except InputError as exc:
+        assert str(exc).startswith(f"{path}:")

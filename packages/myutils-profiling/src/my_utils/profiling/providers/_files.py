@@ -1,0 +1,156 @@
+"""What every file-reading provider shares: input discovery, ranks from names, one-shot reads.
+
+A file provider is built for a file or a folder (``from_input``). ``collect()`` returns the
+events of every matching file not read before, so a folder that a running job keeps
+filling (``tensorboard_trace_handler`` writes one file per cycle) yields each file once:
+events are never repeated, and new files are never missed.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from my_utils.core.errors import InputError, UnsupportedInputError, UsageError
+from my_utils.core.events import MetricEvent
+
+_log = logging.getLogger("my_utils.profiling.providers")
+
+# "rank-34", "rank_1", "rank0", "RANK=3", "worker0" (tensorboard_trace_handler worker names)
+_RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_=]?(\d+)(?![0-9])", re.IGNORECASE)
+
+
+def rank_from_name(path: str | Path) -> int | None:
+    """The rank written in a file name (``rank-34``, ``rank_1``, ``worker0``), or None.
+
+    Only the file name is read, never the folders above it; when the name holds several
+    candidates the last one wins (``job_rank3_worker0`` is ambiguous and gives 0).
+    """
+    matches = _RANK_IN_NAME.findall(Path(path).name)
+    return int(matches[-1]) if matches else None
+
+
+def find_inputs(path: Path, patterns: Sequence[str], what: str) -> list[Path]:
+    """The files to read for ``path``: the file itself, or the matching files in a folder.
+
+    A folder is searched non-recursively; files are sorted by name so output is stable.
+    """
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        found = sorted({p for pat in patterns for p in path.glob(pat) if p.is_file()})
+        if not found:
+            raise UnsupportedInputError(path, None, f"folder holds no {what} (looked for {', '.join(patterns)})")
+        return found
+    raise InputError(path, None, "no such file or folder")
+
+
+def check_distinct_ranks(ranks: dict[Path, int | None], what: str) -> None:
+    """Refuse to merge several files that claim the same rank (or carry none).
+
+    Silently folding rank files into one rank would hide stragglers; the fix is to name
+    the files by rank or to read them one at a time.
+    """
+    if len(ranks) < 2:
+        return
+    by_rank: dict[int | None, list[Path]] = {}
+    for path, rank in ranks.items():
+        by_rank.setdefault(rank, []).append(path)
+    for rank, paths in by_rank.items():
+        if len(paths) > 1:
+            names = ", ".join(p.name for p in paths[:4]) + (" ..." if len(paths) > 4 else "")
+            label = "no rank (no distributedInfo and no rank in the file name)" if rank is None else f"rank {rank}"
+            raise InputError(
+                paths[0].parent, None,
+                f"{len(paths)} {what} files resolve to {label}: {names}; name each file by its rank "
+                "(e.g. rank_3.json) or read them one at a time",
+            )
+
+
+class FileProviderBase:
+    """Base of the file-reading providers: remembers which files it already returned.
+
+    Subclasses set ``name``, ``patterns`` and ``what`` and implement ``_read_files``
+    (all new files at once, so rank checks and parallel parsing see the whole batch).
+    """
+
+    name: ClassVar[str] = ""
+    patterns: ClassVar[tuple[str, ...]] = ()
+    what: ClassVar[str] = "input"
+
+    def __init__(self, path: str | Path, *, rank: int | None = None, **options: Any) -> None:
+        self.path = Path(path)
+        self.rank = rank
+        self.options = options
+        self._done: set[tuple[Path, int, int]] = set()
+        if not self.path.exists():
+            raise InputError(self.path, None, "no such file or folder")
+        self.validate()
+
+    @classmethod
+    def from_input(cls, path: Path, **options: Any) -> FileProviderBase:
+        """Build the provider for a file or folder; unsupported or malformed input raises."""
+        return cls(path, **options)
+
+    def validate(self) -> None:
+        """Check cheaply (header, magic bytes) that the input is this provider's kind."""
+        for file in find_inputs(self.path, self.patterns, self.what):
+            self.sniff(file)
+
+    def sniff(self, file: Path) -> None:
+        """Raise UnsupportedInputError when ``file`` is clearly not this provider's input."""
+
+    def collect(self, step: int | None = None) -> Sequence[MetricEvent]:
+        """Events of the files not returned before (each file is read once)."""
+        files = find_inputs(self.path, self.patterns, self.what)
+        fresh: list[Path] = []
+        for file in files:
+            st = file.stat()
+            key = (file.resolve(), st.st_size, st.st_mtime_ns)
+            if key not in self._done:
+                fresh.append(file)
+        if not fresh:
+            return []
+        events = self._read_files(fresh)
+        for file in fresh:
+            st = file.stat()
+            self._done.add((file.resolve(), st.st_size, st.st_mtime_ns))
+        return events
+
+    def _read_files(self, files: list[Path]) -> list[MetricEvent]:
+        raise NotImplementedError
+
+
+def read_head(path: Path, size: int = 4096) -> bytes:
+    """The first bytes of a file (gzip-decompressed when it is gzip); OSError becomes InputError."""
+    import gzip
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(size)
+        if head[:2] == b"\x1f\x8b":
+            try:
+                with gzip.open(path, "rb") as gz:
+                    return gz.read(size)
+            except (OSError, EOFError) as exc:
+                raise InputError(path, "gzip stream", f"a readable gzip file ({exc})") from None
+        return head
+    except OSError as exc:
+        raise InputError(path, None, f"a readable file ({exc.strerror or exc})") from None
+
+
+def map_events(func: Callable[[Path], list[MetricEvent]], files: Iterable[Path]) -> list[MetricEvent]:
+    """Apply a per-file reader serially and concatenate the events."""
+    out: list[MetricEvent] = []
+    for file in files:
+        out.extend(func(file))
+    return out
+
+
+def require_live(obj: object, attr: str, who: str, fix: str) -> None:
+    """Misuse guard for live providers: the object must offer ``attr``."""
+    if not hasattr(obj, attr):
+        raise UsageError(f"{who}: {type(obj).__name__} has no {attr}(); {fix}")

@@ -1,0 +1,133 @@
+"""TorchProfilerMetricsProvider: torch.profiler results, live or from Kineto trace files.
+
+Files: ``.json`` / ``.json.gz`` Chrome traces written by ``export_chrome_trace`` or
+``tensorboard_trace_handler`` (a file, or a folder of rank files parsed in parallel).
+The rank comes from ``distributedInfo.rank``, else from the file name (``rank-3``,
+``worker0``), else from the ``rank`` option; several files claiming one rank are refused.
+
+Live: pass the ``torch.profiler.profile`` object; each ``collect()`` returns the metrics
+of the profiling cycles finished since the previous call (use ``trace_handler()`` as the
+profiler's ``on_trace_ready`` with a schedule, so every cycle is seen).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from my_utils.core.events import MetricEvent
+from my_utils.profiling.providers._files import (
+    FileProviderBase,
+    check_distinct_ranks,
+    rank_from_name,
+    read_head,
+)
+from my_utils.core.errors import UnsupportedInputError
+from my_utils.profiling.providers.parallel import Executor, run_many
+from my_utils.profiling.providers.trace_aggregate import TraceAggregator
+
+_log = logging.getLogger("my_utils.profiling.providers.kineto")
+
+TRACE_PATTERNS = ("*.json", "*.json.gz")
+
+
+def parse_trace_file(path: str | Path, rank: int | None = None) -> list[MetricEvent]:
+    """Stream one trace file and return its aggregated metric events.
+
+    ``rank`` is used only when the file has no ``distributedInfo`` and its name holds
+    no rank. Module-level so that process pools and Dask workers can import it.
+    """
+    from my_utils.profiling.providers.trace_stream import TraceStream
+
+    p = Path(path)
+    stream = TraceStream(p)
+    agg = TraceAggregator(p)
+    add = agg.add
+    for ev in stream.events():
+        add(ev)
+    info = stream.metadata.get("distributedInfo")
+    info_rank = info.get("rank") if isinstance(info, dict) else None
+    if isinstance(info_rank, int) and not isinstance(info_rank, bool):
+        found, source = info_rank, "distributedInfo"
+    elif (by_name := rank_from_name(p)) is not None:
+        found, source = by_name, "file name"
+    else:
+        found, source = rank, ("option" if rank is not None else "unknown")
+    return agg.finish(stream.metadata, found, source)
+
+
+class TorchProfilerMetricsProvider(FileProviderBase):
+    """Metrics from torch.profiler: a live ``profile`` object or Kineto trace files."""
+
+    name = "torch_profiler"
+    patterns = TRACE_PATTERNS
+    what = "Kineto trace (.json/.json.gz)"
+
+    def __init__(self, source: Any = None, *, rank: int | None = None, executor: Executor = None,
+                 **options: Any) -> None:
+        self.executor = executor
+        self._live = None
+        self._lock = threading.Lock()
+        self._pending: list[MetricEvent] = []
+        self._seen_results: set[int] = set()
+        if isinstance(source, (str, Path)):
+            super().__init__(source, rank=rank, **options)
+        else:
+            self.path = Path()
+            self.rank = rank
+            self.options = options
+            self._live = source
+
+    def sniff(self, file: Path) -> None:
+        """Refuse files that do not start like JSON."""
+        head = read_head(file, 64).lstrip(b"\xef\xbb\xbf \t\r\n")
+        if head[:1] not in (b"{", b"["):
+            raise UnsupportedInputError(file, "byte 0", "a JSON trace (starting with '{' or '[')")
+
+    def _read_files(self, files: list[Path]) -> list[MetricEvent]:
+        results = run_many(parse_trace_file, [(str(f), self.rank) for f in files], self.executor)
+        ranks = {f: next((e.rank for e in evs), self.rank) for f, evs in zip(files, results)}
+        check_distinct_ranks(ranks, "trace")
+        return [e for evs in results for e in evs]
+
+    # -- live profiler -----------------------------------------------------------------
+
+    def trace_handler(self, inner: Callable[[Any], None] | None = None) -> Callable[[Any], None]:
+        """An ``on_trace_ready`` callable: records the finished cycle, then calls ``inner``."""
+
+        def handler(prof: Any) -> None:
+            self._take(prof)
+            if inner is not None:
+                inner(prof)
+
+        return handler
+
+    def _take(self, prof: Any) -> None:
+        inner = getattr(prof, "profiler", None)
+        if inner is None or id(inner) in self._seen_results:
+            return
+        try:
+            function_events = inner.function_events
+        except Exception as exc:  # a profiler that was never stopped has no results yet
+            _log.debug("torch profiler results not ready: %s", exc)
+            return
+        if function_events is None:
+            return
+        from my_utils.profiling.providers.torch_live import events_from_function_events
+
+        events = events_from_function_events(function_events, self.rank)
+        with self._lock:
+            self._seen_results.add(id(inner))
+            self._pending.extend(events)
+
+    def collect(self, step: int | None = None) -> Sequence[MetricEvent]:
+        """Events of trace files not read before, or of profiling cycles finished since the last call."""
+        if self._live is None:
+            return super().collect(step)
+        self._take(self._live)
+        with self._lock:
+            out, self._pending = self._pending, []
+        return out

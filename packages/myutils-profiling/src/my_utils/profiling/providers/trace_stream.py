@@ -1,0 +1,208 @@
+"""Stream the events of a Chrome/Kineto trace (``.json`` or gzip) one object at a time.
+
+Loading a 54 MB trace with ``json.load`` holds ~400 MB of dicts; this reader decodes
+the text in 1 MiB chunks and parses one event object at a time with the C scanner of
+the standard ``json`` module, so memory stays flat whatever the file size. Top-level
+keys other than ``traceEvents`` (``distributedInfo``, ``baseTimeNanoseconds``...) may
+come before or after the events; they are collected into ``TraceStream.metadata``,
+complete once ``events()`` is exhausted.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import json
+import re
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from my_utils.core.errors import InputError, UnsupportedInputError
+
+_CHUNK = 1 << 20
+_MAX_VALUE = 64 << 20  # one event (or metadata value) larger than this is not a real trace
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+class TraceStream:
+    """One pass over a trace file: ``for ev in stream.events(): ...``, then ``stream.metadata``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.metadata: dict[str, Any] = {}
+        self.event_count = 0
+        self._fh: IO[bytes] | None = None
+        self._dec = codecs.getincrementaldecoder("utf-8")("strict")
+        self._buf = ""
+        self._pos = 0
+        self._consumed = 0  # characters dropped from the front of _buf
+        self._eof = False
+        self._raw_decode = json.JSONDecoder().raw_decode
+
+    # -- low level -------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return f"character {self._consumed + self._pos}"
+
+    def _fail(self, expected: str, place: str | None = None) -> InputError:
+        return InputError(self.path, place or self._where(), expected)
+
+    def _more(self) -> bool:
+        """Append the next chunk to the buffer; False at end of file."""
+        if self._eof:
+            return False
+        assert self._fh is not None
+        try:
+            raw = self._fh.read(_CHUNK)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise self._fail(f"a complete gzip stream ({type(exc).__name__}: {exc}); the file is truncated or corrupt") from None
+        try:
+            text = self._dec.decode(raw, final=not raw)
+        except UnicodeDecodeError:
+            raise self._fail("UTF-8 text (a JSON trace); found bytes that are not UTF-8") from None
+        if not raw:
+            self._eof = True
+        if self._pos:
+            self._consumed += self._pos
+            self._buf = self._buf[self._pos:] + text
+            self._pos = 0
+        else:
+            self._buf += text
+        return bool(raw)
+
+    def _skip_ws(self) -> str:
+        """Skip whitespace; return the next character ('' at end of file)."""
+        while True:
+            self._pos = _WS.match(self._buf, self._pos).end()  # type: ignore[union-attr]
+            if self._pos < len(self._buf):
+                return self._buf[self._pos]
+            if not self._more():
+                return ""
+
+    def _value(self, what: str) -> Any:
+        """Parse one JSON value at the cursor, reading more text until it is complete."""
+        self._skip_ws()
+        while True:
+            try:
+                obj, end = self._raw_decode(self._buf, self._pos)
+            except json.JSONDecodeError as exc:
+                if len(self._buf) - self._pos > _MAX_VALUE:
+                    raise self._fail(f"{what}: valid JSON ({exc.msg}) within {_MAX_VALUE >> 20} MiB") from None
+                if self._more():
+                    continue
+                at = self._consumed + exc.pos
+                raise self._fail(
+                    f"{what}: valid JSON ({exc.msg}; the file ends at character "
+                    f"{self._consumed + len(self._buf)}, it may be truncated)",
+                    place=f"character {at}",
+                ) from None
+            # a number or literal ending exactly at the buffer end may continue in the next chunk
+            if end == len(self._buf) and not self._eof and self._more():
+                continue
+            self._pos = end
+            return obj
+
+    def _expect(self, chars: str, what: str) -> str:
+        c = self._skip_ws()
+        if c == "" or c not in chars:
+            found = "end of file (truncated?)" if c == "" else repr(c)
+            raise self._fail(f"{what}; found {found}")
+        self._pos += 1
+        return c
+
+    # -- structure -------------------------------------------------------------------
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """Yield every trace event (a dict), in file order; validates the whole structure."""
+        try:
+            self._fh = gzip.open(self.path, "rb") if _is_gzip(self.path) else open(self.path, "rb")  # noqa: SIM115
+        except OSError as exc:
+            raise InputError(self.path, None, f"a readable file ({exc.strerror or exc})") from None
+        try:
+            first = self._skip_ws()
+            if first == "\ufeff":
+                self._pos += 1
+                first = self._skip_ws()
+            if first == "[":
+                self._pos += 1
+                yield from self._array(top_level=True)
+            elif first == "{":
+                self._pos += 1
+                yield from self._object()
+            else:
+                shown = "an empty file" if first == "" else f"{first!r}"
+                raise UnsupportedInputError(
+                    self.path, "character 0", f"a JSON trace starting with '{{' or '['; found {shown}"
+                )
+            if self._skip_ws() != "":
+                raise self._fail("end of file after the trace object; found more data")
+        finally:
+            self._fh.close()
+
+    def _object(self) -> Iterator[dict[str, Any]]:
+        seen_events = False
+        if self._skip_ws() == "}":
+            self._pos += 1
+        else:
+            while True:
+                if self._skip_ws() != '"':
+                    raise self._fail("a quoted key in the top-level trace object")
+                key = self._value("top-level key")
+                self._expect(":", f"':' after key {key!r}")
+                if key == "traceEvents":
+                    if self._skip_ws() != "[":
+                        raise UnsupportedInputError(self.path, self._where(), "traceEvents to be a JSON list")
+                    self._pos += 1
+                    seen_events = True
+                    yield from self._array(top_level=False)
+                else:
+                    self.metadata[key] = self._value(f"value of top-level key {key!r}")
+                if self._expect(",}", "',' or '}' in the top-level trace object") == "}":
+                    break
+        if not seen_events:
+            raise UnsupportedInputError(
+                self.path, None, "a Chrome/Kineto trace: a JSON object with a traceEvents list (none found)"
+            )
+
+    def _array(self, top_level: bool) -> Iterator[dict[str, Any]]:
+        if self._skip_ws() == "]":
+            self._pos += 1
+            return
+        ws = _WS.match
+        raw_decode = self._raw_decode
+        while True:
+            # fast path: the whole event and its separator are in the buffer
+            buf, pos = self._buf, self._pos
+            pos = ws(buf, pos).end()  # type: ignore[union-attr]
+            try:
+                ev, end = raw_decode(buf, pos)
+                sep_at = ws(buf, end).end()  # type: ignore[union-attr]
+                sep = buf[sep_at] if sep_at < len(buf) else ""
+            except json.JSONDecodeError:
+                sep = ""
+            if sep not in (",", "]"):
+                self._pos = pos
+                ev = self._value(f"traceEvents[{self.event_count}]")
+                sep = self._expect(",]", f"',' or ']' after traceEvents[{self.event_count}]")
+            else:
+                self._pos = sep_at + 1
+            if not isinstance(ev, dict):
+                index = self.event_count
+                if top_level and index == 0:
+                    raise UnsupportedInputError(
+                        self.path, "item 0",
+                        f"a list of trace event objects; found {type(ev).__name__} items "
+                        "(a memory timeline or another JSON list, not a trace)",
+                    )
+                raise self._fail(f"traceEvents[{index}] to be an object; found {type(ev).__name__}")
+            self.event_count += 1
+            yield ev
+            if sep == "]":
+                return
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"

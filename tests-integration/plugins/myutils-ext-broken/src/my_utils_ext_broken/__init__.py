@@ -1,0 +1,1 @@
+"""A my_utils plugin package that is broken on purpose (integration tests)."""

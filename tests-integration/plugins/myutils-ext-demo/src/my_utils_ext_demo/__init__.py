@@ -1,0 +1,1 @@
+"""A third-party my_utils plugin used by the integration tests."""

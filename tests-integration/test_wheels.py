@@ -1,0 +1,109 @@
+"""Built wheels: what each distribution ships, and what `pip install myutils-tracing` gives.
+
+Only myutils-core ships files directly in ``my_utils/``; every other distribution ships
+exactly ``my_utils/<name>/`` (ARCHITECTURE.md §2). torch is never a hard dependency.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+NAMES = ["core", "tracing", "hooks", "distributed", "memory", "profiling", "legacy"]
+FLAT_MODULES = {
+    "utils", "logger", "nvtx_utils", "moduleProfiler", "profilerwrapper", "memory_snapshot",
+    "gpu_mem_tracker", "DITProfiler", "clockSyncUtils",
+}
+HEAVY = {"torch", "numpy", "pandas", "plotly"}
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheelhouse")
+    for name in NAMES:
+        subprocess.run(
+            [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out),
+             str(REPO / "packages" / f"myutils-{name}")],
+            check=True, capture_output=True, text=True, timeout=300,
+        )
+    return out
+
+
+def _wheel(wheelhouse: Path, name: str) -> zipfile.ZipFile:
+    (path,) = wheelhouse.glob(f"myutils_{name}-*.whl")
+    return zipfile.ZipFile(path)
+
+
+def _metadata(zf: zipfile.ZipFile) -> tuple[list[str], list[str]]:
+    meta_name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+    msg = Parser().parsestr(zf.read(meta_name).decode())
+    files = [n for n in zf.namelist() if ".dist-info/" not in n]
+    return files, msg.get_all("Requires-Dist") or []
+
+
+def test_core_owns_the_namespace_root(wheelhouse: Path) -> None:
+    files, _ = _metadata(_wheel(wheelhouse, "core"))
+    root_files = {Path(f).name for f in files if f.count("/") == 1}
+    assert root_files == {"__init__.py", "py.typed"} | {f"{m}.py" for m in FLAT_MODULES}
+    assert all(f.startswith("my_utils/") for f in files)
+    assert "my_utils/core/py.typed" in files or "my_utils/py.typed" in files
+    assert "my_utils/core/plugins.py" in files and "my_utils/core/cli/app.py" in files
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "core"])
+def test_other_distributions_ship_one_subpackage(wheelhouse: Path, name: str) -> None:
+    files, _ = _metadata(_wheel(wheelhouse, name))
+    assert files, f"myutils-{name} wheel is empty"
+    outside = [f for f in files if not f.startswith(f"my_utils/{name}/")]
+    assert outside == [], f"myutils-{name} ships files outside my_utils/{name}/: {outside}"
+    assert f"my_utils/{name}/py.typed" in files and f"my_utils/{name}/plugin.py" in files
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_heavy_hard_dependency(wheelhouse: Path, name: str) -> None:
+    _, requires = _metadata(_wheel(wheelhouse, name))
+    unconditional = {r.split(";")[0].split("[")[0].split("<")[0].split(">")[0].split("=")[0].strip().lower()
+                     for r in requires if "extra ==" not in r}
+    assert "torch" not in unconditional
+    if name in ("core", "tracing", "distributed", "memory"):
+        assert not unconditional & HEAVY, f"myutils-{name} hard-depends on {unconditional & HEAVY}"
+    assert any(r.startswith("torch") and r.replace('"', "'").endswith("extra == 'torch'") for r in requires)
+
+
+def test_pip_install_one_part(wheelhouse: Path, tmp_path: Path) -> None:
+    """A fresh venv (no system site) installs tracing + core only, nothing heavy."""
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    proc = subprocess.run(
+        [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "--find-links", str(wheelhouse), "myutils-tracing"],
+        capture_output=True, text=True, timeout=600,
+    )
+    if proc.returncode != 0 and ("Could not find a version" in proc.stderr or "connection" in proc.stderr.lower()):
+        pytest.skip(f"the package index is unreachable: {proc.stderr.strip().splitlines()[-1]}")
+    assert proc.returncode == 0, proc.stderr
+    listed = subprocess.run([str(py), "-m", "pip", "list", "--format=freeze"],
+                            capture_output=True, text=True, check=True).stdout.lower()
+    installed = {line.split("==")[0] for line in listed.splitlines()}
+    assert {"myutils-core", "myutils-tracing"} <= installed
+    assert not installed & (HEAVY | {"myutils-hooks", "myutils-profiling"})
+    code = (
+        "import my_utils\n"
+        "try:\n    from my_utils import ForwardProfilerHook\nexcept ImportError as e:\n    print(e)\n"
+        "try:\n    import my_utils.moduleProfiler\nexcept ImportError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([str(py), "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "Run: pip install myutils-hooks" in out.splitlines()[0]
+    assert out.splitlines()[1].startswith("my_utils.moduleProfiler now lives in my_utils.hooks.module_profiler")
+    cli = subprocess.run([str(env_dir / "bin" / "myutils"), "--version"], capture_output=True, text=True)
+    assert cli.returncode == 0 and cli.stdout.split() == ["myutils-core", "0.1.0", "myutils-tracing", "0.1.0"]
