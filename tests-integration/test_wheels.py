@@ -107,3 +107,21 @@ def test_pip_install_one_part(wheelhouse: Path, tmp_path: Path) -> None:
     assert out.splitlines()[1].startswith("my_utils.moduleProfiler now lives in my_utils.hooks.module_profiler")
     cli = subprocess.run([str(env_dir / "bin" / "myutils"), "--version"], capture_output=True, text=True)
     assert cli.returncode == 0 and cli.stdout.split() == ["myutils-core", "0.1.0", "myutils-tracing", "0.1.0"]
+
+
+def test_umbrella_offers_the_seed_extras(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path), str(REPO)],
+                   check=True, capture_output=True, text=True, timeout=300)
+    (wheel,) = tmp_path.glob("*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        meta_name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        msg = Parser().parsestr(zf.read(meta_name).decode())
+    assert msg["Name"] not in ("myutils", "my-utils", "my_utils")  # taken on PyPI by other projects
+    extras = set(msg.get_all("Provides-Extra") or [])
+    assert extras == {"profiling", "tensordict", "etcd", "nvml", "nvtx", "system", "megatron", "torch", "all",
+                      "all-with-torch"}
+    requires = msg.get_all("Requires-Dist") or []
+    members = {r.split(" @ ")[0] for r in requires if " @ " in r}
+    assert members == {f"myutils-{n}" for n in NAMES}
+    assert not [r for r in requires if r.startswith("torch") and "extra == 'all'" in r.replace('"', "'")]
+    assert [r for r in requires if r.startswith("torch") and "extra == 'all-with-torch'" in r.replace('"', "'")]

@@ -11,7 +11,7 @@ from pkgutil import extend_path
 # installs) join this package through extend_path.
 __path__ = extend_path(__path__, __name__)
 
-from typing import TYPE_CHECKING, Any  # noqa: E402
+from typing import TYPE_CHECKING, Any
 
 
 def __getattr__(name: str) -> Any:

@@ -136,13 +136,13 @@ class GlobalLogger:
             self.extra_log_label = str(extra_log_label)
             self.parallel_info = dict(parallel_info)
             self.machine_id = f"{socket.gethostname()}_rank{self.rank}"
-            self._attach_handlers()
+            self._attach_handlers(self.log_dir)
             self._writer = ProfileCsvWriter(self.log_dir / f"profile_rank_{self.rank}.csv")
             self._writer.open()  # the file exists (with its header) as soon as setup returns
             self._configured = True
         return self
 
-    def _attach_handlers(self) -> None:
+    def _attach_handlers(self, log_dir: Path) -> None:
         prefix_parts = [self.extra_log_label] if self.extra_log_label else []
         prefix_parts.append(f"rank {self.rank}/{self.world_size}")
         if self.parallel_info:
@@ -152,24 +152,21 @@ class GlobalLogger:
         logger = logging.getLogger(LOGGER_NAME)
         console = logging.StreamHandler(sys.stderr)
         console.setFormatter(formatter)
-        handlers: list[logging.Handler] = [console]
-        assert self.log_dir is not None
-        try:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            file_handler = logging.FileHandler(self.log_dir / f"rank_{self.rank}.log", encoding="utf-8")
-        except OSError as exc:
-            file_handler = None
-            logger.error("cannot open %s (%s); logging to the console only", self.log_dir, exc.strerror or exc)
-        if file_handler is not None:
-            file_handler.setFormatter(formatter)
-            handlers.append(file_handler)
-        for handler in handlers:
-            logger.addHandler(handler)
+        logger.addHandler(console)
+        self._handlers = [console]
         if logger.level == logging.NOTSET:
             logger.setLevel(logging.INFO)
         # our handlers print it; a root handler (e.g. basicConfig) would print it twice
         logger.propagate = False
-        self._handlers = handlers
+        try:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            file_handler = logging.FileHandler(log_dir / f"rank_{self.rank}.log", encoding="utf-8")
+        except OSError as exc:
+            logger.error("cannot open %s (%s); logging to the console only", log_dir, exc.strerror or exc)
+            return
+        file_handler.setFormatter(formatter)
+        logger.addHandler(file_handler)
+        self._handlers.append(file_handler)
 
     @property
     def is_configured(self) -> bool:

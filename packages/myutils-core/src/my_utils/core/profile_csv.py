@@ -126,14 +126,16 @@ def format_unix_ns(unix_ns: int) -> str:
     """Unix time in integer nanoseconds -> seconds with 6 decimals, without float formatting."""
     if unix_ns < 0:
         return f"{unix_ns / 1e9:.6f}"
-    return "%d.%06d" % divmod(unix_ns // 1000, 1_000_000)
+    sec, usec = divmod(unix_ns // 1000, 1_000_000)
+    return f"{sec}.{usec:06d}"
 
 
 def format_ms_ns(duration_ns: int) -> str:
     """A duration in integer nanoseconds -> milliseconds with 6 decimals (ns resolution)."""
     if duration_ns < 0:
         return "-" + format_ms_ns(-duration_ns)
-    return "%d.%06d" % divmod(duration_ns, 1_000_000)
+    ms, ns = divmod(duration_ns, 1_000_000)
+    return f"{ms}.{ns:06d}"
 
 
 _readable_cache: list[object] = [-1, ""]
@@ -150,7 +152,7 @@ def readable_time_ns(unix_ns: int) -> str:
         cache[0] = sec
     else:
         text = cache[1]  # type: ignore[assignment]
-    return "%s.%03d" % (text, rem // 1_000_000)
+    return f"{text}.{rem // 1_000_000:03d}"
 
 
 def format_profile_line(

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from my_utils.core.profile_csv import csv_field, format_metadata, format_ms_ns, format_unix_ns, readable_time_ns
+from my_utils.core.profile_csv import (
+    csv_field,
+    format_metadata,
+    format_ms_ns,
+    format_unix_ns,
+    readable_time_ns,
+)
 
 __all__ = ["format_step_rows"]
 

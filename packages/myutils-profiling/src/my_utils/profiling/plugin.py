@@ -1,16 +1,51 @@
 """The built-in plugin of myutils-profiling, registered through the ``my_utils.plugins`` entry point.
 
-Kept import-light: it only describes components (``"module:Class"`` strings).
+Kept import-light: it only describes components (``"module:Class"`` strings); the
+providers' modules are imported when a provider is used, never when plugins are listed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from my_utils.core.hookspecs import hookimpl
+from my_utils.core.plugin_types import PluginDescription, PluginKind
 
 if TYPE_CHECKING:
     import typer
+
+_P = "my_utils.profiling.providers"
+
+
+def _provider(name: str, factory: str, summary: str, inputs: tuple[str, ...],
+              extras: tuple[str, ...] = ()) -> PluginDescription:
+    return PluginDescription(name=name, kind=PluginKind.METRICS_PROVIDER, factory=f"{_P}.{factory}",
+                             summary=summary, inputs=inputs, extras=extras)
+
+
+@hookimpl
+def myutils_metrics_providers() -> Sequence[PluginDescription]:
+    """The seven built-in metrics providers."""
+    return [
+        _provider("mytimer", "mytimer:MyTimerMetricsProvider",
+                  "MyTimer regions (CPU/CUDA ms per step), live or from profile CSVs",
+                  ("live MyTimer", "profile_rank_*.csv")),
+        _provider("torch_profiler", "kineto:TorchProfilerMetricsProvider",
+                  "torch.profiler / Kineto traces: step time, kernels, ops, memory peaks",
+                  ("live torch.profiler.profile", "*.json", "*.json.gz"), ("dask",)),
+        _provider("module_profiler", "module_profiler:ModuleProfilerMetricsProvider",
+                  "per-module forward times of a live ModuleProfiler", ("live ModuleProfiler",)),
+        _provider("table_csv", "table_csv:TableCsvMetricsProvider",
+                  "any CSV table through a column mapping", ("*.csv",)),
+        _provider("ncu_csv", "ncu:NcuCsvMetricsProvider",
+                  "Nsight Compute CSV exports (details or raw page)", ("*.csv", "*.csv.txt")),
+        _provider("nsys_sqlite", "nsys:NsysSqliteMetricsProvider",
+                  "Nsight Systems SQLite exports, aggregated in SQL", ("*.sqlite",)),
+        _provider("cprofile", "cprofile:CProfileStatsProvider",
+                  "cProfile / pstats dumps: self and cumulative time per function",
+                  ("*.pstats", "*.prof")),
+    ]
 
 
 @hookimpl

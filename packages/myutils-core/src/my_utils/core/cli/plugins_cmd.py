@@ -26,7 +26,7 @@ def _table(records: list[PluginRecord]) -> str:
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS) - 1)]
     return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths)) + "  " + row[-1]
+        "  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
         for row in rows
     )
 

@@ -49,8 +49,12 @@ def _describe(index: int, ev: Mapping[str, Any]) -> str:
     return f"event {index} ({ev.get('ph')} {name!r} pid={ev.get('pid')!r} tid={ev.get('tid')!r})"
 
 
-def check_trace(doc_or_path: Any, max_problems: int = 50) -> list[str]:
-    """Problems found in a trace (a decoded document, or a path to ``.json``/``.json.gz``)."""
+def check_trace(doc_or_path: Any, max_problems: int = 50, *, require_process_names: bool = True) -> list[str]:
+    """Problems found in a trace (a decoded document, or a path to ``.json``/``.json.gz``).
+
+    ``require_process_names=False`` skips the ``process_name`` rule (for third-party traces:
+    torch's own traces use pids such as ``"Spans"`` without naming them).
+    """
     doc = load_trace(doc_or_path) if isinstance(doc_or_path, (str, Path)) else doc_or_path
     if isinstance(doc, list):
         doc = {"traceEvents": doc}
@@ -90,11 +94,12 @@ def check_trace(doc_or_path: Any, max_problems: int = 50) -> list[str]:
                 elif name == "process_name":
                     pids_named.add(ev.get("pid"))
             continue
-        ts = ev.get("ts")
+        ts: Any = ev.get("ts")
         if not _is_number(ts):
             report(f"{_describe(index, ev)}: expected a numeric 'ts', got {ts!r}")
             continue
-        pids_used.add(ev.get("pid"))
+        if not (ph in ("i", "I") and ev.get("s") == "g"):  # global instants belong to no process
+            pids_used.add(ev.get("pid"))
         lane = (ev.get("pid"), ev.get("tid"))
         if ph == "B":
             open_b[lane].append((index, ev))
@@ -109,7 +114,7 @@ def check_trace(doc_or_path: Any, max_problems: int = 50) -> list[str]:
             if ts < b_ev["ts"]:
                 report(f"{_describe(index, ev)}: 'E' at {ts} before its 'B' at {b_ev['ts']} (event {b_index})")
         elif ph == "X":
-            dur = ev.get("dur")
+            dur: Any = ev.get("dur")
             if not _is_number(dur) or dur < 0:
                 report(f"{_describe(index, ev)}: 'X' needs a numeric 'dur' >= 0, got {dur!r}")
             else:
@@ -137,7 +142,7 @@ def check_trace(doc_or_path: Any, max_problems: int = 50) -> list[str]:
     for (cat, flow_id), phases in flows.items():
         if phases.count("s") != 1 or phases.count("f") != 1:
             report(f"flow cat={cat!r} id={flow_id}: phases {phases}, expected one 's' and one 'f'")
-    for pid in sorted(pids_used - pids_named, key=repr):
+    for pid in sorted(pids_used - pids_named, key=repr) if require_process_names else ():
         report(f"pid {pid!r} has events but no 'process_name' metadata event")
     if len(problems) > max_problems:
         extra = len(problems) - max_problems

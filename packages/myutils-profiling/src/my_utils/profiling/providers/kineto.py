@@ -72,7 +72,8 @@ class TorchProfilerMetricsProvider(FileProviderBase):
         self._live = None
         self._lock = threading.Lock()
         self._pending: list[MetricEvent] = []
-        self._seen_results: set[int] = set()
+        self._last_results: Any = None  # strong ref: its identity marks the cycle taken
+        self._taken = 0
         if isinstance(source, (str, Path)):
             super().__init__(source, rank=rank, **options)
         else:
@@ -107,20 +108,29 @@ class TorchProfilerMetricsProvider(FileProviderBase):
 
     def _take(self, prof: Any) -> None:
         inner = getattr(prof, "profiler", None)
-        if inner is None or id(inner) in self._seen_results:
-            return
+        results = getattr(inner, "kineto_results", None)
+        if inner is None or results is None or results is self._last_results:
+            return  # not stopped yet, or this cycle was already taken
         try:
-            function_events = inner.function_events
-        except Exception as exc:  # a profiler that was never stopped has no results yet
-            _log.debug("torch profiler results not ready: %s", exc)
+            function_events = list(inner.function_events or ())
+        except Exception as exc:  # results that torch cannot parse: report, keep training
+            _log.warning("torch profiler results could not be read: %s", exc)
             return
-        if function_events is None:
-            return
+        # acc_events=True keeps earlier cycles in the list: take only what is new
+        fresh = function_events[self._taken:] if getattr(prof, "acc_events", False) else function_events
         from my_utils.profiling.providers.torch_live import events_from_function_events
 
-        events = events_from_function_events(function_events, self.rank)
+        start_ns = None
+        try:
+            start_ns = int(results.trace_start_ns())
+        except Exception:  # older torch: no wall clock for this cycle
+            start_ns = None
+        events = events_from_function_events(
+            fresh, self.rank, trace_start_ns=start_ns, step_num=getattr(prof, "step_num", None)
+        )
         with self._lock:
-            self._seen_results.add(id(inner))
+            self._last_results = results
+            self._taken = len(function_events)
             self._pending.extend(events)
 
     def collect(self, step: int | None = None) -> Sequence[MetricEvent]:
