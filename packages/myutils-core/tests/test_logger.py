@@ -203,3 +203,12 @@ def test_unwritable_log_dir_degrades_to_console(tmp_path: Path, capfd: pytest.Ca
     err = capfd.readouterr().err
     assert "logging to the console only" in err and "still logging" in err
     assert "cannot write profile rows" in err
+
+
+def test_runtime_modules_stay_light() -> None:
+    code = ("import sys, my_utils.core, my_utils.utils, my_utils.logger, my_utils.core.trace, my_utils.core.debug, "
+            "my_utils.core.profile_csv, my_utils.core.testing.trace_check\n"
+            "from my_utils.core import MyTimer, GlobalLogger, csv_to_trace, ChecksumUtils\n"
+            "print(sorted(m for m in ('torch', 'numpy', 'pandas', 'plotly') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"

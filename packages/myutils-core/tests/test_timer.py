@@ -194,7 +194,7 @@ def test_set_logger_accepts_logger_or_manager(log_dir: Path) -> None:
     timer.set_logger(GlobalLogger())
     run_iteration(timer, 0)
     assert len(rows_of(log_dir)) == 8
-    with pytest.raises(UsageError, match="expected a logging.Logger or a GlobalLogger, got str"):
+    with pytest.raises(UsageError, match=r"expected a logging\.Logger or a GlobalLogger, got str"):
         timer.set_logger("logger")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -73,7 +74,7 @@ def test_noop_labeler_has_the_whole_protocol() -> None:
     assert isinstance(labeler, nvtx_utils.Labeler)
     for name in LABELER_METHODS:
         assert callable(getattr(labeler, name))
-    token = labeler.start("a", color="red", domain_name="d", category="c")
+    token = labeler.start("a", color="red", domain_name="d", category="c")  # type: ignore[func-returns-value]
     labeler.stop(token)
     with labeler.range("r"):
         labeler.push("p")
@@ -125,7 +126,7 @@ def test_legacy_paths_resolve_to_the_same_objects() -> None:
 # -- what really reaches NVTX (injection recorder, one subprocess per case) ----------------
 
 
-def test_names_domains_categories_colours_and_marks_are_emitted(run_recorded) -> None:
+def test_names_domains_categories_colours_and_marks_are_emitted(run_recorded: Any) -> None:
     run = run_recorded("""
         from my_utils.tracing.nvtx_utils import create_labeler
         lab = create_labeler(enabled=True, default_domain="training")
@@ -157,7 +158,7 @@ def test_names_domains_categories_colours_and_marks_are_emitted(run_recorded) ->
         ("push", "training", "custom"), ("pop", "training", "-")]
 
 
-def test_start_stop_are_process_ranges_with_matching_ids(run_recorded) -> None:
+def test_start_stop_are_process_ranges_with_matching_ids(run_recorded: Any) -> None:
     run = run_recorded("""
         import threading
         from my_utils.tracing.nvtx_utils import NvtxLabeler
@@ -176,7 +177,7 @@ def test_start_stop_are_process_ranges_with_matching_ids(run_recorded) -> None:
     assert run.stdout.strip() == "0"
 
 
-def test_unbalanced_stop_and_pop_are_repaired_and_reported_once(run_recorded) -> None:
+def test_unbalanced_stop_and_pop_are_repaired_and_reported_once(run_recorded: Any) -> None:
     run = run_recorded("""
         from my_utils.tracing.nvtx_utils import NvtxLabeler
         lab = NvtxLabeler(enabled=True, default_domain="d")
@@ -203,7 +204,7 @@ def test_unbalanced_stop_and_pop_are_repaired_and_reported_once(run_recorded) ->
         ("push", "d", "raises"), ("pop", "d", "-")]
 
 
-def test_push_stacks_are_per_thread(run_recorded) -> None:
+def test_push_stacks_are_per_thread(run_recorded: Any) -> None:
     run = run_recorded("""
         import threading
         from my_utils.tracing.nvtx_utils import NvtxLabeler
@@ -219,7 +220,7 @@ def test_push_stacks_are_per_thread(run_recorded) -> None:
     assert run.ops("push", "pop") == [("push", "d", "main"), ("pop", "d", "-")]
 
 
-def test_bad_colour_is_misuse_raised_at_once(run_recorded) -> None:
+def test_bad_colour_is_misuse_raised_at_once(run_recorded: Any) -> None:
     run = run_recorded("""
         from my_utils.core.errors import UsageError
         from my_utils.tracing.nvtx_utils import NvtxLabeler
@@ -232,7 +233,7 @@ def test_bad_colour_is_misuse_raised_at_once(run_recorded) -> None:
     assert "label 'x'" in run.stdout and "no-such-colour" in run.stdout and "'blue'" in run.stdout
 
 
-def test_the_seed_labeler_example_runs_unchanged(run_recorded) -> None:
+def test_the_seed_labeler_example_runs_unchanged(run_recorded: Any) -> None:
     run = run_recorded("""
         import time
         def model(x): return x
@@ -278,7 +279,7 @@ def test_the_seed_labeler_example_runs_unchanged(run_recorded) -> None:
     assert attention.color == "00008000"
 
 
-def test_nvtx_disable_keeps_the_labeler_dormant(run_recorded) -> None:
+def test_nvtx_disable_keeps_the_labeler_dormant(run_recorded: Any) -> None:
     run = run_recorded("""
         from my_utils.tracing.nvtx_utils import create_labeler
         lab = create_labeler(enabled=True)
@@ -291,7 +292,7 @@ def test_nvtx_disable_keeps_the_labeler_dormant(run_recorded) -> None:
 
 
 @pytest.mark.cuda
-def test_torch_labeler_emits_through_torch_cuda_nvtx(run_recorded) -> None:
+def test_torch_labeler_emits_through_torch_cuda_nvtx(run_recorded: Any) -> None:
     torch = pytest.importorskip("torch")
     if not hasattr(torch._C, "_nvtx"):
         pytest.skip("needs a CUDA build of torch (torch.cuda.nvtx raises on this CPU build)")

@@ -35,6 +35,7 @@ __all__ = [
     "iter_profile_rows",
     "parse_metadata",
     "read_profile_csv",
+    "readable_second",
     "readable_time_ns",
 ]
 
@@ -138,21 +139,23 @@ def format_ms_ns(duration_ns: int) -> str:
     return f"{ms}.{ns:06d}"
 
 
-_readable_cache: list[object] = [-1, ""]
+_readable_cache: tuple[int, str] = (-1, "")
+
+
+def readable_second(unix_sec: int) -> str:
+    """``YYYY-mm-dd HH:MM:SS`` in local time; strftime runs once per second, not per row."""
+    global _readable_cache
+    cached_sec, text = _readable_cache  # one tuple: threads never see a mismatched pair
+    if cached_sec != unix_sec:
+        text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_sec))
+        _readable_cache = (unix_sec, text)
+    return text
 
 
 def readable_time_ns(unix_ns: int) -> str:
-    """``YYYY-mm-dd HH:MM:SS.mmm`` in local time; strftime runs once per second, not per row."""
+    """``YYYY-mm-dd HH:MM:SS.mmm`` in local time."""
     sec, rem = divmod(unix_ns, 1_000_000_000)
-    cache = _readable_cache
-    if cache[0] != sec:
-        # two assignments, not one tuple: a racing thread sees an old pair at worst
-        text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(sec))
-        cache[1] = text
-        cache[0] = sec
-    else:
-        text = cache[1]  # type: ignore[assignment]
-    return f"{text}.{rem // 1_000_000:03d}"
+    return f"{readable_second(sec)}.{rem // 1_000_000:03d}"
 
 
 def format_profile_line(

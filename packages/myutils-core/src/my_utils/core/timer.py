@@ -95,7 +95,7 @@ class MyTimer:
         self._logger: logging.Logger | None = None
         self._manager: GlobalLogger | None = None
         self._reported: set[str] = set()
-        self._row_cache: dict[tuple[Any, ...], tuple[str, str, str]] = {}
+        self._row_cache: dict[tuple[Any, ...], tuple[str, str, str, str]] = {}
         self._enabled = bool(enabled)
         self._plain = False
         self._update_mode()

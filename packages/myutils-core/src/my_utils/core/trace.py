@@ -43,6 +43,15 @@ class _Span:
         # a clock step backwards must not produce an E before its B
         return max(self.start_us, round(self.end.timestamp_unix * 1e6))
 
+    # Equal µs timestamps are ordered by line in the file, which is the order things happened
+    @property
+    def start_key(self) -> tuple[int, int]:
+        return (self.start_us, self.start.line)
+
+    @property
+    def end_key(self) -> tuple[int, int]:
+        return (self.end_us, self.end.line)
+
 
 def _pair_key(row: ProfileRow, meta: dict[str, str]) -> tuple[str, str | None]:
     return (row.event_name, meta.get("node_id"))
@@ -60,20 +69,20 @@ def _pids(machine_ids: list[str]) -> dict[str, int]:
 
 def _nest_into_lanes(spans: list[_Span]) -> list[list[_Span]]:
     """Split spans into sub-lanes in which they nest (first fit, in start order)."""
-    spans = sorted(spans, key=lambda s: (s.start_us, -s.end_us, s.order))
+    spans = sorted(spans, key=lambda s: (s.start_key, s.order))
     lanes: list[list[_Span]] = []
-    stacks: list[list[int]] = []  # open end times per lane, innermost last
+    stacks: list[list[tuple[int, int]]] = []  # open end keys per lane, innermost last
     for span in spans:
         for lane, stack in zip(lanes, stacks, strict=True):
-            while stack and stack[-1] <= span.start_us:
+            while stack and stack[-1] < span.start_key:
                 stack.pop()
-            if not stack or span.end_us <= stack[-1]:
+            if not stack or span.end_key <= stack[-1]:
                 lane.append(span)
-                stack.append(span.end_us)
+                stack.append(span.end_key)
                 break
         else:
             lanes.append([span])
-            stacks.append([span.end_us])
+            stacks.append([span.end_key])
     return lanes
 
 
@@ -87,7 +96,7 @@ def _span_events(spans: list[_Span], pid: int, tid: int) -> list[dict[str, Any]]
                        "args": {"duration_ms": span.end.duration_ms, "metadata": span.end.metadata}})
 
     for span in spans:  # already in start order
-        while open_spans and open_spans[-1].end_us <= span.start_us:
+        while open_spans and open_spans[-1].end_key < span.start_key:
             close(open_spans.pop())
         meta = span.start.metadata_dict()
         args: dict[str, Any] = {"step": span.start.step, "duration_ms": span.end.duration_ms,

@@ -64,7 +64,7 @@ class _NullRange:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:  # no *args: no tuple per exit
         return None
 
 

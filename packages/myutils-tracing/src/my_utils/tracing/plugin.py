@@ -4,3 +4,33 @@ Kept import-light: it only describes components (``"module:Class"`` strings).
 """
 
 from __future__ import annotations
+
+from my_utils.core.hookspecs import hookimpl
+from my_utils.core.plugin_types import PluginDescription, PluginKind
+
+_BACKENDS = "my_utils.tracing.capture.backends"
+
+
+@hookimpl
+def myutils_capture_backends() -> list[PluginDescription]:
+    """The capture backends shipped with myutils-tracing."""
+    return [
+        PluginDescription(
+            name="cudaProfilerApi", kind=PluginKind.CAPTURE_BACKEND,
+            factory=f"{_BACKENDS}.cuda_profiler:CudaProfilerBackend",
+            summary="cudaProfilerStart/Stop around each window, for nsys --capture-range=cudaProfilerApi",
+            inputs=("live hook events",), extras=("torch",),
+        ),
+        PluginDescription(
+            name="torch_profiler", kind=PluginKind.CAPTURE_BACKEND,
+            factory=f"{_BACKENDS}.torch_profiler:TorchProfilerBackend",
+            summary="torch.profiler per window: one Kineto .json.gz named by rank and steps",
+            inputs=("live hook events",), extras=("torch",),
+        ),
+        PluginDescription(
+            name="recording", kind=PluginKind.CAPTURE_BACKEND,
+            factory=f"{_BACKENDS}.recording:RecordingBackend",
+            summary="in-memory record of window starts and stops, for tests",
+            inputs=("live hook events",),
+        ),
+    ]

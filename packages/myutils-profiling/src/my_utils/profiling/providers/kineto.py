@@ -6,8 +6,9 @@ The rank comes from ``distributedInfo.rank``, else from the file name (``rank-3`
 ``worker0``), else from the ``rank`` option; several files claiming one rank are refused.
 
 Live: pass the ``torch.profiler.profile`` object; each ``collect()`` returns the metrics
-of the profiling cycles finished since the previous call (use ``trace_handler()`` as the
-profiler's ``on_trace_ready`` with a schedule, so every cycle is seen).
+of the profiling cycle finished since the previous call. With a schedule, build the
+provider first (``TorchProfilerMetricsProvider(None)``) and pass ``trace_handler()`` as
+the profiler's ``on_trace_ready``: every cycle is then queued, whenever collect() runs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from my_utils.core.errors import UnsupportedInputError
 from my_utils.core.events import MetricEvent
 from my_utils.profiling.providers._files import (
     FileProviderBase,
@@ -25,7 +27,6 @@ from my_utils.profiling.providers._files import (
     rank_from_name,
     read_head,
 )
-from my_utils.core.errors import UnsupportedInputError
 from my_utils.profiling.providers.parallel import Executor, run_many
 from my_utils.profiling.providers.trace_aggregate import TraceAggregator
 
@@ -50,6 +51,7 @@ def parse_trace_file(path: str | Path, rank: int | None = None) -> list[MetricEv
         add(ev)
     info = stream.metadata.get("distributedInfo")
     info_rank = info.get("rank") if isinstance(info, dict) else None
+    found: int | None
     if isinstance(info_rank, int) and not isinstance(info_rank, bool):
         found, source = info_rank, "distributedInfo"
     elif (by_name := rank_from_name(p)) is not None:
@@ -90,7 +92,7 @@ class TorchProfilerMetricsProvider(FileProviderBase):
 
     def _read_files(self, files: list[Path]) -> list[MetricEvent]:
         results = run_many(parse_trace_file, [(str(f), self.rank) for f in files], self.executor)
-        ranks = {f: next((e.rank for e in evs), self.rank) for f, evs in zip(files, results)}
+        ranks = {f: next((e.rank for e in evs), self.rank) for f, evs in zip(files, results, strict=True)}
         check_distinct_ranks(ranks, "trace")
         return [e for evs in results for e in evs]
 
@@ -135,9 +137,10 @@ class TorchProfilerMetricsProvider(FileProviderBase):
 
     def collect(self, step: int | None = None) -> Sequence[MetricEvent]:
         """Events of trace files not read before, or of profiling cycles finished since the last call."""
-        if self._live is None:
+        if self.path != Path():
             return super().collect(step)
-        self._take(self._live)
+        if self._live is not None:
+            self._take(self._live)
         with self._lock:
             out, self._pending = self._pending, []
         return out

@@ -76,7 +76,7 @@ def _read(db: _Db, path: Path, rank: int | None) -> list[MetricEvent]:
         row = db.query("TARGET_INFO_SESSION_START_TIME", "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
         if row and isinstance(row[0][0], int):
             ts0 = row[0][0] / 1e9
-    base = {"file": path.name}
+    base: dict[str, Any] = {"file": path.name}
     gpus = _gpus(db)
     if gpus:
         base["gpus"] = gpus
@@ -109,7 +109,7 @@ def _read(db: _Db, path: Path, rank: int | None) -> list[MetricEvent]:
     k = "CUPTI_ACTIVITY_KIND_KERNEL"
     if db.has(k, "start", "end"):
         col = "demangledName" if "demangledName" in db.columns(k) else "shortName"
-        rows = grouped(k, "COALESCE(s.value, 'kernel#' || t.%s)" % col, f"LEFT JOIN StringIds s ON s.id = t.{col}")
+        rows = grouped(k, f"COALESCE(s.value, 'kernel#' || t.{col})", f"LEFT JOIN StringIds s ON s.id = t.{col}")
         total, count = per_name("kernel", rows)
         emit("gpu.kernel_time", total / 1e6, "duration", "ms", count=count)
         emit("gpu.kernel_count", count, "counter", "count")

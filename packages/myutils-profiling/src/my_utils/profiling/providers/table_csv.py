@@ -2,8 +2,8 @@
 
 By default the ``name`` column (else the first column) names each row, ``step``,
 ``rank``, ``ts`` and ``unit`` columns are used when present, and every other column
-whose cell is a number becomes one event ``<name>/<column>`` (``value`` alone keeps the
-plain row name). Pass a mapping to read other layouts, e.g. a ModuleProfiler summary:
+whose cell is a number becomes one event ``<name>/<column>`` (a ``value`` column, or a
+single value column, keeps the plain row name). Pass a mapping to read other layouts, e.g. a ModuleProfiler summary:
 ``TableCsvMetricsProvider(path, name_column="module_name", value_columns=["mean_ms"], unit="ms")``.
 """
 
@@ -67,7 +67,7 @@ class TableCsvMetricsProvider(FileProviderBase):
 
     def _read(self, path: Path) -> list[MetricEvent]:
         try:
-            fh = open(path, encoding="utf-8-sig", newline="")
+            fh = open(path, encoding="utf-8-sig", newline="")  # noqa: SIM115 - closed by the with below
         except OSError as exc:
             raise InputError(path, None, f"a readable file ({exc.strerror or exc})") from None
         with fh:
@@ -114,17 +114,22 @@ class TableCsvMetricsProvider(FileProviderBase):
             ts = parse_number(cells[col[self.columns["ts"]]]) if self.columns["ts"] in col else None
             unit = cells[col[self.columns["unit"]]].strip() if self.columns["unit"] in col else self.unit
             texts = {h: cells[i].strip() for h, i in col.items() if h not in special and h not in values}
+            numbers: list[tuple[str, float]] = []
             for vc in values:
                 number = parse_number(cells[col[vc]])
-                if number is None:
-                    if self.value_columns is not None and cells[col[vc]].strip():
-                        raise InputError(path, f"line {line}", f"a number in column {vc!r}; found {cells[col[vc]]!r}")
-                    continue
-                name = base if vc == "value" else f"{base}/{vc}"
+                if number is not None:
+                    numbers.append((vc, number))
+                elif self.value_columns is not None and cells[col[vc]].strip():
+                    raise InputError(path, f"line {line}", f"a number in column {vc!r}; found {cells[col[vc]]!r}")
+                else:  # auto-detected column holding text in this row: context, not a metric
+                    texts[vc] = cells[col[vc]].strip()
+            context = {k: v for k, v in texts.items() if v}
+            for vc, number in numbers:
+                name = base if vc == "value" or len(values) == 1 else f"{base}/{vc}"
                 out.append(MetricEvent(
                     name=f"{self.prefix}{name}", value=number, kind=self.kind, unit=unit, source="table_csv",
                     rank=rank if rank is not None else file_rank, step=step,
                     ts=ts if ts is not None and math.isfinite(ts) else None,
-                    attrs={"file": path.name, "line": line, "column": vc, **{k: v for k, v in texts.items() if v}},
+                    attrs={"file": path.name, "line": line, "column": vc, **context},
                 ))
         return out

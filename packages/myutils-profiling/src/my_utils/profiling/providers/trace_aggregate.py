@@ -84,7 +84,7 @@ class TraceAggregator:
         self.count += 1
         cat = ev.get("cat")
         self.cats[cat if isinstance(cat, str) else "(none)"] += 1
-        group = _GROUP_OF_CAT.get(cat) if isinstance(cat, str) else None  # type: ignore[arg-type]
+        group = _GROUP_OF_CAT.get(cat) if isinstance(cat, str) else None
         if group is None:
             group = group_of(cat)
             if group is None:
@@ -164,7 +164,7 @@ class TraceAggregator:
         ends = np.array([s[0] + s[1] for s in steps], dtype=np.float64)
         step_no = [s[2] for s in steps]
         step_ts = [unix(s[0]) for s in steps]
-        for (t0, dur, n), ts in zip(steps, step_ts):
+        for (_t0, dur, n), ts in zip(steps, step_ts, strict=True):
             emit("step_time", dur / 1e3, "duration", "ms", n, ts, span=f"ProfilerStep#{n}")
 
         def step_index(t: Any) -> Any:
@@ -215,7 +215,7 @@ class TraceAggregator:
             counts = np.diff(np.concatenate((starts_i, [len(k)])))
             totals: dict[tuple[str, int], list[float]] = {}
             for key_v, total, mx, mn, cnt in zip(k[starts_i].tolist(), sums.tolist(), maxs.tolist(),
-                                                  mins.tolist(), counts.tolist()):
+                                                  mins.tolist(), counts.tolist(), strict=True):
                 si = key_v % nsteps - 1
                 gn = key_v // nsteps
                 gid, nid = divmod(gn, len(names))

@@ -17,7 +17,7 @@ import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from my_utils.core.errors import InputError, UnsupportedInputError
 
@@ -33,7 +33,7 @@ class TraceStream:
         self.path = Path(path)
         self.metadata: dict[str, Any] = {}
         self.event_count = 0
-        self._fh: IO[bytes] | None = None
+        self._fh: Any = None
         self._dec = codecs.getincrementaldecoder("utf-8")("strict")
         self._buf = ""
         self._pos = 0

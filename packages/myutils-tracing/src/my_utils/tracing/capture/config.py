@@ -20,6 +20,7 @@ Every error is a ``ConfigError`` naming the source, the key, the bad value and w
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -233,7 +234,8 @@ def parse_window(data: Any, source: str, prefix: str, index: int, relative_base:
         raise r.fail("stop_iter", stop_iter, f"an iteration >= start_iter ({start_iter})")
     start_mb = r.selector("start_mb_selector", "first")
     stop_mb = r.selector("stop_mb_selector", None)
-    if (start_iter == stop_iter and isinstance(start_mb, int) and isinstance(stop_mb, int)
+    same_iteration = stop_iter is None or stop_iter == start_iter
+    if (same_iteration and isinstance(start_mb, int) and isinstance(stop_mb, int)
             and stop_mb < start_mb):
         raise r.fail("stop_mb_selector", stop_mb,
                      f"a microbatch >= start_mb_selector ({start_mb}) when the window starts and stops "
@@ -331,7 +333,7 @@ def parse_capture_config(cfg: Any, source: str = "<dict>") -> CaptureConfig:
     )
 
 
-def load_yaml_config(path: str | Path) -> Any:
+def load_yaml_config(path: str | os.PathLike[str]) -> Any:
     """Read a YAML file with ``yaml.safe_load`` (no object construction from the file)."""
     import yaml
 

@@ -22,7 +22,13 @@ from my_utils.tracing.capture import _exit
 from my_utils.tracing.capture.backends.base import CaptureBackend
 from my_utils.tracing.capture.config import Edge, StopPolicy
 from my_utils.tracing.capture.control_file import ControlFileWatcher
-from my_utils.tracing.capture.lifecycle import CaptureState, Trigger, start_mismatch, stop_mismatch, transition
+from my_utils.tracing.capture.lifecycle import (
+    CaptureState,
+    Trigger,
+    start_mismatch,
+    stop_mismatch,
+    transition,
+)
 from my_utils.tracing.capture.spec import (
     STEP_PROFILE_NAME,
     CaptureSpec,

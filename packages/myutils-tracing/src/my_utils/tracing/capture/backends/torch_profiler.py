@@ -8,10 +8,10 @@ device is visible. File names carry the rank and the window's step range, e.g.
 from __future__ import annotations
 
 import gzip
+import json
 import logging
 import os
 import re
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,19 @@ def _env_rank() -> int:
         return int(os.environ.get("RANK", "0"))
     except ValueError:
         return 0
+
+
+def _complete_trace(doc: dict[str, Any], window: WindowInfo | None) -> None:
+    """Name every process lane (Kineto leaves its ``Spans`` lane unnamed) and record the window."""
+    events = doc.setdefault("traceEvents", [])
+    named = {e.get("pid") for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    used = {e.get("pid") for e in events if e.get("ph") != "M" and "pid" in e}
+    for pid in sorted(used - named, key=str):
+        events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": str(pid)}})
+    if window is not None:
+        doc.setdefault("otherData", {})["myutils_capture"] = {
+            "window": window.name, "rank": window.rank, "start_iter": window.start_iter,
+            "stop_iter": window.stop_iter, "origin": window.origin}
 
 
 class TorchProfilerBackend(CaptureBackend):
@@ -106,9 +119,10 @@ class TorchProfilerBackend(CaptureBackend):
             with tempfile.TemporaryDirectory(dir=self.output_dir, prefix=".export-") as tmp:
                 raw = Path(tmp) / "trace.json"
                 prof.export_chrome_trace(str(raw))
-                with open(raw, "rb") as src, atomic_write(target, "wb") as dst, \
-                        gzip.GzipFile(fileobj=dst, mode="wb", mtime=0) as gz:
-                    shutil.copyfileobj(src, gz)
+                doc = json.loads(raw.read_text(encoding="utf-8"))
+                _complete_trace(doc, self._window)
+                with atomic_write(target, "wb") as dst, gzip.GzipFile(fileobj=dst, mode="wb", mtime=0) as gz:
+                    gz.write(json.dumps(doc).encode("utf-8"))
         except OSError as exc:
             _log.error("TorchProfilerBackend could not write %s: %s", target, exc)
             return

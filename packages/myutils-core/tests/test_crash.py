@@ -1,0 +1,98 @@
+"""Crash safety: a timer + logger process killed with SIGKILL at random moments loses no completed step.
+
+Each run appends to the same ``profile_rank_0.csv`` (so a torn tail left by one kill is also
+repaired by the next run's writer) and records in a progress file every step whose ``step()`` and
+``log_profile_event`` returned. After at least 20 kills, every row of every completed step must be
+present exactly once and parse; the file may end in at most one torn row, which the reader skips.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from my_utils.core.profile_csv import read_profile_csv
+
+REGIONS = 20  # per step: (1 + REGIONS) START/END pairs and one explicit row
+STEPS = 1000
+MIN_KILLS = 20
+
+CHILD = f"""
+import os, sys
+from my_utils.core.logger import GlobalLogger
+from my_utils.core.timer import MyTimer
+log_dir, progress, run = sys.argv[1], sys.argv[2], int(sys.argv[3])
+mgr = GlobalLogger().setup(log_dir, rank=0, world_size=1)
+timer = MyTimer(tag="run%d" % run)
+names = ["region_%d,with comma" % i for i in range({REGIONS})]
+fd = os.open(progress, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+sys.stdout.write("ready\\n"); sys.stdout.flush()
+for step in range({STEPS}):
+    timer.set_step(step)
+    timer.start("iter")
+    for name in names:
+        timer.start(name)
+        timer.stop(name)
+    timer.stop("iter")
+    timer.step()
+    mgr.log_profile_event(step, "explicit", "MARK", 0.0, "run=%d" % run)
+    os.write(fd, b"%d\\n" % step)
+"""
+
+
+def run_once(log_dir: Path, progress: Path, run: int, delay: float) -> bool:
+    """Start a writer, kill it after ``delay`` seconds; True if it was killed while running."""
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(log_dir), str(progress), str(run)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"ready\n"
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        return False
+    assert proc.returncode == -signal.SIGKILL, err.decode()
+    return True
+
+
+def test_sigkill_at_random_moments_loses_no_completed_step(tmp_path: Path) -> None:
+    rng = random.Random(int(os.environ.get("CRASH_TEST_SEED", "20261130")))
+    log_dir = tmp_path / "logs"
+    kills = runs = 0
+    longest_delay = 0.1  # shrinks when a run finishes first (a faster machine)
+    while kills < MIN_KILLS:
+        assert runs < 3 * MIN_KILLS, f"only {kills} of {runs} runs were killed while writing"
+        killed = run_once(log_dir, tmp_path / f"progress_{runs}.txt", runs, rng.uniform(0.0, longest_delay))
+        kills += killed
+        longest_delay *= 1.0 if killed else 0.5
+        runs += 1
+
+    csv_path = log_dir / "profile_rank_0.csv"
+    rows = read_profile_csv(csv_path)  # raises on any malformed row that is not a torn tail
+    timer_rows = Counter((r.metadata_dict()["tag"], r.step) for r in rows if r.event_name != "explicit")
+    explicit_rows = Counter((r.metadata_dict()["run"], r.step) for r in rows if r.event_name == "explicit")
+    per_step = 2 * (REGIONS + 1)
+    completed_total = 0
+    for run in range(runs):
+        progress = tmp_path / f"progress_{run}.txt"
+        done = [int(x) for x in progress.read_text().split()] if progress.exists() else []
+        assert done == list(range(len(done)))
+        completed_total += len(done)
+        for step in done:
+            assert timer_rows[(f"run{run}", step)] == per_step, (run, step)
+            assert explicit_rows[(str(run), step)] == 1, (run, step)
+        # the step in flight when the kill came may be partly written (a short write), never more
+        assert timer_rows.get((f"run{run}", len(done)), 0) <= per_step
+        for step in range(len(done) + 1, STEPS):
+            assert (f"run{run}", step) not in timer_rows
+    assert completed_total > 0
+    data = csv_path.read_bytes()
+    torn_tail = data[data.rfind(b"\n") + 1:]
+    assert b"\n" not in torn_tail  # at most one torn row: the bytes after the last newline
+    assert all(r.event_type in ("START", "END", "MARK") for r in rows)

@@ -1,0 +1,107 @@
+"""MetricsCollector: stamping, one append per collect, failures that must not stop training."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from my_utils.core.errors import InputError, UsageError
+from my_utils.profiling import MetricEvent, MetricsCollector, read_events
+
+
+class _Counter:
+    name = "counter"
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def collect(self, step: int | None = None) -> Sequence[MetricEvent]:
+        self.n += 1
+        return [MetricEvent(name="calls", value=self.n, kind="counter"),
+                MetricEvent(name="fixed", value=1.0, step=99, rank=7, source="other")]
+
+
+class _Broken:
+    name = "broken"
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    def collect(self, step: int | None = None) -> Sequence[MetricEvent]:
+        raise self.exc
+
+
+def test_collect_stamps_and_appends(tmp_path: Path) -> None:
+    collector = MetricsCollector(tmp_path / "out", run_id="r1", rank=2)
+    collector.register_provider(_Counter())
+    for step in (0, 100):
+        collector.collect(step=step)
+    events = read_events(collector.events_path)
+    assert [(e.name, e.value, e.step, e.rank, e.source, e.run_id) for e in events] == [
+        ("calls", 1.0, 0, 2, "counter", "r1"), ("fixed", 1.0, 99, 7, "other", "r1"),
+        ("calls", 2.0, 100, 2, "counter", "r1"), ("fixed", 1.0, 99, 7, "other", "r1")]
+    collector.close()
+
+
+def test_torn_last_line_is_tolerated(tmp_path: Path) -> None:
+    collector = MetricsCollector(tmp_path, run_id="r")
+    collector.register_provider(_Counter())
+    collector.collect(1)
+    collector.close()
+    with open(collector.events_path, "a", encoding="utf-8") as fh:
+        fh.write('{"name": "half", "val')
+    assert [e.name for e in read_events(collector.events_path)] == ["calls", "fixed"]
+
+
+def test_environment_failure_is_logged_once_and_skipped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    collector = MetricsCollector(tmp_path)
+    collector.register_provider(_Broken(RuntimeError("NVML gone")))
+    collector.register_provider(_Counter())
+    with caplog.at_level(logging.WARNING, logger="my_utils.profiling.collector"):
+        collector.collect(1)
+        collector.collect(2)
+    assert [r.getMessage() for r in caplog.records].count(
+        "metrics provider broken failed and was skipped: RuntimeError: NVML gone") == 1
+    assert len(read_events(collector.events_path)) == 4
+
+
+def test_bad_input_raises_and_writes_nothing(tmp_path: Path) -> None:
+    collector = MetricsCollector(tmp_path)
+    collector.register_provider(_Counter())
+    collector.register_provider(_Broken(InputError("x.csv", "line 3", "a number")))
+    with pytest.raises(InputError, match=r"x\.csv:line 3"):
+        collector.collect(1)
+    assert not collector.events_path.exists()
+
+
+def test_register_misuse(tmp_path: Path) -> None:
+    collector = MetricsCollector(tmp_path)
+    with pytest.raises(UsageError, match="has no collect"):
+        collector.register_provider(object())
+    p = collector.register_provider(_Counter())
+    with pytest.raises(UsageError, match="already registered"):
+        collector.register_provider(p)
+    with pytest.raises(UsageError, match="analyzer is not available"):
+        collector.analyze()
+
+
+def test_seed_usage_with_real_timer(tmp_path: Path) -> None:
+    from my_utils.core.timer import MyTimer
+    from my_utils.profiling import MyTimerMetricsProvider
+
+    your_timer = MyTimer(use_cuda=False, tag="seed")
+    collector = MetricsCollector(output_dir=str(tmp_path / "profiling_results"))
+    collector.register_provider(MyTimerMetricsProvider(your_timer))
+    for step in range(250):
+        your_timer.set_step(step)
+        your_timer.start("train_step")
+        your_timer.stop("train_step")
+        your_timer.step()
+        if step % 100 == 0:
+            collector.collect(step=step)
+    collector.collect(step=250)
+    events = read_events(tmp_path / "profiling_results" / "metrics_events.jsonl")
+    assert sorted(e.step for e in events if e.name == "train_step") == list(range(250))

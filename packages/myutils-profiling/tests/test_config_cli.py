@@ -1,0 +1,104 @@
+"""from_config, the ingest command, the shipped example config and `myutils plugins run`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from my_utils.core.errors import ConfigError
+from my_utils.profiling import MetricsCollector, read_events
+from my_utils.profiling.examples import example_config_path
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from my_utils.profiling.cli import main; main()", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_example_config_ingests(tmp_path: Path) -> None:
+    result = _cli("ingest", "--config", str(example_config_path()), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    events = read_events(tmp_path / "metrics_out" / "metrics_events.jsonl")
+    assert {e.source for e in events} == {"mytimer", "torch_profiler", "table_csv"}
+    assert {e.run_id for e in events} == {"collector-config-example"}
+    assert "wrote" in result.stdout and "Traceback" not in result.stderr
+
+
+def test_analyze_is_refused_cleanly(tmp_path: Path) -> None:
+    result = _cli("ingest", "--config", str(example_config_path()), "--analyze", cwd=tmp_path)
+    assert result.returncode == 2 and "analyzer is not available" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "metrics_out").exists()
+
+
+def _write(tmp: Path, name: str, text: str) -> Path:
+    path = tmp / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(("cfg", "place"), [
+    ({"providers": [{"provider": "nope", "input": "x"}]}, "providers[0].provider"),
+    ({"providers": [{"provider": "table_csv"}]}, "providers[0].input"),
+    ({"providers": [{"provider": "table_csv", "input": "missing.csv"}]}, "providers[0].input"),
+    ({"providers": [{"provider": "module_profiler", "input": "t.csv"}]}, "providers[0].provider"),
+    ({"providers": [{"provider": "table_csv", "input": "t.csv", "options": {"colour": 1}}]}, "providers[0].options"),
+    ({"providers": [{"provider": "table_csv", "input": "t.csv", "typo": 1}]}, "providers[0].typo"),
+    ({"provders": []}, "key 'provders'"),
+])
+def test_config_errors_name_the_key(tmp_path: Path, cfg: dict, place: str) -> None:
+    _write(tmp_path, "t.csv", "name,value\na,1\n")
+    path = _write(tmp_path, "cfg.json", json.dumps(cfg))
+    with pytest.raises(ConfigError) as err:
+        MetricsCollector.from_config(path)
+    assert f"cfg.json:{place}" in str(err.value)
+    result = _cli("ingest", "--config", str(path), "--output-dir", str(tmp_path / "out"), cwd=tmp_path)
+    assert result.returncode == 2 and place in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_yaml_config_and_ignore_provider_errors(tmp_path: Path) -> None:
+    _write(tmp_path, "t.csv", "name,value\na,1\nb,2\n")
+    cfg = _write(tmp_path, "cfg.yaml", "output_dir: out\nproviders:\n  - provider: table_csv\n    input: t.csv\n"
+                                       "  - provider: cprofile\n    input: t.csv\n")
+    with pytest.raises(Exception, match="unreadable pstats"):
+        MetricsCollector.from_config(cfg).collect()
+    collector = MetricsCollector.from_config(cfg, ignore_provider_errors=True, output_dir=tmp_path / "o")
+    assert collector.failures == []  # cprofile builds fine; it fails when reading
+    bad = _write(tmp_path, "bad.yaml", "providers:\n  - provider: table_csv\n    input: missing.csv\n"
+                                       "  - provider: table_csv\n    input: t.csv\n")
+    collector = MetricsCollector.from_config(bad, ignore_provider_errors=True, output_dir=tmp_path / "o2")
+    assert [f.place for f in collector.failures] == ["providers[0]"]
+    assert [e.name for e in collector.collect()] == ["a", "b"]
+
+
+def test_yaml_syntax_error_names_line(tmp_path: Path) -> None:
+    bad = _write(tmp_path, "bad.yml", "providers:\n  - provider: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"bad\.yml:line \d+, column \d+: valid YAML"):
+        MetricsCollector.from_config(bad)
+
+
+@pytest.mark.parametrize(("provider", "relpath"), [
+    ("torch_profiler", "kineto/hta/trace_filter__sampled_rank-1.json.gz"),
+    ("ncu_csv", "ncu/ai4mat__metrics_713_paddle_.csv"),
+    ("nsys_sqlite", "nsys/extrap__con_kernel.sqlite"),
+    ("cprofile", "cprofile/gprof2dot__print1.pstats"),
+])
+def test_plugins_run(real_fixtures: Path, tmp_path: Path, provider: str, relpath: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "my_utils.core", "plugins", "run", provider, "--input",
+                             str(real_fixtures / relpath), "--output-dir", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    events = read_events(tmp_path / "metrics_events.jsonl")
+    assert events and {e.source for e in events} == {provider}
+
+
+def test_plugins_run_refuses_unsupported_input(real_fixtures: Path, tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "my_utils.core", "plugins", "run", "cprofile", "--input",
+                             str(real_fixtures / "cprofile/gprof2dot__cProfile_py2_legacy.pstats"),
+                             "--output-dir", str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "unreadable pstats" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "o" / "metrics_events.jsonl").exists()

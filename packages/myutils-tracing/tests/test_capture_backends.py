@@ -1,0 +1,216 @@
+"""Backends: the plugin registry, cudaProfilerApi through its seam, torch.profiler traces on the CPU."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from my_utils.core.errors import ConfigError
+from my_utils.core.plugin_types import PluginKind
+from my_utils.core.plugins import get_registry
+from my_utils.tracing.capture import (
+    CaptureBackend,
+    CaptureController,
+    CaptureSpec,
+    CudaProfilerBackend,
+    HookEvent,
+    ProfileManager,
+    RecordingBackend,
+    TorchProfilerBackend,
+)
+from my_utils.tracing.capture.backends.cuda_seam import (
+    Availability,
+    CudartSeam,
+    TorchCudaSeam,
+    default_cuda_seam,
+)
+from my_utils.tracing.capture.backends.torch_profiler import safe_file_part
+
+
+def test_builtin_backends_are_plugins_selected_by_name(tmp_path: Path) -> None:
+    names = set(get_registry().descriptions(PluginKind.CAPTURE_BACKEND))
+    assert {"cudaProfilerApi", "torch_profiler", "recording"} <= names
+    for name, cls in [("cudaProfilerApi", CudaProfilerBackend), ("recording", RecordingBackend)]:
+        assert isinstance(ProfileManager({"features": {"capture": {"backend": name}}}).create_backend(), cls)
+    pm = ProfileManager({"features": {"capture": {"backend": "torch_profiler",
+                                                  "backend_options": {"output_dir": str(tmp_path)}}}})
+    backend = pm.create_backend()
+    assert isinstance(backend, TorchProfilerBackend) and backend.output_dir == tmp_path
+
+
+def test_unknown_backend_name_lists_the_installed_ones() -> None:
+    pm = ProfileManager({"features": {"capture": {"backend": "nsight_magic"}}}.copy())
+    with pytest.raises(ConfigError) as info:
+        pm.create_backend()
+    message = str(info.value)
+    assert message.startswith("<dict>:key features.capture.backend: got 'nsight_magic'; installed capture backends:")
+    assert "cudaProfilerApi" in message and "torch_profiler" in message and "recording" in message
+
+
+def test_bad_backend_options_name_the_key() -> None:
+    pm = ProfileManager({"features": {"capture": {"backend": "recording", "backend_options": {"colour": 1}}}})
+    with pytest.raises(ConfigError, match=r"key features.capture.backend_options: got \['colour'\]; backend 'recording'"):
+        pm.create_backend()
+
+
+def test_the_seed_custom_backend_subclass_works() -> None:
+    calls = []
+
+    class MyCustomBackend(CaptureBackend):
+        def start(self) -> None:
+            calls.append("start")
+
+        def stop(self) -> None:
+            calls.append("stop")
+
+    controller = CaptureController(backend=MyCustomBackend(), logger=logging.getLogger("x"))
+    controller.arm(CaptureSpec("w", 1, 0, 1, 0))
+    with controller.region("f", {"iter": 1, "mb": 0}):
+        pass
+    assert calls == ["start", "stop"]
+    with pytest.raises(TypeError):
+        CaptureBackend()  # type: ignore[abstract]
+
+
+# -- cudaProfilerApi -----------------------------------------------------------------------
+
+
+class RecordingSeam:
+    def __init__(self, ok: bool = True) -> None:
+        self.ok = ok
+        self.calls: list[str] = []
+
+    def available(self) -> Availability:
+        return Availability(self.ok, "" if self.ok else "fake: no device")
+
+    def synchronize(self) -> None:
+        self.calls.append("sync")
+
+    def profiler_start(self) -> None:
+        self.calls.append("cudaProfilerStart")
+
+    def profiler_stop(self) -> None:
+        self.calls.append("cudaProfilerStop")
+
+
+@pytest.mark.parametrize(("synchronize", "expected"), [
+    (True, ["sync", "cudaProfilerStart", "sync", "cudaProfilerStop"]),
+    (False, ["cudaProfilerStart", "cudaProfilerStop"]),
+])
+def test_cuda_backend_drives_the_seam(synchronize: bool, expected: list[str]) -> None:
+    seam = RecordingSeam()
+    backend = CudaProfilerBackend(synchronize=synchronize, seam=seam)
+    backend.start()
+    backend.stop()
+    backend.stop()  # a second stop is ignored: never an unbalanced cudaProfilerStop
+    assert seam.calls == expected
+
+
+def test_cuda_backend_without_a_device_reports_once_and_degrades(caplog: pytest.LogCaptureFixture) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the degraded path is not taken")
+    # the real seams, for real: both say why they cannot work
+    status = TorchCudaSeam().available()
+    assert not status.ok and "sees no CUDA device" in status.reason
+    assert not CudartSeam(library="libcudart-does-not-exist.so").available().ok
+    backend = CudaProfilerBackend(synchronize=True)
+    with caplog.at_level(logging.WARNING, logger="my_utils.tracing.capture"):
+        for _ in range(3):
+            backend.start()
+            backend.stop()
+    assert not backend.available and "no CUDA device" in backend.reason
+    assert sum("CudaProfilerBackend does nothing" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.cuda
+def test_cuda_backend_calls_the_real_profiler_api() -> None:
+    seam = default_cuda_seam()
+    assert seam.available().ok, seam.available().reason
+    backend = CudaProfilerBackend(synchronize=True)
+    assert backend.available
+    backend.start()
+    assert backend.running
+    backend.stop()
+    assert not backend.running
+    cudart = CudartSeam()
+    if cudart.available().ok:  # the ctypes path, checked against the runtime's return codes
+        cudart.synchronize()
+        cudart.profiler_start()
+        cudart.profiler_stop()
+
+
+# -- torch_profiler ------------------------------------------------------------------------
+
+
+def _work(torch: Any, steps: int = 2) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    for _ in range(steps):
+        with torch.profiler.record_function("my_window_step"):
+            model(torch.randn(8, 16)).sum().backward()
+
+
+def test_torch_profiler_writes_one_gzipped_kineto_trace_per_window(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from my_utils.core.testing.trace_check import check_trace
+
+    backend = TorchProfilerBackend(output_dir=tmp_path / "traces")
+    controller = CaptureController(backend, rank=3)
+    for name, start, stop in [("fwd/../window", 2, 3), ("late window", 6, 6)]:
+        controller.arm(CaptureSpec(name, start, 0, stop, 0, start_names=frozenset({"step"})))
+    for it in range(8):
+        with controller.region("step", {"iter": it, "mb": 0}):
+            _work(torch, 1)
+    names = sorted(p.name for p in (tmp_path / "traces").iterdir())
+    assert names == ["trace_rank3_steps2-3_fwd_.._window.pt.trace.json.gz",
+                     "trace_rank3_steps6-6_late_window.pt.trace.json.gz"]
+    assert backend.traces == [tmp_path / "traces" / n for n in names]
+    for path in backend.traces:
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+        cpu_ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
+        assert any(e["name"] == "aten::addmm" for e in cpu_ops)
+        assert sum(e.get("name") == "my_window_step" for e in doc["traceEvents"]) >= 1
+        assert "baseTimeNanoseconds" in doc
+        assert check_trace(path) == []
+        assert doc["otherData"]["myutils_capture"]["rank"] == 3
+
+
+def test_torch_profiler_export_failure_is_logged_not_raised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    torch = pytest.importorskip("torch")
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("x")
+    backend = TorchProfilerBackend(output_dir=blocker / "sub")
+    controller = CaptureController(backend)
+    controller.arm(CaptureSpec("w", 0, 0, 0, 0))
+    with caplog.at_level(logging.ERROR, logger="my_utils.tracing.capture"), \
+            controller.region("s", {"iter": 0, "mb": 0}):
+        _work(torch, 1)
+    assert backend.traces == [] and "could not write" in caplog.text
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("forward_window", "forward_window"), ("../../etc/passwd", "etc_passwd"), ("a b\\c:d", "a_b_c_d"),
+    ("", "window"), ("..", "window")])
+def test_window_names_become_safe_file_names(text: str, expected: str) -> None:
+    assert safe_file_part(text) == expected
+
+
+def test_recording_backend_fails_loudly_when_misused() -> None:
+    backend = RecordingBackend()
+    backend.start()
+    with pytest.raises(AssertionError, match="already capturing"):
+        backend.start()
+    backend.stop()
+    with pytest.raises(AssertionError, match="without a start"):
+        backend.stop()
+    assert (backend.starts, backend.stops) == (1, 1)
+
+
+def test_hook_event_defaults() -> None:
+    event = HookEvent("f")
+    assert (event.iteration, event.microbatch, event.role, event.rank) == (None, 0, None, None)
