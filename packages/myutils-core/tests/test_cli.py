@@ -59,3 +59,16 @@ def test_plugins_run_missing_input_is_one_line_exit_2(tmp_path: Path) -> None:
 def test_groups_without_command_show_help(args: list[str]) -> None:
     result = runner.invoke(build_app(), args)
     assert "Usage:" in result.output
+
+
+def test_plugins_run_rejects_malformed_option(tmp_path: Path) -> None:
+    result = runner.invoke(build_app(), ["plugins", "run", "jsonl", "--input", str(tmp_path),
+                                         "--output-dir", str(tmp_path / "o"), "--option", "no-equals"])
+    assert result.exit_code == 2
+    assert "--option: expected KEY=VALUE with a Python identifier as KEY, got 'no-equals'" in result.output
+
+
+def test_option_values_are_json_or_text() -> None:
+    from my_utils.core.cli.plugins_cmd import _parse_options
+
+    assert _parse_options(["rank=3", "name=run a", "cols={\"a\": 1}"]) == {"rank": 3, "name": "run a", "cols": {"a": 1}}

@@ -22,17 +22,18 @@ class LineCountProvider:
 
     name = "linecount"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, encoding: str = "utf-8") -> None:
         self.path = path
+        self.encoding = encoding
 
     @classmethod
-    def from_input(cls, path: Path) -> LineCountProvider:
+    def from_input(cls, path: Path, encoding: str = "utf-8") -> LineCountProvider:
         if path.suffix != ".txt":
             raise UnsupportedInputError(path, None, "expected a .txt file")
-        return cls(path)
+        return cls(path, encoding)
 
     def collect(self, step: int | None = None) -> list[MetricEvent]:
-        text = self.path.read_text()
+        text = self.path.read_text(encoding=self.encoding)
         if "\x00" in text:
             raise InputError(self.path, "byte 0", "expected text, found a NUL byte")
         return [MetricEvent("lines", float(len(text.splitlines())), kind="counter", source=self.name)]
@@ -95,3 +96,14 @@ def test_errors_leave_no_output(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="reads live objects, not files"):
         run_provider_on_input("live", tmp_path / "nul.txt", out_dir)
     assert not out_dir.exists()
+
+
+@pytest.mark.usefixtures("registry_with_test_providers")
+def test_options_reach_the_provider(tmp_path: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_bytes("é\nü\n".encode("latin-1"))
+    out, _ = run_provider_on_input("linecount", src, tmp_path / "out", {"encoding": "latin-1"})
+    assert read_events(out)[0].value == 2.0
+    with pytest.raises(UsageError, match="does not take option 'colour'"):
+        run_provider_on_input("linecount", src, tmp_path / "out2", {"colour": "red"})
+    assert not (tmp_path / "out2").exists()

@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from my_utils.core.atomic import atomic_write
 from my_utils.core.errors import InputError
@@ -109,29 +109,27 @@ def _dumps(event: MetricEvent) -> str:
 
 
 class EventLogWriter:
-    """Append-only ``metrics_events.jsonl``: one ``write()`` and one flush per batch."""
+    """Append-only ``metrics_events.jsonl``: one ``write()`` and one flush per batch.
+
+    The file is opened for each batch and closed again, so a writer that is never closed
+    leaks nothing and a killed process keeps every finished batch.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh: IO[str] | None = None
 
     def append(self, events: Iterable[MetricEvent]) -> int:
         """Append events as one write, flushed to the OS; return how many were written."""
         lines = [_dumps(e) for e in events]
         if not lines:
             return 0
-        if self._fh is None:
-            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open across batches
-        self._fh.write("\n".join(lines) + "\n")
-        self._fh.flush()
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + "\n")
         return len(lines)
 
     def close(self) -> None:
-        """Close the file (appending again reopens it)."""
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        """Nothing to release (kept for symmetry with other sinks)."""
 
     def __enter__(self) -> EventLogWriter:
         return self

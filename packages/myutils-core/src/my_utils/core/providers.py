@@ -8,7 +8,7 @@ object (a running MyTimer, a profiler) or files. File readers also implement
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -47,11 +47,14 @@ class FileMetricsProvider(MetricsProvider, Protocol):
         ...
 
 
-def run_provider_on_input(name: str, input_path: str | Path, output_dir: str | Path) -> tuple[Path, int]:
+def run_provider_on_input(
+    name: str, input_path: str | Path, output_dir: str | Path, options: Mapping[str, Any] | None = None
+) -> tuple[Path, int]:
     """Run the metrics provider plugin ``name`` over ``input_path``.
 
-    Writes ``<output_dir>/metrics_events.jsonl`` atomically (nothing is written when
-    reading fails) and returns its path and the number of events.
+    ``options`` are passed to the provider's ``from_input`` as keyword arguments. Writes
+    ``<output_dir>/metrics_events.jsonl`` atomically (nothing is written when reading
+    fails) and returns its path and the number of events.
     """
     from my_utils.core.plugins import load_component
 
@@ -65,7 +68,13 @@ def run_provider_on_input(name: str, input_path: str | Path, output_dir: str | P
             f"metrics provider {name!r} reads live objects, not files; "
             "use it from Python with MetricsCollector.register_provider(...)"
         )
-    provider = from_input(source)
+    try:
+        provider = from_input(source, **dict(options or {}))
+    except TypeError as exc:
+        if options and "unexpected keyword argument" in str(exc):
+            raise UsageError(f"metrics provider {name!r} does not take option {str(exc).rsplit(' ', 1)[-1]}; "
+                             "see `myutils plugins show` for what it reads") from None
+        raise
     events = list(provider.collect(None))
     out = events_path(output_dir)
     count = write_events(out, events)

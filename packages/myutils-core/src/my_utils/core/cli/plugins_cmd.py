@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from my_utils.core.cli.guard import EXIT_BAD_INPUT, exit_on_error
+from my_utils.core.errors import InputError
 from my_utils.core.plugin_types import PluginKind, PluginRecord
 from my_utils.core.plugins import get_registry
 
@@ -64,16 +66,33 @@ def show_plugin(name: str = typer.Argument(..., help="Component or plugin name."
             typer.echo(f"  extras:       {', '.join(d.extras) or '-'}")
 
 
+def _parse_options(pairs: list[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise InputError("--option", None, f"expected KEY=VALUE with a Python identifier as KEY, got {pair!r}")
+        try:
+            options[key.strip()] = json.loads(raw)
+        except ValueError:
+            options[key.strip()] = raw  # plain text
+    return options
+
+
 @plugins_app.command("run")
 @exit_on_error
 def run_plugin(
     name: str = typer.Argument(..., help="Metrics provider name (see `myutils plugins list`)."),
     input_path: Path = typer.Option(..., "--input", help="File or folder the provider reads."),
     output_dir: Path = typer.Option(..., "--output-dir", help="Folder that receives metrics_events.jsonl."),
+    option: list[str] = typer.Option(
+        [], "--option", "-o", help="KEY=VALUE passed to the provider (repeatable); values are JSON or text."
+    ),
 ) -> None:
     """Run a metrics provider on a file or folder and write its metric events."""
     from my_utils.core.providers import run_provider_on_input
 
+    options = _parse_options(option)
     get_registry().get(PluginKind.METRICS_PROVIDER, name)  # unknown name: clear error first
-    out, count = run_provider_on_input(name, input_path, output_dir)
+    out, count = run_provider_on_input(name, input_path, output_dir, options)
     typer.echo(f"wrote {count} metric events to {out}")

@@ -1,0 +1,47 @@
+"""The README's demo command runs in a fresh interpreter and writes what it promises."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from my_utils.core.events import read_events
+from my_utils.core.profile_csv import read_profile_csv
+from my_utils.core.testing.trace_check import assert_valid_trace
+
+pytest.importorskip("torch", reason="the demo trains a model with torch")
+
+DEMO = "my_utils.profiling.examples.unified_metrics_demo"
+
+
+def test_demo_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "demo_output"
+    proc = subprocess.run([sys.executable, "-m", DEMO, "--steps", "12", "--collect-every", "5",
+                           "--output-dir", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    events = read_events(out / "metrics_events.jsonl")
+    by_source = {e.source for e in events}
+    assert by_source == {"mytimer", "torch_profiler"}
+    timer_steps = sorted({e.step for e in events if e.source == "mytimer" and e.name == "forward"})
+    assert timer_steps == list(range(12))  # every step collected exactly once across 3 collects
+    assert len([e for e in events if e.source == "mytimer" and e.name == "forward"]) == 12
+    rows = read_profile_csv(out / "logs" / "profile_rank_0.csv")
+    assert len(rows) == 12 * 5 * 2  # 5 regions per step, START + END each
+    assert_valid_trace(out / "mytimer_trace.json")
+    trace = json.loads((out / "mytimer_trace.json").read_text())
+    assert {e["name"] for e in trace["traceEvents"] if e.get("ph") == "B"} == {
+        "iter", "data", "forward", "backward", "optimizer"}
+    (torch_trace,) = (out / "torch_traces").glob("*.json")
+    assert "aten::linear" in torch_trace.read_text()
+    assert "written:" in proc.stdout and str(out / "metrics_events.jsonl") in proc.stdout
+
+
+def test_demo_rejects_bad_arguments(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", DEMO, "--steps", "0", "--output-dir", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--steps and --collect-every must be at least 1" in proc.stderr
+    assert not (tmp_path / "o").exists()
