@@ -214,3 +214,52 @@ def test_recording_backend_fails_loudly_when_misused() -> None:
 def test_hook_event_defaults() -> None:
     event = HookEvent("f")
     assert (event.iteration, event.microbatch, event.role, event.rank) == (None, 0, None, None)
+
+
+def test_torch_profiler_refuses_a_second_concurrent_session(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    torch = pytest.importorskip("torch")
+    first = CaptureController(TorchProfilerBackend(output_dir=tmp_path / "a"))
+    second = CaptureController(TorchProfilerBackend(output_dir=tmp_path / "b"))
+    first.arm(CaptureSpec("outer", 0, 0, 1, 0))
+    second.arm(CaptureSpec("inner", 0, 0, 0, 0))
+    with caplog.at_level(logging.WARNING, logger="my_utils.tracing.capture"):
+        with first.region("s", {"iter": 0, "mb": 0}), second.region("s", {"iter": 0, "mb": 0}):
+            _work(torch, 1)
+        with first.region("s", {"iter": 1, "mb": 0}):
+            _work(torch, 1)
+    assert "already running" in caplog.text
+    assert not (tmp_path / "b").exists()  # the refused window wrote nothing
+    assert [p.parent.name for p in first.backend.traces] == ["a"]  # type: ignore[attr-defined]
+    assert first.state.value == second.state.value == "idle"
+    assert not torch._C._autograd._profiler_enabled()
+
+
+def test_open_window_of_a_dropped_controller_stops_at_exit(tmp_path: Path) -> None:
+    """A window still capturing when its controller is dropped is stopped at interpreter exit.
+
+    torch crashes at exit (SIGSEGV) when a profiler is left running, so exit code 0 and a
+    written trace both prove the window was stopped.
+    """
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    code = f"""
+import torch
+from my_utils.tracing.capture import CaptureController, CaptureSpec, TorchProfilerBackend
+
+def run():
+    controller = CaptureController(TorchProfilerBackend(output_dir={str(tmp_path)!r}), rank=0)
+    controller.arm(CaptureSpec("left_open", 0, 0, 5, 0))
+    controller.on_enter(__import__("my_utils.tracing.capture", fromlist=["HookEvent"]).HookEvent(
+        "step", meta={{"iter": 0, "mb": 0}}))
+    torch.nn.Linear(4, 4)(torch.randn(2, 4)).sum().backward()
+    assert controller.state.value == "capturing"
+
+run()  # the controller goes out of scope with its window open
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    traces = list(tmp_path.glob("trace_rank0_steps0-5_left_open.pt.trace.json.gz"))
+    assert len(traces) == 1
+    assert "aten::linear" in gzip.decompress(traces[0].read_bytes()).decode()

@@ -80,7 +80,8 @@ def test_anomalous_step_arms_a_capture_of_the_next_steps(tmp_path: Path) -> None
     timer = timer_mod.MyTimer(tag="train")
     backend = TorchProfilerBackend(output_dir=tmp_path)
     controller = CaptureController(backend, rank=0)
-    trigger = arm_on_anomaly(timer, controller, next_steps=2, window=30, min_samples=8)
+    # the floor keeps scheduler jitter on a loaded machine from opening extra windows
+    trigger = arm_on_anomaly(timer, controller, next_steps=2, window=30, min_samples=8, min_excess_ms=100)
     model = torch.nn.Linear(16, 8)
     for step in range(26):
         timer.set_step(step)
@@ -99,11 +100,14 @@ def test_anomalous_step_arms_a_capture_of_the_next_steps(tmp_path: Path) -> None
     assert path.name == "trace_rank0_steps16-17_anomaly_step15.pt.trace.json.gz"
     seen = trace_annotations(path)
     assert {"train_step_16", "train_step_17"} <= seen and not seen & {"train_step_15", "train_step_18"}
+    assert steps == [15]
     trigger.close()
     timer.set_step(99)
     timer.start("iter")
+    time.sleep(0.3)
     timer.stop("iter")
     timer.step()  # detached: no longer feeds the controller
+    assert [a.step for a in trigger.anomalies] == [15]
     assert controller.state.value == "idle"
 
 
@@ -131,3 +135,18 @@ def test_arm_on_anomaly_rejects_misuse() -> None:
         arm_on_anomaly(object(), controller, next_steps=0)
     with pytest.raises(UsageError, match="min_samples"):
         StepTimeAnomalyDetector(window=3, min_samples=5)
+
+
+def test_min_excess_floor_ignores_jitter_on_steady_steps() -> None:
+    plain = StepTimeAnomalyDetector(window=10, sigma=3.0, min_samples=5)
+    floored = StepTimeAnomalyDetector(window=10, sigma=3.0, min_samples=5, min_excess_ms=5.0)
+    for step, ms in enumerate([10.0, 10.1, 9.9, 10.0, 10.1]):
+        assert plain.observe(step, ms) is None and floored.observe(step, ms) is None
+    jitter = plain.observe(5, 11.0)  # 3 sigma of this steady series is well under 1 ms
+    assert jitter is not None and jitter.threshold_ms < 11.0
+    assert floored.observe(5, 11.0) is None  # within 5 ms of the mean: not an anomaly
+    spike = floored.observe(6, 16.0)
+    learned = [10.0, 10.1, 9.9, 10.0, 10.1, 11.0]  # 11.0 was learned: it was not an anomaly
+    assert spike is not None and spike.threshold_ms == pytest.approx(sum(learned) / 6 + 5.0)
+    with pytest.raises(UsageError, match="min_excess_ms=-1"):
+        StepTimeAnomalyDetector(min_excess_ms=-1)

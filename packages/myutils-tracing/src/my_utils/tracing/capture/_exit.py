@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import threading
-import weakref
 from typing import Protocol
 
 
@@ -12,7 +11,9 @@ class _Closable(Protocol):
     def _close_at_exit(self) -> None: ...
 
 
-_open: weakref.WeakSet[_Closable] = weakref.WeakSet()
+# Strong references on purpose: a controller dropped by its owner while a window is open must
+# still stop that window at exit (a profiler left running crashes torch's own exit handlers).
+_open: set[_Closable] = set()
 _lock = threading.Lock()
 _registered = False
 

@@ -40,17 +40,23 @@ class StepTimeAnomalyDetector:
     """Flags a step time above ``mean + sigma * std`` of the last ``window`` normal step times.
 
     Nothing is flagged before ``min_samples`` times are known. Flagged times are kept out of
-    the trailing window, so one spike does not raise the bar for the next.
+    the trailing window, so one spike does not raise the bar for the next. ``min_excess_ms``
+    also requires a step to exceed the mean by that many milliseconds: very steady short steps
+    have a tiny σ, and scheduler jitter alone would otherwise open captures.
     """
 
-    def __init__(self, window: int = 50, sigma: float = 3.0, min_samples: int = 10) -> None:
+    def __init__(self, window: int = 50, sigma: float = 3.0, min_samples: int = 10,
+                 min_excess_ms: float = 0.0) -> None:
         if window < 2 or min_samples < 2 or min_samples > window:
             raise UsageError(f"StepTimeAnomalyDetector(window={window}, min_samples={min_samples}): "
                              "expected 2 <= min_samples <= window")
         if not sigma > 0:
             raise UsageError(f"StepTimeAnomalyDetector(sigma={sigma}): expected sigma > 0")
+        if not min_excess_ms >= 0:
+            raise UsageError(f"StepTimeAnomalyDetector(min_excess_ms={min_excess_ms}): expected >= 0")
         self.sigma = sigma
         self.min_samples = min_samples
+        self.min_excess_ms = float(min_excess_ms)
         self._times: deque[float] = deque(maxlen=window)
 
     def threshold(self) -> tuple[float, float, float] | None:
@@ -60,7 +66,7 @@ class StepTimeAnomalyDetector:
             return None
         mean = sum(self._times) / n
         std = math.sqrt(sum((t - mean) ** 2 for t in self._times) / (n - 1))
-        return mean, std, mean + self.sigma * std
+        return mean, std, max(mean + self.sigma * std, mean + self.min_excess_ms)
 
     def observe(self, step: int, step_ms: float, learn: bool = True) -> Anomaly | None:
         """Check ``step_ms``; return the ``Anomaly`` when it is one. ``learn=False`` only checks."""
@@ -125,17 +131,19 @@ class AnomalyTrigger:
 
 def arm_on_anomaly(timer: Any, controller: CaptureController, next_steps: int = 3, window: int = 50,
                    sigma: float = 3.0, min_samples: int = 10, name: str = "anomaly", nvtx_window: bool = False,
-                   debug_watch: bool = False) -> AnomalyTrigger:
+                   debug_watch: bool = False, min_excess_ms: float = 0.0) -> AnomalyTrigger:
     """Capture the next ``next_steps`` steps whenever a step exceeds mean + ``sigma`` std of the last ``window``.
 
     ``timer`` is a ``MyTimer`` (anything with ``add_listener``/``remove_listener`` that calls
-    ``fn(step, regions)`` at the end of each step). Returns the trigger; ``close()`` detaches it.
+    ``fn(step, regions)`` at the end of each step). ``min_excess_ms`` is an absolute floor on
+    how far above the mean a step must be. Returns the trigger; ``close()`` detaches it.
     """
     if isinstance(next_steps, bool) or not isinstance(next_steps, int) or next_steps < 1:
         raise UsageError(f"arm_on_anomaly(next_steps={next_steps!r}): expected an integer >= 1")
     if not callable(getattr(timer, "add_listener", None)):
         raise UsageError(f"arm_on_anomaly: {type(timer).__name__} has no add_listener(); pass a MyTimer")
-    trigger = AnomalyTrigger(timer, controller, StepTimeAnomalyDetector(window, sigma, min_samples), next_steps,
+    trigger = AnomalyTrigger(timer, controller, StepTimeAnomalyDetector(window, sigma, min_samples, min_excess_ms),
+                             next_steps,
                              name, nvtx_window, debug_watch)
     timer.add_listener(trigger)
     return trigger

@@ -52,6 +52,13 @@ def _complete_trace(doc: dict[str, Any], window: WindowInfo | None) -> None:
             "stop_iter": window.stop_iter, "origin": window.origin}
 
 
+def _torch_profiler_running() -> bool:
+    import torch
+
+    enabled = getattr(getattr(torch._C, "_autograd", None), "_profiler_enabled", None)
+    return bool(enabled()) if callable(enabled) else False
+
+
 class TorchProfilerBackend(CaptureBackend):
     """``torch.profiler`` started and stopped by capture windows; one gzip'd trace each.
 
@@ -85,9 +92,19 @@ class TorchProfilerBackend(CaptureBackend):
         return activities
 
     def start(self) -> None:
-        """Start a new ``torch.profiler.profile``."""
+        """Start a new ``torch.profiler.profile``; refuse while another torch profiler runs.
+
+        torch runs one profiler per process: a second ``start()`` is silently accepted and
+        both sessions corrupt each other (torch crashes at exit). The controller logs the
+        refusal and the window records nothing.
+        """
         import torch.profiler
 
+        if _torch_profiler_running():
+            raise RuntimeError(
+                "another torch.profiler session is already running in this process (torch runs one at "
+                "a time); this window records nothing. Stop the other profiler or capture window first"
+            )
         prof = torch.profiler.profile(activities=self._activities(), record_shapes=self.record_shapes,
                                       profile_memory=self.profile_memory, with_stack=self.with_stack)
         prof.start()
