@@ -34,11 +34,16 @@ def _editable(*members: str) -> list[str]:
     return args
 
 
+def _pytest_in_dev_env(session: nox.Session, *args: str) -> None:
+    """Install the development set-up (all seven, editable) and run pytest with ``args``."""
+    session.install("-r", "requirements-dev.txt")
+    session.run("python", "-m", "pytest", *args, *session.posargs)
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """The whole suite, all seven distributions installed editable (what CI runs)."""
-    session.install("-r", "requirements-dev.txt")
-    session.run("python", "-m", "pytest", *session.posargs)
+    _pytest_in_dev_env(session)
 
 
 @nox.session
@@ -56,8 +61,7 @@ def isolated(session: nox.Session, member: str) -> None:
 @nox.session
 def integration(session: nox.Session) -> None:
     """Cross-distribution tests: plugin packages in fresh venvs, wheels, services."""
-    session.install("-r", "requirements-dev.txt")
-    session.run("python", "-m", "pytest", "tests-integration", *session.posargs)
+    _pytest_in_dev_env(session, "tests-integration")
 
 
 @nox.session
@@ -74,15 +78,13 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def wheels(session: nox.Session) -> None:
     """Build every wheel and check what each one ships."""
-    session.install("-r", "requirements-dev.txt")
-    session.run("python", "-m", "pytest", "tests-integration/test_wheels.py", *session.posargs)
+    _pytest_in_dev_env(session, "tests-integration/test_wheels.py")
 
 
 @nox.session
 def gpu(session: nox.Session) -> None:
     """The `cuda`-marked tests; only meaningful on a machine with a CUDA GPU and a CUDA torch."""
-    session.install("-r", "requirements-dev.txt")
-    session.run("python", "-m", "pytest", "-m", "cuda", *session.posargs)
+    _pytest_in_dev_env(session, "-m", "cuda")
 
 
 @nox.session

@@ -95,12 +95,7 @@ class ProfileCsvWriter:
                         self.path,
                         exc.strerror or exc,
                     )
-                if self._fd is not None:
-                    fd, self._fd = self._fd, None
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
+                self._close_fd()
                 return False
             if self._failed:
                 self._failed = False
@@ -114,12 +109,16 @@ class ProfileCsvWriter:
     def close(self) -> None:
         """Close the descriptor (a later write reopens the file)."""
         with self._lock:
-            if self._fd is not None:
-                fd, self._fd = self._fd, None
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+            self._close_fd()
+
+    def _close_fd(self) -> None:
+        # callers hold self._lock
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def _write_all(fd: int, data: bytes) -> None:
