@@ -8,3 +8,30 @@ import pytest
 @pytest.mark.parametrize("name", ["core", "tracing", "hooks", "distributed", "memory", "profiling", "legacy"])
 def test_distribution_promises(name: str, check_distribution: Callable[[str], None]) -> None:
     check_distribution(name)
+
+
+def test_plugin_discovery_imports_only_plugin_modules() -> None:
+    """`myutils --help` and `plugins list` load each distribution's plugin module and nothing else.
+
+    A facade (`my_utils.<name>/__init__.py`) that eagerly imports its implementation makes every
+    CLI start pay for it: plugins are imported through their package.
+    """
+    import ast
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, runpy\n"
+        "sys.argv = ['myutils', 'plugins', 'list']\n"
+        "try:\n    runpy.run_module('my_utils.core', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('my_utils.') and not m.startswith('my_utils.core')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = ast.literal_eval(out.strip().splitlines()[-1])
+    allowed_suffixes = ("", "._version", ".plugin")
+    extra = [m for m in loaded
+             if not any(m == f"my_utils.{n}{s}" for n in ("tracing", "hooks", "distributed", "memory", "profiling",
+                                                          "legacy") for s in allowed_suffixes)
+             and m != "my_utils.profiling.cli"]  # profiling mounts its CLI group through myutils_cli
+    assert extra == [], f"plugin discovery imported implementation modules: {extra}"
