@@ -96,5 +96,5 @@ def test_dir_lists_installed_names_without_importing() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     tracing = _legacy._dist_installed("myutils-tracing")  # absent in `nox -s isolated(member='core')`
     assert out.stdout.strip() == (
-        f"True {tracing} ['my_utils.core', 'my_utils.core._legacy', 'my_utils.core._version']"
+        f"True {tracing} ['my_utils.core', 'my_utils.core._legacy', 'my_utils.core._version', 'my_utils.core.lazy']"
     )
