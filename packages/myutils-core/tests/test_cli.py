@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,8 @@ def test_help_lists_core_and_plugin_commands() -> None:
     assert "plugins" in result.output
     # myutils-profiling adds `profile` through the myutils_cli hook (absent in isolated runs)
     profiling = any(name == "myutils-profiling" for name, _ in installed_distributions())
-    assert ("profile " in result.output) is profiling
+    commands = result.output.split("Commands:", 1)[1]
+    assert (re.search(r"^\s+profile\s", commands, re.MULTILINE) is not None) is profiling
 
 
 def test_plugins_list_json_shape() -> None:

@@ -12,6 +12,7 @@ torch is imported only when a tensor has to be hashed, saved or loaded.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import logging
@@ -60,10 +61,12 @@ def _tensor_bytes(tensor: Any) -> bytes:
     t = tensor.detach()
     if getattr(t, "is_sparse", False):
         t = t.to_dense()
-    t = t.cpu().contiguous().reshape(-1)
-    import torch
-
-    return bytes(t.view(torch.uint8).numpy().tobytes()) if t.numel() else b""
+    t = t.cpu().contiguous()
+    if not t.numel():
+        return b""
+    # read the contiguous CPU buffer directly: torch's .numpy() bridge needs numpy, which
+    # torch itself does not require (and core does not depend on)
+    return ctypes.string_at(t.data_ptr(), t.numel() * t.element_size())
 
 
 def checksum_leaf(leaf: Any) -> str:
