@@ -29,5 +29,5 @@ def test_readme_example_runs(index: int, tmp_path: Path) -> None:
         assert "iteration=5, microbatch=0" in proc.stdout and "iteration=5, microbatch=3" in proc.stdout
     if index == 2:
         names = proc.stdout.strip()
-        assert "trace_rank0_steps6-7_now.pt.trace.json.gz" in names
-        assert "trace_rank0_steps26-27_anomaly_step25.pt.trace.json.gz" in names
+        assert names == ("['trace_rank0_steps26-27_anomaly_step25.pt.trace.json.gz', "
+                         "'trace_rank0_steps6-7_now.pt.trace.json.gz']")
