@@ -129,10 +129,7 @@ class MetricsCollector:
             if self._writer is None:
                 self._writer = EventLogWriter(self.events_path)
             try:
-                self._writer.append(events)
-                # closed after each batch: collect() runs every N steps, and the seed's usage
-                # never calls close(), so no file handle may outlive the call
-                self._writer.close()
+                self._writer.append(events)  # opens, writes once and closes: no handle outlives it
             except OSError as exc:  # a full disk must not stop training; the events stay returned
                 if -1 not in self._reported:
                     self._reported.add(-1)

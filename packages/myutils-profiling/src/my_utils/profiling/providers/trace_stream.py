@@ -15,15 +15,26 @@ import gzip
 import json
 import re
 import zlib
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from my_utils.core.errors import InputError, UnsupportedInputError
 
+_orjson: Any
+try:  # orjson parses a batch of events ~3x faster than the standard scanner
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson is a declared dependency; stay correct without it
+    _orjson = None
+
 _CHUNK = 1 << 20
 _MAX_VALUE = 64 << 20  # one event (or metadata value) larger than this is not a real trace
 _WS = re.compile(r"[ \t\n\r]*")
+# the seam between two events: '}' ',' '{' with any whitespace; searched near the buffer's end
+_BOUNDARY = re.compile(r"\}[ \t\n\r]*,[ \t\n\r]*\{")
+_BATCH_MIN = 64 << 10  # below this many buffered characters, parse event by event
+_TAIL = 256 << 10  # where to look for the last boundary before searching the whole buffer
 
 
 class TraceStream:
@@ -166,13 +177,44 @@ class TraceStream:
                 self.path, None, "a Chrome/Kineto trace: a JSON object with a traceEvents list (none found)"
             )
 
+    def _batch(self) -> list[Any] | None:
+        """Parse every whole event buffered after the cursor in one orjson call, or None.
+
+        The buffer is cut at its last ``},{`` seam. A cut inside an event leaves unbalanced
+        braces, so the slice parses only if it is a run of complete values; anything orjson
+        refuses (NaN literals, huge integers, a seam inside a string) falls back to the
+        event-by-event path, which also produces the error messages.
+        """
+        buf, pos = self._buf, self._pos
+        last = _last_seam(buf, max(pos, len(buf) - _TAIL)) or _last_seam(buf, pos)
+        if last is None or _orjson is None:
+            return None
+        try:
+            events: list[Any] = _orjson.loads("[" + buf[pos:last.start() + 1] + "]")
+        except _orjson.JSONDecodeError:
+            return None
+        self._pos = last.end() - 1  # at the '{' of the next event
+        return events
+
     def _array(self, top_level: bool) -> Iterator[dict[str, Any]]:
         if self._skip_ws() == "]":
             self._pos += 1
             return
         ws = _WS.match
         raw_decode = self._raw_decode
+        batch_from = 0  # no batch attempt before this buffer offset (after a refused one)
         while True:
+            if _orjson is not None and len(self._buf) - self._pos > _BATCH_MIN and self._pos >= batch_from:
+                batch = self._batch()
+                if batch is None:
+                    batch_from = len(self._buf)  # retry only once new text has arrived
+                else:
+                    for ev in batch:
+                        if not isinstance(ev, dict):
+                            self._not_an_event(ev, top_level)
+                        self.event_count += 1
+                        yield ev
+                    continue
             # fast path: the whole event and its separator are in the buffer
             buf, pos = self._buf, self._pos
             pos = ws(buf, pos).end()  # type: ignore[union-attr]
@@ -189,18 +231,26 @@ class TraceStream:
             else:
                 self._pos = sep_at + 1
             if not isinstance(ev, dict):
-                index = self.event_count
-                if top_level and index == 0:
-                    raise UnsupportedInputError(
-                        self.path, "item 0",
-                        f"a list of trace event objects; found {type(ev).__name__} items "
-                        "(a memory timeline or another JSON list, not a trace)",
-                    )
-                raise self._fail(f"traceEvents[{index}] to be an object; found {type(ev).__name__}")
+                self._not_an_event(ev, top_level)
             self.event_count += 1
             yield ev
             if sep == "]":
                 return
+
+    def _not_an_event(self, value: Any, top_level: bool) -> None:
+        index = self.event_count
+        if top_level and index == 0:
+            raise UnsupportedInputError(
+                self.path, "item 0",
+                f"a list of trace event objects; found {type(value).__name__} items "
+                "(a memory timeline or another JSON list, not a trace)",
+            )
+        raise self._fail(f"traceEvents[{index}] to be an object; found {type(value).__name__}")
+
+
+def _last_seam(buf: str, start: int) -> re.Match[str] | None:
+    found = deque(_BOUNDARY.finditer(buf, start), maxlen=1)  # keeps only the last match
+    return found[0] if found else None
 
 
 def _is_gzip(path: Path) -> bool:
