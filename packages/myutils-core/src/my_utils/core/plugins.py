@@ -206,7 +206,8 @@ class PluginRegistry:
         for plugin, result in self._call_each("myutils_cli", app=app):
             if isinstance(result, BaseException):
                 failures.append(self._broken(plugin, "cli", _reason(result)))
-        self._problems.extend(failures)
+        # the CLI app may be built more than once per process (tests): list each failure once
+        self._problems.extend(f for f in failures if f not in self._problems)
         return failures
 
 
