@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import overload
 
 from my_utils.core.errors import ConfigError, UsageError
 
-__all__ = ["RankInfo", "env_int", "resolve_rank_info"]
+__all__ = ["RankInfo", "env_int", "env_rank", "resolve_rank_info"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,21 @@ def env_int(name: str) -> int | None:
     if value < 0:
         raise ConfigError("environment", f"variable {name}", f"expected a non-negative integer, got {text!r}")
     return value
+
+
+@overload
+def env_rank(default: int) -> int: ...
+@overload
+def env_rank(default: None) -> int | None: ...
+
+
+def env_rank(default: int | None = 0) -> int | None:
+    """torchrun's ``RANK`` for instrumentation that must never raise: ``default`` when unset or bad.
+
+    Use ``resolve_rank_info`` where a bad value should be reported at set-up instead.
+    """
+    text = os.environ.get("RANK", "").strip()
+    return int(text) if text.isdigit() else default
 
 
 def resolve_rank_info(rank: int | None = None, world_size: int | None = None) -> RankInfo:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from my_utils.core.dist_env import env_rank
 from my_utils.core.errors import InputError, UsageError
 from my_utils.core.events import EventLogWriter, MetricEvent, events_path
 
@@ -48,8 +48,7 @@ class MetricsCollector:
                  rank: int | None = None) -> None:
         self.output_dir = Path(output_dir)
         self.run_id = run_id or new_run_id()
-        env_rank = os.environ.get("RANK", "")
-        self.rank = rank if rank is not None else (int(env_rank) if env_rank.isdigit() else None)
+        self.rank = rank if rank is not None else env_rank(None)
         self.providers: list[Any] = []
         self.failures: list[ProviderFailure] = []
         self._writer: EventLogWriter | None = None

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from my_utils.core.dist_env import env_rank
 from my_utils.core.errors import ConfigError
 
 _log = logging.getLogger("my_utils.profiling.launch_args")
@@ -94,8 +95,7 @@ class TorchProfilerSettings:
         import torch.profiler as tp
 
         if rank is None:
-            env_rank = os.environ.get("RANK", "0")
-            rank = int(env_rank) if env_rank.isdigit() else 0
+            rank = env_rank(0)
         activities = [tp.ProfilerActivity.CPU]
         if _cuda_available():
             activities.append(tp.ProfilerActivity.CUDA)

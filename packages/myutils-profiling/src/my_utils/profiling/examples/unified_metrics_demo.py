@@ -16,7 +16,6 @@ Every path it writes is printed at the end. It needs torch (any build).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import warnings
@@ -46,6 +45,7 @@ def run(steps: int, output_dir: Path, collect_every: int = 10) -> dict[str, Path
     except ImportError:
         raise SystemExit("the demo needs torch: pip install torch") from None
 
+    from my_utils.core.dist_env import resolve_rank_info
     from my_utils.core.logger import GlobalLogger
     from my_utils.core.timer import MyTimer
     from my_utils.core.trace import csv_to_trace
@@ -53,10 +53,10 @@ def run(steps: int, output_dir: Path, collect_every: int = 10) -> dict[str, Path
 
     output_dir.mkdir(parents=True, exist_ok=True)
     log_dir = output_dir / "logs"
-    rank = int(os.environ.get("RANK", "0"))
+    ranks = resolve_rank_info()  # torchrun's RANK / WORLD_SIZE, else rank 0 of 1
+    rank = ranks.rank
     manager = GlobalLogger()
-    manager.setup(log_dir=str(log_dir), rank=rank, world_size=int(os.environ.get("WORLD_SIZE", "1")),
-                  extra_log_label="demo")
+    manager.setup(log_dir=str(log_dir), rank=rank, world_size=ranks.world_size, extra_log_label="demo")
     logger = manager.get_logger()
 
     use_cuda = torch.cuda.is_available()

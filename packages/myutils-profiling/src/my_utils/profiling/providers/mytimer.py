@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from my_utils.core.dist_env import env_rank
 from my_utils.core.events import MetricEvent
 from my_utils.profiling.providers._files import FileProviderBase, rank_from_name, require_live
 
@@ -109,8 +110,7 @@ class MyTimerMetricsProvider(FileProviderBase):
                      "pass a my_utils MyTimer, or the path of a profile_rank_<rank>.csv file")
         self.path = Path()
         self.options = options
-        env_rank = os.environ.get("RANK", "")
-        self.rank = rank if rank is not None else (int(env_rank) if env_rank.isdigit() else None)
+        self.rank = rank if rank is not None else env_rank(None)
         self._timer = source
         source.add_listener(self._on_step)
 

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from my_utils.core.dist_env import env_rank
 from my_utils.core.errors import UsageError
 from my_utils.tracing.capture import _exit
 from my_utils.tracing.capture.backends.base import CaptureBackend
@@ -63,13 +64,6 @@ def _ignore(*args: object) -> None:
     """Stands in for the optional backend hooks of duck-typed backends."""
 
 
-def _default_rank() -> int:
-    try:
-        return int(os.environ.get("RANK", "0"))
-    except ValueError:
-        return 0
-
-
 class CaptureController:
     """Drives one backend from hook events: ``arm(spec)``, ``on_enter(event)``, ``on_exit(event)``.
 
@@ -85,7 +79,7 @@ class CaptureController:
         self.backend = backend
         self.logger: Any = logger if logger is not None else _log
         self.window_labeler = window_labeler
-        self.rank = _default_rank() if rank is None else rank
+        self.rank = env_rank(0) if rank is None else rank
         self._armed: list[_Window] = []
         self._active: _Window | None = None
         self._lock = threading.RLock()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from my_utils.core.atomic import atomic_write
+from my_utils.core.dist_env import env_rank
 from my_utils.tracing.capture.backends.base import CaptureBackend
 from my_utils.tracing.capture.spec import WindowClosing, WindowInfo
 
@@ -30,13 +31,6 @@ def safe_file_part(text: str, limit: int = 80) -> str:
     """``text`` reduced to letters, digits, ``.``, ``_`` and ``-`` (never empty, never ``..``)."""
     cleaned = _UNSAFE.sub("_", text).strip("._")[:limit]
     return cleaned or "window"
-
-
-def _env_rank() -> int:
-    try:
-        return int(os.environ.get("RANK", "0"))
-    except ValueError:
-        return 0
 
 
 def _complete_trace(doc: dict[str, Any], window: WindowInfo | None) -> None:
@@ -113,7 +107,7 @@ class TorchProfilerBackend(CaptureBackend):
     def trace_path(self, window: WindowInfo | None) -> Path:
         """Where the trace of ``window`` goes (a numbered suffix avoids overwriting an older one)."""
         if window is None:
-            stem = f"trace_rank{_env_rank()}_window"
+            stem = f"trace_rank{env_rank(0)}_window"
         else:
             stem = (f"trace_rank{window.rank}_steps{window.start_iter}-{window.stop_iter}_"
                     f"{safe_file_part(window.name)}")
