@@ -1,34 +1,43 @@
 """NVTX labeler overhead with no tool attached, against ``nvtx.annotate`` measured in the same run.
 
-    python bench/bench_nvtx.py [--quick]
+    python bench/bench_nvtx.py [--quick] [--samples N] [--json OUT]
 
-Prints ns per operation (best of several repeats; the loop is unrolled 10x and the cost of
-an empty unrolled loop is subtracted) and the ratio to ``with nvtx.annotate()``. Targets
-(issue 4, on a machine where annotate costs ~290 ns): start/stop pair <= 60 ns, ``with
-range()`` <= 150 ns, disabled start/stop pair <= 40 ns. Because this machine may be slower
-or busier, each target is also shown scaled by annotate's measured cost / 290 ns.
+Each sample is one timed loop of N operations (the body is unrolled 10x; the cost of an
+empty loop iteration, measured in the same round, is subtracted); every operation is
+sampled once per round and rounds are interleaved. Goals (issue 4, on a machine where
+``with nvtx.annotate()`` costs ~290 ns): start/stop pair <= 60 ns, ``with range()`` <= 150 ns,
+disabled pair <= 40 ns. This machine may be slower or busier, so each goal is also judged as
+a ratio to annotate measured in the same round (60/290, 150/290, 40/290).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 from collections.abc import Callable
 
+from _report import (
+    Goal,
+    Report,
+    at_most,
+    at_most_times,
+    common_args,
+    interleave,
+    interpreter_label,
+    versions_label,
+)
+
 UNROLL = 10
 ANNOTATE_REFERENCE_NS = 290.0
+ANNOTATE = "nvtx.annotate"  # `with nvtx.annotate("step", domain="bench")`
 
 
-def best_ns(body: Callable[[int], None], loops: int, repeats: int) -> float:
-    """Best time per unrolled operation, in ns."""
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter_ns()
-        body(loops)
-        best = min(best, (time.perf_counter_ns() - t0) / (loops * UNROLL))
-    return best
+def ns_per_op(body: Callable[[int], None], loops: int) -> float:
+    """Time one run of ``body(loops)``; return ns per operation (``loops * UNROLL`` operations)."""
+    t0 = time.perf_counter_ns()
+    body(loops)
+    return (time.perf_counter_ns() - t0) / (loops * UNROLL)
 
 
 def empty(loops: int) -> None:
@@ -79,23 +88,31 @@ def marks(mark: Callable[[str], object]) -> Callable[[int], None]:
     return body
 
 
+def goals(reference_ns: float) -> list[Goal]:
+    """The issue's absolute goal and the same goal as a ratio to annotate's ~290 ns."""
+    return [at_most(reference_ns, "issue 4"),
+            at_most_times(reference_ns / ANNOTATE_REFERENCE_NS, f"issue 4: {reference_ns:.0f}/290 ns")]
+
+
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run)")
-    args = parser.parse_args(argv)
-    loops, repeats = (5_000, 3) if args.quick else (100_000, 7)
+    args = common_args(__doc__ or "").parse_args(argv)
+    loops = 5_000 if args.quick else 100_000
+    rounds = args.samples or (3 if args.quick else 7)
     os.environ.pop("NVTX_INJECTION64_PATH", None)  # no tool: the case every CPU machine sees
 
     from my_utils.tracing.nvtx_utils import NoOpLabeler, NvtxLabeler, create_labeler
 
-    rows: list[tuple[str, float, str]] = []
-    overhead = best_ns(empty, loops, repeats)
+    report = Report("bench_nvtx", "NVTX labelers, no tool attached, against nvtx.annotate", quick=args.quick)
+    report.label("interpreter", interpreter_label())
+    report.label("versions", versions_label("myutils-tracing", "nvtx"))
+    report.label("loops", f"{loops} x {UNROLL} operations per sample, {rounds} interleaved rounds")
 
-    annotate_ns: float | None = None
+    # name -> (body, loops, whether the body is unrolled)
+    bodies: dict[str, tuple[Callable[[int], None], int, bool]] = {}
     try:
         import nvtx
-    except ImportError:
-        print("anchor nvtx not installed: no annotate reference, absolute figures only")
+    except ImportError as exc:
+        report.skip(ANNOTATE, f"anchor nvtx not importable ({exc}); ratio goals cannot be judged")
     else:
         def annotate_body(loops: int) -> None:
             annotate = nvtx.annotate
@@ -103,8 +120,7 @@ def main(argv: list[str]) -> int:
                 for _ in range(UNROLL):
                     with annotate("step", domain="bench"):
                         pass
-        annotate_ns = best_ns(annotate_body, loops // 4, repeats) - overhead / UNROLL
-        rows.append(("anchor: with nvtx.annotate('step', domain=...)", annotate_ns, ""))
+
         domain = nvtx.get_domain("bench")
         attrs = domain.get_event_attributes(message="step")
 
@@ -114,33 +130,46 @@ def main(argv: list[str]) -> int:
                 for _ in range(UNROLL):
                     push(attrs)
                     pop()
-        rows.append(("anchor: Domain.push_range+pop_range, prepared attributes",
-                     best_ns(domain_body, loops, repeats) - overhead / UNROLL, ""))
 
-    scale = (annotate_ns / ANNOTATE_REFERENCE_NS) if annotate_ns else 1.0
-    nvtx_lab = NvtxLabeler(enabled=True, default_domain="bench")
-    if nvtx_lab.active:
-        print("warning: an NVTX tool is attached; figures below include the tool's cost")
+        bodies[ANNOTATE] = (annotate_body, max(1, loops // 4), False)
+        bodies["nvtx Domain.push_range+pop_range"] = (domain_body, loops, False)
+
+    labeler = NvtxLabeler(enabled=True, default_domain="bench")
+    if labeler.active:
+        report.note("an NVTX tool is attached: the figures include the tool's cost")
     noop = create_labeler(enabled=False)
-    assert isinstance(noop, NoOpLabeler)
+    if not isinstance(noop, NoOpLabeler):
+        raise SystemExit(f"bench_nvtx: create_labeler(enabled=False) gave {type(noop).__name__}, "
+                         "expected NoOpLabeler; the disabled figures would be wrong")
+    ours: dict[str, tuple[Callable[[int], None], list[Goal]]] = {
+        "NvtxLabeler no tool: start()+stop() pair": (pairs(labeler.start, labeler.stop), goals(60)),
+        "NvtxLabeler no tool: with range()": (ranges(labeler.range), goals(150)),
+        "NvtxLabeler no tool: mark()": (marks(labeler.mark), []),
+        "disabled (NoOpLabeler): start()+stop() pair": (pairs(noop.start, noop.stop), goals(40)),
+        "disabled (NoOpLabeler): with range()": (ranges(noop.range), []),
+    }
+    for name, (body, _) in ours.items():
+        bodies[name] = (body, loops, True)
 
-    def ours(label: str, body: Callable[[int], None], target: float | None) -> None:
-        ns = best_ns(body, loops, repeats) - overhead / UNROLL
-        goal = "" if target is None else f"<= {target:.0f} ns (scaled: {target * scale:.0f} ns)"
-        rows.append((label, ns, goal))
+    def sampler(name: str) -> Callable[[], float]:
+        body, n, unrolled = bodies[name]
 
-    ours("NvtxLabeler no tool: start()+stop() pair", pairs(nvtx_lab.start, nvtx_lab.stop), 60)
-    ours("NvtxLabeler no tool: with range()", ranges(nvtx_lab.range), 150)
-    ours("NvtxLabeler no tool: mark()", marks(nvtx_lab.mark), None)
-    ours("disabled (NoOpLabeler): start()+stop() pair", pairs(noop.start, noop.stop), 40)
-    ours("disabled (NoOpLabeler): with range()", ranges(noop.range), None)
+        def sample() -> float:
+            iteration_ns = ns_per_op(empty, n) * UNROLL  # one empty loop iteration, this round
+            # an unrolled body pays one iteration per 10 operations, a nested one per operation
+            return ns_per_op(body, n) - (iteration_ns / UNROLL if unrolled else iteration_ns)
+        return sample
 
-    width = max(len(r[0]) for r in rows)
-    print(f"python {sys.version.split()[0]}, loop overhead {overhead:.1f} ns per unrolled op subtracted")
-    print(f"{'operation':{width}}  {'ns/op':>8}  {'x annotate':>10}  target")
-    for label, ns, goal in rows:
-        ratio = f"{ns / annotate_ns:.3f}" if annotate_ns else "-"
-        print(f"{label:{width}}  {ns:8.1f}  {ratio:>10}  {goal}")
+    samples = interleave({name: sampler(name) for name in bodies}, rounds, warmup=1)
+    anchor = ANNOTATE if ANNOTATE in samples else None
+    for name, values in samples.items():
+        if name in ours:
+            report.add(name, values, "ns", anchor=anchor, goals=ours[name][1])
+        else:
+            report.add(name, values, "ns", anchor=None if name == ANNOTATE else anchor, note="anchor")
+    report.note("ns per operation; a pair is start+stop (two calls); nvtx.annotate is `with nvtx.annotate('step', "
+                "domain='bench')`; Domain push/pop uses prepared attributes")
+    report.finish(args.json)
     return 0
 
 

@@ -1,0 +1,67 @@
+"""The real third-party files a bench reads, found through the project's fixture registry.
+
+The registry (``fixtures/real_fixtures.py`` at the repository root: ``fetch(relpath) -> Path``,
+raising ``FixtureUnavailable(reason)``) is loaded by file path, because ``fixtures/`` is not a
+package any distribution installs. Until a clone has it, the local mirror beside the checkout
+(``../shared/fixtures/real``) is read directly. A bench never fails on a missing file: it
+skips the figure with the reason this module gives.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[1]
+REGISTRY = REPO / "fixtures" / "real_fixtures.py"
+MIRROR = REPO.parent / "shared" / "fixtures" / "real"
+
+
+class Unavailable(Exception):
+    """A fixture cannot be read here; ``str()`` says why, in one line."""
+
+
+def _registry() -> ModuleType | None:
+    """The registry module when this clone has one, else None (the mirror is read directly)."""
+    if not REGISTRY.is_file():
+        return None
+    spec = importlib.util.spec_from_file_location("_myutils_real_fixtures", REGISTRY)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fetch(relpath: str, folder: Path | None = None) -> Path:
+    """The local path of the real file ``relpath`` (e.g. ``kineto/hta/df_index_resolver.json.gz``).
+
+    ``folder`` (a bench's ``--fixtures DIR``) bypasses the registry and reads ``DIR/relpath``.
+    Raises :class:`Unavailable` naming the file and why it cannot be had.
+    """
+    if folder is not None:
+        path = folder / relpath
+        if not path.is_file():
+            raise Unavailable(f"fixture {relpath} not found under --fixtures {folder}")
+        return path
+    registry = _registry()
+    if registry is not None:
+        try:
+            return Path(registry.fetch(relpath))
+        except registry.FixtureUnavailable as exc:
+            raise Unavailable(f"fixture {relpath} unavailable: {exc}") from None
+    path = MIRROR / relpath
+    if not path.is_file():
+        raise Unavailable(f"fixture {relpath} unavailable: no registry at {REGISTRY.relative_to(REPO)} "
+                          f"and no mirror copy at {path}")
+    return path
+
+
+def where(folder: Path | None = None) -> str:
+    """Where fixtures are read from, for the report's header."""
+    if folder is not None:
+        return f"--fixtures {folder}"
+    if REGISTRY.is_file():
+        return f"registry {REGISTRY.relative_to(REPO)}"
+    return f"mirror {MIRROR} (no registry in this clone yet)"
