@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -32,3 +34,19 @@ def test_binary_mode(tmp_path: Path) -> None:
     with atomic_write(target, "wb") as fh:
         fh.write(b"\x00\x01")
     assert target.read_bytes() == b"\x00\x01"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
+@pytest.mark.parametrize("mask", [0o022, 0o077, 0o002])
+def test_permissions_follow_the_umask_like_open(tmp_path: Path, mask: int) -> None:
+    old = os.umask(mask)
+    try:
+        with open(tmp_path / "plain", "w") as fh:
+            fh.write("x")
+        with atomic_write(tmp_path / "atomic") as fh:
+            fh.write("x")
+    finally:
+        os.umask(old)
+    plain = stat.S_IMODE((tmp_path / "plain").stat().st_mode)
+    assert plain == 0o666 & ~mask
+    assert stat.S_IMODE((tmp_path / "atomic").stat().st_mode) == plain

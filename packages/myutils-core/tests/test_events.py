@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from my_utils.core.errors import InputError
+from my_utils.core.errors import InputError, UsageError
 from my_utils.core.events import (
     SCHEMA_VERSION,
     EventLogWriter,
@@ -126,3 +126,59 @@ def test_arbitrary_bytes_never_crash(tmp_path_factory: pytest.TempPathFactory, d
         read_events(path)
     except InputError as exc:
         assert str(exc).startswith(f"{path}:")
+
+
+class _Scalar:
+    """A foreign number (like a numpy scalar): converts through __float__/__index__."""
+
+    def __float__(self) -> float:
+        return 2.5
+
+    def __index__(self) -> int:
+        return 3
+
+
+@pytest.mark.parametrize(("field", "bad"), [
+    ("unit", 5), ("kind", 7), ("rank", "x"), ("step", 1.5), ("rank", True), ("value", "3"),
+    ("value", None), ("ts", "now"), ("source", None), ("run_id", 1), ("attrs", [1]), ("name", ""),
+])
+def test_fields_are_checked_when_built(tmp_path: Path, field: str, bad: object) -> None:
+    kwargs: dict = {"name": "x", "value": 1.0, field: bad}
+    with pytest.raises(UsageError, match=f"field '{field}' must be"):
+        MetricEvent(**kwargs)
+    # the same value in a file is refused by the reader: the two sides agree
+    path = tmp_path / "e.jsonl"
+    path.write_text(json.dumps({"name": "x", "value": 1.0, **({field: bad} if field != "value" or bad is not None
+                                                              else {"value": "3"})}) + "\n")
+    with pytest.raises(InputError):
+        read_events(path)
+
+
+def test_foreign_numbers_are_converted() -> None:
+    event = MetricEvent(name="x", value=_Scalar(), rank=_Scalar(), step=_Scalar(), ts=_Scalar())  # type: ignore[arg-type]
+    assert (event.value, event.rank, event.step, event.ts) == (2.5, 3, 3, 2.5)
+    assert type(event.value) is float and type(event.rank) is int
+
+
+def test_no_bare_nan_or_infinity_in_the_file(tmp_path: Path) -> None:
+    evs = [
+        MetricEvent(name="text", value=math.nan, kind="info", attrs={"text": "n/a", "raw": math.nan}),
+        MetricEvent(name="big", value=math.inf, ts=math.nan, attrs={"nested": [1.0, -math.inf]}),
+        MetricEvent(name="fine", value=1.5),
+    ]
+    path = tmp_path / "e.jsonl"
+    write_events(path, evs)
+    with EventLogWriter(path) as writer:
+        writer.append(evs[:1])
+
+    def refuse(token: str) -> None:
+        raise AssertionError(f"bare {token} in a JSON line")
+
+    lines = path.read_text().splitlines()
+    decoded = [json.loads(line, parse_constant=refuse) for line in lines]  # strict JSON parse
+    assert decoded[0]["value"] is None and decoded[0]["attrs"] == {"text": "n/a", "raw": None}
+    assert decoded[1]["value"] is None and decoded[1]["attrs"]["value_text"] == "inf"
+    assert decoded[1]["ts"] is None and decoded[1]["attrs"]["nested"] == [1.0, None]
+    back = read_events(path)
+    assert math.isnan(back[0].value) and math.isnan(back[1].value) and back[2].value == 1.5
+    assert len(back) == 4

@@ -10,11 +10,26 @@ Two families, handled differently by callers:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+_BREAKS = re.compile(r"\s*[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+\s*")
+
+
+def one_line(text: str) -> str:
+    """``text`` with every line break (and the spaces around it) folded into one space.
+
+    Messages quote things read from outside (SQLite schema text, CSV cells, names in a
+    trace) that can hold newlines; the CLI promise is one line per error.
+    """
+    return _BREAKS.sub(" ", text).strip() if _BREAKS.search(text) else text
 
 
 class MyUtilsError(Exception):
-    """Base class of every error my_utils raises on purpose."""
+    """Base class of every error my_utils raises on purpose; ``str()`` is always one line."""
+
+    def __str__(self) -> str:
+        return one_line(super().__str__())
 
 
 class InputError(MyUtilsError, ValueError):
@@ -25,11 +40,11 @@ class InputError(MyUtilsError, ValueError):
     """
 
     def __init__(self, where: str | Path, place: str | None, expected: str) -> None:
-        self.where = str(where)
-        self.place = place
-        self.expected = expected
+        self.where = one_line(str(where))
+        self.place = one_line(place) if place else place
+        self.expected = one_line(expected)
         location = f"{self.where}:{place}" if place else self.where
-        super().__init__(f"{location}: {expected}")
+        super().__init__(f"{location}: {self.expected}")
 
 
 class UnsupportedInputError(InputError):
@@ -46,6 +61,20 @@ class UsageError(MyUtilsError, RuntimeError):
 
 class PluginError(MyUtilsError):
     """A plugin could not be found, loaded or called."""
+
+
+class ProviderError(PluginError):
+    """A metrics provider failed while reading for a reason that is not its input (a bug, a library error).
+
+    The message names the provider, the input and the cause; the CLI exits with code 1
+    (bad input is an ``InputError`` and exits with 2).
+    """
+
+    def __init__(self, provider: str, where: str | Path, cause: BaseException) -> None:
+        self.provider = provider
+        self.where = str(where)
+        self.cause = cause
+        super().__init__(f"{self.where}: metrics provider {provider!r} failed: {type(cause).__name__}: {cause}")
 
 
 class UnknownPluginError(PluginError, LookupError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from my_utils.core.atomic import atomic_write
-from my_utils.core.errors import InputError
+from my_utils.core.errors import InputError, UsageError
 
 SCHEMA_VERSION = 1
 EVENTS_FILE_NAME = "metrics_events.jsonl"
@@ -36,6 +37,10 @@ class MetricEvent:
     ``"gauge"`` (a level such as memory), ``"ratio"`` or ``"info"``. ``ts`` is unix
     seconds, already corrected by the rank's clock offset. ``attrs`` carries free-form
     context (kernel grid, stream, file of origin...).
+
+    Fields are checked when the event is built (``UsageError`` naming the field), so the
+    writer never writes what ``read_events`` refuses. Numbers of other types (numpy
+    scalars, 0-d tensors) are converted to ``float``/``int``; bools are refused.
     """
 
     name: str
@@ -50,6 +55,19 @@ class MetricEvent:
     attrs: Mapping[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Parsers build events in bulk (a Kineto trace: ~200k), so the common case is one
+        # ``type() is`` test per field; the slow path (conversions, messages) is split off.
+        v = self.value
+        if (type(self.name) is not str or not self.name or (type(v) is not float and type(v) is not int)
+                or type(self.kind) is not str or type(self.unit) is not str or type(self.source) is not str
+                or type(self.run_id) is not str or type(self.schema_version) is not int
+                or (self.rank is not None and type(self.rank) is not int)
+                or (self.step is not None and type(self.step) is not int)
+                or (self.ts is not None and type(self.ts) is not float and type(self.ts) is not int)
+                or type(self.attrs) is not dict or type(self.extra) is not dict):
+            _check_slow(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object written for this event (unknown fields from ``extra`` included)."""
@@ -103,9 +121,68 @@ class MetricEvent:
         )
 
 
+def _bad_field(event: MetricEvent, key: str, expected: str) -> UsageError:
+    value = getattr(event, key)
+    return UsageError(
+        f"MetricEvent(name={event.name!r}): field {key!r} must be {expected}, got {value!r} "
+        f"({type(value).__name__}); read_events would refuse this event, so it is not built"
+    )
+
+
+def _number(event: MetricEvent, key: str, value: Any, integral: bool) -> Any:
+    """``value`` as int (``integral``) or float when it is a number that is not a bool, else raise."""
+    if isinstance(value, (bool, str, bytes)) or value is None:
+        raise _bad_field(event, key, "an integer" if integral else "a number")
+    try:
+        return operator.index(value) if integral else float(value)
+    except (TypeError, ValueError):
+        raise _bad_field(event, key, "an integer" if integral else "a number") from None
+
+
+def _check_slow(event: MetricEvent) -> None:
+    """Validate every field, converting foreign numbers (numpy scalars) in place; raise UsageError."""
+    set_ = object.__setattr__  # frozen dataclass: conversions happen once, here, at build time
+    if not isinstance(event.name, str) or not event.name:
+        raise _bad_field(event, "name", "a non-empty string")
+    if type(event.value) is not float and type(event.value) is not int:
+        set_(event, "value", _number(event, "value", event.value, integral=False))
+    for key in ("kind", "unit", "source", "run_id"):
+        if not isinstance(getattr(event, key), str):
+            raise _bad_field(event, key, "a string")
+    for key in ("rank", "step", "schema_version"):
+        v = getattr(event, key)
+        if type(v) is not int and not (v is None and key != "schema_version"):
+            set_(event, key, _number(event, key, v, integral=True))
+    if event.ts is not None and type(event.ts) is not float and type(event.ts) is not int:
+        set_(event, "ts", _number(event, "ts", event.ts, integral=False))
+    for key in ("attrs", "extra"):
+        if not isinstance(getattr(event, key), Mapping):
+            raise _bad_field(event, key, "a mapping (dict)")
+
+
+def _finite(obj: Any) -> Any:
+    """``obj`` with every NaN/Infinity float replaced by None (JSON has no such numbers)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def _dumps(event: MetricEvent) -> str:
-    # allow_nan keeps NaN values (JSON extension Python reads back) instead of failing a run
-    return json.dumps(event.to_dict(), separators=(",", ":"), ensure_ascii=False, default=str)
+    data = event.to_dict()
+    try:
+        # strict JSON: other tools (jq, JavaScript, Go) refuse bare NaN/Infinity
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError:
+        pass
+    value = data["value"]
+    if isinstance(value, float) and math.isinf(value) and "value_text" not in data["attrs"]:
+        # null reads back as NaN; keep the sign of an infinity as text beside it
+        data["attrs"]["value_text"] = "inf" if value > 0 else "-inf"
+    return json.dumps(_finite(data), separators=(",", ":"), ensure_ascii=False, default=str, allow_nan=False)
 
 
 class EventLogWriter:
