@@ -12,6 +12,7 @@ import pytest
 from my_utils.core.errors import UnknownPluginError
 from my_utils.core.hookspecs import ENTRY_POINT_GROUP, hookimpl
 from my_utils.core.plugin_types import PluginDescription, PluginKind, PluginStatus
+from my_utils.core.plugin_errors import PluginClashError
 from my_utils.core.plugins import PluginRegistry, disabled_names, get_registry, reset_registry
 
 
@@ -81,12 +82,22 @@ def test_each_plugin_fails_alone(fake_plugins: dict[str, types.ModuleType]) -> N
     assert "PluginValidationError" in broken["badsig"]
 
 
-def test_duplicate_component_names_keep_the_first(fake_plugins: dict[str, types.ModuleType]) -> None:
-    reg = PluginRegistry(_eps(("good", "fakeplug_good"), ("dup", "fakeplug_dup")), disabled=())
-    dup = [r for r in reg.records() if r.plugin == "dup"]
-    assert len(dup) == 1 and dup[0].status is PluginStatus.BROKEN
-    assert "duplicate metrics_provider name 'alpha'" in dup[0].reason
-    assert reg.find("alpha")[0].plugin in ("good", "dup")
+@pytest.mark.parametrize("order", [("good", "dup"), ("dup", "good")])
+def test_third_party_clash_is_never_settled_by_order(
+    fake_plugins: dict[str, types.ModuleType], order: tuple[str, str]
+) -> None:
+    reg = PluginRegistry(_eps(*[(n, f"fakeplug_{n}") for n in order]), disabled=())
+    alpha = [r for r in reg.records() if r.name == "alpha"]
+    assert sorted(r.plugin for r in alpha) == ["dup", "good"]
+    assert all(r.status is PluginStatus.BROKEN and r.reason.startswith("name clash") for r in alpha)
+    assert "alpha" not in reg.descriptions(PluginKind.METRICS_PROVIDER)
+    with pytest.raises(PluginClashError) as info:
+        reg.get(PluginKind.METRICS_PROVIDER, "alpha")
+    assert "plugin 'good'" in str(info.value) and "plugin 'dup'" in str(info.value)
+    assert "MYUTILS_DISABLE_PLUGINS=" in str(info.value)
+    # disabling one side, by PLUGIN:NAME, settles it for that name only
+    settled = PluginRegistry(_eps(*[(n, f"fakeplug_{n}") for n in order]), disabled={"dup:alpha"})
+    assert settled.record(PluginKind.METRICS_PROVIDER, "alpha").plugin == "good"
 
 
 def test_duplicate_entry_point_names(fake_plugins: dict[str, types.ModuleType]) -> None:

@@ -1,53 +1,85 @@
 """Plugin discovery: one guarded loop over entry points, cached, each plugin failing alone.
 
 pluggy's own ``load_setuptools_entrypoints`` and a plain ``pm.hook.x()`` call stop at the
-first plugin that raises, so this module loads entry points one by one and calls hook
+first plugin that raises, and ``register`` silently accepts a misspelled hook, so this
+module loads entry points one by one, refuses plugins with unknown hooks, and calls hook
 implementations one by one. A failing plugin becomes a BROKEN ``PluginRecord`` naming
-the plugin, its distribution and the reason; everything else keeps working.
+the plugin, its distribution and the reason (on one line); everything else keeps working.
 
-Set ``MYUTILS_DISABLE_PLUGINS=a,b`` to skip plugins (entry-point names) or single
-components (description names) by name.
+Names are settled by ``my_utils.core.plugin_policy`` (built-ins are never displaced, a clash
+between third parties is never decided by installation order), and
+``MYUTILS_DISABLE_PLUGINS`` switches plugins or single components off (see that module).
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib.metadata
 import logging
-import os
-from collections.abc import Callable, Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from my_utils.core import hookspecs
-from my_utils.core.errors import UnknownPluginError
+from my_utils.core.plugin_errors import (
+    PluginClashError,
+    PluginDisabledError,
+    PluginLoadError,
+    UnknownComponentError,
+)
+from my_utils.core.plugin_policy import (
+    DISABLE_ENV,
+    DisableList,
+    disabled_names,
+    disabled_reason,
+    is_builtin,
+)
 from my_utils.core.plugin_types import PluginDescription, PluginKind, PluginRecord, PluginStatus
 
 if TYPE_CHECKING:
     import typer
 
+__all__ = [
+    "DISABLE_ENV",
+    "PluginRegistry",
+    "disabled_names",
+    "get_registry",
+    "kind_label",
+    "load_component",
+    "owner_label",
+    "reset_registry",
+]
+
 _log = logging.getLogger("my_utils.plugins")
 
-DISABLE_ENV = "MYUTILS_DISABLE_PLUGINS"
-
-_KIND_HOOKS: dict[PluginKind, str] = {
+KIND_HOOKS: dict[PluginKind, str] = {
     PluginKind.METRICS_PROVIDER: "myutils_metrics_providers",
     PluginKind.CAPTURE_BACKEND: "myutils_capture_backends",
     PluginKind.ANALYSIS_RULE: "myutils_analysis_rules",
     PluginKind.EVENT_SINK: "myutils_event_sinks",
 }
-
-
-def disabled_names(environ: dict[str, str] | None = None) -> frozenset[str]:
-    """Names listed in ``MYUTILS_DISABLE_PLUGINS`` (comma separated, blanks ignored)."""
-    raw = (os.environ if environ is None else environ).get(DISABLE_ENV, "")
-    return frozenset(part.strip() for part in raw.split(",") if part.strip())
+_FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_NAME = re.compile(r"^[\w.\-]+$")  # no blanks, commas or colons: names are typed in MYUTILS_DISABLE_PLUGINS
 
 
 def _reason(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    """``Type: message`` on one line, keeping every line of the message (pluggy's are several)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {'; '.join(lines)}" if lines else type(exc).__name__
+
+
+def kind_label(kind: PluginKind | str) -> str:
+    """``metrics provider`` for ``PluginKind.METRICS_PROVIDER``: how messages name a kind."""
+    return (kind.value if isinstance(kind, PluginKind) else kind).replace("_", " ")
+
+
+def owner_label(record: PluginRecord) -> str:
+    """``plugin 'ext_foo' (myutils-ext-foo 1.0)``: where a component comes from."""
+    dist = " ".join(p for p in (record.distribution, record.version) if p) or "no distribution"
+    return f"plugin {record.plugin!r} ({dist})"
 
 
 class PluginRegistry:
@@ -60,11 +92,12 @@ class PluginRegistry:
     ) -> None:
         self._pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
         self._pm.add_hookspecs(hookspecs)
-        self._disabled = frozenset(disabled) if disabled is not None else disabled_names()
+        self._disable = DisableList.parse(disabled if disabled is not None else disabled_names())
         self._origin: dict[str, tuple[str | None, str | None]] = {}
         self._problems: list[PluginRecord] = []
         self._component_problems: list[PluginRecord] = []
         self._components: dict[PluginKind, dict[str, PluginRecord]] | None = None
+        self._clashes: dict[PluginKind, dict[str, list[PluginRecord]]] = {}
         eps = (
             importlib.metadata.entry_points(group=hookspecs.ENTRY_POINT_GROUP)
             if entry_points is None
@@ -78,37 +111,55 @@ class PluginRegistry:
     def _load_entry_point(self, ep: importlib.metadata.EntryPoint) -> None:
         dist = ep.dist.name if ep.dist is not None else None
         version = ep.dist.version if ep.dist is not None else None
-        if ep.name in self._disabled:
-            self._problems.append(
-                PluginRecord(ep.name, "plugin", ep.name, dist, version, PluginStatus.DISABLED,
-                             f"disabled by {DISABLE_ENV}")
-            )
+
+        def row(status: PluginStatus, reason: str) -> PluginRecord:
+            return PluginRecord(ep.name, "plugin", ep.name, dist, version, status, reason)
+
+        entry = self._disable.plugin_entry(ep.name)
+        if entry is not None:
+            self._problems.append(row(PluginStatus.DISABLED, disabled_reason(entry)))
             return
         if self._pm.has_plugin(ep.name):
             other = self._origin[ep.name][0]
-            self._problems.append(
-                PluginRecord(ep.name, "plugin", ep.name, dist, version, PluginStatus.BROKEN,
-                             f"name {ep.name!r} is already used by the plugin from {other!r}")
-            )
+            self._problems.append(row(PluginStatus.BROKEN, f"entry-point name {ep.name!r} is already used "
+                                                           f"by the plugin from {other!r}; rename one"))
             return
         try:
             self.register(ep.load(), ep.name, dist, version)
         except (Exception, SystemExit) as exc:  # a plugin must never take the host down
             _log.warning("plugin %r from %r is broken: %s", ep.name, dist, _reason(exc))
-            self._problems.append(
-                PluginRecord(ep.name, "plugin", ep.name, dist, version, PluginStatus.BROKEN,
-                             _reason(exc))
-            )
+            self._problems.append(row(PluginStatus.BROKEN, _reason(exc)))
 
     def register(
         self, plugin: object, name: str, distribution: str | None = None, version: str | None = None
     ) -> None:
-        """Register an in-process plugin object (a module or instance with hookimpls)."""
+        """Register an in-process plugin object (a module or instance with hookimpls).
+
+        Raises ``pluggy.PluginValidationError`` when a hook has arguments its specification
+        lacks, or when the plugin implements a hook that does not exist (a misspelling).
+        """
         self._pm.register(plugin, name=name)
+        unknown = sorted(
+            caller.name for caller in self._pm.get_hookcallers(plugin) or []
+            if not caller.has_spec()
+            and any(not impl.optionalhook for impl in caller.get_hookimpls() if impl.plugin is plugin)
+        )
+        if unknown:
+            self._pm.unregister(plugin)
+            hooks = "; ".join(self._unknown_hook_hint(hook) for hook in unknown)
+            raise pluggy.PluginValidationError(
+                plugin, f"{hooks}; nothing from plugin {name!r} was registered (hooks: my_utils.core.hookspecs)"
+            )
         self._origin[name] = (distribution, version)
         self._components = None
 
-    def _call_each(self, hook_name: str, **kwargs: Any) -> Iterable[tuple[str, Any]]:
+    @staticmethod
+    def _unknown_hook_hint(hook: str) -> str:
+        known = [n for n in vars(hookspecs) if n.startswith("myutils_")]
+        close = difflib.get_close_matches(hook, known, n=1)
+        return f"unknown hook {hook!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+
+    def _call_each(self, hook_name: str, **kwargs: Any) -> Iterator[tuple[str, Any]]:
         """Call every implementation of one hook separately; yield (plugin, result or exc)."""
         hook = getattr(self._pm.hook, hook_name)
         for impl in hook.get_hookimpls():  # registration order (pluggy stores them so)
@@ -117,60 +168,104 @@ class PluginRegistry:
             except (Exception, SystemExit) as exc:
                 yield impl.plugin_name, exc
 
-    def _broken(self, plugin: str, kind: str, reason: str, name: str | None = None) -> PluginRecord:
+    def _row(self, plugin: str, kind: str, status: PluginStatus, reason: str = "", name: str | None = None,
+             description: PluginDescription | None = None) -> PluginRecord:
         dist, version = self._origin.get(plugin, (None, None))
-        _log.warning("plugin %r from %r is broken: %s", plugin, dist, reason)
-        return PluginRecord(name or plugin, kind, plugin, dist, version, PluginStatus.BROKEN, reason)
+        if status is PluginStatus.BROKEN:
+            _log.warning("plugin %r from %r is broken: %s", plugin, dist, reason)
+        return PluginRecord(name or plugin, kind, plugin, dist, version, status, reason, description)
+
+    # -- components -------------------------------------------------------------------
 
     def _collect(self) -> dict[PluginKind, dict[str, PluginRecord]]:
         if self._components is not None:
             return self._components
-        components: dict[PluginKind, dict[str, PluginRecord]] = {k: {} for k in PluginKind}
+        offers: dict[PluginKind, dict[str, list[PluginRecord]]] = {k: {} for k in PluginKind}
         problems: list[PluginRecord] = []
-        for kind, hook_name in _KIND_HOOKS.items():
+        for kind, hook_name in KIND_HOOKS.items():
             for plugin, result in self._call_each(hook_name):
                 if isinstance(result, BaseException):
-                    problems.append(self._broken(plugin, kind.value, _reason(result)))
+                    problems.append(self._row(plugin, kind.value, PluginStatus.BROKEN, _reason(result)))
                     continue
                 for rec in self._records_from(plugin, kind, result):
-                    if rec.status is PluginStatus.OK and rec.name in components[kind]:
-                        first = components[kind][rec.name]
-                        rec = self._broken(
-                            plugin, kind.value,
-                            f"duplicate {kind.value} name {rec.name!r}; "
-                            f"kept the one from plugin {first.plugin!r}",
-                            name=rec.name,
-                        )
                     if rec.status is PluginStatus.OK:
-                        components[kind][rec.name] = rec
+                        offers[kind].setdefault(rec.name, []).append(rec)
                     else:
                         problems.append(rec)
+        components: dict[PluginKind, dict[str, PluginRecord]] = {k: {} for k in PluginKind}
+        self._clashes = {k: {} for k in PluginKind}
+        for kind, by_name in offers.items():
+            for name, recs in by_name.items():
+                winner, losers = self._settle(kind, name, recs)
+                if winner is not None:
+                    components[kind][name] = winner
+                problems.extend(losers)
         self._component_problems = problems
         self._components = components
         return components
 
+    def _settle(self, kind: PluginKind, name: str, recs: list[PluginRecord]
+                ) -> tuple[PluginRecord | None, list[PluginRecord]]:
+        """Apply the name policy of ``plugin_policy`` to every offer of one (kind, name)."""
+        if len(recs) == 1:
+            return recs[0], []
+        label = kind_label(kind)
+        builtins = [r for r in recs if is_builtin(r.distribution)]
+        if len(builtins) == 1:
+            keep = builtins[0]
+            return keep, [
+                self._row(r.plugin, kind.value, PluginStatus.BROKEN,
+                          f"name clash: {name!r} is the built-in {label} of {keep.distribution}, which is kept; "
+                          f"rename this one (or set {DISABLE_ENV}={r.plugin}:{name} to hide this row)",
+                          name, r.description)
+                for r in recs if r is not keep
+            ]
+        self._clashes[kind][name] = recs
+        rows = []
+        for r in recs:
+            others = ", ".join(owner_label(o) for o in recs if o is not r)
+            rows.append(self._row(
+                r.plugin, kind.value, PluginStatus.BROKEN,
+                f"name clash: {label} {name!r} is also offered by {others}; neither is used until one is "
+                f"disabled, e.g. {DISABLE_ENV}={r.plugin}:{name}", name, r.description))
+        return None, rows
+
     def _records_from(self, plugin: str, kind: PluginKind, result: Any) -> list[PluginRecord]:
-        dist, version = self._origin.get(plugin, (None, None))
+        hook = KIND_HOOKS[kind]
         if result is None:
             return []
-        if isinstance(result, PluginDescription) or not isinstance(result, Sequence):
-            return [self._broken(plugin, kind.value,
-                                 f"hook {_KIND_HOOKS[kind]} must return a list of PluginDescription, "
-                                 f"got {type(result).__name__}")]
+        # a str is a Sequence too: without this check each character became a BROKEN row
+        if isinstance(result, (str, bytes, PluginDescription)) or not isinstance(result, Sequence):
+            return [self._row(plugin, kind.value, PluginStatus.BROKEN,
+                              f"hook {hook} must return a list of PluginDescription, got {type(result).__name__}")]
         records = []
         for desc in result:
-            if not isinstance(desc, PluginDescription) or desc.kind is not kind:
-                records.append(self._broken(
-                    plugin, kind.value,
-                    f"hook {_KIND_HOOKS[kind]} returned {desc!r}; expected PluginDescription(kind={kind})",
-                ))
-            elif desc.name in self._disabled:
-                records.append(PluginRecord(desc.name, kind.value, plugin, dist, version,
-                                            PluginStatus.DISABLED, f"disabled by {DISABLE_ENV}", desc))
+            problem = self._description_problem(kind, desc)
+            if problem is not None:
+                records.append(self._row(plugin, kind.value, PluginStatus.BROKEN, f"hook {hook}: {problem}",
+                                         name=getattr(desc, "name", None) if isinstance(desc, PluginDescription)
+                                         else None))
+                continue
+            dist = self._origin.get(plugin, (None, None))[0]
+            entry = self._disable.component_entry(desc.name, plugin, dist)
+            if entry is not None:
+                records.append(self._row(plugin, kind.value, PluginStatus.DISABLED, disabled_reason(entry),
+                                         desc.name, desc))
             else:
-                records.append(PluginRecord(desc.name, kind.value, plugin, dist, version,
-                                            PluginStatus.OK, "", desc))
+                records.append(self._row(plugin, kind.value, PluginStatus.OK, "", desc.name, desc))
         return records
+
+    @staticmethod
+    def _description_problem(kind: PluginKind, desc: object) -> str | None:
+        if not isinstance(desc, PluginDescription):
+            return f"returned {desc!r}; expected PluginDescription(kind={kind})"
+        if desc.kind is not kind:
+            return f"returned {desc.name!r} of kind {desc.kind}; expected kind {kind}"
+        if not isinstance(desc.name, str) or not _NAME.match(desc.name):
+            return f"name {desc.name!r} must be letters, digits, '_', '-' or '.' (no blanks, commas or colons)"
+        if not isinstance(desc.factory, str) or not _FACTORY.match(desc.factory):
+            return f"{desc.name!r}: factory {desc.factory!r} is not of the form 'module:attribute'"
+        return None
 
     # -- queries ----------------------------------------------------------------------
 
@@ -189,23 +284,73 @@ class PluginRegistry:
             if rec.description is not None
         }
 
+    def record(self, kind: PluginKind, name: str) -> PluginRecord:
+        """The row of the working component ``name`` of ``kind``.
+
+        Raises ``PluginDisabledError``, ``PluginClashError`` or ``PluginLoadError`` (a broken
+        component) saying so, else ``UnknownComponentError`` listing the installed ones.
+        """
+        found = self._collect()[kind]
+        if name in found:
+            return found[name]
+        label = kind_label(kind)
+        if name in self._clashes[kind]:
+            recs = self._clashes[kind][name]
+            raise PluginClashError(label, name, [owner_label(r) for r in recs],
+                                   f"disable all but one, e.g. {DISABLE_ENV}={recs[-1].plugin}:{name}")
+        for rec in self._component_problems:
+            if rec.kind == kind.value and rec.name == name:
+                if rec.status is PluginStatus.DISABLED:
+                    raise PluginDisabledError(label, name, rec.reason)
+                raise PluginLoadError(f"{label} {name!r} from {owner_label(rec)} is broken: {rec.reason}")
+        off = [r.plugin for r in self._problems if r.status is PluginStatus.DISABLED]
+        raise UnknownComponentError(label, name, list(found), off)
+
     def get(self, kind: PluginKind, name: str) -> PluginDescription:
-        """The component ``name`` of ``kind``; UnknownPluginError lists the installed ones."""
-        found = self.descriptions(kind)
-        if name not in found:
-            raise UnknownPluginError(kind.value.replace("_", " "), name, list(found))
-        return found[name]
+        """The description of component ``name`` of ``kind`` (errors as ``record``)."""
+        description = self.record(kind, name).description
+        if description is None:  # OK rows always carry one; kept for the type checker
+            raise PluginLoadError(f"{kind_label(kind)} {name!r} has no description")
+        return description
 
     def find(self, name: str) -> list[PluginRecord]:
         """Every row (any kind, any status) whose name or plugin name is ``name``."""
         return [r for r in self.records() if name in (r.name, r.plugin)]
 
-    def extend_cli(self, app: typer.Typer) -> list[PluginRecord]:
-        """Let each plugin add its commands to ``app``; return the plugins that failed."""
+    def check(self) -> list[PluginRecord]:
+        """``records()`` with every ok component's factory imported: failures become BROKEN rows."""
+        rows = []
+        for rec in self.records():
+            if rec.status is PluginStatus.OK and rec.description is not None:
+                try:
+                    rec.description.load()
+                except (Exception, SystemExit) as exc:
+                    rec = self._row(rec.plugin, rec.kind, PluginStatus.BROKEN,
+                                    f"factory {rec.description.factory!r} cannot be imported: {_reason(exc)}",
+                                    rec.name, rec.description)
+            rows.append(rec)
+        return rows
+
+    # -- command line -----------------------------------------------------------------
+
+    def extend_cli(
+        self, app: typer.Typer, guard: Callable[[typer.Typer, int, int, PluginRecord], None] | None = None
+    ) -> list[PluginRecord]:
+        """Let each plugin add its commands to ``app``; return the plugins that failed.
+
+        ``guard(app, n_commands, n_groups, owner)`` is called after each plugin with the
+        counts of commands and groups ``app`` had before it, so the caller can wrap what that
+        plugin added (the CLI wraps them in its error guard, naming the plugin).
+        """
         failures = []
-        for plugin, result in self._call_each("myutils_cli", app=app):
-            if isinstance(result, BaseException):
-                failures.append(self._broken(plugin, "cli", _reason(result)))
+        for impl in self._pm.hook.myutils_cli.get_hookimpls():
+            before = (len(app.registered_commands), len(app.registered_groups))
+            try:
+                impl.function(*[{"app": app}[a] for a in impl.argnames])
+            except (Exception, SystemExit) as exc:
+                failures.append(self._row(impl.plugin_name, "cli", PluginStatus.BROKEN, _reason(exc)))
+            if guard is not None:
+                guard(app, *before, self._row(impl.plugin_name, "cli", PluginStatus.OK))
         # the CLI app may be built more than once per process (tests): list each failure once
         self._problems.extend(f for f in failures if f not in self._problems)
         return failures
@@ -223,6 +368,19 @@ def reset_registry() -> None:
 
 
 def load_component(kind: PluginKind, name: str) -> Callable[..., Any]:
-    """Import and return the factory of the component ``name`` of ``kind``."""
-    factory: Callable[..., Any] = get_registry().get(kind, name).load()
+    """Import and return the factory of the component ``name`` of ``kind``.
+
+    A factory that cannot be imported raises ``PluginLoadError`` naming the component, its
+    plugin and distribution, and the import error.
+    """
+    rec = get_registry().record(kind, name)
+    if rec.description is None:
+        raise PluginLoadError(f"{kind_label(kind)} {name!r} has no description")
+    try:
+        factory: Callable[..., Any] = rec.description.load()
+    except (Exception, SystemExit) as exc:
+        raise PluginLoadError(
+            f"{kind_label(kind)} {name!r} from {owner_label(rec)} cannot be imported: {_reason(exc)} "
+            "(`myutils plugins check` tests every plugin)"
+        ) from exc
     return factory

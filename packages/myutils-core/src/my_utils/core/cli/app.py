@@ -7,8 +7,10 @@ import logging
 
 import typer
 
+from my_utils.core.cli.guard import guard_plugin_command
 from my_utils.core.cli.plugins_cmd import plugins_app
-from my_utils.core.plugins import get_registry
+from my_utils.core.plugin_types import PluginRecord
+from my_utils.core.plugins import get_registry, owner_label
 
 DIST_PREFIX = "myutils-"
 
@@ -47,12 +49,29 @@ def build_app() -> typer.Typer:
             False, "--version", callback=_version_callback, is_eager=True,
             help="Print every installed my_utils distribution and its version.",
         ),
+        traceback: bool = typer.Option(
+            False, "--traceback", help="On failure, also print the stack (or set MYUTILS_TRACEBACK=1).",
+        ),
     ) -> None:
         """my_utils: time, trace, profile and analyse PyTorch runs."""
 
     app.add_typer(plugins_app, name="plugins")
-    get_registry().extend_cli(app)
+    get_registry().extend_cli(app, guard=_guard_added_commands)
     return app
+
+
+def _guard_typer(app: typer.Typer, owner: str, first_command: int = 0, first_group: int = 0) -> None:
+    for command in app.registered_commands[first_command:]:
+        if command.callback is not None:
+            command.callback = guard_plugin_command(command.callback, owner)
+    for group in app.registered_groups[first_group:]:
+        if group.typer_instance is not None:
+            _guard_typer(group.typer_instance, owner)
+
+
+def _guard_added_commands(app: typer.Typer, n_commands: int, n_groups: int, plugin: PluginRecord) -> None:
+    """Run every command a plugin added inside the guard, so its failures name the plugin."""
+    _guard_typer(app, f"command of {owner_label(plugin)}", n_commands, n_groups)
 
 
 def quiet_plugin_warnings() -> None:

@@ -1,4 +1,4 @@
-"""``myutils plugins``: list, show and run the installed plugins."""
+"""``myutils plugins``: list, show, check, run and scaffold plugins."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ from typing import Any
 
 import typer
 
-from my_utils.core.cli.guard import EXIT_BAD_INPUT, exit_on_error
+from my_utils.core.cli.guard import EXIT_BAD_INPUT, EXIT_PLUGIN_FAILED, exit_on_error, plugin_guard
 from my_utils.core.errors import InputError
-from my_utils.core.plugin_types import PluginKind, PluginRecord
-from my_utils.core.plugins import get_registry
+from my_utils.core.plugin_types import PluginKind, PluginRecord, PluginStatus
+from my_utils.core.plugins import get_registry, owner_label
 
 plugins_app = typer.Typer(
-    help="List, inspect and run my_utils plugins.", no_args_is_help=True, rich_markup_mode=None
+    help="List, inspect, check, run and scaffold my_utils plugins.", no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 _COLUMNS = ("name", "kind", "distribution", "version", "status")
@@ -33,21 +34,53 @@ def _table(records: list[PluginRecord]) -> str:
     )
 
 
-@plugins_app.command("list")
-def list_plugins(
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of objects instead of a table."),
-) -> None:
-    """List every plugin component with its kind, distribution, version and status."""
-    records = get_registry().records()
+def _print_rows(records: list[PluginRecord], as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps([r.as_dict() for r in records], indent=2))
     else:
         typer.echo(_table(records))
 
 
+@plugins_app.command("list")
+def list_plugins(
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of objects instead of a table."),
+) -> None:
+    """List every plugin component with its kind, distribution, version and status.
+
+    Nothing behind a component is imported; `myutils plugins check` imports every one.
+    """
+    _print_rows(get_registry().records(), as_json)
+
+
+@plugins_app.command("check")
+def check_plugins(
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of objects instead of a table."),
+) -> None:
+    """Like `list`, but import every component's factory; exit 1 when anything is BROKEN."""
+    records = get_registry().check()
+    _print_rows(records, as_json)
+    broken = [r for r in records if r.status is PluginStatus.BROKEN]
+    if broken:
+        typer.echo(f"error: {len(broken)} plugin problem(s): "
+                   + "; ".join(f"{r.name} ({r.kind}, {r.distribution or '-'})" for r in broken), err=True)
+        raise typer.Exit(EXIT_PLUGIN_FAILED)
+
+
+def _option_lines(description: object) -> list[str]:
+    # PluginDescription.options (OptionSpec: name, type, default, help) is optional for plugins
+    lines = []
+    for spec in getattr(description, "options", ()) or ():
+        kind = getattr(spec, "type", None)
+        kind_name = getattr(kind, "__name__", None) or str(kind or "any")
+        default = getattr(spec, "default", None)
+        lines.append(f"    {getattr(spec, 'name', '?')} ({kind_name}, default {default!r}): "
+                     f"{getattr(spec, 'help', '')}".rstrip())
+    return lines
+
+
 @plugins_app.command("show")
 def show_plugin(name: str = typer.Argument(..., help="Component or plugin name.")) -> None:
-    """Show what a plugin component is, where it comes from and what it reads."""
+    """Show what a plugin component is, where it comes from, what it reads and its options."""
     records = get_registry().find(name)
     if not records:
         known = sorted({r.name for r in get_registry().records()})
@@ -64,6 +97,10 @@ def show_plugin(name: str = typer.Argument(..., help="Component or plugin name."
             typer.echo(f"  factory:      {d.factory}")
             typer.echo(f"  inputs:       {', '.join(d.inputs) or '-'}")
             typer.echo(f"  extras:       {', '.join(d.extras) or '-'}")
+            options = _option_lines(d)
+            typer.echo("  options:" + ("" if options else "      -"))
+            for line in options:
+                typer.echo(line)
 
 
 def _parse_options(pairs: list[str]) -> dict[str, Any]:
@@ -88,11 +125,34 @@ def run_plugin(
     option: list[str] = typer.Option(
         [], "--option", "-o", help="KEY=VALUE passed to the provider (repeatable); values are JSON or text."
     ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
-    """Run a metrics provider on a file or folder and write its metric events."""
+    """Run a metrics provider on a file or folder and write its metric events.
+
+    Bad input exits with 2; a provider that breaks exits with 1 naming its plugin.
+    """
+    from my_utils.core.progress import progress
     from my_utils.core.providers import run_provider_on_input
 
     options = _parse_options(option)
-    get_registry().get(PluginKind.METRICS_PROVIDER, name)  # unknown name: clear error first
-    out, count = run_provider_on_input(name, input_path, output_dir, options)
+    record = get_registry().record(PluginKind.METRICS_PROVIDER, name)  # unknown/disabled/clash first
+    with plugin_guard(f"metrics provider {name!r} from {owner_label(record)}"), \
+            progress(None, f"{name}", enabled=not quiet) as bar:
+        bar.note(str(input_path))
+        out, count = run_provider_on_input(name, input_path, output_dir, options)
+        bar.advance(1)
     typer.echo(f"wrote {count} metric events to {out}")
+
+
+@plugins_app.command("new")
+@exit_on_error
+def new_plugin(
+    name: str = typer.Argument(..., help="Short name: the package becomes myutils-ext-NAME / my_utils_ext_NAME."),
+    kind: str = typer.Option(..., "--kind", help="provider, backend, rule, sink or cli."),
+    directory: Path = typer.Option(Path("."), "--dir", help="Folder in which the package folder is created."),
+) -> None:
+    """Write a ready plugin package: pyproject with the entry point, module, a passing test."""
+    from my_utils.core.scaffold import write_plugin_package
+
+    root = write_plugin_package(name, kind, directory)
+    typer.echo(f"wrote {root}; next: pip install -e {root} && pytest {root / 'tests'}")
