@@ -19,6 +19,7 @@ Use::
     report.add("anchor", samples["anchor"], "ns")
     report.add("mine", samples["mine"], "ns", anchor="anchor",
                goals=[at_most(60), at_most_times(0.2, source="issue 4")])
+    # also: at_least(limit), at_least_times(ratio), at_most_above(delta) (difference to the anchor)
     report.skip("other anchor", "pytorch-lightning not installed")
     report.finish(args.json)   # prints, writes the JSON if asked
 
@@ -40,7 +41,7 @@ from typing import Any, Literal, TypeVar
 
 T = TypeVar("T")
 
-GoalKind = Literal["max", "times_max", "times_min", "above_max"]
+GoalKind = Literal["max", "min", "times_max", "times_min", "above_max"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,8 @@ class Goal:
         where = f" ({self.source})" if self.source else ""
         if self.kind == "max":
             return f"<= {_num(self.limit)} {unit}{where}"
+        if self.kind == "min":
+            return f">= {_num(self.limit)} {unit}{where}"
         if self.kind == "times_max":
             return f"<= {_num(self.limit)}x {anchor}{where}"
         if self.kind == "times_min":
@@ -66,6 +69,11 @@ class Goal:
 def at_most(limit: float, source: str = "") -> Goal:
     """The figure's median is at most ``limit`` (in the figure's unit)."""
     return Goal("max", limit, source)
+
+
+def at_least(limit: float, source: str = "") -> Goal:
+    """The figure's median is at least ``limit`` (in the figure's unit)."""
+    return Goal("min", limit, source)
 
 
 def at_most_times(ratio: float, source: str = "") -> Goal:
@@ -197,7 +205,7 @@ class Report:
         base = self.figures.get(figure.anchor) if figure.anchor else None
         for goal in figure.goals:
             text = goal.describe(figure.unit, figure.anchor)
-            if goal.kind == "max":
+            if goal.kind in ("max", "min"):
                 value = statistics.median(figure.samples)
             elif base is None:
                 why = f"anchor {figure.anchor!r} was not measured" if figure.anchor else "no anchor named"
@@ -207,7 +215,7 @@ class Report:
                 value = statistics.median(_paired(figure.samples, base.samples, lambda v, a: v - a))
             else:
                 value = statistics.median(self.ratio(figure) or [float("nan")])
-            met = value >= goal.limit if goal.kind == "times_min" else value <= goal.limit
+            met = value >= goal.limit if goal.kind in ("min", "times_min") else value <= goal.limit
             out.append(Verdict(text, value, met))
         return out
 
@@ -220,12 +228,14 @@ class Report:
         width = max([len(name) for name in self.figures] + [20])
         for fig in self.figures.values():
             lo, med, hi = min(fig.samples), statistics.median(fig.samples), max(fig.samples)
-            text = (f"{fig.name:<{width}}  {_num(med):>8} {fig.unit:<3} "
-                    f"(range {_num(lo)}–{_num(hi)}, n={len(fig.samples)})")
+            text = f"{fig.name:<{width}}  {_num(med):>8} {fig.unit:<3}"
+            if len(fig.samples) > 1:
+                text += f" (range {_num(lo)}–{_num(hi)}, n={len(fig.samples)})"
             ratios = self.ratio(fig)
             if ratios is not None:
-                text += (f"  = {_num(statistics.median(ratios))}x {fig.anchor}"
-                         f" (range {_num(min(ratios))}–{_num(max(ratios))})")
+                text += f"  = {_num(statistics.median(ratios))}x {fig.anchor}"
+                if len(ratios) > 1:
+                    text += f" (range {_num(min(ratios))}–{_num(max(ratios))})"
             elif fig.anchor:
                 text += f"  (anchor {fig.anchor!r} not measured)"
             if fig.note:
@@ -243,7 +253,7 @@ class Report:
         met = sum(1 for f in self.figures.values() for v in self.verdicts(f) if v.met)
         missed = sum(1 for f in self.figures.values() for v in self.verdicts(f) if v.met is False)
         lines.append(f"   goals: {met} met, {missed} missed, {len(self.skipped)} figure(s) skipped")
-        return "\n".join(lines)
+        return "\n".join(line.rstrip() for line in lines)
 
     def to_json(self) -> dict[str, Any]:
         """The report as a JSON-ready dict (the ``--json`` file)."""
