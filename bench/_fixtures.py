@@ -4,12 +4,15 @@ The registry (``fixtures/real_fixtures.py`` at the repository root: ``fetch(relp
 raising ``FixtureUnavailable(reason)``) is loaded by file path, because ``fixtures/`` is not a
 package any distribution installs. Until a clone has it, the local mirror beside the checkout
 (``../shared/fixtures/real``) is read directly. A bench never fails on a missing file: it
-skips the figure with the reason this module gives.
+skips the figure with the reason this module gives. A copy whose sha256 differs from the
+registry's stops the bench (one line, exit 2): figures measured on other bytes mislead.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -22,6 +25,7 @@ class Unavailable(Exception):
     """A fixture cannot be read here; ``str()`` says why, in one line."""
 
 
+@functools.lru_cache(maxsize=1)
 def _registry() -> ModuleType | None:
     """The registry module when this clone has one, else None (the mirror is read directly)."""
     if not REGISTRY.is_file():
@@ -30,7 +34,13 @@ def _registry() -> ModuleType | None:
     if spec is None or spec.loader is None:
         return None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # dataclasses look their module up in sys.modules while the class body runs
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[spec.name]
+        raise Unavailable(f"the fixture registry {REGISTRY} does not load: {type(exc).__name__}: {exc}") from None
     return module
 
 
@@ -51,6 +61,12 @@ def fetch(relpath: str, folder: Path | None = None) -> Path:
             return Path(registry.fetch(relpath))
         except registry.FixtureUnavailable as exc:
             raise Unavailable(f"fixture {relpath} unavailable: {exc}") from None
+        except KeyError as exc:  # the registry's UnknownFixture: this bench names a file it does not list
+            raise Unavailable(f"fixture {relpath} unavailable: {exc}") from None
+        except registry.FixtureHashMismatch as exc:
+            # a wrong copy is an error to mend, never a figure measured on other bytes
+            print(f"bench: fixture {relpath}: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
     path = MIRROR / relpath
     if not path.is_file():
         raise Unavailable(f"fixture {relpath} unavailable: no registry at {REGISTRY.relative_to(REPO)} "

@@ -130,7 +130,7 @@ def _big_input(args: Any, report: Report, tmp: Path) -> Path | None:
     copies = 2 if args.quick else 10
     out = tmp / "big_rank_1.json" if args.quick else make_big_trace.DEFAULT_OUT
     if args.regenerate or not make_big_trace.is_current(out, source, copies):
-        print(f"bench_kineto: generating {out} ({copies} copies of {source.name}) ...", flush=True)
+        print(f"bench_kineto: generating {out} ({copies} copies of {source.name}) ...", file=sys.stderr, flush=True)
         make_big_trace.generate(source, out, copies)
         report.label("generated input", f"{out} (made in this run from {source.name} x {copies})")
     else:
@@ -166,7 +166,7 @@ def _measure(report: Report, inp: Input, rounds: int, have_hta: str | None, tmp:
         what = "metric events" if mine else "trace rows"
         counts.append(f"{tool} {ok[0]['events']} {what}")
     if counts:
-        report.label(f"{inp.label} ({inp.path.name})", ", ".join(counts))
+        report.label(f"{inp.label} ({inp.path})", ", ".join(counts))
 
 
 def main(argv: list[str]) -> int:
