@@ -1,13 +1,64 @@
-"""Repository-wide pytest fixtures: where the shared real fixtures and recipes live."""
+"""Repository-wide pytest fixtures: the real third-party files (via the registry) and the shared recipes."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import posixpath
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent
 SHARED_DIR = REPO_ROOT.parent / "shared"
+REAL_FIXTURES_MODULE = REPO_ROOT / "fixtures" / "real_fixtures.py"
+
+
+def load_real_fixtures_module() -> ModuleType:
+    """``fixtures/real_fixtures.py`` (not a package: loaded by file path, once per process)."""
+    name = "myutils_real_fixtures"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REAL_FIXTURES_MODULE)
+        assert spec is not None and spec.loader is not None, REAL_FIXTURES_MODULE
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+class RealFixtures:
+    """The registry's real files: ``real_fixtures / "kineto/hta/x.json.gz"`` is a local ``Path``.
+
+    A file is fetched when a test names it (mirror, cache, download: see fixtures/real_fixtures.py);
+    unavailable -> the test skips saying which file, where it looked and why; a copy with the
+    wrong sha256 -> the test fails. ``real_fixtures / "kineto"`` is the folder prefix (``/`` again
+    names a file in it); :meth:`names` lists registry paths without fetching anything.
+    """
+
+    def __init__(self, module: ModuleType, prefix: str = "") -> None:
+        self._module = module
+        self._prefix = prefix
+
+    def __repr__(self) -> str:
+        return f"RealFixtures({self._prefix or '.'!r})"
+
+    def names(self, prefix: str = "") -> list[str]:
+        """Registry paths (relative to ``fixtures/real``) under this folder that start with ``prefix``."""
+        start = posixpath.join(self._prefix, prefix) if self._prefix else prefix
+        return list(self._module.names(start))
+
+    def __truediv__(self, part: str | os.PathLike[str]) -> Path | RealFixtures:
+        relpath = posixpath.normpath(posixpath.join(self._prefix, os.fspath(part)))
+        if self._module.names(relpath + "/"):
+            return RealFixtures(self._module, relpath)
+        try:
+            return Path(self._module.fetch(relpath))
+        except self._module.FixtureUnavailable as exc:
+            pytest.skip(f"real fixture {relpath} unavailable: {exc}")
+        except self._module.FixtureHashMismatch as exc:
+            pytest.fail(f"real fixture {relpath}: {exc}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -17,12 +68,9 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def real_fixtures() -> Path:
-    """``../shared/fixtures/real``: files written by other tools; skip when absent."""
-    path = SHARED_DIR / "fixtures" / "real"
-    if not path.is_dir():
-        pytest.skip(f"real fixtures not found at {path}: the ../shared folder is absent in this checkout")
-    return path
+def real_fixtures() -> RealFixtures:
+    """The real third-party files of ``fixtures/registry.toml``, fetched lazily (see :class:`RealFixtures`)."""
+    return RealFixtures(load_real_fixtures_module())
 
 
 @pytest.fixture(scope="session")

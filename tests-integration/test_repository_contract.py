@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
+import http.server
+import importlib.util
+import os
 import re
 import shlex
 import subprocess
 import sys
+import threading
+import venv
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -19,10 +30,46 @@ def _readme_commands() -> list[str]:
     return [line for line in block.splitlines() if line and not line.startswith("#")]
 
 
+VENV_GUARD = "test -x .venv/bin/python || python3 -m venv .venv"
+
+
 def test_readme_has_exactly_two_setup_commands() -> None:
     setup_and_demo, tests = _readme_commands()
     assert "requirements-dev.txt" in setup_and_demo and "unified_metrics_demo" in setup_and_demo
-    assert tests.endswith("python3 -m pytest")
+    assert tests.endswith(" && .venv/bin/python -m pytest")
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_readme_commands_make_and_use_the_repo_venv(index: int) -> None:
+    """A PEP 668 python3 refuses system-wide installs: every step after the guard runs .venv's python."""
+    command = _readme_commands()[index]
+    assert command.startswith(VENV_GUARD + " && ")
+    steps = command.removeprefix(VENV_GUARD + " && ").split(" && ")
+    assert steps[0] == ".venv/bin/python -m pip install -r requirements-dev.txt"
+    assert all(step.startswith(".venv/bin/python -m ") for step in steps), steps
+
+
+def _run_guard(cwd: Path, env: dict[str, str]) -> None:
+    subprocess.run(["bash", "-c", VENV_GUARD], cwd=cwd, env=env, check=True, capture_output=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_venv_guard_creates_once_and_ignores_an_active_venv(tmp_path: Path) -> None:
+    """Run as written from a shell whose active venv is another one: .venv is made once, then reused."""
+    other = tmp_path / "other-venv"
+    venv.EnvBuilder(with_pip=False).create(other)
+    repo = tmp_path / "clone"
+    repo.mkdir()
+    env = {**os.environ, "VIRTUAL_ENV": str(other), "PATH": f"{other / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    _run_guard(repo, env)
+    cfg = repo / ".venv" / "pyvenv.cfg"
+    assert (repo / ".venv" / "bin" / "python").is_file() and cfg.is_file()
+    first = cfg.stat().st_mtime_ns
+    _run_guard(repo, env)
+    assert cfg.stat().st_mtime_ns == first  # reused, not rebuilt
+    out = subprocess.run([str(repo / ".venv/bin/python"), "-c", "import sys; print(sys.prefix)"], env=env,
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(out) == repo / ".venv"
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:
@@ -31,8 +78,17 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     assert ci[-1] == test_command
 
 
+def _requirement_files() -> list[Path]:
+    """The project's requirements*.txt, not those of installed packages (.venv, .nox, build folders)."""
+    found = []
+    for folder, dirs, files in os.walk(REPO):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("build", "site-packages", "node_modules")]
+        found += [Path(folder) / f for f in files if f.startswith("requirements") and f.endswith(".txt")]
+    return found
+
+
 def test_requirements_pin_torch_exactly() -> None:
-    pins = [line for path in REPO.glob("**/requirements*.txt") for line in path.read_text().splitlines()
+    pins = [line for path in _requirement_files() for line in path.read_text().splitlines()
             if re.match(r"\s*torch\b", line)]
     assert pins and all(line.strip() == "torch==2.13.0" for line in pins), pins
 
@@ -51,3 +107,161 @@ def test_readme_cli_commands_exist(command: str) -> None:
     proc = subprocess.run([sys.executable, *runner, *sub, "--help"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "Usage:" in proc.stdout
+
+
+# --- the registry of real third-party fixtures (fixtures/registry.toml + fixtures/real_fixtures.py) ---
+
+def _fixtures_module() -> ModuleType:
+    """``fixtures/real_fixtures.py``, loaded by file path under the name the root conftest uses."""
+    name = "myutils_real_fixtures"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "fixtures" / "real_fixtures.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+@pytest.fixture
+def rf(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The registry module with a clean per-process memory (verified copies, unreachable hosts)."""
+    module = _fixtures_module()
+    monkeypatch.setattr(module, "_VERIFIED", set())
+    monkeypatch.setattr(module, "_UNREACHABLE", {})
+    return module
+
+
+def _registry(tmp_path: Path, files: dict[str, tuple[str, bytes]]) -> Path:
+    """A registry TOML naming ``files`` (relpath -> (url, content whose sha256 is recorded))."""
+    lines = []
+    for relpath, (url, content) in files.items():
+        lines += [f'[files."{relpath}"]', f'url = "{url}"', f'sha256 = "{hashlib.sha256(content).hexdigest()}"',
+                  'license = "MIT"', 'source = "T"', f"size = {len(content)}", ""]
+    path = tmp_path / "registry.toml"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def test_registry_names_every_real_file_with_a_pinned_source(rf: ModuleType) -> None:
+    import tomllib
+
+    data = tomllib.loads((REPO / "fixtures" / "registry.toml").read_text())
+    sources = data["sources"]
+    names = rf.names()
+    assert len(names) == 31 and names == sorted(data["files"])
+    assert {n.split("/")[0] for n in names} == {"kineto", "ncu", "nsys", "cprofile"}
+    for name in names:
+        item = rf.entry(name)
+        source = sources[item.source]
+        prefix = f"https://raw.githubusercontent.com/{source['repo']}/"
+        assert item.url.startswith(prefix), (name, item.url)
+        commit = item.url.removeprefix(prefix).split("/", 1)[0]
+        assert re.fullmatch(r"[0-9a-f]{40}", commit) and (commit == source["commit"] or commit in source["note"])
+        assert re.fullmatch(r"[0-9a-f]{64}", item.sha256) and item.size > 0
+        assert item.license == source["license"]
+    unlicensed = {rf.entry(n).source for n in names if rf.entry(n).license == "NONE"}
+    assert unlicensed == {"AI4"} and "no licence" in sources["AI4"]["note"]
+    assert rf.names("nsys/") == [n for n in names if n.startswith("nsys/")]
+
+
+def test_unknown_name_says_where_to_add_it(rf: ModuleType) -> None:
+    with pytest.raises(KeyError, match=r"'kineto/nope\.json' is not listed in .*registry\.toml; add it there"):
+        rf.fetch("kineto/nope.json")
+
+
+def test_mirror_hit_needs_no_cache_or_network(rf: ModuleType, tmp_path: Path) -> None:
+    content = b"real bytes\n"
+    registry = _registry(tmp_path, {"kineto/a.json": ("http://127.0.0.1:9/a.json", content)})
+    (tmp_path / "mirror" / "kineto").mkdir(parents=True)
+    (tmp_path / "mirror" / "kineto" / "a.json").write_bytes(content)
+    got = rf.fetch("kineto/a.json", registry=registry, mirror=tmp_path / "mirror", cache=tmp_path / "cache")
+    assert got == tmp_path / "mirror" / "kineto" / "a.json"
+    assert not (tmp_path / "cache").exists()
+
+
+def test_wrong_hash_in_the_mirror_is_an_error(rf: ModuleType, tmp_path: Path) -> None:
+    registry = _registry(tmp_path, {"ncu/b.csv": ("http://127.0.0.1:9/b.csv", b"good")})
+    (tmp_path / "mirror" / "ncu").mkdir(parents=True)
+    (tmp_path / "mirror" / "ncu" / "b.csv").write_bytes(b"damaged")
+    with pytest.raises(rf.FixtureHashMismatch, match=r"b\.csv: sha256 [0-9a-f]{64} differs from .*replace it with "
+                       r"http://127\.0\.0\.1:9/b\.csv"):
+        rf.fetch("ncu/b.csv", registry=registry, mirror=tmp_path / "mirror", cache=tmp_path / "cache")
+
+
+def test_absent_mirror_and_no_network_is_unavailable_with_the_reason(rf: ModuleType, tmp_path: Path) -> None:
+    registry = _registry(tmp_path, {"nsys/c.sqlite": ("http://127.0.0.1:9/c.sqlite", b"x")})
+    with pytest.raises(rf.FixtureUnavailable) as info:
+        rf.fetch("nsys/c.sqlite", registry=registry, mirror=tmp_path / "absent", cache=tmp_path / "cache")
+    reason = str(info.value)
+    assert info.value.relpath == "nsys/c.sqlite" and "\n" not in reason
+    assert f"not in the mirror {tmp_path / 'absent'} (no such folder), not in the cache {tmp_path / 'cache'}" in reason
+    assert "the download from http://127.0.0.1:9/c.sqlite failed: " in reason
+    with pytest.raises(rf.FixtureUnavailable, match="already failed in this process"):  # tried once, not per test
+        rf.fetch("nsys/c.sqlite", registry=registry, mirror=tmp_path / "absent", cache=tmp_path / "cache")
+    with pytest.raises(rf.FixtureUnavailable, match="downloads are off"):
+        rf.fetch("nsys/c.sqlite", registry=registry, mirror=tmp_path / "absent", cache=tmp_path / "cache",
+                 offline=True)
+
+
+@contextlib.contextmanager
+def _http_server(folder: Path) -> Iterator[str]:
+    """A local HTTP server on 127.0.0.1 serving ``folder``; yields its base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_download_through_pooch_then_cache_hit(rf: ModuleType, tmp_path: Path) -> None:
+    """pooch downloads from a local server into the cache (hash checked); later reads need no server."""
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "d.pstats").write_bytes(b"profile bytes")
+    (served / "e.pstats").write_bytes(b"tampered")
+    with _http_server(served) as base:
+        registry = _registry(tmp_path, {"cprofile/d.pstats": (f"{base}/d.pstats", b"profile bytes"),
+                                        "cprofile/e.pstats": (f"{base}/e.pstats", b"original")})
+        got = rf.fetch("cprofile/d.pstats", registry=registry, mirror=tmp_path / "absent", cache=tmp_path / "cache")
+        with pytest.raises(rf.FixtureHashMismatch, match=r"e\.pstats: the file downloaded from .* has another sha256"):
+            rf.fetch("cprofile/e.pstats", registry=registry, mirror=tmp_path / "absent", cache=tmp_path / "cache")
+    assert got == tmp_path / "cache" / "cprofile" / "d.pstats" and got.read_bytes() == b"profile bytes"
+    assert not (tmp_path / "cache" / "cprofile" / "e.pstats").exists()
+    again = rf.fetch("cprofile/d.pstats", registry=registry, mirror=tmp_path / "absent", cache=tmp_path / "cache")
+    assert again == got  # the server is gone: this came from the cache
+
+
+def test_the_pytest_fixture_skips_or_fails(real_fixtures: Any, rf: ModuleType, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``real_fixtures / name``: unavailable -> skip naming the file and places; wrong hash -> fail."""
+    name = "cprofile/gprof2dot__print1.pstats"
+    monkeypatch.setenv("MYUTILS_REAL_FIXTURES", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("MYUTILS_REAL_FIXTURES_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("MYUTILS_REAL_FIXTURES_OFFLINE", "1")
+    assert real_fixtures.names("cprofile/") == rf.names("cprofile/")
+    assert (real_fixtures / "cprofile").names() == rf.names("cprofile/")
+    with pytest.raises(pytest.skip.Exception, match=f"real fixture {name} unavailable: not in the mirror "
+                       f"{tmp_path / 'nowhere'} .*downloads are off"):
+        real_fixtures / "cprofile" / "gprof2dot__print1.pstats"
+    (tmp_path / "nowhere" / "cprofile").mkdir(parents=True)
+    (tmp_path / "nowhere" / name).write_bytes(b"not the real profile")
+    with pytest.raises(pytest.fail.Exception, match=f"real fixture {name}: .*sha256 .* differs"):
+        real_fixtures / name
+
+
+def test_every_registry_file_is_in_the_mirror_with_its_hash(real_fixtures: Any, rf: ModuleType) -> None:
+    """Through the fixture as a test reads it: each of the 31 files is fetched and its hash checked."""
+    paths = [real_fixtures / name for name in rf.names()]
+    assert all(isinstance(p, Path) and p.is_file() for p in paths)
+    assert sum(p.stat().st_size for p in paths) == sum(rf.entry(n).size for n in rf.names())

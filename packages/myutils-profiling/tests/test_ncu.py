@@ -25,7 +25,7 @@ def _rows(path: Path) -> tuple[int, list[dict[str, str]]]:
 
 
 def test_every_ncu_fixture_is_listed(real_fixtures: Path) -> None:
-    names = {p.name for p in (real_fixtures / "ncu").iterdir()}
+    names = {name.removeprefix("ncu/") for name in real_fixtures.names("ncu/")}
     assert names == set(CSV_FILES) | {"ai4mat__gcn_torch_ncu_metrics_prof.human.txt"}
 
 

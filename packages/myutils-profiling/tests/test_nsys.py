@@ -22,7 +22,7 @@ def _sql(path: Path, query: str) -> list[tuple]:
 
 
 def test_every_nsys_fixture_is_listed(real_fixtures: Path) -> None:
-    assert {p.name for p in (real_fixtures / "nsys").iterdir()} == set(DBS) | {"ai4mat__torch_gcn_nsys_stats_console.txt"}
+    assert {n.removeprefix("nsys/") for n in real_fixtures.names("nsys/")} == set(DBS) | {"ai4mat__torch_gcn_nsys_stats_console.txt"}
 
 
 @pytest.mark.parametrize("name", DBS)

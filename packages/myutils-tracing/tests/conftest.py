@@ -22,20 +22,12 @@ HERE = Path(__file__).resolve().parent
 RECORDER_SOURCE = HERE / "nvtx_recorder.c"
 
 
-def _find_nvtx_headers(scratch: Path) -> Path | None:
-    """An include dir holding nvtx3/nvToolsExt.h: installed wheels first, else the nvidia-nvtx wheel."""
+def _find_nvtx_headers() -> Path | None:
+    """An include dir holding nvtx3/nvToolsExt.h, from the installed nvidia-nvtx wheel (requirements-test.txt)."""
     for entry in sys.path:
-        for header in glob.glob(os.path.join(entry, "nvidia", "*", "include", "nvtx3", "nvToolsExt.h")):
+        for header in sorted(glob.glob(os.path.join(entry, "nvidia", "*", "include", "nvtx3", "nvToolsExt.h"))):
             return Path(header).parent.parent
-    target = scratch / "nvtx-headers"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), "nvidia-nvtx"],
-        capture_output=True, text=True, timeout=300, check=False,
-    )
-    if proc.returncode != 0:
-        return None
-    found = sorted(glob.glob(str(target / "nvidia" / "*" / "include" / "nvtx3" / "nvToolsExt.h")))
-    return Path(found[-1]).parent.parent if found else None
+    return None
 
 
 @pytest.fixture(scope="session")
@@ -45,10 +37,10 @@ def nvtx_recorder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if gcc is None:
         pytest.skip("gcc is not installed: cannot build the NVTX injection recorder")
     scratch = tmp_path_factory.mktemp("nvtx-recorder")
-    include = _find_nvtx_headers(scratch)
+    include = _find_nvtx_headers()
     if include is None:
-        pytest.skip("NVTX headers unavailable: `pip install --no-deps nvidia-nvtx` failed and no "
-                    "nvidia/*/include/nvtx3 is installed")
+        pytest.skip("NVTX headers not installed (no nvidia/*/include/nvtx3 on sys.path): "
+                    "pip install -r requirements-test.txt (it names nvidia-nvtx)")
     lib = scratch / "libmyutils_nvtx_recorder.so"
     subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", f"-I{include}", str(RECORDER_SOURCE),
                     "-o", str(lib), "-lpthread"], check=True, capture_output=True, text=True)
