@@ -1,15 +1,17 @@
-"""The structural trace checker: clean traces pass, each kind of breakage is named."""
+"""The structural trace checker: clean traces pass, each kind of breakage is named, and its CLI."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from my_utils.core.testing.trace_check import assert_valid_trace, check_trace
+from my_utils.core.testing.trace_check import assert_valid_trace, check_trace, main
 
 
 def meta(pid: int = 1) -> list[dict[str, Any]]:
@@ -115,3 +117,87 @@ def test_trace_written_by_torch_profiler_on_cpu(tmp_path: Path) -> None:
     problems = check_trace(out, require_process_names=False)
     # torch's own user_annotation X events may start inside a python_function and outlive it
     assert all("overlaps event" in p for p in problems), problems
+
+
+def two_rank_step_lanes(first_tid: int) -> dict[str, Any]:
+    """Two ranks with one lane per step, step lanes numbered from ``first_tid`` (the seed's ids: 0)."""
+    evs: list[dict[str, Any]] = []
+    for pid in (0, 1):
+        evs.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": f"rank {pid}"}})
+        for step in range(2):
+            tid = first_tid + step
+            evs.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": f"step_{step}"}})
+            evs.append({"name": "iter", "ph": "B", "ts": step * 10, "pid": pid, "tid": tid})
+            evs.append({"name": "iter", "ph": "E", "ts": step * 10 + 5, "pid": pid, "tid": tid})
+    return {"traceEvents": evs}
+
+
+def test_lanes_a_viewer_merges_are_caught() -> None:
+    """tid 0 is the main thread (tid = pid) in Perfetto: rank 1's step_0 lands in its step_1 lane."""
+    problems = check_trace(two_rank_step_lanes(0))
+    assert problems == ["pid 1: tids 0 'step_0', 1 'step_1' are one thread in viewers (tid 0 means the main "
+                        "thread, whose tid is the pid 1), so their slices merge into one lane; give each lane its "
+                        "own tid, neither 0 nor the pid"]
+    assert check_trace(two_rank_step_lanes(100)) == []  # distinct tids, none 0, none a pid
+
+
+def test_a_lane_named_twice_is_caught() -> None:
+    doc = clean()
+    doc["traceEvents"].append({"name": "thread_name", "ph": "M", "pid": 1, "tid": 7, "args": {"name": "other"}})
+    assert check_trace(doc) == ["pid 1 tid 7: thread_name given 2 times ('step_7', 'other'); viewers show one name "
+                                "for all its slices"]
+
+
+def test_x_events_must_nest_with_b_e_slices_on_their_lane() -> None:
+    doc = clean()
+    doc["traceEvents"].append({"name": "step", "ph": "X", "ts": 0, "dur": 3.5, "pid": 1, "tid": 7})
+    assert check_trace(doc) == []  # encloses iter (0 .. 3.5) exactly
+    doc["traceEvents"][-1]["dur"] = 1.5  # ends inside fwd (1 .. 2)
+    problems = check_trace(doc)
+    assert len(problems) == 1 and "overlaps event" in problems[0], problems
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "my_utils.core.testing.trace_check", *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_cli_exit_codes_and_one_line_per_problem(tmp_path: Path) -> None:
+    good = tmp_path / "good.json.gz"
+    good.write_bytes(gzip.compress(json.dumps(clean()).encode()))
+    merged = tmp_path / "merged.json"
+    merged.write_text(json.dumps(two_rank_step_lanes(0)))
+    proc = run_cli(str(good))
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "ok: 1 trace file(s), 11 events, no problems\n", "")
+    proc = run_cli(str(good), str(merged))
+    assert proc.returncode == 1 and proc.stderr == ""
+    assert proc.stdout.splitlines() == [f"{merged}: pid 1: tids 0 'step_0', 1 'step_1' are one thread in viewers "
+                                        "(tid 0 means the main thread, whose tid is the pid 1), so their slices "
+                                        "merge into one lane; give each lane its own tid, neither 0 nor the pid"]
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (None, "cannot read a JSON trace (FileNotFoundError: No such file or directory)"),
+    (b'{"traceEvents": [', "cannot read a JSON trace (JSONDecodeError: "),
+    (gzip.compress(b'{"traceEvents": []}')[:-12], "cannot read a JSON trace (EOFError: "),
+    (b"\xff\xfe{}", "cannot read a JSON trace (UnicodeDecodeError: "),
+    (b'{"events": []}', "not a trace: expected a JSON object with a 'traceEvents' list, or a JSON array"),
+])
+def test_cli_unreadable_input_is_one_line_and_exit_2(tmp_path: Path, content: bytes | None, expected: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / ("t.json.gz" if content and content[:2] == b"\x1f\x8b" else "t.json")
+    if content is not None:
+        path.write_bytes(content)
+    assert main([str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out.startswith(f"{path}: {expected}") and out.count("\n") == 1 and err == ""
+
+
+def test_cli_can_allow_unnamed_processes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = broken(0, pid=2)  # pid 1 is not named
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    assert main([str(path)]) == 1
+    assert capsys.readouterr().out == f"{path}: pid 1 has events but no 'process_name' metadata event\n"
+    assert main(["--allow-unnamed-processes", str(path)]) == 0
+    assert capsys.readouterr().out.startswith("ok: 1 trace file(s)")

@@ -1,211 +1,359 @@
 """Profile CSV -> Chrome/Perfetto trace JSON (``csv_to_trace``).
 
-Layout of the trace: one pid per machine/rank (``machine_id``), with ``process_name`` metadata;
-one tid per step (``thread_name`` ``step_<n>``); each START/END pair becomes a ``B``/``E`` pair,
-timestamps in µs. START and END rows are paired by ``node_id`` (MyTimer rows) or else by name,
-innermost first. Pairs that would not nest inside their step lane (hand-written rows that
-overlap) go to an extra lane of that step, so every lane stays balanced and properly nested.
-Rows that have no partner, and rows of other types (marks), become instant events.
+One process per rank, named ``rank R (host)``; START/END pairs become ``B``/``E`` slices, in µs.
+Two layouts of the threads (lanes) inside a process:
+
+- ``"rank"`` (the default): one lane per rank (per timer tag); every step is a parent slice
+  ``step N`` (an ``X`` event) holding that step's regions. A run of 1,000 steps is one lane.
+- ``"step"``: one lane per step (``step_N``), the seed's layout; 1,000 steps are 1,000 lanes.
+
+Why the ids are what they are: viewers treat a tid equal to its pid as the process's main thread
+and Perfetto keys threads by tid across the whole trace, so ``tid 0`` (or any tid reused in two
+processes, or equal to a pid) silently merges lanes: rank 1's ``step_0`` slices ended up in its
+``step_1`` lane. Here pid = rank + 1 (pid 0 is the idle "swapper" process in Perfetto's model),
+and every tid is unique in the file and larger than every pid. Lanes are named with
+``thread_name`` and ordered with ``thread_sort_index``.
+
+START and END rows are paired by ``node_id`` (MyTimer rows) or else by name, innermost first.
+Pairs that would not nest inside their lane (hand-written rows that overlap) go to an extra
+lane (``... (overlapping N)``), so every lane stays properly nested. Rows without a partner,
+and rows of other types (marks), become instant events.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 from my_utils.core.atomic import atomic_write
+from my_utils.core.errors import InputError, UsageError
 from my_utils.core.profile_csv import ProfileRow, iter_profile_rows
 
-__all__ = ["TRACE_SCHEMA_VERSION", "csv_to_trace", "profile_rows_to_trace"]
+__all__ = [
+    "TRACE_SCHEMA_VERSION",
+    "ClockOffset",
+    "TraceLayout",
+    "csv_to_trace",
+    "find_profile_csvs",
+    "profile_rows_to_trace",
+]
 
-TRACE_SCHEMA_VERSION = 1
+TRACE_SCHEMA_VERSION = 2
 _RANK_RE = re.compile(r"rank[_-]?(\d+)$")
+_CSV_RE = re.compile(r"profile_rank_(\d+)\.csv")
+_Key = tuple[int, int, int]  # (µs, line, tie-break): the order things happened
+
+
+class TraceLayout(str, Enum):
+    """How lanes (threads) are laid out inside each rank's process."""
+
+    RANK = "rank"
+    STEP = "step"
 
 
 @dataclass(frozen=True, slots=True)
+class ClockOffset:
+    """The clock offset a rank's GlobalLogger applied (``set_time_offset``), and its uncertainty."""
+
+    offset_s: float
+    uncertainty_s: float | None = None
+
+
+ClockOffsets = Mapping[Union[int, str], Union[ClockOffset, float]]
+
+
+@dataclass(slots=True)
 class _Span:
-    start: ProfileRow
-    end: ProfileRow
-    order: int
+    """A slice: a START/END pair, or (``row is None``) the parent slice of a step."""
+
+    name: str
+    start_us: int
+    end_us: int
+    start_key: _Key
+    end_key: _Key
+    group: int  # spans nest only inside a span of the same group (the step, in the rank layout)
+    args: dict[str, Any]
+    cat: str
+    end_args: dict[str, Any] = field(default_factory=dict)
+    is_step: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Proc:
+    machine_id: str
+    rank: int | None
+    host: str
+    pid: int
 
     @property
-    def start_us(self) -> int:
-        return round(self.start.timestamp_unix * 1e6)
-
-    @property
-    def end_us(self) -> int:
-        # a clock step backwards must not produce an E before its B
-        return max(self.start_us, round(self.end.timestamp_unix * 1e6))
-
-    # Equal µs timestamps are ordered by line in the file, which is the order things happened
-    @property
-    def start_key(self) -> tuple[int, int]:
-        return (self.start_us, self.start.line)
-
-    @property
-    def end_key(self) -> tuple[int, int]:
-        return (self.end_us, self.end.line)
+    def name(self) -> str:
+        if self.rank is None:
+            return self.machine_id
+        return f"rank {self.rank} ({self.host})" if self.host else f"rank {self.rank}"
 
 
-def _pair_key(row: ProfileRow, meta: dict[str, str]) -> tuple[str, str | None]:
-    return (row.event_name, meta.get("node_id"))
+def _region_span(start: ProfileRow, end: ProfileRow, group: int) -> _Span:
+    start_us = round(start.timestamp_unix * 1e6)
+    end_us = max(start_us, round(end.timestamp_unix * 1e6))  # a clock step back must not end before the start
+    meta = start.metadata_dict()
+    args: dict[str, Any] = {"step": start.step, "duration_ms": end.duration_ms, "metadata": start.metadata}
+    for key in ("node_id", "parent_id", "depth"):
+        if meta.get(key, "").lstrip("-").isdigit():
+            args[key] = int(meta[key])
+    # at equal µs, a START opens after a parent (tie 1) and an END closes before it (tie 0)
+    return _Span(start.event_name, start_us, end_us, (start_us, start.line, 1), (end_us, end.line, 0), group, args,
+                 "MyTimer" if "node_id" in meta else "profile_event",
+                 {"duration_ms": end.duration_ms, "metadata": end.metadata})
 
 
-def _pids(machine_ids: list[str]) -> dict[str, int]:
-    """pid = rank when every machine_id ends in a distinct ``rank<N>``; else order of appearance."""
-    ranks = [_RANK_RE.search(m) for m in machine_ids]
-    if all(ranks):
-        numbers = [int(r.group(1)) for r in ranks if r]
-        if len(set(numbers)) == len(numbers):
-            return dict(zip(machine_ids, numbers, strict=True))
-    return {m: i for i, m in enumerate(machine_ids)}
+def _step_span(step: int, spans: list[_Span]) -> _Span:
+    start = min(s.start_key for s in spans)
+    end = max(s.end_key for s in spans)
+    return _Span(f"step {step}", start[0], end[0], (start[0], start[1], 0), (end[0], end[1], 1), step,
+                 {"step": step, "regions": len(spans)}, "step", is_step=True)
 
 
-def _nest_into_lanes(spans: list[_Span]) -> list[list[_Span]]:
-    """Split spans into sub-lanes in which they nest (first fit, in start order)."""
-    spans = sorted(spans, key=lambda s: (s.start_key, s.order))
+def _pack(spans: list[_Span]) -> list[list[_Span]]:
+    """Spans into lanes in which they nest; a span nests only in a span of its own group.
+
+    A span goes where an open span of its group can hold it, else into the first lane that
+    is idle at its start, else into a new lane.
+    """
+    spans = sorted(spans, key=lambda s: s.start_key)
     lanes: list[list[_Span]] = []
-    stacks: list[list[tuple[int, int]]] = []  # open end keys per lane, innermost last
+    stacks: list[list[_Span]] = []  # open spans per lane, innermost last
     for span in spans:
-        for lane, stack in zip(lanes, stacks, strict=True):
-            while stack and stack[-1] < span.start_key:
+        for stack in stacks:
+            while stack and stack[-1].end_key < span.start_key:
                 stack.pop()
-            if not stack or span.end_key <= stack[-1]:
-                lane.append(span)
-                stack.append(span.end_key)
-                break
-        else:
-            lanes.append([span])
-            stacks.append([span.end_key])
+        target = next((i for i, st in enumerate(stacks)
+                       if st and st[-1].group == span.group and span.end_key <= st[-1].end_key), None)
+        if target is None:
+            target = next((i for i, st in enumerate(stacks) if not st), None)
+        if target is None:
+            lanes.append([])
+            stacks.append([])
+            target = len(lanes) - 1
+        lanes[target].append(span)
+        stacks[target].append(span)
     return lanes
 
 
-def _span_events(spans: list[_Span], pid: int, tid: int) -> list[dict[str, Any]]:
-    """B/E events of one lane, emitted in nesting order."""
+def _lane_events(spans: list[_Span], pid: int, tid: int) -> list[dict[str, Any]]:
+    """Events of one lane in nesting order (spans already sorted by start)."""
     events: list[dict[str, Any]] = []
     open_spans: list[_Span] = []
 
     def close(span: _Span) -> None:
-        events.append({"name": span.start.event_name, "ph": "E", "ts": span.end_us, "pid": pid, "tid": tid,
-                       "args": {"duration_ms": span.end.duration_ms, "metadata": span.end.metadata}})
+        if not span.is_step:
+            events.append({"name": span.name, "ph": "E", "ts": span.end_us, "pid": pid, "tid": tid,
+                           "args": span.end_args})
 
-    for span in spans:  # already in start order
+    for span in spans:
         while open_spans and open_spans[-1].end_key < span.start_key:
             close(open_spans.pop())
-        meta = span.start.metadata_dict()
-        args: dict[str, Any] = {"step": span.start.step, "duration_ms": span.end.duration_ms,
-                                "metadata": span.start.metadata}
-        for key in ("node_id", "parent_id", "depth"):
-            if meta.get(key, "").lstrip("-").isdigit():
-                args[key] = int(meta[key])
-        events.append({"name": span.start.event_name, "cat": "MyTimer" if "node_id" in meta else "profile_event",
-                       "ph": "B", "ts": span.start_us, "pid": pid, "tid": tid, "args": args})
+        if span.is_step:  # an X event: the other tools that read our traces see only regions as B/E
+            events.append({"name": span.name, "cat": span.cat, "ph": "X", "ts": span.start_us,
+                           "dur": span.end_us - span.start_us, "pid": pid, "tid": tid, "args": span.args})
+        else:
+            events.append({"name": span.name, "cat": span.cat, "ph": "B", "ts": span.start_us, "pid": pid,
+                           "tid": tid, "args": span.args})
         open_spans.append(span)
     while open_spans:
         close(open_spans.pop())
     return events
 
 
-def profile_rows_to_trace(rows: Iterable[ProfileRow], sources: Sequence[str] = ()) -> dict[str, Any]:
-    """Build the trace document (``{"traceEvents": [...], "otherData": {...}}``) from profile rows."""
-    by_lane: dict[tuple[str, int], list[ProfileRow]] = defaultdict(list)
-    machines: list[str] = []
-    seen: set[str] = set()
-    for row in rows:
-        if row.machine_id not in seen:
-            seen.add(row.machine_id)
-            machines.append(row.machine_id)
-        by_lane[(row.machine_id, row.step)].append(row)
-    pids = _pids(machines)
-
-    spans_by_lane: dict[tuple[str, int], list[_Span]] = {}
-    instants: list[tuple[ProfileRow, str]] = []
-    order = 0
-    for lane, lane_rows in by_lane.items():
-        open_rows: list[tuple[tuple[str, str | None], ProfileRow]] = []
-        spans: list[_Span] = []
-        for row in lane_rows:
-            kind = row.event_type.upper()
-            if kind == "START":
-                open_rows.append((_pair_key(row, row.metadata_dict()), row))
-            elif kind == "END":
-                key = _pair_key(row, row.metadata_dict())
-                for i in range(len(open_rows) - 1, -1, -1):
-                    if open_rows[i][0] == key:
-                        spans.append(_Span(open_rows.pop(i)[1], row, order))
-                        order += 1
-                        break
-                else:
-                    instants.append((row, "END without a START"))
-            else:
-                instants.append((row, ""))
-        instants.extend((row, "START without an END") for _, row in open_rows)
-        spans_by_lane[lane] = spans
-
-    events: list[dict[str, Any]] = []
-    threads: dict[tuple[int, int], str] = {}
-    max_step = max((step for _, step in by_lane), default=0)
-    extra_tid = max_step + 1
-    for (machine, step), spans in spans_by_lane.items():
-        pid = pids[machine]
-        for sub, lane_spans in enumerate(_nest_into_lanes(spans)):
-            if sub == 0:
-                tid = step
-                threads[(pid, tid)] = f"step_{step}"
-            else:
-                tid = extra_tid
-                extra_tid += 1
-                threads[(pid, tid)] = f"step_{step} (overlapping {sub})"
-            events.extend(_span_events(lane_spans, pid, tid))
-    for row, note in instants:
-        pid, tid = pids[row.machine_id], row.step
-        threads.setdefault((pid, tid), f"step_{row.step}")
-        args: dict[str, Any] = {"step": row.step, "event_type": row.event_type,
-                                "duration_ms": row.duration_ms, "metadata": row.metadata}
-        if note:
-            args["unmatched"] = note
-        events.append({"name": row.event_name, "cat": "profile_event", "ph": "i", "s": "t",
-                       "ts": round(row.timestamp_unix * 1e6), "pid": pid, "tid": tid, "args": args})
-
-    metadata: list[dict[str, Any]] = []
+def _processes(machines: list[str]) -> dict[str, _Proc]:
+    """pid = rank + 1 when every machine_id ends in a distinct ``rank<N>``; else order of appearance + 1."""
+    parsed: list[tuple[int | None, str]] = []
     for machine in machines:
-        pid = pids[machine]
-        metadata.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": machine}})
-        metadata.append({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
-    for (pid, tid), name in sorted(threads.items()):
-        metadata.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}})
-        metadata.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
+        m = _RANK_RE.search(machine)
+        parsed.append((int(m.group(1)), machine[: m.start()].rstrip("_-")) if m else (None, machine))
+    ranks = [r for r, _ in parsed]
+    by_rank = None not in ranks and len(set(ranks)) == len(ranks)
+    return {machine: _Proc(machine, rank, host, (rank + 1 if by_rank and rank is not None else i + 1))
+            for i, (machine, (rank, host)) in enumerate(zip(machines, parsed, strict=True))}
+
+
+def _pair_rows(rows: list[ProfileRow], group_of: Any) -> tuple[list[_Span], list[tuple[ProfileRow, str]]]:
+    """START/END rows of one lane group -> spans, and the rows left over (as instants, with a note)."""
+    open_rows: list[tuple[tuple[int, str, str | None], ProfileRow]] = []
+    spans: list[_Span] = []
+    instants: list[tuple[ProfileRow, str]] = []
+    for row in rows:
+        kind = row.event_type.upper()
+        if kind in ("START", "END"):
+            key = (row.step, row.event_name, row.metadata_dict().get("node_id"))
+            if kind == "START":
+                open_rows.append((key, row))
+                continue
+            for i in range(len(open_rows) - 1, -1, -1):
+                if open_rows[i][0] == key:
+                    start = open_rows.pop(i)[1]
+                    spans.append(_region_span(start, row, group_of(start)))
+                    break
+            else:
+                instants.append((row, "END without a START"))
+        else:
+            instants.append((row, ""))
+    instants.extend((row, "START without an END") for _, row in open_rows)
+    return spans, instants
+
+
+def _clock_entry(proc: _Proc, offsets: ClockOffsets) -> dict[str, float | None]:
+    value = offsets.get(proc.machine_id)
+    if value is None and proc.rank is not None:
+        value = offsets.get(proc.rank)
+    if value is None:
+        return {"offset_s": None, "uncertainty_s": None}
+    offset = value if isinstance(value, ClockOffset) else ClockOffset(float(value))
+    return {"offset_s": offset.offset_s, "uncertainty_s": offset.uncertainty_s}
+
+
+def _check_offsets(offsets: ClockOffsets, procs: Iterable[_Proc]) -> None:
+    known = {p.machine_id for p in procs} | {p.rank for p in procs if p.rank is not None}
+    for key, value in offsets.items():
+        if key not in known:
+            raise UsageError(f"csv_to_trace(clock_offsets=...): key {key!r} is neither a rank nor a machine_id of "
+                             f"the rows (ranks and machines: {sorted(map(str, known))}); fix the key")
+        numbers = [value.offset_s, value.uncertainty_s] if isinstance(value, ClockOffset) else [value]
+        if not all(v is None or (isinstance(v, (int, float)) and math.isfinite(v)) for v in numbers):
+            raise UsageError(f"csv_to_trace(clock_offsets=...): {key!r} -> {value!r}; expected seconds as finite "
+                             "numbers (a float or ClockOffset(offset_s, uncertainty_s))")
+
+
+def profile_rows_to_trace(rows: Iterable[ProfileRow], sources: Sequence[str] = (), *,
+                          layout: TraceLayout | str = TraceLayout.RANK,
+                          clock_offsets: ClockOffsets | None = None) -> dict[str, Any]:
+    """Build the trace document (``{"traceEvents": [...], "otherData": {...}}``) from profile rows.
+
+    ``layout`` is ``"rank"`` (default: one lane per rank and timer tag, steps as parent
+    slices) or ``"step"`` (one lane per step). ``clock_offsets`` maps a rank (or a
+    machine_id) to the offset its GlobalLogger applied, recorded in ``otherData``; the
+    timestamps are not shifted again.
+    """
+    try:
+        mode = TraceLayout(layout)
+    except ValueError:
+        raise UsageError(f"csv_to_trace(layout={layout!r}): expected 'rank' or 'step'") from None
+    by_group: dict[tuple[str, int | str], list[ProfileRow]] = defaultdict(list)
+    machines: dict[str, None] = {}
+    for row in rows:
+        machines.setdefault(row.machine_id)
+        sub: int | str = row.step if mode is TraceLayout.STEP else row.metadata_dict().get("tag", "")
+        by_group[(row.machine_id, sub)].append(row)
+    procs = _processes(list(machines))
+    offsets = clock_offsets or {}
+    _check_offsets(offsets, procs.values())
+
+    # lanes per process in display order: (name, spans, instants)
+    lanes: dict[str, list[tuple[str, list[_Span], list[tuple[ProfileRow, str]]]]] = defaultdict(list)
+    for (machine, sub), group_rows in sorted(by_group.items(), key=lambda kv: _group_order(kv[0][1])):
+        if mode is TraceLayout.STEP:
+            spans, instants = _pair_rows(group_rows, lambda row: 0)
+            base = f"step_{sub}"
+        else:
+            spans, instants = _pair_rows(group_rows, lambda row: row.step)
+            per_step: dict[int, list[_Span]] = defaultdict(list)
+            for span in spans:
+                per_step[span.group].append(span)
+            spans.extend(_step_span(step, members) for step, members in per_step.items())
+            base = str(sub) or "main"
+        packed = _pack(spans) or [[]]
+        for k, lane_spans in enumerate(packed):
+            name = base if k == 0 else f"{base} (overlapping {k})"
+            lanes[machine].append((name, lane_spans, instants if k == 0 else []))
+
+    ordered = sorted(procs.values(), key=lambda p: (p.rank is None, p.rank if p.rank is not None else 0, p.pid))
+    next_tid = max((p.pid for p in procs.values()), default=0) + 1
+    metadata: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    for sort_index, proc in enumerate(ordered):
+        pid = proc.pid
+        metadata.append({"name": "process_name", "ph": "M", "pid": pid, "tid": pid, "args": {"name": proc.name}})
+        metadata.append({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": pid,
+                         "args": {"sort_index": sort_index}})
+        for lane_index, (name, lane_spans, instants) in enumerate(lanes[proc.machine_id]):
+            tid, next_tid = next_tid, next_tid + 1
+            metadata.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}})
+            metadata.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
+                             "args": {"sort_index": lane_index}})
+            events.extend(_lane_events(lane_spans, pid, tid))
+            events.extend(_instant(row, note, pid, tid) for row, note in instants)
+
     return {
         "traceEvents": metadata + events,
         "displayTimeUnit": "ms",
         "otherData": {
             "schema_version": TRACE_SCHEMA_VERSION,
             "generator": "my_utils.core.trace.csv_to_trace",
+            "layout": mode.value,
             "sources": list(sources),
             "time_base": "unix epoch, microseconds; GlobalLogger time offsets already applied",
-            "machines": {m: pids[m] for m in machines},
+            "machines": {p.machine_id: p.pid for p in ordered},
+            "ranks": [{"pid": p.pid, "rank": p.rank, "host": p.host, "machine_id": p.machine_id,
+                       "process_name": p.name, "clock_offset": _clock_entry(p, offsets)} for p in ordered],
         },
     }
 
 
-def csv_to_trace(csv_path: str | Path | Sequence[str | Path], out_json: str | Path) -> Path:
-    """Convert one profile CSV (or several: one per rank) into a Chrome/Perfetto trace file.
+def _group_order(sub: int | str) -> tuple[int, int | str]:
+    # steps in numeric order; tags in name order with the untagged lane first
+    return (0, sub) if isinstance(sub, int) else (1, sub)
 
-    ``out_json`` ending in ``.gz`` is written gzip-compressed. The file is written atomically;
-    a malformed CSV raises ``InputError`` (file, line, what was expected) and writes nothing.
-    Returns the path written.
+
+def _instant(row: ProfileRow, note: str, pid: int, tid: int) -> dict[str, Any]:
+    args: dict[str, Any] = {"step": row.step, "event_type": row.event_type, "duration_ms": row.duration_ms,
+                            "metadata": row.metadata}
+    if note:
+        args["unmatched"] = note
+    return {"name": row.event_name, "cat": "profile_event", "ph": "i", "s": "t",
+            "ts": round(row.timestamp_unix * 1e6), "pid": pid, "tid": tid, "args": args}
+
+
+def find_profile_csvs(paths: str | Path | Sequence[str | Path]) -> list[Path]:
+    """Files named directly, and the ``profile_rank_<R>.csv`` files of folders (in rank order)."""
+    items = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    found: list[Path] = []
+    for item in items:
+        path = Path(item)
+        if path.is_dir():
+            ranked = [(int(m.group(1)), p) for p in path.iterdir() if (m := _CSV_RE.fullmatch(p.name)) and p.is_file()]
+            in_dir = [p for _, p in sorted(ranked)]
+            if not in_dir:
+                raise InputError(path, None, "expected profile_rank_<rank>.csv files in this folder; found none")
+            found.extend(in_dir)
+        else:
+            found.append(path)
+    if not found:
+        raise InputError("csv_to_trace", None, "expected at least one profile CSV or folder")
+    return found
+
+
+def csv_to_trace(csv_path: str | Path | Sequence[str | Path], out_json: str | Path, *,
+                 layout: TraceLayout | str = TraceLayout.RANK, clock_offsets: ClockOffsets | None = None) -> Path:
+    """Convert profile CSVs (a file, a folder of ``profile_rank_<R>.csv``, or a list) into one trace file.
+
+    ``layout="rank"`` (the default) gives one lane per rank with each step a parent slice of
+    its regions; ``layout="step"`` gives one lane per step (the seed's layout). ``out_json``
+    ending in ``.gz`` is written gzip-compressed. The file is written atomically; a malformed
+    CSV raises ``InputError`` (file, line, what was expected) and writes nothing. Returns the
+    path written.
     """
-    paths = [Path(csv_path)] if isinstance(csv_path, (str, Path)) else [Path(p) for p in csv_path]
+    paths = find_profile_csvs(csv_path)
     rows: list[ProfileRow] = []
     for path in paths:
         rows.extend(iter_profile_rows(path))
-    doc = profile_rows_to_trace(rows, sources=[str(p) for p in paths])
+    doc = profile_rows_to_trace(rows, sources=[str(p) for p in paths], layout=layout, clock_offsets=clock_offsets)
     out = Path(out_json)
     data = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     with atomic_write(out, "wb") as fh:
