@@ -7,7 +7,7 @@ import logging
 
 import typer
 
-from my_utils.core.cli.guard import guard_plugin_command
+from my_utils.core.cli.guard import guard_plugin_command, set_traceback
 from my_utils.core.cli.plugins_cmd import plugins_app
 from my_utils.core.plugin_types import PluginRecord
 from my_utils.core.plugins import get_registry, owner_label
@@ -54,6 +54,7 @@ def build_app() -> typer.Typer:
         ),
     ) -> None:
         """my_utils: time, trace, profile and analyse PyTorch runs."""
+        set_traceback(traceback)
 
     app.add_typer(plugins_app, name="plugins")
     get_registry().extend_cli(app, guard=_guard_added_commands)

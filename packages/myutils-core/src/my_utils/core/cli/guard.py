@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from my_utils.core.errors import MyUtilsError
+from my_utils.core.errors import MyUtilsError, ProviderError
 from my_utils.core.plugin_errors import PluginLoadError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -27,14 +27,17 @@ TRACEBACK_ENV = "MYUTILS_TRACEBACK"
 _GUARDED = "__myutils_guarded__"
 
 
+_state = {"traceback": False}
+
+
+def set_traceback(show: bool) -> None:
+    """Called by the root command for every invocation with the value of ``--traceback``."""
+    _state["traceback"] = show
+
+
 def want_traceback() -> bool:
     """True when ``--traceback`` was given to ``myutils`` or ``MYUTILS_TRACEBACK`` is set (not 0)."""
-    if os.environ.get(TRACEBACK_ENV, "").strip() not in ("", "0"):
-        return True
-    import click
-
-    ctx = click.get_current_context(silent=True)
-    return bool(ctx is not None and ctx.find_root().params.get("traceback"))
+    return _state["traceback"] or os.environ.get(TRACEBACK_ENV, "").strip() not in ("", "0")
 
 
 def _one_line(exc: BaseException) -> str:
@@ -58,15 +61,18 @@ def plugin_guard(owner: str | None = None) -> Iterator[None]:
     ``owner`` (e.g. ``metrics provider 'x' from plugin 'ext_x' (myutils-ext-x 1.0)``) is
     named when anything unexpected escapes; without it unexpected errors propagate.
     """
-    import click
     import typer
 
     try:
         yield
-    except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+    except (typer.Exit, typer.Abort, typer.TyperException):
         raise  # deliberate exits and usage errors: click already knows how to end them
     except PluginLoadError as exc:
         _fail(EXIT_PLUGIN_FAILED, _one_line(exc))
+    except ProviderError as exc:  # the provider's own bug, already wrapped by run_provider_on_input
+        cause = exc.cause
+        _fail(EXIT_PLUGIN_FAILED, f"{owner} failed on {exc.where}: {type(cause).__name__}: {_one_line(cause)}"
+              if owner else _one_line(exc))
     except (MyUtilsError, OSError) as exc:
         message = _one_line(exc)
         if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in message:

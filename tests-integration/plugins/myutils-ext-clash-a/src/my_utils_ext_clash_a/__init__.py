@@ -1,0 +1,1 @@
+"""A my_utils plugin whose component names clash (integration tests)."""

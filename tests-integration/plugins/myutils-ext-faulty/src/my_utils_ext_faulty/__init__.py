@@ -1,0 +1,1 @@
+"""A my_utils plugin whose components fail when used (integration tests)."""
