@@ -55,15 +55,16 @@ class Goal:
     def describe(self, unit: str, anchor: str | None) -> str:
         """The goal as one would say it, e.g. ``<= 1.5 s`` or ``<= 0.6x HTA``."""
         where = f" ({self.source})" if self.source else ""
+        unit = f" {unit}" if unit else ""
         if self.kind == "max":
-            return f"<= {_num(self.limit)} {unit}{where}"
+            return f"<= {_num(self.limit)}{unit}{where}"
         if self.kind == "min":
-            return f">= {_num(self.limit)} {unit}{where}"
+            return f">= {_num(self.limit)}{unit}{where}"
         if self.kind == "times_max":
             return f"<= {_num(self.limit)}x {anchor}{where}"
         if self.kind == "times_min":
             return f">= {_num(self.limit)}x {anchor}{where}"
-        return f"<= {_num(self.limit)} {unit} above {anchor}{where}"
+        return f"<= {_num(self.limit)}{unit} above {anchor}{where}"
 
 
 def at_most(limit: float, source: str = "") -> Goal:
@@ -134,6 +135,9 @@ def interleave(tools: Mapping[str, Callable[[], T]], rounds: int, warmup: int = 
 
 def _num(value: float) -> str:
     """A figure with three significant digits, without exponent noise for the usual ranges."""
+    value = float(value)
+    if value.is_integer() and abs(value) < 1e15:  # counts: 2,160,578 rather than 2.16e+06
+        return f"{int(value):,}"
     if value == 0 or 0.01 <= abs(value) < 1e6:
         return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
     return f"{value:.3g}"
@@ -233,7 +237,8 @@ class Report:
                 text += f" (range {_num(lo)}–{_num(hi)}, n={len(fig.samples)})"
             ratios = self.ratio(fig)
             if ratios is not None:
-                text += f"  = {_num(statistics.median(ratios))}x {fig.anchor}"
+                mid = statistics.median(ratios)
+                text += f"  = {_num(mid)}x {fig.anchor}" + (f" (1/x = {_num(1 / mid)})" if 0 < mid < 1 else "")
                 if len(ratios) > 1:
                     text += f" (range {_num(min(ratios))}–{_num(max(ratios))})"
             elif fig.anchor:
