@@ -36,6 +36,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -326,3 +327,19 @@ def version_of(distribution: str) -> str | None:
 def versions_label(*distributions: str) -> str:
     """``name version`` for each distribution, ``name absent`` for those not installed."""
     return ", ".join(f"{d} {version_of(d) or 'absent'}" for d in distributions)
+
+
+def require(module: str, bench: str) -> None:
+    """Stop with one line and exit 2 when ``module`` (the my_utils part a bench measures) is not importable.
+
+    The usual cause is running the bench with another interpreter than the project's venv.
+    """
+    try:
+        found = find_spec(module) is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        print(f"{bench}: {module} is not importable by {sys.executable}; run the bench with the project's "
+              f"interpreter (e.g. .venv/bin/python bench/{bench}.py) or install the distributions "
+              "(pip install -r requirements-dev.txt)", file=sys.stderr)
+        raise SystemExit(2)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from _report import Report, at_most_above, common_args, interleave, interpreter_label, versions_label
+from _report import Report, at_most_above, common_args, interleave, interpreter_label, require, versions_label
 
 DEFAULT_SAMPLES, QUICK_SAMPLES = 15, 3
 
@@ -49,6 +49,7 @@ def _timer(cmd: list[str]) -> Callable[[], float]:
 
 def main(argv: list[str]) -> int:
     args = common_args(__doc__ or "").parse_args(argv)
+    require("my_utils.core", "bench_cli_startup")
     rounds = args.samples or (QUICK_SAMPLES if args.quick else DEFAULT_SAMPLES)
     myutils, which = _myutils_command()
     shown = "myutils" if myutils[0].endswith("myutils") else "python -m my_utils.core"

@@ -33,6 +33,7 @@ from _report import (
     common_args,
     interleave,
     interpreter_label,
+    require,
     versions_label,
 )
 from _temp import bench_tempdir
@@ -177,6 +178,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--skip-big", action="store_true", help="only the real trace")
     parser.add_argument("--regenerate", action="store_true", help="remake the cached generated trace")
     args = parser.parse_args(argv)
+    require("my_utils.profiling", "bench_kineto")
     report = Report("bench_kineto", "Kineto trace ingest against Holistic Trace Analysis", quick=args.quick)
     report.label("interpreter", interpreter_label())
     report.label("versions", versions_label("myutils-profiling", "orjson", "holistictraceanalysis", "pandas"))

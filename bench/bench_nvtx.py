@@ -25,6 +25,7 @@ from _report import (
     common_args,
     interleave,
     interpreter_label,
+    require,
     versions_label,
 )
 
@@ -96,6 +97,7 @@ def goals(reference_ns: float) -> list[Goal]:
 
 def main(argv: list[str]) -> int:
     args = common_args(__doc__ or "").parse_args(argv)
+    require("my_utils.tracing", "bench_nvtx")
     loops = 5_000 if args.quick else 100_000
     rounds = args.samples or (3 if args.quick else 7)
     os.environ.pop("NVTX_INJECTION64_PATH", None)  # no tool: the case every CPU machine sees

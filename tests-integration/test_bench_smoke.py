@@ -196,3 +196,13 @@ def test_report_pairs_rounds_and_judges_medians() -> None:
     assert "goals: 3 met, 1 missed, 0 figure(s) skipped" in text
     assert json.loads(json.dumps(report.to_json()))["figures"][1]["ratio_to_anchor"] == {
         "median": 0.5, "min": 0.5, "max": 1.0}
+
+
+@pytest.mark.parametrize(("script", "module"), [("bench_nvtx", "my_utils.tracing"), ("bench_kineto", "my_utils.profiling"),
+                                                ("bench_cli_startup", "my_utils.core")])
+def test_an_interpreter_without_my_utils_is_told_which_to_use(script: str, module: str, tmp_path: Path) -> None:
+    # -S leaves site-packages (and the editable installs) off sys.path: my_utils is not importable
+    proc = _run(["-S", str(BENCH / f"{script}.py"), "--quick"], tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"{script}: {module} is not importable by {sys.executable}; run the bench with")
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == ""
