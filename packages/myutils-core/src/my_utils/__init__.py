@@ -11,14 +11,17 @@ from pkgutil import extend_path
 # installs) join this package through extend_path.
 __path__ = extend_path(__path__, __name__)
 
+import sys as _sys
 from typing import TYPE_CHECKING, Any
 
 
 def __getattr__(name: str) -> Any:
-    """Resolve a seed top-level name from its home module (PEP 562)."""
-    from my_utils.core._legacy import resolve_legacy_name
+    """Resolve a seed top-level name from its home module (PEP 562); see ``core._legacy``."""
+    from my_utils.core._legacy import module_getattr
 
-    value = resolve_legacy_name(name)
+    # the caller's frame tells `from my_utils import X` (ImportError with the pip hint) from
+    # attribute access and hasattr (AttributeError, so hasattr answers False)
+    value = module_getattr(name, _sys._getframe(1))
     globals()[name] = value
     return value
 

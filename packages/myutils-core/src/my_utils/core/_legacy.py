@@ -1,8 +1,17 @@
 """Where the seed's top-level names and flat modules live now.
 
-``my_utils/__init__.py`` and the nine flat alias modules call into this module. A name
-whose distribution is missing raises an ImportError that says which distribution to
-install; any other import failure (a missing torch, a bug) propagates unchanged.
+``my_utils/__init__.py`` and the nine flat alias modules call into this module. A name whose
+home module is missing raises an ImportError that says which distribution to install: when
+that distribution is absent, and also when an installed release of it lacks the module (a
+skeleton or an older version). Any other import failure (a missing torch, a bug) propagates
+unchanged.
+
+``hasattr(my_utils, NAME)`` must answer False rather than raise, yet ``from my_utils import
+NAME`` must keep the pip hint. Both reach the package's ``__getattr__`` through ``hasattr``
+(the import system's ``_handle_fromlist`` asks ``hasattr`` first), and an AttributeError
+raised there loses its message in ``from ... import`` (CPython replaces it with "cannot
+import name"). So :func:`module_getattr` raises the ImportError only to the import system's
+fromlist handler and the same message as an AttributeError to everybody else.
 """
 
 from __future__ import annotations
@@ -10,7 +19,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import sys
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any, Final
 
 # name -> (home module, distribution that ships it)
@@ -51,36 +60,47 @@ LEGACY_MODULES: Final[dict[str, tuple[str, str]]] = {
 }
 
 
-def _dist_installed(dist: str) -> bool:
+def _dist_version(dist: str) -> str | None:
+    """The installed version of ``dist``, or None when it is not installed (nothing is imported)."""
     try:
-        importlib.metadata.distribution(dist)
+        return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
+        return None
+
+
+def _dist_installed(dist: str) -> bool:
+    return _dist_version(dist) is not None
+
+
+class LegacyHomeMissing(ImportError):
+    """The module a legacy name now lives in is not there; the message says what to install."""
 
 
 def _import_home(target: str, dist: str, what: str) -> ModuleType:
     try:
         return importlib.import_module(target)
     except ModuleNotFoundError as exc:
-        # Translate only "the providing distribution is absent"; a missing torch or a
-        # bug inside an installed distribution must surface as it is.
+        # Translate only "the home module (or its my_utils parent) is not there"; a missing
+        # torch or a bug inside an installed distribution must surface as it is.
         missing = exc.name or ""
         home_missing = target == missing or target.startswith(missing + ".")
-        if home_missing and missing.startswith("my_utils.") and not _dist_installed(dist):
-            raise ImportError(
-                f"{what} now lives in {target}, shipped by the {dist!r} distribution, "
-                f"which is not installed. Run: pip install {dist}",
-                name=target,
-            ) from exc
-        raise
+        if not (home_missing and missing.startswith("my_utils.")):
+            raise
+        version = _dist_version(dist)
+        if version is None:
+            message = (f"{what} now lives in {target}, shipped by the {dist!r} distribution, "
+                       f"which is not installed. Run: pip install {dist}")
+        else:
+            message = (f"{what} now lives in {target}, which the installed {dist!r} {version} does not ship "
+                       f"(a release without it). Run: pip install --upgrade {dist}")
+        raise LegacyHomeMissing(message, name=target) from exc
 
 
 def resolve_legacy_name(name: str) -> Any:
     """Return the object a seed top-level name refers to, importing its home module.
 
-    Raises AttributeError for unknown names and ImportError (with a pip hint) when the
-    distribution that ships the name is not installed.
+    Raises AttributeError for unknown names and :class:`LegacyHomeMissing` (an ImportError
+    with a pip hint) when the home module is missing.
     """
     try:
         target, dist = LEGACY_NAMES[name]
@@ -88,6 +108,27 @@ def resolve_legacy_name(name: str) -> Any:
         raise AttributeError(f"module 'my_utils' has no attribute {name!r}") from None
     module = _import_home(target, dist, f"my_utils.{name}")
     return getattr(module, name)
+
+
+def _asked_by_from_import(caller: FrameType | None) -> bool:
+    """Whether ``caller`` is importlib's fromlist handler, i.e. a ``from my_utils import NAME``."""
+    return (caller is not None and caller.f_code.co_name == "_handle_fromlist"
+            and caller.f_globals.get("__name__") == "importlib._bootstrap")
+
+
+def module_getattr(name: str, caller: FrameType | None) -> Any:
+    """The PEP 562 ``__getattr__`` of ``my_utils``; ``caller`` is the frame that asked.
+
+    A missing home raises ImportError to ``from my_utils import NAME`` and AttributeError
+    (same message, the ImportError as its cause) to attribute access, ``getattr`` and
+    ``hasattr``, which therefore answers False instead of raising.
+    """
+    try:
+        return resolve_legacy_name(name)
+    except ImportError as exc:
+        if _asked_by_from_import(caller):
+            raise
+        raise AttributeError(str(exc), name=name, obj=sys.modules.get("my_utils")) from exc
 
 
 def available_legacy_names() -> list[str]:
