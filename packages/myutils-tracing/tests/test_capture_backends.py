@@ -29,7 +29,15 @@ from my_utils.tracing.capture.backends.cuda_seam import (
     TorchCudaSeam,
     default_cuda_seam,
 )
-from my_utils.tracing.capture.backends.torch_profiler import safe_file_part
+from my_utils.tracing.capture.backends.torch_profiler import held_steps, safe_file_part
+from my_utils.tracing.capture.config import Edge, StopPolicy
+from my_utils.tracing.capture.spec import (
+    STEP_PROFILE_NAME,
+    EventRecord,
+    StopReason,
+    WindowClosing,
+    WindowInfo,
+)
 
 
 def test_builtin_backends_are_plugins_selected_by_name(tmp_path: Path) -> None:
@@ -180,6 +188,63 @@ def test_torch_profiler_writes_one_gzipped_kineto_trace_per_window(tmp_path: Pat
         assert doc["otherData"]["myutils_capture"]["rank"] == 3
 
 
+def _labelled_steps(path: Path) -> list[int]:
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    return sorted({int(e["name"].split("#")[1]) for e in doc["traceEvents"]
+                   if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"})
+
+
+@pytest.mark.parametrize(("spec", "close_after", "expected"), [
+    # a step window stopped as step 8 begins: it holds steps 6 and 7 (once named ...steps6-8...)
+    (CaptureSpec("as_8_begins", 6, 0, 8, 0, start_names=frozenset({STEP_PROFILE_NAME}),
+                 stop_names=frozenset({STEP_PROFILE_NAME}), stop_policy=StopPolicy.ON_STOP_PROFILE_NAME,
+                 stop_edge=Edge.ENTER), None, ("steps6-7", [6, 7])),
+    # started and stopped by the region "step" of iterations 2 and 3
+    (CaptureSpec("region", 2, 0, 3, 0, start_names=frozenset({"step"})), None, ("steps2-3", [2, 3])),
+    # the step window of the README (control file "+1".."+2"): from step 6 to the end of step 7
+    (CaptureSpec("now", 6, 0, 7, 0), None, ("steps6-7", [6, 7])),
+    # closed during step 4 before its stop event: began at 3, ended by 9
+    (CaptureSpec("cut", 3, 0, 9, 0, start_names=frozenset({"step"})), 4, ("steps3-upto9", [3, 4])),
+])
+def test_torch_trace_names_the_steps_it_holds(tmp_path: Path, spec: CaptureSpec, close_after: int | None,
+                                              expected: tuple[str, list[int]]) -> None:
+    """The loop labels each step ``ProfilerStep#<iteration>``; the file name must list exactly those."""
+    torch = pytest.importorskip("torch")
+    backend = TorchProfilerBackend(output_dir=tmp_path)
+    controller = CaptureController(backend, rank=0)
+    controller.arm(spec)
+    model = torch.nn.Linear(8, 8)
+    for it in range(10):
+        with controller.region("step", {"iter": it, "mb": 0}), torch.profiler.record_function(f"ProfilerStep#{it}"):
+            model(torch.randn(4, 8)).sum().backward()
+        if it == close_after:
+            controller.close()
+        controller.on_step(it)
+    (path,) = backend.traces
+    part, steps = expected
+    assert path.name == f"trace_rank0_{part}_{spec.name}.pt.trace.json.gz"
+    assert _labelled_steps(path) == steps
+    capture = json.loads(gzip.decompress(path.read_bytes()))["otherData"]["myutils_capture"]
+    assert (capture["first_step"], capture["last_step"]) == (steps[0], None if "upto" in part else steps[-1])
+
+
+def _info(start: int = 6, stop: int = 8) -> WindowInfo:
+    return WindowInfo("w", 0, start, stop, None, "config", EventRecord(Edge.ENTER, "step", start, 0, None, 0))
+
+
+@pytest.mark.parametrize(("closing", "expected"), [
+    (WindowClosing(StopReason.CONDITION, EventRecord(Edge.EXIT, "step", 8, 0, None, 0)), (6, 8)),
+    (WindowClosing(StopReason.CONDITION, EventRecord(Edge.ENTER, STEP_PROFILE_NAME, 8, 0, None, 0)), (6, 7)),
+    (WindowClosing(StopReason.CONDITION, EventRecord(Edge.ENTER, "forward", 8, 0, None, 0)), (6, 8)),
+    (WindowClosing(StopReason.CONDITION, EventRecord(Edge.ENTER, STEP_PROFILE_NAME, 6, 0, None, 0)), (6, 6)),
+    (WindowClosing(StopReason.OVERRUN, None), (6, 8)),
+    (WindowClosing(StopReason.CLOSED, None), (6, None)),
+    (None, (6, None)),
+])
+def test_held_steps(closing: WindowClosing | None, expected: tuple[int, int | None]) -> None:
+    assert held_steps(_info(), closing) == expected
+
+
 def test_torch_profiler_export_failure_is_logged_not_raised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     torch = pytest.importorskip("torch")
     blocker = tmp_path / "not_a_dir"
@@ -260,6 +325,7 @@ run()  # the controller goes out of scope with its window open
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    traces = list(tmp_path.glob("trace_rank0_steps0-5_left_open.pt.trace.json.gz"))
+    # cut short at exit during step 0: it began at step 0 and ended by step 5
+    traces = list(tmp_path.glob("trace_rank0_steps0-upto5_left_open.pt.trace.json.gz"))
     assert len(traces) == 1
     assert "aten::linear" in gzip.decompress(traces[0].read_bytes()).decode()

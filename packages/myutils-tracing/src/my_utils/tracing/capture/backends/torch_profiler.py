@@ -1,8 +1,12 @@
 """``TorchProfilerBackend``: one Kineto trace (``.json.gz``) per captured window.
 
 Works on the CPU build of torch (CPU activities only); CUDA activities are added when a
-device is visible. File names carry the rank and the window's step range, e.g.
-``trace_rank0_steps5-7_forward_window.pt.trace.json.gz``.
+device is visible. File names carry the rank and the steps the trace holds, e.g.
+``trace_rank0_steps5-7_forward_window.pt.trace.json.gz``: not the window's configured range,
+which can differ (a window stopped as step 8 begins holds steps 6 and 7, not 8). That is
+known only once the controller says how the window closed, so the trace is written in
+``window_closed``; a window cut short before its stop event (``close()``, an exception,
+interpreter exit) is named ``steps<a>-upto<b>``: it began at step a and ended by step b.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from typing import Any
 from my_utils.core.atomic import atomic_write
 from my_utils.core.dist_env import env_rank
 from my_utils.tracing.capture.backends.base import CaptureBackend
-from my_utils.tracing.capture.spec import WindowClosing, WindowInfo
+from my_utils.tracing.capture.config import Edge
+from my_utils.tracing.capture.spec import STEP_PROFILE_NAME, StopReason, WindowClosing, WindowInfo
 
 _log = logging.getLogger("my_utils.tracing.capture")
 
@@ -33,7 +38,26 @@ def safe_file_part(text: str, limit: int = 80) -> str:
     return cleaned or "window"
 
 
-def _complete_trace(doc: dict[str, Any], window: WindowInfo | None) -> None:
+def held_steps(window: WindowInfo, closing: WindowClosing | None) -> tuple[int, int | None]:
+    """The first and last step a window's trace holds; the last is None when no stop event says.
+
+    A window starts as its start event enters, so its first step is that event's. A stop on an
+    exit holds that step; a stop as a step begins (``__step__`` entered) holds the step before.
+    An overrun stop comes at the first event after ``stop_iter``, so it holds ``stop_iter``.
+    """
+    first = window.started_by.iteration if window.started_by.iteration is not None else window.start_iter
+    record = closing.stopped_by if closing is not None else None
+    if record is None or record.iteration is None:
+        if closing is not None and closing.reason is StopReason.OVERRUN:
+            return first, max(first, window.stop_iter)
+        return first, None
+    last = record.iteration
+    if record.edge is Edge.ENTER and record.profile_name == STEP_PROFILE_NAME:
+        last -= 1
+    return first, max(first, last)
+
+
+def _complete_trace(doc: dict[str, Any], window: WindowInfo | None, closing: WindowClosing | None) -> None:
     """Name every process lane (Kineto leaves its ``Spans`` lane unnamed) and record the window."""
     events = doc.setdefault("traceEvents", [])
     named = {e.get("pid") for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
@@ -41,9 +65,14 @@ def _complete_trace(doc: dict[str, Any], window: WindowInfo | None) -> None:
     for pid in sorted(used - named, key=str):
         events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": str(pid)}})
     if window is not None:
+        first, last = held_steps(window, closing)
+        stopped = closing.stopped_by if closing is not None else None
         doc.setdefault("otherData", {})["myutils_capture"] = {
             "window": window.name, "rank": window.rank, "start_iter": window.start_iter,
-            "stop_iter": window.stop_iter, "origin": window.origin}
+            "stop_iter": window.stop_iter, "origin": window.origin, "first_step": first, "last_step": last,
+            "stop_reason": closing.reason.value if closing is not None else None,
+            "stopped_by": None if stopped is None else {
+                "edge": stopped.edge.value, "profile_name": stopped.profile_name, "iteration": stopped.iteration}}
 
 
 def _torch_profiler_running() -> bool:
@@ -70,9 +99,11 @@ class TorchProfilerBackend(CaptureBackend):
         self.traces: list[Path] = []
         self._window: WindowInfo | None = None
         self._prof: Any = None
+        self._stopped: Any = None  # a stopped profiler whose trace waits for window_closed
 
     def window_opening(self, window: WindowInfo) -> None:
-        """Remember the window: its rank and steps name the trace file."""
+        """Remember the window: its rank and the steps it holds name the trace file."""
+        self._flush()
         self._window = window
 
     def _activities(self) -> list[Any]:
@@ -104,13 +135,14 @@ class TorchProfilerBackend(CaptureBackend):
         prof.start()
         self._prof = prof
 
-    def trace_path(self, window: WindowInfo | None) -> Path:
+    def trace_path(self, window: WindowInfo | None, closing: WindowClosing | None = None) -> Path:
         """Where the trace of ``window`` goes (a numbered suffix avoids overwriting an older one)."""
         if window is None:
             stem = f"trace_rank{env_rank(0)}_window"
         else:
-            stem = (f"trace_rank{window.rank}_steps{window.start_iter}-{window.stop_iter}_"
-                    f"{safe_file_part(window.name)}")
+            first, last = held_steps(window, closing)
+            steps = f"{first}-{last}" if last is not None else f"{first}-upto{max(first, window.stop_iter)}"
+            stem = f"trace_rank{window.rank}_steps{steps}_{safe_file_part(window.name)}"
         path = self.output_dir / f"{stem}.pt.trace.json.gz"
         n = 2
         while path.exists():
@@ -119,19 +151,32 @@ class TorchProfilerBackend(CaptureBackend):
         return path
 
     def stop(self) -> None:
-        """Stop the profiler and write the window's trace atomically."""
+        """Stop the profiler; the trace is written now without a window, else by ``window_closed``."""
         prof, self._prof = self._prof, None
         if prof is None:
             return
+        self._flush()
         prof.stop()
-        target = self.trace_path(self._window)
+        self._stopped = prof
+        if self._window is None:
+            self._flush()
+
+    def _flush(self, closing: WindowClosing | None = None) -> None:
+        """Write the stopped profiler's trace, if one waits."""
+        prof, self._stopped = self._stopped, None
+        if prof is not None:
+            self._export(prof, self._window, closing)
+
+    def _export(self, prof: Any, window: WindowInfo | None, closing: WindowClosing | None) -> None:
+        """Write ``prof``'s trace atomically; a disk problem is logged, never raised."""
+        target = self.trace_path(window, closing)
         try:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=self.output_dir, prefix=".export-") as tmp:
                 raw = Path(tmp) / "trace.json"
                 prof.export_chrome_trace(str(raw))
                 doc = json.loads(raw.read_text(encoding="utf-8"))
-                _complete_trace(doc, self._window)
+                _complete_trace(doc, window, closing)
                 with atomic_write(target, "wb") as dst, gzip.GzipFile(fileobj=dst, mode="wb", mtime=0) as gz:
                     gz.write(json.dumps(doc).encode("utf-8"))
         except OSError as exc:
@@ -141,5 +186,9 @@ class TorchProfilerBackend(CaptureBackend):
         _log.info("capture trace written: %s", target)
 
     def window_closed(self, window: WindowInfo, closing: WindowClosing) -> None:
-        """Forget the window."""
-        self._window = None
+        """Write the window's trace, named for the steps it holds, and forget the window."""
+        self._window = window
+        try:
+            self._flush(closing)
+        finally:
+            self._window = None
