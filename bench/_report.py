@@ -7,7 +7,7 @@ little (one Kineto sample ranged 2.3–6.2x across runs). The helpers here there
   tool alike, and pair the samples of each round so a ratio to an anchor is computed per
   round before the median is taken;
 * print each figure as median and min–max range, its ratio to the anchor measured in the
-  same run, and one line per goal with ``met`` or ``missed`` (judged on the median);
+  same run, and one line per goal with ``met`` or ``MISSED`` (judged on the median);
 * record what actually ran (interpreter, commands, versions) and why a figure was skipped;
 * write the same content as JSON (``--json OUT``) for ``run_all.py`` and for tests.
 
