@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from my_utils.core.debug import ChecksumUtils, DumpTensorIO, iter_leaves
+from my_utils.core.debug import ChecksumUtils, DumpTensorIO, TensorComparison, iter_leaves
 
 torch = pytest.importorskip("torch")
 
@@ -73,12 +75,94 @@ def test_checksum_sees_dtype_shape_and_non_contiguous_views(monkeypatch: pytest.
     assert ChecksumUtils.checksum(torch.tensor(3.0))["<root>"].startswith("float32[]:")
 
 
-def test_tensordict_when_installed(monkeypatch: pytest.MonkeyPatch) -> None:
-    tensordict = pytest.importorskip("tensordict", reason="tensordict is an optional extra, not installed here")
+def real_tensordict() -> Any:
+    """A nested TensorDict with tensors of seven dtypes and a non-tensor value (rebuilt identically each call)."""
+    tensordict = pytest.importorskip("tensordict", reason="tensordict is installed by requirements-test.txt")
+    g = torch.Generator().manual_seed(1)
+    return tensordict.TensorDict(
+        {
+            "latents": torch.randn(2, 4, 3, generator=g),
+            "half": torch.randn(2, 5, generator=g).half(),
+            "bf16": torch.randn(2, 2, generator=g).to(torch.bfloat16),
+            "enc": {"ids": torch.randint(0, 1000, (2, 6), generator=g), "mask": torch.rand(2, 6, generator=g) > 0.5,
+                    "pixels": torch.randint(0, 255, (2, 3), generator=g, dtype=torch.uint8)},
+            "phase": torch.randn(2, 2, generator=g, dtype=torch.complex64),
+            "prompt": "a cat on a mat",
+        },
+        batch_size=[2],
+    )
+
+
+TD_LEAVES = {"latents", "half", "bf16", "enc.ids", "enc.mask", "enc.pixels", "phase", "prompt"}
+
+
+def test_tensordict_sign_and_verify(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DEBUG_DATA_CONSISTENCY", "1")
-    td = tensordict.TensorDict({"a": torch.ones(2, 3), "b": {"c": torch.zeros(2)}}, batch_size=[2])
-    signature = ChecksumUtils.sign(td)
-    assert signature is not None and set(signature) == {"a", "b.c"}
+    td = real_tensordict()
+    signature = ChecksumUtils.sign(td, "td")
+    assert signature is not None and set(signature) == TD_LEAVES
+    assert signature["bf16"].startswith("bfloat16[2,2]:") and signature["enc.pixels"].startswith("uint8[2,3]:")
+    assert signature["phase"].startswith("complex64[2,2]:") and signature["prompt"].startswith("str:")
+    assert signature == ChecksumUtils.checksum(td.to_dict())  # the same leaves as its plain form
+    same = ChecksumUtils.verify(real_tensordict(), signature, "td")
+    assert same is not None and same.ok
+
+    td["enc", "ids"][1, 3] += 1  # one integer inside a nested TensorDict
+    result = ChecksumUtils.verify(td, signature, "td")
+    assert result is not None and result.changed == ("enc.ids",) and not result.missing
+    other = real_tensordict()
+    other["prompt"] = "a dog on a log"
+    other["bf16"][0, 0] = other["bf16"][0, 0] * 2 + 1
+    result = ChecksumUtils.verify(other, signature, "td")
+    assert result is not None and set(result.changed) == {"bf16", "prompt"}
+
+
+def test_tensordict_lazy_stack_is_walked(monkeypatch: pytest.MonkeyPatch) -> None:
+    tensordict = pytest.importorskip("tensordict")
+    monkeypatch.setenv("DEBUG_DATA_CONSISTENCY", "1")
+    parts = [tensordict.TensorDict({"x": torch.full((3,), float(i)), "n": {"y": torch.arange(2) + i}}, [])
+             for i in range(2)]
+    lazy = tensordict.LazyStackedTensorDict.lazy_stack(parts, 0)
+    signature = ChecksumUtils.sign(lazy)
+    assert signature is not None and set(signature) == {"x", "n.y"}
+    assert signature["x"].startswith("float32[2,3]:")
+    parts[1]["x"][0] = -1.0  # the stack shares its members' storage
+    result = ChecksumUtils.verify(lazy, signature)
+    assert result is not None and result.changed == ("x",)
+
+
+def test_tensordict_dump_then_compare(tmp_path: Path) -> None:
+    io = DumpTensorIO(tensor_dir=tmp_path / "tensors", compare_file=tmp_path / "compare.jsonl", rank=0)
+    td = real_tensordict()
+    path = io.dump_or_compare("batch", td, step=5)
+    assert path == tmp_path / "tensors" / "batch__step5__rank0.pt"
+    loaded = io.load("batch", step=5)  # weights_only=True: plain dicts of tensors and str
+    assert {p for p, _ in iter_leaves(loaded)} == TD_LEAVES and loaded["prompt"] == "a cat on a mat"
+    for key in ("latents", "half", "bf16", "phase"):
+        assert loaded[key].dtype == td[key].dtype and torch.equal(loaded[key], td[key])
+    assert torch.equal(loaded["enc"]["pixels"], td["enc", "pixels"])
+
+    unchanged = io.dump_or_compare("batch", real_tensordict(), step=5)
+    assert isinstance(unchanged, TensorComparison) and unchanged.all_equal
+
+    changed = real_tensordict()
+    changed["latents"][1, 2, 0] += 0.25
+    changed["enc", "mask"][0, 0] = ~changed["enc", "mask"][0, 0]
+    result = io.dump_or_compare("batch", changed, step=5)
+    assert isinstance(result, TensorComparison) and not result.all_equal
+    status = {leaf.path: leaf for leaf in result.leaves}
+    assert {p for p, leaf in status.items() if leaf.status != "equal"} == {"latents", "enc.mask"}
+    assert status["latents"].max_abs_diff == pytest.approx(0.25)
+    records = [json.loads(line) for line in (tmp_path / "compare.jsonl").read_text().splitlines()]
+    assert [r["all_equal"] for r in records] == [True, False]
+
+
+def test_tensordict_stays_unimported() -> None:
+    """Walking plain data never imports tensordict (import my_utils.core stays light)."""
+    code = ("import sys; from my_utils.core.debug import ChecksumUtils; "
+            "ChecksumUtils.checksum({'a': [1, 2.5, 'x'], 'b': {'c': None}}); print('tensordict' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_dump_io_is_inert_without_env(monkeypatch: pytest.MonkeyPatch) -> None:

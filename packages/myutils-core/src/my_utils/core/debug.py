@@ -7,7 +7,10 @@ their environment variables are set:
 - ``WAN_DPO_PREVAE_TENSOR_DIR`` is where ``DumpTensorIO`` writes ``.pt`` files (unset: nothing is
   written); ``WAN_DPO_PREVAE_COMPARE_FILE`` receives one JSON line per comparison.
 
-torch is imported only when a tensor has to be hashed, saved or loaded.
+torch is imported only when a tensor has to be hashed, saved or loaded, and tensordict never:
+its objects are recognised only when something else already imported it (otherwise none can
+exist) and are walked as the plain nested dicts their ``to_dict()`` gives, so a dump of a
+TensorDict loads with ``weights_only=True`` and compares leaf by leaf with the live one.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import logging
 import math
 import os
 import re
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
@@ -39,15 +43,34 @@ def _is_tensor(obj: Any) -> bool:
 
 
 def _is_mapping(obj: Any) -> bool:
-    # TensorDict is not a Mapping subclass but has keys()/items()/__getitem__
-    return isinstance(obj, Mapping) or (
-        type(obj).__name__ in ("TensorDict", "LazyStackedTensorDict") and hasattr(obj, "items")
-    )
+    return isinstance(obj, Mapping)
+
+
+def _as_plain(obj: Any) -> Any:
+    """A TensorDict, tensorclass or non-tensor wrapper as plain Python data; anything else unchanged.
+
+    ``NonTensorData``/``NonTensorStack`` become the value(s) they wrap, tensor collections their
+    ``to_dict()`` (nested dicts of tensors; lazy stacks are stacked). Without ``tensordict`` in
+    ``sys.modules`` no such object can exist, so nothing is imported to ask.
+    """
+    tensordict = sys.modules.get("tensordict")
+    if tensordict is None or _is_tensor(obj) or isinstance(obj, (str, bytes, int, float, list, tuple, dict)):
+        return obj
+    is_non_tensor = getattr(tensordict, "is_non_tensor", None)
+    if is_non_tensor is not None and is_non_tensor(obj):
+        return obj.tolist()
+    is_collection = getattr(tensordict, "is_tensor_collection", None)
+    if is_collection is not None and is_collection(obj):
+        return obj.to_dict()
+    return obj
 
 
 def iter_leaves(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     """``(path, leaf)`` pairs of a nested structure; paths look like ``batch.latents[0]``."""
-    if _is_mapping(obj):
+    plain = _as_plain(obj)
+    if plain is not obj:
+        yield from iter_leaves(plain, prefix)
+    elif _is_mapping(obj):
         for key, value in obj.items():
             yield from iter_leaves(value, f"{prefix}.{key}" if prefix else str(key))
     elif isinstance(obj, (list, tuple)):
@@ -297,6 +320,7 @@ class DumpTensorIO:
 
 
 def _to_cpu(obj: Any) -> Any:
+    obj = _as_plain(obj)
     if _is_tensor(obj):
         return obj.detach().cpu()
     if _is_mapping(obj):
