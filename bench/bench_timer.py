@@ -1,57 +1,51 @@
-"""MyTimer overhead against anchors measured in the same run.
+"""MyTimer overhead against anchors measured in the same run, old and new persisted paths side by side.
 
-    python bench/bench_timer.py [--quick]
+    python bench/bench_timer.py [--quick] [--samples N] [--json OUT]
 
-Prints ns per start/stop pair (best of several repeats) and the ratio to a bare
-``perf_counter_ns()`` pair. Anchors: Lightning's SimpleProfiler, Megatron's Timers,
-``torch.profiler.record_function`` and ``logging.info`` per row; a missing anchor is reported
-and skipped. Targets (issue 3): enabled CPU pair <= 250 ns and <= 3.1x the clock pair; with the
-per-step CSV flush <= 500 ns amortised; disabled <= 40 ns.
+One "step" is 25 nested regions (an outer one and 24 inside it). Each figure is ns per
+start/stop pair, sampled once per round with the tools interleaved (A B A B ...); ratios are
+taken per round against an anchor of the same round. Goals (issue 8): hot path <= 3.1x a
+``perf_counter_ns()`` pair; persisted path (``step()`` every step into a set-up GlobalLogger)
+<= 8x amortised; disabled <= 1.1x an empty-method pair; MyTimer ahead of Lightning's
+SimpleProfiler.
+
+The persisted paths compared:
+
+* ``step log + helper process`` (the default): ``step()`` packs the step and appends one
+  record to ``profile_rank_0.steplog`` with one write; a helper process renders the CSV. The
+  figure is what the training thread pays; the helper's CPU is reported beside it.
+* ``step log + writer thread``: the same rendering on a thread of this process; the figure
+  includes draining it (it shares our GIL, so that is what the training process pays).
+* ``today's path (format + write on the thread)``: the rows formatted as CSV text and
+  appended in ``step()`` (``MYUTILS_PROFILE_CSV=direct``), the path before the step log.
+
+The bench swaps the GlobalLogger's sink between tools (a private attribute): one process
+can only set up the singleton once, and every tool must run in the same rounds.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import os
-import sys
+import resource
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-PAIRS_PER_LOOP = 20  # one "step": 20 regions (1 outer + 19 nested)
+from _report import Report, at_most_times, common_args, interleave, interpreter_label, versions_label
 
-
-def best_ns_per_pair(body: Callable[[int], None], loops: int, repeats: int, pairs_per_loop: int) -> float:
-    """Run ``body(loops)`` ``repeats`` times; return the best time per pair in ns."""
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter_ns()
-        body(loops)
-        best = min(best, (time.perf_counter_ns() - t0) / (loops * pairs_per_loop))
-    return best
+REGIONS = 25  # per step: "outer" and 24 regions inside it
+NAMES = [f"layer_{i}" for i in range(REGIONS - 1)]
 
 
-def clock_pair(loops: int) -> None:
-    ns = time.perf_counter_ns
-    names = [f"r{i}" for i in range(PAIRS_PER_LOOP - 1)]
-    for _ in range(loops):
-        a = ns()
-        for _name in names:
-            ns()
-            ns()
-        b = ns()
-        del a, b
-
-
-def mytimer_body(timer: object, step_each_loop: bool) -> Callable[[int], None]:
-    names = [f"r{i}" for i in range(PAIRS_PER_LOOP - 1)]
-    start = timer.start  # type: ignore[attr-defined]
-    stop = timer.stop  # type: ignore[attr-defined]
-    step = timer.step  # type: ignore[attr-defined]
+def pair_loop(start: Callable[[str], object], stop: Callable[[str], object],
+              step: Callable[[], object] | None = None, step_every: int = 1) -> Callable[[int], None]:
+    """A body running ``loops`` steps of REGIONS pairs, calling ``step`` every ``step_every`` steps."""
+    names = NAMES
 
     def body(loops: int) -> None:
         for i in range(loops):
@@ -60,155 +54,229 @@ def mytimer_body(timer: object, step_each_loop: bool) -> Callable[[int], None]:
                 start(name)
                 stop(name)
             stop("outer")
-            if step_each_loop or i % 50 == 49:
+            if step is not None and i % step_every == step_every - 1:
                 step()
-        step()
 
     return body
 
 
-def start_stop_body(start: Callable[[str], object], stop: Callable[[str], object]) -> Callable[[int], None]:
-    names = [f"r{i}" for i in range(PAIRS_PER_LOOP - 1)]
-
-    def body(loops: int) -> None:
-        for _ in range(loops):
-            start("outer")
-            for name in names:
-                start(name)
-                stop(name)
-            stop("outer")
-
-    return body
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer loops (smoke run)")
-    args = parser.parse_args()
-    loops, repeats = (200, 3) if args.quick else (2000, 7)
-    warnings.simplefilter("ignore")
-    results: list[tuple[str, float | None, str]] = []
-
-    def measure(label: str, body: Callable[[int], None], pairs: int = PAIRS_PER_LOOP, n: int = loops) -> float:
-        value = best_ns_per_pair(body, n, repeats, pairs)
-        results.append((label, value, ""))
-        return value
-
-    tmp = Path(tempfile.mkdtemp(prefix="bench_timer_"))
-    from my_utils.core.logger import GlobalLogger
-    from my_utils.core.timer import MyTimer, global_timer
-
-    clock = measure("perf_counter_ns() pair (anchor)", clock_pair)
-
-    logging.getLogger("my_utils").addHandler(logging.NullHandler())
-    logging.getLogger("my_utils").propagate = False
-    no_io = MyTimer(tag="bench")  # no GlobalLogger set up: step() writes nothing
-    measure("MyTimer pair, nested, CPU, no I/O", mytimer_body(no_io, step_each_loop=False))
-    GlobalLogger().setup(tmp / "logs", rank=0, world_size=1)
-    with_io = MyTimer(tag="bench")
-    measure(f"MyTimer pair + CSV flush per step ({PAIRS_PER_LOOP} regions/step), amortised",
-            mytimer_body(with_io, step_each_loop=True))
-    disabled = MyTimer(enabled=False)
-    measure("MyTimer(enabled=False) pair", mytimer_body(disabled, step_each_loop=False))
-    if os.environ.get("ENABLE_TIMER") != "1":
-        measure("global_timer pair without ENABLE_TIMER=1", mytimer_body(global_timer, step_each_loop=False))
-
-    # -- anchors ---------------------------------------------------------------------------
-    try:
-        from lightning.pytorch.profilers import SimpleProfiler
-    except ImportError:
-        try:
-            from pytorch_lightning.profilers import SimpleProfiler  # type: ignore[no-redef]
-        except ImportError:
-            SimpleProfiler = None  # type: ignore[assignment,misc]
-    if SimpleProfiler is None:
-        results.append(("Lightning SimpleProfiler", None, "anchor pytorch-lightning not installed"))
-    else:
-        prof = SimpleProfiler()
-        measure("Lightning SimpleProfiler start/stop", start_stop_body(prof.start, prof.stop), n=max(1, loops // 4))
-
-    try:
-        from megatron.core import timers as megatron_timers
-    except Exception as exc:
-        results.append(("Megatron Timers", None, f"anchor megatron-core not installed ({type(exc).__name__})"))
-    else:
-        timers = megatron_timers.Timers(log_level=2, log_option="minmax")
-        try:
-            timers("probe", log_level=0).start()
-            timers("probe").stop()
-            note = ""
-        except Exception as exc:  # Megatron synchronises CUDA in start/stop
-            note = f"real Timers fail here: {type(exc).__name__}: {str(exc)[:60]}"
-        if note:
-            import torch
-
-            results.append(("Megatron Timers (real)", None, note))
-            with _patched(torch.cuda, "synchronize", lambda *a, **k: None):
-                measure("Megatron Timers, cuda.synchronize patched out",
-                        start_stop_body(lambda n: timers(n, log_level=0).start(),
-                                        lambda n: timers(n, log_level=0).stop()))
-        else:
-            measure("Megatron Timers start/stop", start_stop_body(lambda n: timers(n, log_level=0).start(),
-                                                                  lambda n: timers(n, log_level=0).stop()))
-        quiet = megatron_timers.Timers(log_level=0, log_option="minmax")
-        measure("Megatron Timers disabled (DummyTimer, log_level above)",
-                start_stop_body(lambda n: quiet(n, log_level=2).start(), lambda n: quiet(n, log_level=2).stop()))
-
-    try:
-        import torch
-        from torch.profiler import record_function
-    except ImportError:
-        results.append(("torch.profiler.record_function", None, "anchor torch not installed"))
-    else:
-        def rf_body(loops: int) -> None:
-            names = [f"r{i}" for i in range(PAIRS_PER_LOOP - 1)]
-            for _ in range(loops):
-                with record_function("outer"):
-                    for name in names:
-                        with record_function(name):
-                            pass
-
-        measure("torch.profiler.record_function (no profiler active)", rf_body, n=max(1, loops // 4))
-        del torch
-
-    log = logging.getLogger("bench.rows")
-    log.propagate = False
-    handler = logging.FileHandler(tmp / "rows.log")
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
+def clock_loop(loops: int) -> None:
     ns = time.perf_counter_ns
+    names = NAMES
+    for _ in range(loops):
+        ns()
+        for _name in names:
+            ns()
+            ns()
+        ns()
 
-    def logging_body(loops: int) -> None:
-        names = [f"r{i}" for i in range(PAIRS_PER_LOOP)]
-        for step in range(loops):
-            for name in names:
-                t0 = ns()
-                log.info("%s,%d,%s,START", t0, step, name)
-                log.info("%s,%d,%s,END,%d", ns(), step, name, ns() - t0)
 
-    measure("logging.info per row (2 rows per pair, FileHandler)", logging_body, n=max(1, loops // 4))
-    handler.close()
+class _Empty:
+    def start(self, name: str) -> None:
+        pass
 
-    width = max(len(label) for label, _, _ in results)
-    print(f"{'measurement':<{width}}  {'ns/pair':>9}  {'x clock':>8}")
-    print("-" * (width + 21))
-    for label, value, note in results:
-        if value is None:
-            print(f"{label:<{width}}  {'-':>9}  {'-':>8}  {note}")
-        else:
-            print(f"{label:<{width}}  {value:9.1f}  {value / clock:8.2f}")
-    print(f"\npython {sys.version.split()[0]}, {loops} steps x {PAIRS_PER_LOOP} pairs, best of {repeats}; "
-          "disabled figures are per pair (two calls)")
+    def stop(self, name: str) -> None:
+        pass
+
+
+def sampler(body: Callable[[int], None], loops: int, after: Callable[[], object] | None = None,
+            timed_after: bool = False) -> Callable[[], float]:
+    """One sample: ns per pair of ``body(loops)`` (``after`` runs untimed unless ``timed_after``)."""
+    def sample() -> float:
+        t0 = time.perf_counter_ns()
+        body(loops)
+        if after is not None and timed_after:
+            after()
+        elapsed = time.perf_counter_ns() - t0
+        if after is not None and not timed_after:
+            after()
+        return elapsed / (loops * REGIONS)
+
+    return sample
 
 
 @contextlib.contextmanager
-def _patched(obj: object, name: str, value: object):  # type: ignore[no-untyped-def]
-    old = getattr(obj, name)
-    setattr(obj, name, value)
+def sink(manager: Any, writer: Any) -> Iterator[None]:
+    old = manager._writer
+    manager._writer = writer
     try:
         yield
     finally:
-        setattr(obj, name, old)
+        manager._writer = old
+
+
+def with_sink(manager: Any, writer: Any, sample: Callable[[], float]) -> Callable[[], float]:
+    def run() -> float:
+        with sink(manager, writer):
+            return sample()
+    return run
+
+
+def micro(fn: Callable[[], object], n: int) -> float:
+    """ns per call of ``fn``, best of three runs of ``n`` calls, per pair (REGIONS pairs a call)."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter_ns() - t0) / n)
+    return best / REGIONS
+
+
+def main() -> None:
+    args = common_args(__doc__.splitlines()[0]).parse_args()
+    loops = 200 if args.quick else 1500
+    rounds = args.samples or (2 if args.quick else 7)
+    warnings.simplefilter("ignore")
+    report = Report("bench_timer", "MyTimer start/stop pairs, hot, persisted (old and new) and disabled",
+                    quick=args.quick)
+    report.label("interpreter", interpreter_label())
+    report.label("versions", versions_label("torch", "pytorch-lightning", "megatron-core"))
+    report.label("shape", f"{REGIONS} nested regions per step, {loops} steps per sample, {rounds} rounds")
+    logging.getLogger("my_utils").addHandler(logging.NullHandler())
+    logging.getLogger("my_utils").propagate = False
+
+    from my_utils.core.logger import GlobalLogger
+    from my_utils.core.step_log_writer import StepLogWriter
+    from my_utils.core.timer import MyTimer
+
+    with tempfile.TemporaryDirectory(prefix="bench_timer_") as tmp_name:
+        tmp = Path(tmp_name)
+        mgr = GlobalLogger().setup(tmp / "logs", rank=0, world_size=1)
+        writers = {mode: StepLogWriter(tmp / mode / "profile_rank_0.csv", mode=mode)
+                   for mode in ("process", "thread", "direct")}
+        for writer in writers.values():
+            writer.open()
+        hot = MyTimer(tag="bench")
+        persisted = {mode: MyTimer(tag="bench") for mode in writers}
+        disabled = MyTimer(enabled=False)
+        empty = _Empty()
+        tools: dict[str, Callable[[], float]] = {
+            "clock": sampler(clock_loop, loops),
+            "empty": sampler(pair_loop(empty.start, empty.stop), loops),
+            # the hot path: no sink, step() every 50 steps (its cost amortised away)
+            "hot": with_sink(mgr, None, sampler(pair_loop(hot.start, hot.stop, hot.step, 50), loops)),
+            "process": with_sink(mgr, writers["process"], sampler(
+                pair_loop(persisted["process"].start, persisted["process"].stop, persisted["process"].step),
+                loops, after=writers["process"].flush)),
+            "thread": with_sink(mgr, writers["thread"], sampler(
+                pair_loop(persisted["thread"].start, persisted["thread"].stop, persisted["thread"].step),
+                loops, after=writers["thread"].flush, timed_after=True)),
+            "direct": with_sink(mgr, writers["direct"], sampler(
+                pair_loop(persisted["direct"].start, persisted["direct"].stop, persisted["direct"].step), loops)),
+            "disabled": sampler(pair_loop(disabled.start, disabled.stop, disabled.step), loops),
+        }
+        lightning = _lightning()
+        if lightning is None:
+            report.skip("Lightning SimpleProfiler pair", "pytorch-lightning is not installed "
+                        "(pip install -r bench/requirements.txt)")
+        else:
+            tools["lightning"] = sampler(pair_loop(lightning.start, lightning.stop), loops)
+        megatron = _megatron()
+        if isinstance(megatron, str):
+            report.skip("Megatron Timers pair", megatron)
+        else:
+            tools["megatron"] = sampler(pair_loop(*megatron), max(1, loops // 4))
+
+        children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        samples = interleave(tools, rounds=rounds, warmup=1)
+        for writer in writers.values():
+            writer.close()  # waits for the helper process, so its CPU time is counted below
+        GlobalLogger._reset_for_tests()  # close the singleton's files before the folder goes
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        helper_cpu_s = (children.ru_utime + children.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
+        helper_pairs = (rounds + 1) * loops * REGIONS
+        rows = _count_rows(tmp / "process" / "profile_rank_0.csv")
+
+        report.add("perf_counter_ns() pair", samples["clock"], "ns")
+        report.add("empty-method pair", samples["empty"], "ns")
+        report.add("hot path pair (no sink, step() every 50 steps)", samples["hot"], "ns", anchor="perf_counter_ns() pair",
+                   goals=[at_most_times(3.1, "issue 8")])
+        report.add("persisted pair: step log + helper process (training thread)", samples["process"], "ns",
+                   anchor="perf_counter_ns() pair", goals=[at_most_times(8.0, "issue 8")],
+                   note=f"helper CPU off the thread: {1e9 * helper_cpu_s / helper_pairs:.0f} ns/pair; "
+                        f"{rows} rows rendered")
+        report.add("persisted pair: step log + writer thread (incl. draining it)", samples["thread"], "ns",
+                   anchor="perf_counter_ns() pair", goals=[at_most_times(8.0, "issue 8")])
+        report.add("persisted pair: today's path (format + write on the thread)", samples["direct"], "ns",
+                   anchor="perf_counter_ns() pair")
+        report.add("new persisted vs today's path", samples["process"], "ns",
+                   anchor="persisted pair: today's path (format + write on the thread)")
+        report.add("disabled pair", samples["disabled"], "ns", anchor="empty-method pair",
+                   goals=[at_most_times(1.1, "issue 8")])
+        if "lightning" in samples:
+            report.add("Lightning SimpleProfiler pair", samples["lightning"], "ns", anchor="perf_counter_ns() pair")
+            report.add("MyTimer hot path vs Lightning", samples["hot"], "ns",
+                       anchor="Lightning SimpleProfiler pair", goals=[at_most_times(1.0, "issue 8: ahead")])
+            report.add("MyTimer persisted (helper) vs Lightning (in memory, nothing written)", samples["process"], "ns",
+                       anchor="Lightning SimpleProfiler pair")
+        if "megatron" in samples:
+            report.add("Megatron Timers pair (cuda.synchronize patched out)", samples["megatron"], "ns",
+                       anchor="perf_counter_ns() pair")
+        _breakdown(report, MyTimer, tmp)
+        report.note("persisted figures: ns per pair on the training thread, the per-step write amortised over "
+                    f"{REGIONS} pairs; the helper renders the CSV concurrently (figure note: its CPU per pair)")
+        report.note("why the step log: the training thread pays pack + one write instead of format + write; the "
+                    "CSV text is produced by another process, which neither holds our GIL nor dies with us")
+        report.finish(args.json)
+
+
+def _breakdown(report: Report, timer_cls: Any, tmp: Path) -> None:
+    """Per-pair cost of each part of a persisted step: pack (new), format (old), one write."""
+    from my_utils.core.step_log import encode_timer_step, timer_head
+    from my_utils.core.timer_rows import format_step_rows
+
+    timer = timer_cls(tag="bench")
+    timer.start("outer")
+    for name in NAMES:
+        timer.start(name)
+        timer.stop(name)
+    timer.stop("outer")
+    regions = list(timer._regions)
+    head = timer_head("bench", "host_rank0")
+    base = time.time_ns() - time.perf_counter_ns()
+    record = encode_timer_step(regions, None, 7, base, head)
+    cache: dict[Any, Any] = {}
+    text = format_step_rows(regions, None, 7, base, "host_rank0", "bench", cache).encode()
+    fd = os.open(tmp / "write_probe.bin", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        pack = [micro(lambda: encode_timer_step(regions, None, 7, base, head), 2000) for _ in range(3)]
+        fmt = [micro(lambda: format_step_rows(regions, None, 7, base, "host_rank0", "bench", cache), 300)
+               for _ in range(3)]
+        write_rec = [micro(lambda: os.write(fd, record), 2000) for _ in range(3)]
+        write_csv = [micro(lambda: os.write(fd, text), 2000) for _ in range(3)]
+    finally:
+        os.close(fd)
+    report.add("part: pack a step (new path)", pack, "ns", note=f"{len(record)} bytes per step")
+    report.add("part: format a step as CSV (old path; now in the helper)", fmt, "ns")
+    report.add("part: one write of the packed step", write_rec, "ns")
+    report.add("part: one write of the CSV text", write_csv, "ns", note=f"{len(text)} bytes per step")
+
+
+def _count_rows(path: Path) -> int:
+    with open(path, "rb") as fh:
+        return sum(1 for _ in fh) - 1
+
+
+def _lightning() -> Any:
+    for module in ("lightning.pytorch.profilers", "pytorch_lightning.profilers"):
+        try:
+            mod = __import__(module, fromlist=["SimpleProfiler"])
+        except ImportError:
+            continue
+        return mod.SimpleProfiler()
+    return None
+
+
+def _megatron() -> Any:
+    try:
+        import torch
+        from megatron.core import timers as megatron_timers
+    except Exception as exc:
+        return f"megatron-core is not importable ({type(exc).__name__})"
+    torch.cuda.synchronize = lambda *a, **k: None  # Megatron synchronises CUDA in start/stop; no GPU here
+    timers = megatron_timers.Timers(log_level=2, log_option="minmax")
+    return (lambda n: timers(n, log_level=0).start(), lambda n: timers(n, log_level=0).stop())
 
 
 if __name__ == "__main__":

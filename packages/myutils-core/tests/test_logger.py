@@ -95,13 +95,16 @@ def test_bad_rank_configuration_raises_at_setup(tmp_path: Path, monkeypatch: pyt
     assert not GlobalLogger().is_configured
 
 
-def test_log_profile_event_is_on_disk_when_it_returns(tmp_path: Path) -> None:
+def test_log_profile_event_is_in_the_os_when_it_returns(tmp_path: Path) -> None:
     mgr = GlobalLogger().setup(tmp_path, rank=0, world_size=1)
     before = time.time()
     mgr.log_profile_event(step=10, event_name="forward_pass", event_type="START", duration_ms=0.0,
                           metadata="layer=transformer_0")
-    # read by another process: no buffer of ours is involved
-    code = f"print(open({str(tmp_path / 'profile_rank_0.csv')!r}).read().splitlines()[-1])"
+    # another process renders it from the step log: no buffer of ours is involved
+    path = str(tmp_path / "profile_rank_0.csv")
+    code = ("from my_utils.core.step_log import sync_profile_csv\n"
+            f"sync_profile_csv({path!r})\n"
+            f"print(open({path!r}).read().splitlines()[-1])")
     last = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert ",10,forward_pass,START,0.0,layer=transformer_0" in last
     (row,) = read_profile_csv(tmp_path / "profile_rank_0.csv")
@@ -112,6 +115,7 @@ def test_log_profile_event_is_on_disk_when_it_returns(tmp_path: Path) -> None:
 def test_rows_are_real_csv(tmp_path: Path) -> None:
     mgr = GlobalLogger().setup(tmp_path, rank=0, world_size=1)
     mgr.log_profile_event(1, 'load "shard", part 2\nretry', "MARK", 1.25, {"file": "a,b.pt", "note": "x;y"})
+    mgr.flush()
     with open(tmp_path / "profile_rank_0.csv", newline="", encoding="utf-8") as fh:
         (record,) = list(csv.DictReader(fh))
     assert record["event_name"] == 'load "shard", part 2\nretry'
@@ -126,6 +130,7 @@ def test_time_offset_is_added_to_later_timestamps(tmp_path: Path) -> None:
     mgr.set_time_offset(0.002345)
     mgr.log_profile_event(0, "b", "MARK", 0.0, "", timestamp=1000.0)
     mgr.log_profile_event(0, "c", "MARK", 0.0, "")
+    mgr.flush()
     a, b, c = read_profile_csv(tmp_path / "profile_rank_0.csv")
     assert a.timestamp_unix == 1000.0
     assert b.timestamp_unix == pytest.approx(1000.002345, abs=1e-6)
@@ -160,6 +165,7 @@ def test_threads_with_their_own_timers_never_interleave_steps(tmp_path: Path) ->
         t.start()
     for t in threads:
         t.join()
+    GlobalLogger().flush()
     rows = read_profile_csv(tmp_path / "profile_rank_0.csv")
     assert len(rows) == 4 * 100 * 10
     for i in range(0, len(rows), 10):  # each step of each thread is one contiguous block

@@ -16,6 +16,7 @@ import pytest
 from my_utils.core.errors import UsageError
 from my_utils.core.logger import GlobalLogger
 from my_utils.core.profile_csv import ProfileRow, read_profile_csv
+from my_utils.core.step_log import sync_profile_csv
 from my_utils.core.testing.fake_cuda import RecordingCudaEvents
 from my_utils.core.timer import MyTimer, TimedRegion, global_timer
 
@@ -34,6 +35,8 @@ def log_dir(tmp_path: Path) -> Path:
 
 
 def rows_of(log_dir: Path) -> list[ProfileRow]:
+    # a reader brings the CSV up to date from the step log first (the helper may trail by ms)
+    sync_profile_csv(log_dir / "profile_rank_0.csv")
     return read_profile_csv(log_dir / "profile_rank_0.csv")
 
 
@@ -174,7 +177,7 @@ def test_timer_sets_up_the_logger_from_log_dir(tmp_path: Path) -> None:
     timer = MyTimer(log_dir=tmp_path / "logs")
     run_iteration(timer, 0)
     assert GlobalLogger().is_configured
-    assert len(read_profile_csv(tmp_path / "logs" / "profile_rank_0.csv")) == 8
+    assert len(rows_of(tmp_path / "logs")) == 8
 
 
 def test_without_logger_rows_are_not_written_and_that_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
@@ -349,6 +352,7 @@ def test_global_timer_follows_enable_timer(tmp_path: Path, value: str, expected:
         "    global_timer.start('a'); global_timer.start('b'); global_timer.stop('b'); global_timer.stop('a')\n"
         "    global_timer.step()\n"
         "from my_utils.core.profile_csv import read_profile_csv\n"
+        "GlobalLogger().flush()\n"
         f"print(len(read_profile_csv({str(tmp_path / 'profile_rank_0.csv')!r})) or 'missing')\n"
         "print('torch' in sys.modules)\n"
     )

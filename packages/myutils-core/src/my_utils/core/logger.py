@@ -11,6 +11,7 @@ that logger) also land in ``rank_<rank>.log``. Tests reset the singleton with
 
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import os
@@ -25,7 +26,7 @@ from typing import Any, ClassVar
 from my_utils.core.dist_env import resolve_rank_info
 from my_utils.core.errors import UsageError
 from my_utils.core.profile_csv import format_metadata, format_profile_line
-from my_utils.core.profile_csv_writer import ProfileCsvWriter
+from my_utils.core.step_log_writer import StepLogWriter
 
 __all__ = ["LOGGER_NAME", "GlobalLogger", "get_global_logger"]
 
@@ -102,7 +103,7 @@ class GlobalLogger:
         self.parallel_info = {}
         self.machine_id = f"{socket.gethostname()}_rank0"
         self._offset_ns = 0
-        self._writer: ProfileCsvWriter | None = None
+        self._writer: StepLogWriter | None = None
         self._handlers: list[logging.Handler] = []
         self._dropped_reported = False
 
@@ -137,8 +138,9 @@ class GlobalLogger:
             self.parallel_info = dict(parallel_info)
             self.machine_id = f"{socket.gethostname()}_rank{self.rank}"
             self._attach_handlers(self.log_dir)
-            self._writer = ProfileCsvWriter(self.log_dir / f"profile_rank_{self.rank}.csv")
-            self._writer.open()  # the file exists (with its header) as soon as setup returns
+            self._writer = StepLogWriter(self.log_dir / f"profile_rank_{self.rank}.csv")
+            self._writer.open()  # the CSV exists (with its header) as soon as setup returns
+            atexit.register(self.close)  # the CSV is complete when the program ends
             self._configured = True
         return self
 
@@ -189,7 +191,28 @@ class GlobalLogger:
     @property
     def csv_path(self) -> Path | None:
         """``<log_dir>/profile_rank_<rank>.csv`` once set up."""
-        return self._writer.path if self._writer is not None else None
+        return self._writer.csv_path if self._writer is not None else None
+
+    @property
+    def profile_sink(self) -> StepLogWriter | None:
+        """Where profile rows go once set up (MyTimer appends its packed steps here)."""
+        return self._writer
+
+    def flush(self) -> None:
+        """Render every step and row written so far into the profile CSV before returning.
+
+        Rows are durable as soon as ``step()``/``log_profile_event`` return (they are in
+        ``profile_rank_<rank>.steplog``); a helper renders them into the CSV within tens of
+        milliseconds. Call this to read the CSV from this very process at once.
+        """
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        """Render everything into the CSV and stop the renderer (also runs at exit); later rows reopen it."""
+        writer = self._writer
+        if writer is not None:
+            writer.close()
 
     @property
     def log_path(self) -> Path | None:
@@ -229,7 +252,7 @@ class GlobalLogger:
         metadata: str | Mapping[str, object] = "",
         timestamp: float | None = None,
     ) -> None:
-        """Append one row; it is on disk (in the OS) when this returns.
+        """Append one row; it is in the OS (it survives a kill of this process) when this returns.
 
         ``timestamp`` is unix seconds from this machine's clock (default: now); the time
         offset is added to it like to every timestamp. ``metadata`` is ``"k=v;k=v"`` or a dict.
@@ -262,7 +285,7 @@ class GlobalLogger:
                     "Call GlobalLogger().setup(log_dir) first"
                 )
             return
-        writer.write_text(text)
+        writer.append_text(text)
 
     # -- tests -------------------------------------------------------------------------
 
@@ -283,6 +306,7 @@ class GlobalLogger:
             handler.close()
         logger.propagate = True
         logger.setLevel(logging.NOTSET)
+        atexit.unregister(inst.close)
         if inst._writer is not None:
             inst._writer.close()
 

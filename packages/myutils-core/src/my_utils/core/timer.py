@@ -1,8 +1,17 @@
 """MyTimer: nested CPU (and CUDA-event) timing of named regions, written as START/END profile rows.
 
 Hot path: ``start``/``stop`` read ``perf_counter_ns`` and append to a list; nothing is formatted
-and nothing is logged until ``step()``, which synchronises CUDA once, writes the rows of the step
-through the GlobalLogger in one write, and calls the listeners. A disabled timer returns at once.
+and nothing is logged until ``step()``, which synchronises CUDA once, packs the step into one
+record appended to the GlobalLogger's step log with one write (durable: it survives a kill -9),
+and calls the listeners. The CSV rows are rendered from that log off the training thread
+(``step_log_writer``). A disabled timer's ``start``/``stop`` are empty functions.
+
+Why the hot path is fast: while the timer is plain (no CUDA, no NVTX) or disabled, ``start`` and
+``stop`` are closures stored on the instance, so a call skips the method binding and the mode
+tests; each holds the open-region stack and the step's region list in its cells. A mode change
+retires them (a retired closure forwards to the methods below, so a ``timer.start`` fetched
+earlier stays correct) and installs new ones. A subclass that overrides ``start`` or ``stop``
+gets its own methods, never these closures.
 
 One MyTimer belongs to one thread (its open-region stack is not shared); several timers may write
 into the same GlobalLogger from several threads.
@@ -21,6 +30,7 @@ from typing import Any
 from my_utils.core.cuda_events import CudaEvents, default_cuda_events
 from my_utils.core.errors import UsageError
 from my_utils.core.logger import GlobalLogger
+from my_utils.core.step_log import encode_timer_step, timer_head
 from my_utils.core.timer_rows import format_step_rows
 
 __all__ = ["Listener", "MyTimer", "TimedRegion", "global_timer"]
@@ -96,6 +106,7 @@ class MyTimer:
         self._manager: GlobalLogger | None = None
         self._reported: set[str] = set()
         self._row_cache: dict[tuple[Any, ...], tuple[str, str, str, str]] = {}
+        self._head: tuple[str, bytes] = ("", b"")  # (machine id, packed tag + machine id)
         self._enabled = bool(enabled)
         self._plain = False
         self._update_mode()
@@ -106,6 +117,33 @@ class MyTimer:
         # the plain path (no CUDA, no NVTX) is inlined in start/stop; everything else goes slow
         wants_cuda = self.use_cuda is not False and (not self._cuda_resolved or self._cuda is not None)
         self._plain = self._enabled and not wants_cuda and self.labeler is None
+        self._install_fast_calls()
+
+    def _install_fast_calls(self) -> None:
+        attrs = self.__dict__
+        retire = attrs.pop("_retire", None)
+        if retire is not None:
+            retire()
+        cls = type(self)
+        fast = cls.start is MyTimer.start and cls.stop is MyTimer.stop
+        if fast and self._plain:
+            attrs["start"], attrs["stop"], attrs["_retire"] = _plain_calls(self)
+        elif fast and not self._enabled:
+            attrs["start"], attrs["stop"], attrs["_retire"] = _disabled_calls(self)
+        else:
+            attrs.pop("start", None)
+            attrs.pop("stop", None)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the closures hold this instance's lists; a copy builds its own
+        state = self.__dict__.copy()
+        for key in ("start", "stop", "_retire"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._install_fast_calls()
 
     @property
     def enabled(self) -> bool:
@@ -161,7 +199,10 @@ class MyTimer:
     # -- hot path ----------------------------------------------------------------------
 
     def start(self, name: str) -> None:
-        """Open region ``name`` inside the innermost open one."""
+        """Open region ``name`` inside the innermost open one.
+
+        (The generic path; a plain or disabled timer answers through faster closures.)
+        """
         if self._plain:
             stack = self._stack
             region = [name, len(stack), _perf_ns(), 0]
@@ -273,22 +314,28 @@ class MyTimer:
                 f"{self._who()}.step() called at step {self._step} while regions are still open "
                 f"({open_names}); stop them before step()"
             )
-        regions = self._regions
-        self._regions = []
-        cuda_ms = self._read_cuda(regions)
+        regions = self._regions  # the same list for the timer's life: the fast closures hold it
+        cuda_ms = self._read_cuda(regions) if self._cuda is not None else None
         manager = self._resolve_manager()
-        offset_ns = manager.time_offset_ns if manager is not None else 0
         # one (wall, perf) pair per step maps perf_counter_ns to unix time for this step's rows
-        base_ns = time.time_ns() - _perf_ns() + offset_ns
-        if manager is not None and regions:
-            if len(self._row_cache) > 8192:
-                self._row_cache.clear()
-            text = format_step_rows(
-                regions, cuda_ms, self._step, base_ns, manager.machine_id, self.tag, self._row_cache
-            )
-            manager.write_profile_text(text)
+        base_ns = time.time_ns() - _perf_ns()
+        if manager is not None:
+            base_ns += manager.time_offset_ns
+            sink = manager.profile_sink
+            if sink is not None and regions:
+                if sink.deferred:
+                    head = self._head
+                    if head[0] != manager.machine_id:
+                        head = self._head = (manager.machine_id, timer_head(self.tag, manager.machine_id))
+                    sink.append(encode_timer_step(regions, cuda_ms, self._step, base_ns, head[1]))
+                else:
+                    if len(self._row_cache) > 8192:
+                        self._row_cache.clear()
+                    sink.append_text(format_step_rows(
+                        regions, cuda_ms, self._step, base_ns, manager.machine_id, self.tag, self._row_cache))
         if self._listeners:
-            self._notify(regions, cuda_ms, base_ns)
+            self._notify(list(regions), cuda_ms, base_ns)
+        regions.clear()
 
     def synchronize_and_log(self) -> None:
         """Same as ``step()`` (the seed's name); calls ``self.step()`` so subclasses see it."""
@@ -339,7 +386,9 @@ class MyTimer:
                 )
 
     def _resolve_manager(self) -> GlobalLogger | None:
-        manager = self._manager or GlobalLogger()
+        manager = self._manager
+        if manager is None or manager is not GlobalLogger._instance:
+            manager = GlobalLogger()
         if not manager.is_configured:
             if self.log_dir is None:
                 self._report_once(
@@ -374,6 +423,59 @@ class MyTimer:
         if key not in self._reported:
             self._reported.add(key)
             (self._logger or _log).warning(msg, *args)
+
+
+def _plain_calls(timer: MyTimer) -> tuple[Callable[[str], None], Callable[[str], None], Callable[[], None]]:
+    """``start``/``stop`` of a plain timer as closures over its lists, and the function retiring them."""
+    stack = timer._stack
+    regions = timer._regions
+    generic_start = MyTimer.start
+    generic_stop = MyTimer.stop
+    live = True
+
+    def start(name: str) -> None:
+        if live:
+            region = [name, len(stack), _perf_ns(), 0]
+            stack.append(region)
+            regions.append(region)
+        else:
+            generic_start(timer, name)
+
+    def stop(name: str) -> None:
+        now = _perf_ns()
+        if live and stack and stack[-1][0] == name:
+            stack.pop()[3] = now
+        else:
+            generic_stop(timer, name)  # a misuse error, or a retired closure
+
+    def retire() -> None:
+        nonlocal live
+        live = False
+
+    start.__doc__ = MyTimer.start.__doc__
+    stop.__doc__ = MyTimer.stop.__doc__
+    return start, stop, retire
+
+
+def _disabled_calls(timer: MyTimer) -> tuple[Callable[[str], None], Callable[[str], None], Callable[[], None]]:
+    """``start``/``stop`` of a disabled timer: nothing to do until they are retired."""
+    generic_start = MyTimer.start
+    generic_stop = MyTimer.stop
+    live = True
+
+    def start(name: str) -> None:
+        if not live:
+            generic_start(timer, name)
+
+    def stop(name: str) -> None:
+        if not live:
+            generic_stop(timer, name)
+
+    def retire() -> None:
+        nonlocal live
+        live = False
+
+    return start, stop, retire
 
 
 class _RegionContext:
