@@ -1,4 +1,4 @@
-"""Every check a person or CI runs: `python3 -m nox -l` lists them.
+"""Every check a person or CI runs: `.venv/bin/python -m nox -l` lists them (README.md makes .venv).
 
 Sessions build their own virtual environments from this repository (pip only). torch is
 always the exact CPU-wheel pin `torch==2.13.0`; a looser spec would download a CUDA build.

@@ -265,3 +265,20 @@ def test_every_registry_file_is_in_the_mirror_with_its_hash(real_fixtures: Any, 
     paths = [real_fixtures / name for name in rf.names()]
     assert all(isinstance(p, Path) and p.is_file() for p in paths)
     assert sum(p.stat().st_size for p in paths) == sum(rf.entry(n).size for n in rf.names())
+
+
+def test_registry_cli_lists_and_refuses_bad_use(rf: ModuleType) -> None:
+    script = REPO / "fixtures" / "real_fixtures.py"
+    listed = subprocess.run([sys.executable, str(script), "list"], capture_output=True, text=True, check=True)
+    assert [line.split("\t")[0] for line in listed.stdout.splitlines()] == rf.names()
+    bad = subprocess.run([sys.executable, str(script), "fetchall"], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr == "usage: real_fixtures.py list | fetch [RELPATH ...]\n"
+
+
+def test_no_registry_file_is_committed(rf: ModuleType) -> None:
+    """The third-party files stay out of the repository (one source has no licence)."""
+    proc = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"not a git checkout here ({proc.stderr.strip()})")
+    committed = {Path(p).name for p in proc.stdout.split("\0") if p}
+    assert not committed & {Path(n).name for n in rf.names()}
