@@ -1,0 +1,205 @@
+"""``ModuleProfiler``: forward times of every leaf module of a model, from forward pre/post hooks.
+
+Legacy path: ``from my_utils.moduleProfiler import ModuleProfiler`` (the same module).
+
+Cost model: each call of a hooked module runs two tiny closures (one clock mark each and a
+list append/pop); the statistics are computed only by ``summary()``. CUDA events are read
+after one synchronize in ``stop()``/``summary()``, never inside a hook (see ``timing``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from my_utils.core.errors import UsageError
+from my_utils.hooks.summary import module_stats, summary_frame, write_summary_csv
+from my_utils.hooks.timing import ModuleClock, choose_clock
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+_log = logging.getLogger("my_utils.hooks")
+
+__all__ = ["ModuleProfiler"]
+
+
+def leaf_modules(model: Any) -> list[tuple[str, Any]]:
+    """``(name, module)`` of every module without children; the model itself when it is a leaf.
+
+    A module registered under two names is timed once, under its first name (torch's
+    ``named_modules`` de-duplicates), so a shared layer's calls are not counted twice.
+    """
+    leaves = [(name, m) for name, m in model.named_modules() if next(m.children(), None) is None]
+    return [(name or type(model).__name__, m) for name, m in leaves]
+
+
+class ModuleProfiler:
+    """Times each call of every leaf module of ``model`` (``perf_counter_ns`` on the CPU, CUDA events on CUDA).
+
+    Hooks are registered at construction and record at once; ``start()`` and ``stop()``
+    bracket the forwards to time (after ``stop()`` nothing is recorded until the next
+    ``start()``). A module called several times in one forward counts each call. A call that
+    raises is not timed, and leaves nothing half-open (``failed_calls`` counts them).
+    ``summary()`` gives the seed's table; ``cleanup()`` (or leaving the ``with`` block)
+    removes every hook and keeps the statistics.
+
+    ``use_cuda=None`` picks CUDA events when the model's parameters are on a CUDA device;
+    ``use_cuda=True`` without a usable GPU warns once and times on the CPU.
+    """
+
+    def __init__(self, model: Any, use_cuda: bool | None = None) -> None:
+        if not all(callable(getattr(model, a, None)) for a in ("named_modules", "parameters", "buffers")):
+            raise UsageError(f"ModuleProfiler(model={type(model).__name__}): expected a torch.nn.Module "
+                             "(it registers forward hooks on the model's leaf modules)")
+        self.model = model
+        self._clock: ModuleClock = choose_clock(model, use_cuda)
+        self._recording = [True]  # a list: the hooks read it through their closure, not through self
+        self._open: dict[str, list[Any]] = {}
+        self._pending: dict[str, list[tuple[Any, Any]]] = {}
+        self._durations: dict[str, list[float]] = {}
+        self._failed: dict[str, int] = {}
+        self._handles: list[Any] = []
+        self.runs = 0
+        for name, module in leaf_modules(model):
+            pre, post = self._hooks(name)
+            self._handles.append(module.register_forward_pre_hook(pre))
+            # always_call: the post hook also runs when forward raises, so no start mark dangles
+            self._handles.append(module.register_forward_hook(post, always_call=True))
+
+    def _hooks(self, name: str) -> tuple[Callable[..., None], Callable[..., None]]:
+        """The pre and post hook of module ``name``: they touch only lists bound here (the hot path)."""
+        opened: list[Any] = []
+        pending: list[tuple[Any, Any]] = []
+        self._open[name] = opened
+        self._pending[name] = pending
+        self._durations[name] = []
+        recording = self._recording
+        mark = self._clock.mark
+        failed = self._failed
+
+        def pre(module: Any, args: Any) -> None:
+            if recording[0]:
+                opened.append(mark())
+
+        def post(module: Any, args: Any, result: Any) -> None:
+            end = mark()
+            if not opened:  # began while stopped, or dropped by start()
+                return
+            begin = opened.pop()
+            # torch calls always_call hooks from its `except` block with result None
+            if result is None and sys.exc_info()[1] is not None:
+                failed[name] = failed.get(name, 0) + 1
+                return
+            pending.append((begin, end))
+
+        return pre, post
+
+    # -- control -------------------------------------------------------------------------
+
+    @property
+    def attached(self) -> bool:
+        """Whether the hooks are still registered (False after ``cleanup()``)."""
+        return bool(self._handles)
+
+    @property
+    def recording(self) -> bool:
+        """Whether module calls are being timed now."""
+        return self._recording[0]
+
+    @property
+    def clock(self) -> str:
+        """``"cpu"`` (perf_counter_ns) or ``"cuda"`` (CUDA events)."""
+        return self._clock.name
+
+    @property
+    def module_names(self) -> list[str]:
+        """The hooked leaf modules, in the model's order."""
+        return list(self._durations)
+
+    @property
+    def failed_calls(self) -> dict[str, int]:
+        """How many calls of each module raised (and were therefore not timed)."""
+        return dict(self._failed)
+
+    def start(self) -> None:
+        """Begin timing (call before the forward); drops marks left open by an interrupted forward."""
+        if not self._handles:
+            raise UsageError("ModuleProfiler.start() after cleanup(): its hooks are removed; "
+                             "create a new ModuleProfiler(model) to profile again")
+        self._drop_open()
+        self._recording[0] = True
+
+    def stop(self) -> None:
+        """End timing (call after the forward; on CUDA after the work you want counted is queued).
+
+        Reads the run's CUDA events after one synchronize and adds them to the statistics.
+        """
+        self._recording[0] = False
+        self._drop_open()
+        self._settle()
+        self.runs += 1
+
+    def _drop_open(self) -> None:
+        """Forget start marks whose post hook never came (a forward stopped by KeyboardInterrupt)."""
+        for name, opened in self._open.items():
+            if opened:
+                _log.debug("ModuleProfiler: dropping %d unfinished call(s) of %s", len(opened), name)
+                self._failed[name] = self._failed.get(name, 0) + len(opened)
+                opened.clear()
+
+    def _settle(self) -> None:
+        """Turn every pending pair of marks into milliseconds (one device synchronize on CUDA)."""
+        if not any(self._pending.values()):
+            return
+        self._clock.settle()
+        elapsed = self._clock.elapsed_ms
+        for name, pending in self._pending.items():
+            if pending:
+                self._durations[name].extend(elapsed(a, b) for a, b in pending)
+                pending.clear()
+
+    def durations_ms(self) -> dict[str, list[float]]:
+        """Every timed call per module, in ms (a copy; pending CUDA events are read first)."""
+        self._settle()
+        return {name: list(values) for name, values in self._durations.items()}
+
+    def summary(self, output_path: str | os.PathLike[str] | None = None) -> pd.DataFrame:
+        """The seed's table: ``module_name, mean_ms, median_ms, std_ms, total_ms, run_count, percentage``.
+
+        One row per module that ran, slowest (largest total) first; ``run_count`` counts
+        calls. With ``output_path`` the table is also written there as CSV (atomically; a
+        write error is logged and the DataFrame still returned).
+        """
+        self._settle()
+        frame = summary_frame(module_stats(self._durations))
+        if output_path is not None:
+            write_summary_csv(frame, output_path)
+        return frame
+
+    def cleanup(self) -> None:
+        """Remove every hook (safe to call again); the statistics stay readable."""
+        handles, self._handles = self._handles, []
+        for handle in handles:
+            handle.remove()
+        self._recording[0] = False
+        self._drop_open()
+        try:
+            self._settle()
+        except Exception as exc:  # a device error must not escape a `with` block's exit
+            _log.error("ModuleProfiler.cleanup could not read pending CUDA timings: %s", exc)
+            for pending in self._pending.values():
+                pending.clear()
+
+    def __enter__(self) -> ModuleProfiler:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.cleanup()
+
+    def __repr__(self) -> str:
+        state = "recording" if self.recording else ("stopped" if self.attached else "cleaned up")
+        return f"ModuleProfiler({type(self.model).__name__}, {len(self._durations)} leaf modules, {self.clock}, {state})"
