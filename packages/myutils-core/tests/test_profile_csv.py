@@ -237,3 +237,22 @@ def test_threads_never_interleave_rows(tmp_path: Path) -> None:
         batch = rows[i:i + 10]
         assert {(r.machine_id, r.step) for r in batch} == {(batch[0].machine_id, batch[0].step)}
         assert [r.event_name for r in batch] == [f"r{k}" for k in range(10)]
+
+
+@pytest.mark.parametrize("content", [
+    b'{"schema_version":1,"run_id":"r","name":"x","value":1.0}',  # one line of JSON, no newline
+    b'{"schema_version":1,"run_id":"r","name":"x","value":1.0}\n',
+    b'""', b'"unterminated', b'"a,b\n',
+])
+def test_a_file_that_is_not_a_profile_csv_is_refused(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "profile_rank_0.csv"
+    path.write_bytes(content)
+    with pytest.raises(InputError, match=r"profile_rank_0\.csv:line 1: expected (the profile CSV header|a well-formed CSV record)"):
+        read_profile_csv(path)
+
+
+@pytest.mark.parametrize("cut", [1, 14, 40, len(HEADER_LINE) - 1])
+def test_a_header_cut_by_a_killed_writer_is_an_empty_file(tmp_path: Path, cut: int) -> None:
+    path = tmp_path / "p.csv"
+    path.write_text(HEADER_LINE[:cut])
+    assert read_profile_csv(path) == []

@@ -9,12 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from my_utils.core.errors import InputError, UnsupportedInputError, UsageError
+from my_utils.core.errors import ConfigError, InputError, ProviderError, UnsupportedInputError, UsageError
 from my_utils.core.events import MetricEvent, read_events
 from my_utils.core.hookspecs import hookimpl
-from my_utils.core.plugin_types import PluginDescription, PluginKind
+from my_utils.core.plugin_types import OptionSpec, PluginDescription, PluginKind
 from my_utils.core.plugins import get_registry, reset_registry
-from my_utils.core.providers import FileMetricsProvider, MetricsProvider, run_provider_on_input
+from my_utils.core.providers import (
+    FileMetricsProvider,
+    MetricsProvider,
+    check_options,
+    run_provider_on_input,
+)
 
 
 class LineCountProvider:
@@ -39,6 +44,13 @@ class LineCountProvider:
         return [MetricEvent("lines", float(len(text.splitlines())), kind="counter", source=self.name)]
 
 
+class BuggyProvider(LineCountProvider):
+    """A provider with a bug: a KeyError while reading."""
+
+    def collect(self, step: int | None = None) -> list[MetricEvent]:
+        return [{}["missing"]]
+
+
 class LiveProvider:
     name = "live"
 
@@ -51,12 +63,18 @@ def registry_with_test_providers(monkeypatch: pytest.MonkeyPatch) -> Iterator[No
     plugin = types.ModuleType("core_test_providers_plugin")
     plugin.LineCountProvider = LineCountProvider  # type: ignore[attr-defined]
     plugin.LiveProvider = LiveProvider  # type: ignore[attr-defined]
+    plugin.BuggyProvider = BuggyProvider  # type: ignore[attr-defined]
     plugin.myutils_metrics_providers = hookimpl(  # type: ignore[attr-defined]
         lambda: [
             PluginDescription("linecount", PluginKind.METRICS_PROVIDER,
                               "core_test_providers_plugin:LineCountProvider", "count lines", ("*.txt",)),
             PluginDescription("live", PluginKind.METRICS_PROVIDER,
                               "core_test_providers_plugin:LiveProvider", "live object"),
+            PluginDescription("declared", PluginKind.METRICS_PROVIDER,
+                              "core_test_providers_plugin:LineCountProvider", "count lines, options declared",
+                              ("*.txt",), options=(OptionSpec("encoding", str, "utf-8", "text encoding"),)),
+            PluginDescription("buggy", PluginKind.METRICS_PROVIDER,
+                              "core_test_providers_plugin:BuggyProvider", "raises a KeyError", ("*.txt",)),
         ]
     )
     monkeypatch.setitem(sys.modules, plugin.__name__, plugin)
@@ -107,3 +125,78 @@ def test_options_reach_the_provider(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="does not take option 'colour'"):
         run_provider_on_input("linecount", src, tmp_path / "out2", {"colour": "red"})
     assert not (tmp_path / "out2").exists()
+
+
+@pytest.mark.usefixtures("registry_with_test_providers")
+def test_declared_options_are_checked_before_reading(tmp_path: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("a\n")
+    out, _ = run_provider_on_input("declared", src, tmp_path / "out", {"encoding": "ascii"})
+    assert read_events(out)[0].value == 1.0
+    with pytest.raises(ConfigError) as err:
+        run_provider_on_input("declared", src, tmp_path / "out2", {"encodng": "ascii"})
+    assert str(err.value) == ("--option:encodng: metrics provider 'declared' has no option 'encodng'; "
+                              "known options: encoding")
+    with pytest.raises(ConfigError, match=r"--option:encoding: .* must be a string, got 5 \(int\)"):
+        run_provider_on_input("declared", src, tmp_path / "out2", {"encoding": 5})
+    assert not (tmp_path / "out2").exists()
+
+
+@pytest.mark.usefixtures("registry_with_test_providers")
+def test_a_provider_bug_is_one_line_naming_the_provider(tmp_path: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("a\n")
+    with pytest.raises(ProviderError, match=r"in\.txt: metrics provider 'buggy' failed: KeyError: 'missing'"):
+        run_provider_on_input("buggy", src, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+_SPECS = (
+    OptionSpec("columns", list, None, "columns"),
+    OptionSpec("scale", float, 1.0, "factor"),
+    OptionSpec("rank", int, None, "rank"),
+    OptionSpec("strict", bool, False, "strict"),
+    OptionSpec("kind", str, "gauge", "kind", ("gauge", "counter")),
+    OptionSpec("sep", str, ",", "separator"),
+)
+_DESC = PluginDescription("t", PluginKind.METRICS_PROVIDER, "m:C", "test", options=_SPECS)
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ({"columns": "cpu_ms"}, {"columns": ["cpu_ms"]}),  # one name, not its characters
+    ({"columns": ["a", "b"]}, {"columns": ["a", "b"]}),
+    ({"columns": None, "rank": None}, {"columns": None, "rank": None}),
+    ({"scale": 2}, {"scale": 2.0}),
+    ({"strict": True, "kind": "counter", "rank": 3}, {"strict": True, "kind": "counter", "rank": 3}),
+])
+def test_check_options_accepts_and_converts(given: dict, expected: dict) -> None:
+    checked = check_options(_DESC, given, "cfg.yaml", "providers[0].options.")
+    assert checked == expected
+    assert [type(v) for v in checked.values()] == [type(v) for v in expected.values()]
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ({"columns": 5}, "option 'columns' must be a list of strings (or one string), got 5 (int)"),
+    ({"columns": ["a", 1]}, "must be a list of strings (or one string)"),
+    ({"scale": "x"}, "option 'scale' must be a number, got 'x' (str)"),
+    ({"scale": True}, "must be a number, got True (bool)"),
+    ({"rank": 1.0}, "option 'rank' must be an integer, got 1.0 (float)"),
+    ({"rank": True}, "must be an integer, got True (bool)"),
+    ({"strict": 1}, "option 'strict' must be true or false, got 1 (int)"),
+    ({"kind": "avg"}, "option 'kind' must be one of 'gauge', 'counter', got 'avg'"),
+    ({"sep": None}, "option 'sep' must be a string, got None"),
+    ({"exector": "dask"}, "has no option 'exector'"),
+])
+def test_check_options_refuses_on_one_line(given: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        check_options(_DESC, given, "cfg.yaml", "providers[0].options.")
+    text = str(err.value)
+    key = next(iter(given))
+    assert text.startswith(f"cfg.yaml:providers[0].options.{key}: metrics provider 't' ")
+    assert message in text and "\n" not in text
+    assert text.endswith("known options: columns, kind, rank, scale, sep, strict")
+
+
+def test_undeclared_options_pass_through() -> None:
+    desc = PluginDescription("free", PluginKind.METRICS_PROVIDER, "m:C", "no declarations")
+    assert check_options(desc, {"anything": object}, "--option") == {"anything": object}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from my_utils.core.errors import InputError
+from my_utils.core.errors import ConfigError, InputError
 from my_utils.profiling.providers.table_csv import TableCsvMetricsProvider
 
 
@@ -54,5 +54,5 @@ def test_missing_mapped_column(tmp_path: Path) -> None:
     path.write_text("a,b\n1,2\n")
     with pytest.raises(InputError, match=r"line 1: value column\(s\) \['ms'\]"):
         TableCsvMetricsProvider(path, value_columns=["ms"]).collect()
-    with pytest.raises(TypeError, match="unexpected option 'colour'"):
+    with pytest.raises(ConfigError, match="metrics provider 'table_csv' has no option 'colour'; known options: "):
         TableCsvMetricsProvider(path, colour="red")

@@ -18,12 +18,32 @@ class PluginKind(str, Enum):
 
 
 @dataclass(frozen=True)
+class OptionSpec:
+    """One option a component accepts (``--option NAME=VALUE``, a config's ``options``).
+
+    ``type`` is ``str``, ``int``, ``float``, ``bool`` or ``list`` (a list of strings; a
+    single string is taken as a one-element list, never split into characters).
+    ``default`` is what the component uses when the option is absent; ``None`` there
+    also makes ``None`` (JSON ``null``) an accepted value. ``choices``, when given, are
+    the only accepted values.
+    """
+
+    name: str
+    type: type
+    default: Any
+    help: str
+    choices: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
 class PluginDescription:
     """What a plugin offers, described without importing the code behind it.
 
     ``factory`` is a ``"module:attribute"`` string, imported only by ``load()``.
     ``inputs`` names what the component reads (glob patterns for file readers, or a
     phrase such as ``"live MyTimer"``); ``extras`` names the pip extras it needs.
+    ``options`` declares the keyword options the component accepts; an empty tuple means
+    "not declared" (the component then checks its options itself).
     """
 
     name: str
@@ -32,6 +52,7 @@ class PluginDescription:
     summary: str
     inputs: tuple[str, ...] = ()
     extras: tuple[str, ...] = ()
+    options: tuple[OptionSpec, ...] = ()
 
     def load(self) -> Any:
         """Import and return the object named by ``factory``."""

@@ -196,6 +196,7 @@ class _Lines:
         self.lineno = 0
         self.torn = False  # the file ends inside an undecodable, unterminated line
         self.last_terminated = True  # the last line read ends with a newline
+        self.first_text: str | None = None  # the first line holding more than whitespace
 
     def __iter__(self) -> _Lines:
         return self
@@ -223,6 +224,8 @@ class _Lines:
             raise InputError(self._where, f"line {self.lineno}", "expected UTF-8 text") from None
         if self.lineno == 1 and text.startswith("\ufeff"):
             text = text[1:]
+        if self.first_text is None and text.strip():
+            self.first_text = text
         return text
 
 
@@ -309,6 +312,12 @@ def iter_profile_rows(path: str | Path) -> Iterator[ProfileRow]:
                 header_seen = True
             held = (start, fields)
         if held is None:
+            # nothing but a torn record: fine for a writer killed while writing the header,
+            # not for another kind of file (one line of JSON is not "a profile CSV with 0 rows")
+            if lines.first_text is not None and not _header_prefix(lines.first_text):
+                shown = lines.first_text.strip()[:80]
+                raise InputError(where, "line 1", f"expected the profile CSV header {HEADER_LINE.strip()!r}, "
+                                 f"got {shown!r}")
             return
         # ``lines.torn``: a later, undecodable or unclosed record was the torn one, not ``held``
         if not lines.torn and not lines.last_terminated:
@@ -321,6 +330,12 @@ def iter_profile_rows(path: str | Path) -> Iterator[ProfileRow]:
             yield row
     finally:
         fh.close()
+
+
+def _header_prefix(text: str) -> bool:
+    """Whether ``text`` (a first line) is the start of the header, as a killed writer leaves it."""
+    names = ",".join(part.strip() for part in text.strip().split(","))
+    return HEADER_LINE.strip().startswith(names)
 
 
 def _check(held: tuple[int, list[str]], where: Path, header_seen: bool) -> ProfileRow:

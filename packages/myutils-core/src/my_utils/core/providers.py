@@ -12,9 +12,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from my_utils.core.errors import InputError, UsageError
+from my_utils.core.errors import ConfigError, InputError, MyUtilsError, ProviderError, UsageError
 from my_utils.core.events import MetricEvent, events_path, write_events
-from my_utils.core.plugin_types import PluginKind
+from my_utils.core.plugin_types import OptionSpec, PluginDescription, PluginKind
+
+_EXPECTED = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+             list: "a list of strings (or one string)"}
 
 
 @runtime_checkable
@@ -47,17 +50,77 @@ class FileMetricsProvider(MetricsProvider, Protocol):
         ...
 
 
+def _coerce(spec: OptionSpec, value: Any) -> Any:
+    """``value`` converted to ``spec.type``, or raise ValueError with what was expected."""
+    expected = _EXPECTED.get(spec.type, spec.type.__name__)
+    if value is None:
+        if spec.default is None:
+            return None
+        raise ValueError(expected)
+    if spec.type is list:
+        if isinstance(value, str):
+            value = [value]  # one column name, never its characters
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise ValueError(expected)
+        value = list(value)
+    elif spec.type is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(expected)
+        value = float(value)
+    elif spec.type is int or spec.type is bool:
+        if type(value) is not spec.type:  # bool is an int subclass: neither stands for the other
+            raise ValueError(expected)
+    elif not isinstance(value, spec.type):
+        raise ValueError(expected)
+    if spec.choices and value not in spec.choices:
+        raise ValueError(f"one of {', '.join(repr(c) for c in spec.choices)}")
+    return value
+
+
+def check_options(description: PluginDescription, options: Mapping[str, Any], where: str | Path,
+                  place: str = "") -> dict[str, Any]:
+    """The options for ``description``'s component, checked against its declared ``options``.
+
+    Unknown keys and values of the wrong type raise ``ConfigError`` on one line naming the
+    component, the key, what was expected and the known keys; ``where``/``place`` locate
+    them (``--option`` and ``""``, or a config file and ``"providers[0].options."``).
+    Values are converted where that loses nothing (an integer for a number, one string
+    for a list). A component that declares no options gets its options unchanged.
+    """
+    specs = {spec.name: spec for spec in description.options}
+    if not specs:
+        return dict(options)
+    label = f"{description.kind.value.replace('_', ' ')} {description.name!r}"
+    known = ", ".join(sorted(specs))
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        spec = specs.get(key)
+        if spec is None:
+            raise ConfigError(where, f"{place}{key}", f"{label} has no option {key!r}; known options: {known}")
+        try:
+            out[key] = _coerce(spec, value)
+        except ValueError as exc:
+            raise ConfigError(
+                where, f"{place}{key}",
+                f"{label} option {key!r} must be {exc}, got {value!r} ({type(value).__name__}); "
+                f"known options: {known}",
+            ) from None
+    return out
+
+
 def run_provider_on_input(
     name: str, input_path: str | Path, output_dir: str | Path, options: Mapping[str, Any] | None = None
 ) -> tuple[Path, int]:
     """Run the metrics provider plugin ``name`` over ``input_path``.
 
-    ``options`` are passed to the provider's ``from_input`` as keyword arguments. Writes
+    ``options`` are checked against the provider's declared options (``check_options``)
+    and passed to its ``from_input`` as keyword arguments. Writes
     ``<output_dir>/metrics_events.jsonl`` atomically (nothing is written when reading
     fails) and returns its path and the number of events.
     """
-    from my_utils.core.plugins import load_component
+    from my_utils.core.plugins import get_registry, load_component
 
+    checked = check_options(get_registry().get(PluginKind.METRICS_PROVIDER, name), options or {}, "--option")
     factory = load_component(PluginKind.METRICS_PROVIDER, name)
     source = Path(input_path)
     if not source.exists():
@@ -69,13 +132,18 @@ def run_provider_on_input(
             "use it from Python with MetricsCollector.register_provider(...)"
         )
     try:
-        provider = from_input(source, **dict(options or {}))
+        provider = from_input(source, **checked)
     except TypeError as exc:
         if options and "unexpected keyword argument" in str(exc):
             raise UsageError(f"metrics provider {name!r} does not take option {str(exc).rsplit(' ', 1)[-1]}; "
                              "see `myutils plugins show` for what it reads") from None
         raise
-    events = list(provider.collect(None))
+    try:
+        events = list(provider.collect(None))
+    except MyUtilsError:
+        raise
+    except Exception as exc:  # a bug or library error: one line naming the provider, the cause chained
+        raise ProviderError(name, source, exc) from exc
     out = events_path(output_dir)
     count = write_events(out, events)
     return out, count

@@ -6,6 +6,8 @@ CLI starts fast and ``--help`` imports neither pandas nor plotly.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
@@ -43,13 +45,18 @@ def ingest(
     analyze: bool = typer.Option(False, "--analyze", help="Analyse the events after ingesting them."),
     output_dir: Path | None = typer.Option(None, "--output-dir", help="Overrides the config's output_dir."),
     ignore_provider_errors: bool = typer.Option(
-        False, "--ignore-provider-errors", help="Skip providers whose input cannot be read (reported on stderr)."
+        False, "--ignore-provider-errors",
+        help="Skip providers that fail (each said once on stderr, all named in the summary) instead of failing.",
     ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr."),
 ) -> None:
-    """Read every input named in the config and write <output_dir>/metrics_events.jsonl."""
-    from my_utils.core.errors import UsageError
-    from my_utils.core.events import write_events
-    from my_utils.profiling.collector import MetricsCollector
+    """Read every input named in the config and write <output_dir>/metrics_events.jsonl.
+
+    Exit 0 only when every provider was read (or skipped on request with
+    --ignore-provider-errors); 2 for bad input (a malformed config or file); 1 when a
+    provider fails for another reason. Nothing is written when the command fails.
+    """
+    from my_utils.core.errors import ProviderError, UsageError
 
     if analyze:
         # checked before any work so that a failing command leaves nothing behind
@@ -57,16 +64,51 @@ def ingest(
             "--analyze: the analyzer is not available in this myutils-profiling version; "
             "run `myutils-profile ingest` without --analyze"
         )
+    try:
+        with _warnings_to_stderr():
+            _ingest(config, output_dir, ignore_provider_errors, quiet)
+    except ProviderError as exc:  # not bad input: a bug or a library failure (exit 1, one line)
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _ingest(config: Path, output_dir: Path | None, ignore_provider_errors: bool, quiet: bool) -> None:
+    from my_utils.core.events import write_events
+    from my_utils.core.progress import progress
+    from my_utils.profiling.collector import MetricsCollector
+
     overrides = {"output_dir": output_dir} if output_dir is not None else {}
     collector = MetricsCollector.from_config(config, ignore_provider_errors=ignore_provider_errors, **overrides)
-    for failure in collector.failures:
-        typer.echo(f"warning: skipped {failure.place} ({failure.provider}): {failure.reason}", err=True)
-    events = collector.gather(None)
-    # one atomic file: a failing provider above leaves no partial output behind
+    with progress(len(collector.providers), "ingest", enabled=not quiet) as bar:
+        events = collector.read_all(bar)
+    # one atomic file, written after every read: a failing provider leaves no partial output behind
     count = write_events(collector.events_path, events)
     sources = sorted({e.source for e in events})
     typer.echo(f"wrote {count} metric events from {len(collector.providers)} provider(s) "
                f"({', '.join(sources) or 'none'}) to {collector.events_path}")
+    if collector.failures:
+        skipped = "; ".join(f"{f.place} ({f.provider})" for f in collector.failures)
+        typer.echo(f"skipped {len(collector.failures)} provider(s) (--ignore-provider-errors): {skipped}")
+
+
+@contextlib.contextmanager
+def _warnings_to_stderr() -> Iterator[None]:
+    """Show the collector's warnings (a skipped provider) once each on stderr during the command."""
+    import logging
+    import sys
+
+    logger = logging.getLogger("my_utils.profiling")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("warning: %(message)s"))
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False  # said here, once; not again by a root handler
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
 
 
 def main() -> None:

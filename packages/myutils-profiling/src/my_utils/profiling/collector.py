@@ -5,9 +5,15 @@ them (source, run id, rank, step when missing) and appends them to
 ``<output_dir>/metrics_events.jsonl`` in one write, flushed, so a killed run loses at most
 the batch being written and a reader never sees half a batch from a failed call.
 
-A provider that fails for an environment reason (a missing GPU, a full disk, a library
-error) is reported once through logging and skipped, never raising into the training
-loop; bad input (``InputError``) and misuse (``UsageError``) raise at once.
+Two ways of reading, two error policies (ARCHITECTURE.md §7):
+- ``collect(step)`` runs inside a training loop: a provider that fails for an environment
+  reason (a missing GPU, a full disk, a library error) is reported once through logging
+  and skipped, never raising into the loop.
+- ``read_all()`` is an offline read of files the user named (``myutils-profile ingest``):
+  any provider failure is an error naming the provider, its input and the cause.
+In both, bad input (``InputError``, e.g. a corrupt file) and misuse (``UsageError``) raise
+at once, unless the collector was built with ``ignore_provider_errors``: then the provider
+is skipped, said once (a logging warning) and listed in ``failures``.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from my_utils.core.dist_env import env_rank
-from my_utils.core.errors import InputError, UsageError
+from my_utils.core.errors import MyUtilsError, ProviderError, UsageError
 from my_utils.core.events import EventLogWriter, MetricEvent, events_path
 
 _log = logging.getLogger("my_utils.profiling.collector")
@@ -34,25 +40,46 @@ def new_run_id() -> str:
 
 @dataclasses.dataclass(frozen=True)
 class ProviderFailure:
-    """A provider that could not be built or read, kept for reporting (``ignore_provider_errors``)."""
+    """A provider that could not be built or read, kept for reporting (``ignore_provider_errors``).
+
+    ``place`` is its config key (``providers[1]``) or its registration index; ``input`` the
+    file or folder it was reading (empty for live providers).
+    """
 
     provider: str
     place: str
     reason: str
+    input: str = ""
+
+    def describe(self) -> str:
+        """One line: ``providers[1] (nsys_sqlite, run.sqlite): reason``."""
+        what = ", ".join(x for x in (self.provider, self.input) if x)
+        return f"{self.place} ({what}): {self.reason}"
+
+
+def _input_of(provider: Any) -> str:
+    path = getattr(provider, "path", None)
+    return str(path) if isinstance(path, Path) and path != Path() else ""
+
+
+def _name_of(provider: Any) -> str:
+    return str(getattr(provider, "name", "") or type(provider).__name__)
 
 
 class MetricsCollector:
     """Collects metric events from providers into ``<output_dir>/metrics_events.jsonl``."""
 
     def __init__(self, output_dir: str | Path = "./metrics_out", *, run_id: str | None = None,
-                 rank: int | None = None) -> None:
+                 rank: int | None = None, ignore_provider_errors: bool = False) -> None:
         self.output_dir = Path(output_dir)
         self.run_id = run_id or new_run_id()
         self.rank = rank if rank is not None else env_rank(None)
+        self.ignore_provider_errors = ignore_provider_errors
         self.providers: list[Any] = []
         self.failures: list[ProviderFailure] = []
         self._writer: EventLogWriter | None = None
         self._reported: set[int] = set()
+        self._places: dict[int, str] = {}  # id(provider) -> config key, for messages
 
     # -- set-up --------------------------------------------------------------------------
 
@@ -81,33 +108,103 @@ class MetricsCollector:
                     **overrides: Any) -> MetricsCollector:
         """Build a collector and its file providers from a config (dict, or a JSON/YAML file).
 
-        See ``my_utils.profiling.config`` for the format. Errors name the key
-        (``providers[1].provider``); with ``ignore_provider_errors`` a provider that cannot
-        be built is logged, recorded in ``failures`` and skipped.
+        See ``my_utils.profiling.config`` for the format; ``overrides`` (``output_dir``,
+        ``run_id``) win over the config's. Errors name the key (``providers[1].provider``);
+        with ``ignore_provider_errors`` a provider that cannot be built or read is skipped,
+        said once (logging warning) and recorded in ``failures``.
         """
-        from my_utils.profiling.config import build_collector
+        from my_utils.profiling.config import open_provider, parse_config
 
-        return build_collector(cls, cfg, ignore_provider_errors=ignore_provider_errors, **overrides)
+        unknown = sorted(set(overrides) - {"output_dir", "run_id"})
+        if unknown:
+            raise UsageError(f"MetricsCollector.from_config(): unknown override {unknown[0]!r}; "
+                             "pass output_dir= or run_id=")
+        config = parse_config(cfg, keep_going=ignore_provider_errors)
+        collector = cls(overrides.get("output_dir") or config.output_dir,
+                        run_id=overrides.get("run_id") or config.run_id, rank=config.rank,
+                        ignore_provider_errors=ignore_provider_errors)
+        for key, name, exc in config.errors:
+            collector._skip(ProviderFailure(str(name), key, str(exc)))
+        for entry in config.providers:
+            try:
+                provider = open_provider(entry, config.where)
+            except MyUtilsError as exc:
+                if not ignore_provider_errors:
+                    raise
+                collector._skip(ProviderFailure(entry.provider, entry.key, str(exc), str(entry.input)))
+                continue
+            collector.register_provider(provider)
+            collector._places[id(provider)] = entry.key
+        return collector
+
+    def _skip(self, failure: ProviderFailure) -> None:
+        """Record a skipped provider and say it once."""
+        self.failures.append(failure)
+        _log.warning("skipped %s", failure.describe())
 
     # -- collection ----------------------------------------------------------------------
 
     def gather(self, step: int | None = None) -> list[MetricEvent]:
-        """Ask every provider for its new events and stamp them; nothing is written."""
+        """Ask every provider for its new events and stamp them; nothing is written.
+
+        The training-loop policy: environment failures are reported once and skipped (see
+        the module docstring); ``read_all`` is the offline one.
+        """
         out: list[MetricEvent] = []
-        for provider in self.providers:
+        for provider in list(self.providers):
             try:
                 events = provider.collect(step)
-            except (InputError, UsageError):
-                raise
+            except MyUtilsError as exc:
+                if not self.ignore_provider_errors:
+                    raise
+                self._drop(provider, exc)
+                continue
             except Exception as exc:  # environment trouble inside a provider: report once, keep going
                 if id(provider) not in self._reported:
                     self._reported.add(id(provider))
                     _log.warning("metrics provider %s failed and was skipped: %s: %s",
-                                 getattr(provider, "name", type(provider).__name__), type(exc).__name__, exc)
+                                 _name_of(provider), type(exc).__name__, exc)
                 continue
-            source = str(getattr(provider, "name", "") or type(provider).__name__)
-            out.extend(self._stamp(e, source, step) for e in events)
+            out.extend(self._stamp(e, _name_of(provider), step) for e in events)
         return out
+
+    def read_all(self, progress: Any = None) -> list[MetricEvent]:
+        """Read every provider once, offline (files the user named): no failure passes silently.
+
+        A provider that fails raises: ``InputError``/``UsageError`` as they are, anything else
+        as ``ProviderError`` naming the provider, its input and the cause. With
+        ``ignore_provider_errors`` it is skipped instead, said once and kept in ``failures``.
+        ``progress`` (a ``my_utils.core.progress.Progress``) is advanced once per provider.
+        """
+        out: list[MetricEvent] = []
+        for provider in list(self.providers):
+            name = _name_of(provider)
+            if progress is not None:
+                progress.note(f"{name}: {_input_of(provider) or 'live'}")
+            try:
+                events = list(provider.collect(None))
+            except MyUtilsError as exc:
+                if not self.ignore_provider_errors:
+                    raise
+                self._drop(provider, exc)
+                events = []
+            except Exception as exc:
+                error = ProviderError(name, _input_of(provider) or self._places.get(id(provider), name), exc)
+                if not self.ignore_provider_errors:
+                    raise error from exc
+                self._drop(provider, error)
+                events = []
+            out.extend(self._stamp(e, name, None) for e in events)
+            if progress is not None:
+                progress.advance()
+        return out
+
+    def _drop(self, provider: Any, exc: BaseException) -> None:
+        """Unregister a provider that failed (``ignore_provider_errors``) and say so once."""
+        index = next(i for i, p in enumerate(self.providers) if p is provider)
+        place = self._places.get(id(provider), f"provider #{index}")
+        self.providers.pop(index)
+        self._skip(ProviderFailure(_name_of(provider), place, str(exc), _input_of(provider)))
 
     def _stamp(self, event: MetricEvent, source: str, step: int | None) -> MetricEvent:
         changes: dict[str, Any] = {}

@@ -1,4 +1,7 @@
-"""Collector configuration files (JSON or YAML) and building a collector from them.
+"""Collector configuration files (JSON or YAML): reading and checking them.
+
+This module owns the config format; ``MetricsCollector.from_config`` (collector.py) turns a
+checked config into a collector (config.py never imports the collector).
 
 Format (every key but ``providers`` optional)::
 
@@ -15,22 +18,22 @@ Format (every key but ``providers`` optional)::
     }
 
 ``provider`` is a plugin name (``myutils plugins list``); ``input`` is a file or folder,
-relative to the config file's folder; ``options`` go to the provider's ``from_input``.
+relative to the config file's folder; ``options`` go to the provider's ``from_input``,
+checked against the options it declares (``myutils plugins show NAME`` lists them).
 Errors raise ``ConfigError`` naming the file and the key (``providers[1].input``).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from my_utils.core.errors import ConfigError, InputError, PluginError, UnknownPluginError
+from my_utils.core.errors import ConfigError, InputError, MyUtilsError, PluginError, UnknownPluginError
 from my_utils.core.plugin_types import PluginKind
-
-_log = logging.getLogger("my_utils.profiling.config")
+from my_utils.core.providers import check_options
 
 TOP_KEYS = ("output_dir", "run_id", "rank", "providers", "analysis", "description")
 PROVIDER_KEYS = ("provider", "input", "options", "enabled", "description")
@@ -63,11 +66,34 @@ def load_config(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def build_collector(cls: Any, cfg: Mapping[str, Any] | str | Path, *, ignore_provider_errors: bool = False,
-                    **overrides: Any) -> Any:
-    """Build ``cls`` (a MetricsCollector) and its providers from a config."""
-    from my_utils.profiling.collector import ProviderFailure
+@dataclass(frozen=True)
+class ProviderEntry:
+    """One ``providers[i]`` entry of a config, checked: which provider reads which input, with what options."""
 
+    key: str  # "providers[1]": where the entry is in its config
+    provider: str
+    input: Path
+    options: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class CollectorConfig:
+    """A checked collector config. Entries that could not be checked are in ``errors`` (key, name, error)."""
+
+    where: str
+    output_dir: str | Path
+    run_id: str | None
+    rank: int | None
+    providers: tuple[ProviderEntry, ...]
+    errors: tuple[tuple[str, str | None, MyUtilsError], ...] = ()
+
+
+def parse_config(cfg: Mapping[str, Any] | str | Path, *, keep_going: bool = False) -> CollectorConfig:
+    """Read and check a config (dict, or a JSON/YAML file); errors are ``ConfigError`` naming the key.
+
+    With ``keep_going`` an entry that fails its checks is put in ``errors`` instead of
+    raising (``ignore_provider_errors``); a malformed top level always raises.
+    """
     if isinstance(cfg, (str, Path)):
         where, base = str(cfg), Path(cfg).resolve().parent
         data = load_config(cfg)
@@ -84,30 +110,30 @@ def build_collector(cls: Any, cfg: Mapping[str, Any] | str | Path, *, ignore_pro
     rank = data.get("rank")
     if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int)):
         raise ConfigError(where, "rank", f"an integer; found {rank!r}")
-    output_dir = overrides.pop("output_dir", None) or data.get("output_dir") or "./metrics_out"
+    output_dir = data.get("output_dir") or "./metrics_out"
     if not isinstance(output_dir, (str, Path)):
         raise ConfigError(where, "output_dir", f"a path string; found {output_dir!r}")
-    collector = cls(output_dir, run_id=overrides.pop("run_id", None) or run_id, rank=rank)
     providers = data.get("providers", [])
     if not isinstance(providers, list):
         raise ConfigError(where, "providers", f"a list of provider entries; found {type(providers).__name__}")
-    for i, entry in enumerate(providers):
+    entries: list[ProviderEntry] = []
+    errors: list[tuple[str, str | None, MyUtilsError]] = []
+    for i, raw in enumerate(providers):
         key = f"providers[{i}]"
         try:
-            provider = _build_provider(where, base, key, entry)
+            entry = _entry(where, base, key, raw)
         except (InputError, PluginError) as exc:
-            if not ignore_provider_errors:
+            if not keep_going:
                 raise
-            name = entry.get("provider") if isinstance(entry, Mapping) else None
-            _log.warning("skipping %s (%s): %s", key, name, exc)
-            collector.failures.append(ProviderFailure(str(name), key, str(exc)))
+            name = raw.get("provider") if isinstance(raw, Mapping) else None
+            errors.append((key, name if isinstance(name, str) else None, exc))
             continue
-        if provider is not None:
-            collector.register_provider(provider)
-    return collector
+        if entry is not None:
+            entries.append(entry)
+    return CollectorConfig(where, output_dir, run_id, rank, tuple(entries), tuple(errors))
 
 
-def _build_provider(where: str, base: Path, key: str, entry: Any) -> Any:
+def _entry(where: str, base: Path, key: str, entry: Any) -> ProviderEntry | None:
     from my_utils.core.plugins import get_registry
 
     if not isinstance(entry, Mapping):
@@ -124,23 +150,31 @@ def _build_provider(where: str, base: Path, key: str, entry: Any) -> Any:
         desc = get_registry().get(PluginKind.METRICS_PROVIDER, name)
     except UnknownPluginError as exc:
         raise ConfigError(where, f"{key}.provider", str(exc)) from None
-    factory = desc.load()
-    from_input = getattr(factory, "from_input", None)
-    if not callable(from_input):
-        raise ConfigError(where, f"{key}.provider",
-                          f"a provider that reads files; {name!r} reads live objects: register it from Python")
     raw_input = entry.get("input")
     if not isinstance(raw_input, str) or not raw_input:
         raise ConfigError(where, f"{key}.input", "the path of a file or folder to read")
     options = entry.get("options", {})
     if not isinstance(options, Mapping):
         raise ConfigError(where, f"{key}.options", f"an object of provider options; found {type(options).__name__}")
+    checked = check_options(desc, options, where, f"{key}.options.")
     path = Path(raw_input).expanduser()
     if not path.is_absolute():
         path = base / path
     if not path.exists():
         raise ConfigError(where, f"{key}.input", f"an existing file or folder; {path} does not exist")
+    return ProviderEntry(key, name, path, checked)
+
+
+def open_provider(entry: ProviderEntry, where: str) -> Any:
+    """Build the file provider of a checked entry (the provider checks its input's kind at once)."""
+    from my_utils.core.plugins import load_component
+
+    factory = load_component(PluginKind.METRICS_PROVIDER, entry.provider)
+    from_input = getattr(factory, "from_input", None)
+    if not callable(from_input):
+        raise ConfigError(where, f"{entry.key}.provider", f"a provider that reads files; {entry.provider!r} reads "
+                          "live objects: register it from Python")
     try:
-        return from_input(path, **options)
-    except TypeError as exc:
-        raise ConfigError(where, f"{key}.options", f"options accepted by {name!r} ({exc})") from None
+        return from_input(entry.input, **entry.options)
+    except TypeError as exc:  # a third-party provider that declares no options
+        raise ConfigError(where, f"{entry.key}.options", f"options accepted by {entry.provider!r} ({exc})") from None

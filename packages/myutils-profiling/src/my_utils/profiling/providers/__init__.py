@@ -1,19 +1,38 @@
-"""The seven built-in metrics providers (each registered as a plugin, see ``plugin.py``)."""
+"""The seven built-in metrics providers (each registered as a plugin, see ``plugin.py``).
 
-from my_utils.profiling.providers.cprofile import CProfileStatsProvider
-from my_utils.profiling.providers.kineto import TorchProfilerMetricsProvider
-from my_utils.profiling.providers.module_profiler import ModuleProfilerMetricsProvider
-from my_utils.profiling.providers.mytimer import MyTimerMetricsProvider
-from my_utils.profiling.providers.ncu import NcuCsvMetricsProvider
-from my_utils.profiling.providers.nsys import NsysSqliteMetricsProvider
-from my_utils.profiling.providers.table_csv import TableCsvMetricsProvider
+Names resolve on first access: describing the plugins imports ``providers.options`` only,
+never the parsers.
+"""
 
-__all__ = [
-    "CProfileStatsProvider",
-    "ModuleProfilerMetricsProvider",
-    "MyTimerMetricsProvider",
-    "NcuCsvMetricsProvider",
-    "NsysSqliteMetricsProvider",
-    "TableCsvMetricsProvider",
-    "TorchProfilerMetricsProvider",
-]
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from my_utils.core.lazy import lazy_exports
+
+_EXPORTS: dict[str, str] = {
+    "CProfileStatsProvider": "my_utils.profiling.providers.cprofile",
+    "ModuleProfilerMetricsProvider": "my_utils.profiling.providers.module_profiler",
+    "MyTimerMetricsProvider": "my_utils.profiling.providers.mytimer",
+    "NcuCsvMetricsProvider": "my_utils.profiling.providers.ncu",
+    "NsysSqliteMetricsProvider": "my_utils.profiling.providers.nsys",
+    "TableCsvMetricsProvider": "my_utils.profiling.providers.table_csv",
+    "TorchProfilerMetricsProvider": "my_utils.profiling.providers.kineto",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from my_utils.profiling.providers.cprofile import CProfileStatsProvider as CProfileStatsProvider
+    from my_utils.profiling.providers.kineto import (
+        TorchProfilerMetricsProvider as TorchProfilerMetricsProvider,
+    )
+    from my_utils.profiling.providers.module_profiler import (
+        ModuleProfilerMetricsProvider as ModuleProfilerMetricsProvider,
+    )
+    from my_utils.profiling.providers.mytimer import MyTimerMetricsProvider as MyTimerMetricsProvider
+    from my_utils.profiling.providers.ncu import NcuCsvMetricsProvider as NcuCsvMetricsProvider
+    from my_utils.profiling.providers.nsys import NsysSqliteMetricsProvider as NsysSqliteMetricsProvider
+    from my_utils.profiling.providers.table_csv import TableCsvMetricsProvider as TableCsvMetricsProvider

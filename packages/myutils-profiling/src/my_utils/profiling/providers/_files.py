@@ -8,16 +8,26 @@ events are never repeated, and new files are never missed.
 
 from __future__ import annotations
 
+import csv
+import json
 import logging
 import re
+import sqlite3
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from my_utils.core.errors import InputError, UnsupportedInputError, UsageError
+from my_utils.core.errors import InputError, MyUtilsError, UnsupportedInputError, UsageError
 from my_utils.core.events import MetricEvent
+from my_utils.core.plugin_types import PluginDescription, PluginKind
+from my_utils.core.providers import check_options
+from my_utils.profiling.plugin import PROVIDER_OPTIONS
 
 _log = logging.getLogger("my_utils.profiling.providers")
+
+# what reading a damaged file raises from the standard library (OSError: unreadable file)
+_DAMAGED = (UnicodeError, json.JSONDecodeError, csv.Error, sqlite3.DatabaseError, EOFError, zlib.error, OSError)
 
 # "rank-34", "rank_1", "rank0", "RANK=3", "worker0" (tensorboard_trace_handler worker names)
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_=]?(\d+)(?![0-9])", re.IGNORECASE)
@@ -33,17 +43,27 @@ def rank_from_name(path: str | Path) -> int | None:
     return int(matches[-1]) if matches else None
 
 
-def find_inputs(path: Path, patterns: Sequence[str], what: str) -> list[Path]:
+def find_inputs(path: Path, patterns: Sequence[str], what: str,
+                accept: Callable[[Path], bool] | None = None) -> list[Path]:
     """The files to read for ``path``: the file itself, or the matching files in a folder.
 
-    A folder is searched non-recursively; files are sorted by name so output is stable.
+    Every provider searches a folder the same way: recursively (runs keep ranks or cycles
+    in subfolders), skipping hidden folders and files (``.git``, editor and temp files),
+    sorted by path so output is stable. ``accept`` drops matches that are not this
+    provider's input (checked by content, e.g. a ``.txt`` beside ncu exports).
     """
     if path.is_file():
         return [path]
     if path.is_dir():
-        found = sorted({p for pat in patterns for p in path.glob(pat) if p.is_file()})
+        found = sorted({
+            p for pat in patterns for p in path.rglob(pat)
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+        })
+        if accept is not None:
+            found = [p for p in found if accept(p)]
         if not found:
-            raise UnsupportedInputError(path, None, f"folder holds no {what} (looked for {', '.join(patterns)})")
+            raise UnsupportedInputError(path, None, f"folder holds no {what} (looked for {', '.join(patterns)}, "
+                                        "subfolders included)")
         return found
     raise InputError(path, None, "no such file or folder")
 
@@ -83,7 +103,7 @@ class FileProviderBase:
 
     def __init__(self, path: str | Path, *, rank: int | None = None, **options: Any) -> None:
         self.path = Path(path)
-        self.rank = rank
+        self.rank = checked(type(self), {"rank": rank, **options})["rank"]
         self.options = options
         self._done: set[tuple[Path, int, int]] = set()
         if not self.path.exists():
@@ -97,15 +117,23 @@ class FileProviderBase:
 
     def validate(self) -> None:
         """Check cheaply (header, magic bytes) that the input is this provider's kind."""
-        for file in find_inputs(self.path, self.patterns, self.what):
+        for file in self.files():
             self.sniff(file)
+
+    def files(self) -> list[Path]:
+        """The input file, or the files of the input folder this provider reads (see ``find_inputs``)."""
+        return find_inputs(self.path, self.patterns, self.what, self.in_folder if self.path.is_dir() else None)
+
+    def in_folder(self, file: Path) -> bool:
+        """Whether a folder file matching ``patterns`` is this provider's input (default: all are)."""
+        return True
 
     def sniff(self, file: Path) -> None:
         """Raise UnsupportedInputError when ``file`` is clearly not this provider's input."""
 
     def collect(self, step: int | None = None) -> Sequence[MetricEvent]:
         """Events of the files not returned before (each file is read once)."""
-        files = find_inputs(self.path, self.patterns, self.what)
+        files = self.files()
         fresh: list[Path] = []
         for file in files:
             st = file.stat()
@@ -114,7 +142,14 @@ class FileProviderBase:
                 fresh.append(file)
         if not fresh:
             return []
-        events = self._read_files(fresh)
+        try:
+            events = self._read_files(fresh)
+        except MyUtilsError:
+            raise
+        except _DAMAGED as exc:
+            # a reader that let a decoding error through: still bad input, said on one line
+            where = fresh[0] if len(fresh) == 1 else self.path
+            raise InputError(where, None, f"a readable {self.what} ({type(exc).__name__}: {exc})") from None
         for file in fresh:
             st = file.stat()
             self._done.add((file.resolve(), st.st_size, st.st_mtime_ns))
@@ -122,6 +157,18 @@ class FileProviderBase:
 
     def _read_files(self, files: list[Path]) -> list[MetricEvent]:
         raise NotImplementedError
+
+
+def checked(cls: type, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` of a provider class checked against its declared ones (one place: core ``check_options``).
+
+    The same check runs for ``--option``, config files and Python keyword arguments, so a
+    misspelled key or a wrong type is one line naming the provider, the key and the known keys.
+    """
+    name = getattr(cls, "name", "")
+    desc = PluginDescription(name=name, kind=PluginKind.METRICS_PROVIDER, factory="", summary="",
+                             options=PROVIDER_OPTIONS.get(name, ()))
+    return check_options(desc, options, f"{cls.__name__}()", place="")
 
 
 def read_head(path: Path, size: int = 4096) -> bytes:
@@ -135,7 +182,7 @@ def read_head(path: Path, size: int = 4096) -> bytes:
             try:
                 with gzip.open(path, "rb") as gz:
                     return gz.read(size)
-            except (OSError, EOFError) as exc:
+            except (OSError, EOFError, zlib.error) as exc:
                 raise InputError(path, "gzip stream", f"a readable gzip file ({exc})") from None
         return head
     except OSError as exc:

@@ -30,6 +30,7 @@ _ATTR_OF = {"ID": "launch_id", "Process ID": "pid", "Process Name": "process", "
             "Kernel Name": "kernel", "Kernel Time": "kernel_time", "Context": "context", "Stream": "stream",
             "Block Size": "block", "Grid Size": "grid", "Device": "device", "CC": "cc",
             "Section Name": "section"}
+_SNIFF_BYTES = 1 << 20  # program output before the header rarely exceeds this
 _RULE_COLUMNS = ("Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type", "Estimated Speedup")
 
 
@@ -169,8 +170,24 @@ class NcuCsvMetricsProvider(FileProviderBase):
     """Metrics from Nsight Compute CSV exports (a file, or a folder of ``.csv``/``.txt`` files)."""
 
     name = "ncu_csv"
-    patterns = ("*.csv", "*.csv.txt")
+    # .txt/.log: ncu's stdout redirected to a file (`ncu --csv ... > run.log`), read when named directly
+    patterns = ("*.csv", "*.txt", "*.log")
     what = "ncu CSV export"
+
+    def in_folder(self, file: Path) -> bool:
+        """``.csv`` files are all read (and refused when not ncu); ``.txt``/``.log`` only when they hold the header.
+
+        Console output (no ``--csv``) and unrelated notes beside the exports are left out
+        of a folder read; named directly, they are refused with the reason.
+        """
+        if file.name.lower().endswith((".csv", ".csv.txt")):
+            return True
+        try:
+            with open(file, "rb") as fh:
+                head = fh.read(_SNIFF_BYTES)
+        except OSError:
+            return True  # unreadable: let the read report it
+        return any(_is_header(line) for line in head.decode("utf-8", errors="replace").splitlines())
 
     def sniff(self, file: Path) -> None:
         """Binary files are refused at once (the header search needs text)."""

@@ -34,9 +34,16 @@ class _Db:
         uri = path.resolve().as_uri() + "?mode=ro&immutable=1"
         try:
             self.conn = sqlite3.connect(uri, uri=True)
+        except sqlite3.Error as exc:
+            raise InputError(path, None, f"a readable SQLite database ({exc})") from None
+        # names in a damaged file may not be UTF-8: read them with U+FFFD rather than fail on one byte
+        self.conn.text_factory = _text
+        try:
             self.tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        except sqlite3.DatabaseError as exc:
-            raise InputError(path, "sqlite_master", f"a readable SQLite database ({exc})") from None
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            self.conn.close()
+            # sqlite builds some messages from the damaged schema text itself (not always UTF-8)
+            raise InputError(path, "sqlite_master", f"a readable SQLite database ({_reason(exc)})") from None
         self._columns: dict[str, set[str]] = {}
 
     def columns(self, table: str) -> set[str]:
@@ -51,8 +58,18 @@ class _Db:
     def query(self, table: str, sql: str) -> list[tuple[Any, ...]]:
         try:
             return self.conn.execute(sql).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise InputError(self.path, f"table {table}", f"a readable nsys table ({exc})") from None
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            raise InputError(self.path, f"table {table}", f"a readable nsys table ({_reason(exc)})") from None
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):  # raised while sqlite formatted its own error message
+        return "the database is damaged: " + exc.object.decode("utf-8", errors="replace")
+    return str(exc)
 
 
 def read_nsys_sqlite(path: Path, rank: int | None = None) -> list[MetricEvent]:

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from my_utils.core.errors import InputError, UnsupportedInputError
+from my_utils.core.errors import ConfigError, InputError, UnsupportedInputError
 from my_utils.core.events import MetricEvent
-from my_utils.profiling.providers._files import FileProviderBase, rank_from_name, read_head
+from my_utils.profiling.providers._files import FileProviderBase, checked, rank_from_name, read_head
 from my_utils.profiling.providers._values import parse_number
 
 
@@ -38,20 +38,28 @@ class TableCsvMetricsProvider(FileProviderBase):
     what = "CSV table"
 
     def __init__(self, path: str | Path, *, name_column: str | None = None,
-                 value_columns: Sequence[str] | None = None, step_column: str = "step",
+                 value_columns: Sequence[str] | str | None = None, step_column: str = "step",
                  rank_column: str = "rank", ts_column: str = "ts", unit_column: str = "unit",
                  unit: str = "", kind: str = "gauge", name_prefix: str = "", delimiter: str = ",",
                  rank: int | None = None, **options: Any) -> None:
-        if options:
-            raise TypeError(
-                f"TableCsvMetricsProvider got an unexpected option {sorted(options)[0]!r}; known: name_column, "
-                "value_columns, step_column, rank_column, ts_column, unit_column, unit, kind, name_prefix, "
-                "delimiter, rank"
-            )
-        self.name_column = name_column
-        self.value_columns = list(value_columns) if value_columns is not None else None
-        self.columns = {"step": step_column, "rank": rank_column, "ts": ts_column, "unit": unit_column}
-        self.unit, self.kind, self.prefix, self.delimiter = unit, kind, name_prefix, delimiter
+        # a single string in value_columns is one column name (never split into characters)
+        opts = checked(type(self), {
+            "name_column": name_column, "value_columns": value_columns, "step_column": step_column,
+            "rank_column": rank_column, "ts_column": ts_column, "unit_column": unit_column, "unit": unit,
+            "kind": kind, "name_prefix": name_prefix, "delimiter": delimiter, **options,
+        })
+        try:
+            csv.reader([], delimiter=opts["delimiter"])
+        except (TypeError, csv.Error):
+            raise ConfigError(f"{type(self).__name__}()", "delimiter",
+                              f"metrics provider 'table_csv' option 'delimiter' must be one character "
+                              f"(not a quote or a line break), got {delimiter!r}") from None
+        self.name_column: str | None = opts["name_column"]
+        self.value_columns: list[str] | None = opts["value_columns"]
+        self.columns = {"step": opts["step_column"], "rank": opts["rank_column"], "ts": opts["ts_column"],
+                        "unit": opts["unit_column"]}
+        self.unit, self.kind, self.prefix, self.delimiter = opts["unit"], opts["kind"], opts["name_prefix"], \
+            opts["delimiter"]
         super().__init__(path, rank=rank)
 
     def sniff(self, file: Path) -> None:
@@ -95,12 +103,20 @@ class TableCsvMetricsProvider(FileProviderBase):
             values = self.value_columns
         else:
             values = [h for h in header if h and h not in special]
+        if not values:
+            others = sorted({",", ";", "\t", "|"} - {self.delimiter})
+            hint = next((f"; the header holds {d!r}: is the delimiter {d!r}, not {self.delimiter!r}?"
+                         for d in others if any(d in h for h in header)), "")
+            raise InputError(path, "line 1", f"a value column besides the name column {name_col!r}; "
+                             f"the header has {header}{hint}")
         file_rank = self.rank if self.rank is not None else rank_from_name(path)
         out: list[MetricEvent] = []
+        rows = 0
         for row in reader:
             if not row or not any(c.strip() for c in row):
                 continue
             line = reader.line_num
+            rows += 1
             if len(row) > len(header):
                 raise InputError(path, f"line {line}", f"at most {len(header)} cells (the header's); found {len(row)}")
             cells = row + [""] * (len(header) - len(row))
@@ -132,4 +148,7 @@ class TableCsvMetricsProvider(FileProviderBase):
                     ts=ts if ts is not None and math.isfinite(ts) else None,
                     attrs={"file": path.name, "line": line, "column": vc, **context},
                 ))
+        if rows and not out:
+            raise InputError(path, None, f"a number in at least one cell of the value column(s) {values}; "
+                             f"none of the {rows} row(s) has one")
         return out
