@@ -290,3 +290,11 @@ def test_a_disabled_component_says_so(plugin_env: PluginEnv, tmp_path: Path) -> 
     assert proc.returncode == 2
     assert _one_line_error(proc) == ("error: metrics provider 'demo_kv' is installed but disabled by "
                                      "MYUTILS_DISABLE_PLUGINS (entry 'demo_kv'); remove that entry to use it")
+
+
+def test_a_command_typer_cannot_build_is_dropped_not_fatal(plugin_env: PluginEnv) -> None:
+    (row,) = [r for r in _rows(plugin_env) if r["plugin"] == "ext_broken_signature"]
+    assert row["kind"] == "cli" and row["status"] == "BROKEN"
+    assert "a signature cannot be evaluated: NameError: name 'typer' is not defined" in row["reason"]
+    helped = plugin_env.myutils("--help")
+    assert helped.returncode == 0 and "demo-hello" in helped.stdout and "broken-signature" not in helped.stdout

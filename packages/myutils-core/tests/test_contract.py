@@ -125,7 +125,7 @@ def test_capture_backend_failing_in_stop_is_named() -> None:
 
     with pytest.raises(ContractError, match=r"backend failure: .*No space left on device"):
         check_capture_backend(DiskFull)
-    with pytest.raises(ContractError, match="subclass my_utils.tracing.capture.CaptureBackend"):
+    with pytest.raises(ContractError, match=r"subclass my_utils\.tracing\.capture\.CaptureBackend"):
         check_capture_backend(dict)
 
 

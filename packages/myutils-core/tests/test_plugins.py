@@ -11,8 +11,8 @@ import pytest
 
 from my_utils.core.errors import UnknownPluginError
 from my_utils.core.hookspecs import ENTRY_POINT_GROUP, hookimpl
-from my_utils.core.plugin_types import PluginDescription, PluginKind, PluginStatus
 from my_utils.core.plugin_errors import PluginClashError
+from my_utils.core.plugin_types import PluginDescription, PluginKind, PluginStatus
 from my_utils.core.plugins import PluginRegistry, disabled_names, get_registry, reset_registry
 
 

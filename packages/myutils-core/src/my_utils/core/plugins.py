@@ -334,13 +334,14 @@ class PluginRegistry:
     # -- command line -----------------------------------------------------------------
 
     def extend_cli(
-        self, app: typer.Typer, guard: Callable[[typer.Typer, int, int, PluginRecord], None] | None = None
+        self, app: typer.Typer, guard: Callable[[typer.Typer, int, int, PluginRecord], str | None] | None = None
     ) -> list[PluginRecord]:
         """Let each plugin add its commands to ``app``; return the plugins that failed.
 
         ``guard(app, n_commands, n_groups, owner)`` is called after each plugin with the
-        counts of commands and groups ``app`` had before it, so the caller can wrap what that
-        plugin added (the CLI wraps them in its error guard, naming the plugin).
+        counts of commands and groups ``app`` had before it, so the caller can check and wrap
+        what that plugin added (the CLI wraps them in its error guard, naming the plugin);
+        it returns why the plugin's commands were dropped, or None.
         """
         failures = []
         for impl in self._pm.hook.myutils_cli.get_hookimpls():
@@ -349,8 +350,9 @@ class PluginRegistry:
                 impl.function(*[{"app": app}[a] for a in impl.argnames])
             except (Exception, SystemExit) as exc:
                 failures.append(self._row(impl.plugin_name, "cli", PluginStatus.BROKEN, _reason(exc)))
-            if guard is not None:
-                guard(app, *before, self._row(impl.plugin_name, "cli", PluginStatus.OK))
+            problem = guard(app, *before, self._row(impl.plugin_name, "cli", PluginStatus.OK)) if guard else None
+            if problem is not None:
+                failures.append(self._row(impl.plugin_name, "cli", PluginStatus.BROKEN, problem))
         # the CLI app may be built more than once per process (tests): list each failure once
         self._problems.extend(f for f in failures if f not in self._problems)
         return failures

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
+import typing
 
 import typer
 
@@ -64,15 +65,28 @@ def build_app() -> typer.Typer:
 def _guard_typer(app: typer.Typer, owner: str, first_command: int = 0, first_group: int = 0) -> None:
     for command in app.registered_commands[first_command:]:
         if command.callback is not None:
+            typing.get_type_hints(command.callback, include_extras=True)  # what typer evaluates at start
             command.callback = guard_plugin_command(command.callback, owner)
     for group in app.registered_groups[first_group:]:
         if group.typer_instance is not None:
             _guard_typer(group.typer_instance, owner)
 
 
-def _guard_added_commands(app: typer.Typer, n_commands: int, n_groups: int, plugin: PluginRecord) -> None:
-    """Run every command a plugin added inside the guard, so its failures name the plugin."""
-    _guard_typer(app, f"command of {owner_label(plugin)}", n_commands, n_groups)
+def _guard_added_commands(app: typer.Typer, n_commands: int, n_groups: int, plugin: PluginRecord) -> str | None:
+    """Run every command a plugin added inside the guard, so its failures name the plugin.
+
+    A command whose signature cannot be evaluated (e.g. an annotation naming a module it
+    never imported) would stop every ``myutils`` invocation: the plugin's commands are
+    dropped and the reason returned instead.
+    """
+    try:
+        _guard_typer(app, f"command of {owner_label(plugin)}", n_commands, n_groups)
+    except Exception as exc:
+        del app.registered_commands[n_commands:]
+        del app.registered_groups[n_groups:]
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        return f"its commands were dropped: a signature cannot be evaluated: {type(exc).__name__}: {'; '.join(lines)}"
+    return None
 
 
 def quiet_plugin_warnings() -> None:

@@ -58,7 +58,7 @@ def plan_package(name: str, kind: str) -> PackageNames:
 
 
 def _render(folder: str, file: str, values: dict[str, str]) -> str:
-    text = resources.files("my_utils.core.scaffold").joinpath("templates", folder, file).read_text("utf-8")
+    text = resources.files("my_utils.core.scaffold").joinpath(f"templates/{folder}/{file}").read_text("utf-8")
     return string.Template(text).substitute(values)
 
 

@@ -106,10 +106,10 @@ class PluginEnv:
         return subprocess.run([str(self.python), *args], capture_output=True, text=True, timeout=timeout,
                               env=self.environ(env), cwd=cwd)
 
-    def myutils(self, *args: str, env: Mapping[str, str] | None = None,
+    def myutils(self, *args: str, env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
                 timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """Run the ``myutils`` command line in this environment."""
-        return self.run("-m", "my_utils.core", *args, env=env, timeout=timeout)
+        return self.run("-m", "my_utils.core", *args, env=env, cwd=cwd, timeout=timeout)
 
     def pytest(self, *args: str, cwd: str | os.PathLike[str] | None = None,
                timeout: float = 600) -> subprocess.CompletedProcess[str]:
