@@ -1,9 +1,13 @@
 """Crash safety: a timer + logger process killed with SIGKILL at random moments loses no completed step.
 
-Each run appends to the same ``profile_rank_0.csv`` (so a torn tail left by one kill is also
-repaired by the next run's writer) and records in a progress file every step whose ``step()`` and
-``log_profile_event`` returned. After at least 20 kills, every row of every completed step must be
-present exactly once and parse; the file may end in at most one torn row, which the reader skips.
+Each run appends to the same ``profile_rank_0.csv`` (through the same step log, so whatever one
+kill leaves is also recovered by the next run) and records in a progress file every step whose
+``step()`` and ``log_profile_event`` returned. After at least 20 kills, and with nobody calling
+anything (the helper process of the last run renders its steps and removes the log by itself),
+every row of every completed step must be in the CSV exactly once, in order, and parse.
+
+A second test kills the training process *and* its helper: the next process that opens the
+log folder renders what they left.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from my_utils.core.profile_csv import read_profile_csv
+from my_utils.core.profile_csv import ProfileRow, read_profile_csv
 
 REGIONS = 20  # per step: (1 + REGIONS) START/END pairs and one explicit row
 STEPS = 1000
@@ -43,6 +47,8 @@ for step in range({STEPS}):
     timer.step()
     mgr.log_profile_event(step, "explicit", "MARK", 0.0, "run=%d" % run)
     os.write(fd, b"%d\\n" % step)
+    if step == 0 and len(sys.argv) > 4:
+        sys.stdout.write("helper %d\\n" % mgr.profile_sink._helper.pid); sys.stdout.flush()
 """
 
 
@@ -74,11 +80,13 @@ def test_sigkill_at_random_moments_loses_no_completed_step(tmp_path: Path) -> No
         runs += 1
 
     csv_path = log_dir / "profile_rank_0.csv"
+    wait_for_helpers(log_dir)
     rows = read_profile_csv(csv_path)  # raises on any malformed row that is not a torn tail
     timer_rows = Counter((r.metadata_dict()["tag"], r.step) for r in rows if r.event_name != "explicit")
     explicit_rows = Counter((r.metadata_dict()["run"], r.step) for r in rows if r.event_name == "explicit")
     per_step = 2 * (REGIONS + 1)
     completed_total = 0
+    assert_in_order(rows)
     for run in range(runs):
         progress = tmp_path / f"progress_{run}.txt"
         done = [int(x) for x in progress.read_text().split()] if progress.exists() else []
@@ -96,3 +104,50 @@ def test_sigkill_at_random_moments_loses_no_completed_step(tmp_path: Path) -> No
     torn_tail = data[data.rfind(b"\n") + 1:]
     assert b"\n" not in torn_tail  # at most one torn row: the bytes after the last newline
     assert all(r.event_type in ("START", "END", "MARK") for r in rows)
+
+
+def wait_for_helpers(log_dir: Path) -> None:
+    """The last helper renders what its killed parent left, then removes the step log."""
+    deadline = time.monotonic() + 60
+    while (log_dir / "profile_rank_0.steplog").exists():
+        assert time.monotonic() < deadline, "the helper did not finish rendering within 60 s"
+        time.sleep(0.05)
+
+
+def assert_in_order(rows: list[ProfileRow]) -> None:
+    """Per run: step s's timer rows, then its explicit row, then step s+1's rows."""
+    last: dict[str, tuple[int, int]] = {}  # run -> (step, 0 timer / 1 explicit) of its previous row
+    for row in rows:
+        meta = row.metadata_dict()
+        run, kind = (meta["run"], 1) if row.event_name == "explicit" else (meta["tag"][3:], 0)
+        key = (row.step, kind)
+        assert key >= last.get(run, (-1, 1)), (run, key, last.get(run))
+        last[run] = key
+
+
+def test_kill_of_the_trainer_and_its_helper_is_recovered_by_the_next_open(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    progress = tmp_path / "progress.txt"
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(log_dir), str(progress), "0", "report-helper"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"ready\n"
+    helper = int(proc.stdout.readline().split()[1])
+    time.sleep(0.3)
+    os.kill(helper, signal.SIGKILL)  # the helper first, so that it cannot render the last steps
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    done = [int(x) for x in progress.read_text().split()]
+    assert done, "the child completed no step before the kill"
+    assert (log_dir / "profile_rank_0.steplog").exists()  # nobody removed it: steps may be pending
+    # the next run of the job (any process that sets up the same log folder) renders them
+    code = ("from my_utils.core.logger import GlobalLogger\n"
+            f"GlobalLogger().setup({str(log_dir)!r}, rank=0, world_size=1)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    rows = read_profile_csv(log_dir / "profile_rank_0.csv")
+    steps = Counter(r.step for r in rows if r.event_name != "explicit")
+    explicit = Counter(r.step for r in rows if r.event_name == "explicit")
+    for step in done:
+        assert steps[step] == 2 * (REGIONS + 1) and explicit[step] == 1, step
+    assert_in_order(rows)
+    assert not (log_dir / "profile_rank_0.steplog").exists()  # that process exited cleanly

@@ -194,16 +194,20 @@ def render_records(data: bytes, caches: dict[str, dict[tuple[Any, ...], tuple[st
                    ) -> tuple[str, int, _Bad | None]:
     """CSV text of the complete records in ``data``, the bytes they used, and the first bad record.
 
-    An incomplete last record (a write in flight, or cut by a kill) is left for later.
+    An incomplete last record (a write in flight, or cut by a kill) is left for later. A record
+    whose body is malformed is skipped (its size is known); a malformed size stops the render
+    there, since nothing after it can be trusted to start a record.
     """
     out: list[str] = []
+    first_bad: _Bad | None = None
     at = 0
     total = len(data)
     while at + RECORD_HEAD.size <= total:
         size, flags, step, base_ns = RECORD_HEAD.unpack_from(data, at)
         kind = flags & 0xFF
         if size < RECORD_HEAD.size or size > _MAX_RECORD or kind not in (KIND_TIMER, KIND_TEXT):
-            return "".join(out), at, _Bad(at, f"expected a record header, got size {size} and kind {kind}")
+            return "".join(out), at, first_bad or _Bad(
+                at, f"expected a record header, got size {size} and kind {kind}; rendering stops here")
         if at + size > total:
             break
         body = at + RECORD_HEAD.size
@@ -217,9 +221,9 @@ def render_records(data: bytes, caches: dict[str, dict[tuple[Any, ...], tuple[st
                     cache.clear()
                 out.append(format_step_rows(regions, cuda, step, base_ns, mid, tag, cache))
         except (ValueError, struct.error, UnicodeDecodeError) as exc:
-            return "".join(out), at, _Bad(at, f"expected a well-formed step record ({exc})")
+            first_bad = first_bad or _Bad(at, f"expected a well-formed step record ({exc}); it is skipped")
         at += size
-    return "".join(out), at, None
+    return "".join(out), at, first_bad
 
 
 # -- rendering ---------------------------------------------------------------------------
@@ -309,8 +313,7 @@ class StepLogRenderer:
                 text, used, bad = render_records(data, self._caches)
             if bad is not None and self._bad_reported != done + bad.offset:
                 self._bad_reported = done + bad.offset
-                _log.error("%s:byte %d: %s; the records after it are not rendered (the log is kept)",
-                           self.log_path, done + bad.offset, bad.what)
+                _log.error("%s:byte %d: %s", self.log_path, done + bad.offset, bad.what)
             if used:
                 encoded = text.encode("utf-8", "surrogatepass")
                 _write_all(csv_fd, encoded)

@@ -71,9 +71,11 @@ def _remove_if_unused(log_path: Path, csv_path: Path) -> None:
             last = StepLogRenderer(log_path, csv_path)
             try:
                 last.render()
+                done = not last.pending()  # a record it cannot read keeps the log for a person
             finally:
                 last.close()
-            log_path.unlink()
+            if done:
+                log_path.unlink()
     except FileNotFoundError:
         pass
     finally:

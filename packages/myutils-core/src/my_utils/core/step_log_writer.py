@@ -299,8 +299,7 @@ class StepLogWriter:
             renderer.close()
         if fd is not None:
             try:
-                if _try_flock(fd, fcntl.LOCK_EX) and _same_file(fd, self.log_path):
-                    self._final_render()
+                if _try_flock(fd, fcntl.LOCK_EX) and _same_file(fd, self.log_path) and self._final_render():
                     self.log_path.unlink()
             except OSError as exc:
                 _log.debug("keeping %s (%s)", self.log_path, exc)
@@ -313,11 +312,12 @@ class StepLogWriter:
                 _log.warning("the profile CSV helper of %s is still running after 30 s; leaving it to finish",
                              self.csv_path)
 
-    def _final_render(self) -> None:
-        # a renderer of its own: the last steps of another writer may have just landed
+    def _final_render(self) -> bool:
+        """Render with a renderer of its own; True when nothing is left (the log may go)."""
         renderer = StepLogRenderer(self.log_path, self.csv_path)
         try:
             renderer.render()
+            return not renderer.pending()
         finally:
             renderer.close()
 

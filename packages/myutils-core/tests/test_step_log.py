@@ -1,0 +1,224 @@
+"""The step log: packed records render to exactly today's CSV rows, once, whatever was killed when."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from my_utils.core.logger import GlobalLogger
+from my_utils.core.profile_csv import HEADER_LINE, format_profile_line, read_profile_csv
+from my_utils.core.step_log import (
+    StepLogRenderer,
+    encode_text,
+    encode_timer_step,
+    steplog_path,
+    sync_profile_csv,
+    timer_head,
+)
+from my_utils.core.step_log_writer import StepLogWriter
+from my_utils.core.timer import MyTimer
+from my_utils.core.timer_rows import format_step_rows
+
+BASE_NS = 1_764_000_000_123_456_789
+MID = "host,1_rank0"
+
+
+@pytest.fixture(autouse=True)
+def fresh_logger() -> Iterator[None]:
+    GlobalLogger._reset_for_tests()
+    yield
+    GlobalLogger._reset_for_tests()
+
+
+def regions_of(names: list[Any], depths: list[int]) -> list[list[Any]]:
+    out = []
+    t = 5_000_000
+    for name, depth in zip(names, depths, strict=True):
+        out.append([name, depth, t, t + 1_234_567 * (3 - depth)])
+        t += 10_001
+    return out
+
+
+CASES = {
+    "plain": (["iter", "forward", "backward", "allreduce"], [0, 1, 1, 2], None),
+    "quoted": (['layer,0 "attn"\nqkv', "é→ü", "x;y=%z"], [0, 1, 0], None),
+    "nul in a name": (["a\0b", "c"], [0, 1], None),
+    "cuda": (["iter", "matmul"], [0, 1], [2.5, None]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_rendered_rows_equal_the_rows_formatted_on_the_thread(tmp_path: Path, case: str) -> None:
+    names, depths, cuda = CASES[case]
+    regions = regions_of(names, depths)
+    if cuda is not None:  # CUDA regions carry events and an NVTX token after end_ns
+        regions = [[*r, object(), object(), None] for r in regions]
+    csv = tmp_path / "profile_rank_0.csv"
+    writer = StepLogWriter(csv, mode="inline")
+    assert writer.open()
+    writer.append(encode_timer_step(regions, cuda, 42, BASE_NS, timer_head('t,"ag"', MID)))
+    writer.close()
+    expected = format_step_rows([r[:4] for r in regions], cuda, 42, BASE_NS, MID, 't,"ag"', {})
+    assert csv.read_text(encoding="utf-8") == HEADER_LINE + expected
+    assert len(read_profile_csv(csv)) == 2 * len(names)
+    assert not steplog_path(csv).exists()  # removed at close: the CSV is complete
+
+
+def test_text_records_keep_their_place_between_steps(tmp_path: Path) -> None:
+    csv = tmp_path / "p.csv"
+    writer = StepLogWriter(csv, mode="thread")
+    writer.open()
+    head = timer_head("t", MID)
+    for step in range(50):
+        writer.append(encode_timer_step(regions_of(["s"], [0]), None, step, BASE_NS, head))
+        writer.append_text(format_profile_line(BASE_NS, MID, step, "explicit", "MARK", 0.0, ""))
+    writer.close()
+    rows = read_profile_csv(csv)
+    assert [(r.step, r.event_name, r.event_type) for r in rows] == [
+        (s, name, kind) for s in range(50) for name, kind in (("s", "START"), ("s", "END"), ("explicit", "MARK"))]
+
+
+def test_a_torn_record_waits_and_a_killed_render_is_redone_once(tmp_path: Path) -> None:
+    csv = tmp_path / "p.csv"
+    writer = StepLogWriter(csv, mode="inline")
+    writer.open()
+    log = steplog_path(csv)
+    record = encode_timer_step(regions_of(["a", "b"], [0, 1]), None, 1, BASE_NS, timer_head("", MID))
+    with open(log, "ab") as fh:  # a record cut by a kill in the middle of its write
+        fh.write(record[:30])
+    renderer = StepLogRenderer(log, csv)
+    assert renderer.render() == 0 and read_profile_csv(csv) == []
+    with open(log, "ab") as fh:
+        fh.write(record[30:])
+    assert renderer.render() == len(record)
+    assert len(read_profile_csv(csv)) == 4
+    # a renderer killed after its CSV write but before storing its state: those rows are extra bytes
+    with open(csv, "ab") as fh:
+        fh.write(b"1764000000.1,2025-11-24 16:00:00.100,m,1,half a ro")
+    with open(log, "ab") as fh:
+        fh.write(record)
+    renderer.render()
+    renderer.close()
+    assert [r.step for r in read_profile_csv(csv)] == [1] * 8  # cut, then the new record once
+    writer.close()
+
+
+def test_a_corrupt_record_is_reported_once_and_skipped(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    csv = tmp_path / "p.csv"
+    writer = StepLogWriter(csv, mode="inline")
+    writer.open()
+    good = encode_timer_step(regions_of(["a"], [0]), None, 1, BASE_NS, timer_head("", MID))
+    writer.append(good)
+    bad = bytearray(encode_timer_step(regions_of(["a", "b"], [0, 1]), None, 2, BASE_NS, timer_head("", MID)))
+    bad[-24:-16] = (7).to_bytes(8, "little", signed=True)  # region 1 claims depth 7 under depth 0
+    with caplog.at_level(logging.ERROR):
+        writer.append(bytes(bad))
+        writer.append(good)
+    assert caplog.text.count("expected a well-formed step record (region 1 has depth 7 after depth 0)") == 1
+    assert "p.steplog:byte " in caplog.text
+    assert [r.step for r in read_profile_csv(csv)] == [1, 1, 1, 1]  # the records around it are kept
+    # a broken size field: nothing after it can be trusted, so the log stays for a person to look at
+    with caplog.at_level(logging.ERROR):
+        writer.append(b"\xff" * 24)
+        writer.append(good)
+    assert "rendering stops here" in caplog.text
+    writer.close()
+    assert steplog_path(csv).exists()
+    assert [r.step for r in read_profile_csv(csv)] == [1, 1, 1, 1]
+
+
+def test_a_closed_descriptor_is_reported_once_and_writing_resumes(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    csv = tmp_path / "p.csv"
+    writer = StepLogWriter(csv, mode="inline")
+    writer.open()
+    record = encode_timer_step(regions_of(["a"], [0]), None, 1, BASE_NS, timer_head("", MID))
+    assert writer._fd is not None
+    os.close(writer._fd)  # an environment problem under our feet: EBADF on the next write
+    with caplog.at_level(logging.WARNING):
+        writer.append(record)  # never raises
+        writer.append(record)
+        assert writer.dropped == 2
+        monkeypatch.setattr("my_utils.core.step_log_writer.time.monotonic", lambda: 1e12)  # retry now
+        writer.append(record)
+    assert caplog.text.count("cannot write profile rows to") == 1
+    assert "works again" in caplog.text
+    writer.close()
+    assert len(read_profile_csv(csv)) == 2
+
+
+def test_readers_sync_and_a_folder_without_log_is_left_alone(tmp_path: Path) -> None:
+    assert sync_profile_csv(tmp_path / "profile_rank_0.csv") is False
+    GlobalLogger().setup(tmp_path, rank=0, world_size=1)
+    timer = MyTimer()
+    timer.start("a")
+    timer.stop("a")
+    timer.step()
+    sync_profile_csv(tmp_path / "profile_rank_0.csv")
+    assert len(read_profile_csv(tmp_path / "profile_rank_0.csv")) == 2
+
+
+@pytest.mark.parametrize("mode", ["process", "thread", "inline", "direct"])
+def test_every_mode_writes_the_same_rows(tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MYUTILS_PROFILE_CSV", mode)
+    mgr = GlobalLogger().setup(tmp_path, rank=0, world_size=1)
+    assert mgr.profile_sink is not None and mgr.profile_sink.mode == mode
+    timer = MyTimer(tag="m")
+    for step in range(30):
+        timer.set_step(step)
+        timer.start("iter")
+        timer.start("fwd")
+        timer.stop("fwd")
+        timer.stop("iter")
+        timer.step()
+        mgr.log_profile_event(step, "mark", "MARK", 1.0, {"mode": mode})
+    GlobalLogger._reset_for_tests()  # close: the CSV is complete, the log is gone
+    rows = read_profile_csv(tmp_path / "profile_rank_0.csv")
+    assert [(r.step, r.event_name, r.event_type) for r in rows] == [
+        (s, n, t) for s in range(30)
+        for n, t in (("iter", "START"), ("fwd", "START"), ("fwd", "END"), ("iter", "END"), ("mark", "MARK"))]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["profile_rank_0.csv", "rank_0.log"]
+
+
+def test_fast_calls_follow_mode_changes_and_subclasses(tmp_path: Path) -> None:
+    GlobalLogger().setup(tmp_path, rank=0, world_size=1)
+    timer = MyTimer()
+    start, stop = timer.start, timer.stop  # fetched once, as a hot loop does
+    timer.enabled = False
+    start("off")
+    stop("never started")  # the retired closure forwards to the disabled timer: inert
+    timer.enabled = True
+    start("on")
+    stop("on")
+    timer.step()
+    assert [r.event_name for r in read_profile_csv(_synced(tmp_path))] == ["on", "on"]
+
+    seen: list[str] = []
+
+    class Counting(MyTimer):
+        def start(self, name: str) -> None:
+            seen.append(name)
+            super().start(name)
+
+    sub = Counting()
+    sub.start("x")
+    sub.stop("x")
+    sub.enabled = False
+    sub.start("y")
+    assert seen == ["x", "y"] and "start" not in vars(sub)
+
+
+def _synced(log_dir: Path) -> Path:
+    GlobalLogger().flush()
+    return log_dir / "profile_rank_0.csv"
+
+
+def test_encode_text_is_one_record(tmp_path: Path) -> None:
+    data = encode_text("a,b\n")
+    assert len(data) == 24 + 4
