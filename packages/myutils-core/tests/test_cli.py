@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
 import sys
+import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from my_utils.core.cli import build_app
@@ -74,3 +78,107 @@ def test_option_values_are_json_or_text() -> None:
     from my_utils.core.cli.plugins_cmd import _parse_options
 
     assert _parse_options(["rank=3", "name=run a", "cols={\"a\": 1}"]) == {"rank": 3, "name": "run a", "cols": {"a": 1}}
+
+
+# -- plugin components and commands inside the guard --------------------------------------
+
+
+class _KeyErrorProvider:
+    name = "cli_test_keyerror"
+
+    @classmethod
+    def from_input(cls, path: Path) -> _KeyErrorProvider:
+        return cls()
+
+    def collect(self, step: int | None = None) -> list[object]:
+        raise KeyError("step_time")
+
+
+@pytest.fixture
+def test_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
+    """An in-process plugin with a failing provider, described options and failing commands."""
+
+    from my_utils.core.errors import InputError
+    from my_utils.core.hookspecs import hookimpl
+    from my_utils.core.plugin_types import PluginDescription, PluginKind
+    from my_utils.core.plugins import get_registry, reset_registry
+
+    module = types.ModuleType("cli_test_plugin")
+    module.KeyErrorProvider = _KeyErrorProvider  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cli_test_plugin", module)  # the factory's module
+
+    def providers() -> list[PluginDescription]:
+        desc = PluginDescription("cli_test_keyerror", PluginKind.METRICS_PROVIDER,
+                                 "cli_test_plugin:KeyErrorProvider", "raises KeyError")
+        try:
+            from my_utils.core.plugin_types import OptionSpec
+        except ImportError:  # options are being added to core; show them when present
+            return [desc]
+        return [dataclasses.replace(desc, options=(OptionSpec("scale", float, 1.0, "multiply values"),))]
+
+    def cli(app: typer.Typer) -> None:
+        @app.command("cli-test-input")
+        def bad_input() -> None:
+            raise InputError("data.csv", "line 4", "expected a number")
+
+        @app.command("cli-test-crash")
+        def crash() -> None:
+            raise ZeroDivisionError("division by zero")
+
+    module.myutils_metrics_providers = hookimpl(providers)  # type: ignore[attr-defined]
+    module.myutils_cli = hookimpl(cli)  # type: ignore[attr-defined]
+    reset_registry()
+    get_registry().register(module, "cli_test", "myutils-ext-cli-test", "9.9")
+    yield module
+    reset_registry()
+
+
+OWNER = "plugin 'cli_test' (myutils-ext-cli-test 9.9)"
+
+
+def test_show_prints_declared_options(test_plugin: types.ModuleType) -> None:
+    result = runner.invoke(build_app(), ["plugins", "show", "cli_test_keyerror"])
+    assert result.exit_code == 0
+    assert "  distribution: myutils-ext-cli-test 9.9" in result.output
+    if "options:      -" not in result.output:
+        assert "    scale (float, default 1.0): multiply values" in result.output
+
+
+@pytest.mark.parametrize("traceback", [False, True])
+def test_a_provider_bug_exits_1_naming_the_plugin(test_plugin: types.ModuleType, tmp_path: Path, traceback: bool,
+                                                  capfd: pytest.CaptureFixture[str]) -> None:
+    args = ["plugins", "run", "cli_test_keyerror", "--input", str(tmp_path), "--output-dir", str(tmp_path / "o")]
+    result = runner.invoke(build_app(), ["--traceback", *args] if traceback else args)
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert lines[-1] == (f"error: metrics provider 'cli_test_keyerror' from {OWNER} failed on {tmp_path}: "
+                         "KeyError: 'step_time'")
+    printed = result.output + capfd.readouterr().err  # the stack goes to the real stderr
+    assert ("Traceback (most recent call last)" in printed) is traceback
+    assert not (tmp_path / "o").exists()
+
+
+def test_plugin_commands_are_guarded(test_plugin: types.ModuleType) -> None:
+    bad = runner.invoke(build_app(), ["cli-test-input"])
+    assert bad.exit_code == 2 and bad.output == "error: data.csv:line 4: expected a number\n"
+    crash = runner.invoke(build_app(), ["cli-test-crash"])
+    assert crash.exit_code == 1
+    assert crash.output == f"error: command of {OWNER} failed: ZeroDivisionError: division by zero\n"
+
+
+def test_check_exits_1_on_a_broken_component(test_plugin: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    ok = runner.invoke(build_app(), ["plugins", "check", "--json"])
+    assert ok.exit_code == 0, ok.output
+    monkeypatch.delattr(test_plugin, "KeyErrorProvider")
+    broken = runner.invoke(build_app(), ["plugins", "check"])
+    assert broken.exit_code == 1
+    assert "cli_test_keyerror (metrics_provider, myutils-ext-cli-test)" in broken.output
+
+
+def test_guard_passes_deliberate_exits_through() -> None:
+    from my_utils.core.cli.guard import plugin_guard
+
+    with pytest.raises(typer.Exit), plugin_guard("someone"):
+        raise typer.Exit(3)
+    with pytest.raises(RuntimeError), plugin_guard(None):  # no owner: not ours to summarise
+        raise RuntimeError("boom")

@@ -11,9 +11,10 @@ import pytest
 
 from my_utils.core.errors import UnknownPluginError
 from my_utils.core.hookspecs import ENTRY_POINT_GROUP, hookimpl
-from my_utils.core.plugin_errors import PluginClashError
+from my_utils.core.plugin_errors import PluginClashError, PluginDisabledError, PluginLoadError
+from my_utils.core.plugin_policy import DisableList
 from my_utils.core.plugin_types import PluginDescription, PluginKind, PluginStatus
-from my_utils.core.plugins import PluginRegistry, disabled_names, get_registry, reset_registry
+from my_utils.core.plugins import PluginRegistry, disabled_names, get_registry, load_component, reset_registry
 
 
 def _desc(name: str, kind: PluginKind = PluginKind.METRICS_PROVIDER) -> PluginDescription:
@@ -171,3 +172,107 @@ def test_installed_distributions_register_their_builtins() -> None:
     assert "core" in plugins
     reset_registry()
     assert get_registry() is not reg
+
+
+def _module(name: str, **hooks: object) -> types.ModuleType:
+    module = types.ModuleType(name)
+    for hook, function in hooks.items():
+        setattr(module, hook, hookimpl(function))
+    return module
+
+
+def test_a_str_result_is_one_broken_row() -> None:
+    reg = PluginRegistry([], disabled=())
+    reg.register(_module("s", myutils_metrics_providers=lambda: "json:dumps"), "s", "dist-s", "1")
+    rows = reg.records()
+    assert [(r.plugin, r.status, r.reason) for r in rows] == [
+        ("s", PluginStatus.BROKEN, "hook myutils_metrics_providers must return a list of PluginDescription, got str")
+    ]
+
+
+def test_a_misspelled_hook_refuses_the_plugin_with_a_suggestion() -> None:
+    import pluggy
+
+    reg = PluginRegistry([], disabled=())
+    plugin = _module("m", myutils_capture_backend=lambda: [_desc("x", PluginKind.CAPTURE_BACKEND)],
+                     myutils_metrics_providers=lambda: [_desc("kept_out")])
+    with pytest.raises(pluggy.PluginValidationError,
+                       match=r"unknown hook 'myutils_capture_backend' \(did you mean 'myutils_capture_backends'\?\)"):
+        reg.register(plugin, "m")
+    assert reg.records() == []  # nothing of the plugin was registered, not even its valid hook
+
+
+def test_wrong_hook_arguments_keep_the_whole_reason_on_one_line(fake_plugins: dict[str, types.ModuleType]) -> None:
+    reg = PluginRegistry(_eps(("badsig", "fakeplug_badsig")), disabled=())
+    (row,) = reg.records()
+    assert "\n" not in row.reason
+    assert "hookimpl definition: <lambda>(unexpected)" in row.reason
+    assert "Argument(s) {'unexpected'} are declared in the hookimpl but can not be found in the hookspec" in row.reason
+
+
+@pytest.mark.parametrize("builtin_first", [True, False])
+def test_a_builtin_is_never_displaced(builtin_first: bool) -> None:
+    reg = PluginRegistry([], disabled=())
+    plugins = [(_module("b", myutils_metrics_providers=lambda: [_desc("mytimer")]), "profiling", "myutils-profiling"),
+               (_module("t", myutils_metrics_providers=lambda: [_desc("mytimer")]), "ext_t", "myutils-ext-t")]
+    for module, name, dist in plugins if builtin_first else plugins[::-1]:
+        reg.register(module, name, dist, "1.0")
+    assert reg.record(PluginKind.METRICS_PROVIDER, "mytimer").distribution == "myutils-profiling"
+    (loser,) = [r for r in reg.records() if r.status is PluginStatus.BROKEN]
+    assert loser.distribution == "myutils-ext-t"
+    assert loser.reason.startswith("name clash: 'mytimer' is the built-in metrics provider of myutils-profiling")
+
+
+def test_names_are_per_kind() -> None:
+    reg = PluginRegistry([], disabled=())
+    reg.register(_module("k", myutils_metrics_providers=lambda: [_desc("torch_profiler")],
+                         myutils_capture_backends=lambda: [_desc("torch_profiler", PluginKind.CAPTURE_BACKEND)]), "k")
+    assert all(r.status is PluginStatus.OK for r in reg.records()) and len(reg.records()) == 2
+
+
+def test_disabled_and_broken_components_say_so() -> None:
+    reg = PluginRegistry([], disabled={"alpha"})
+    reg.register(_module("d", myutils_metrics_providers=lambda: [
+        _desc("alpha"), PluginDescription("bad name", PluginKind.METRICS_PROVIDER, "json:dumps", "s"),
+        PluginDescription("nofactory", PluginKind.METRICS_PROVIDER, "json.dumps", "s")]), "d", "dist-d", "2")
+    with pytest.raises(PluginDisabledError, match=r"metrics provider 'alpha' is installed but disabled by "
+                                                  r"MYUTILS_DISABLE_PLUGINS \(entry 'alpha'\)"):
+        reg.get(PluginKind.METRICS_PROVIDER, "alpha")
+    reasons = {r.name: r.reason for r in reg.records() if r.status is PluginStatus.BROKEN}
+    assert "no blanks, commas or colons" in reasons["bad name"]
+    assert "factory 'json.dumps' is not of the form 'module:attribute'" in reasons["nofactory"]
+    with pytest.raises(PluginLoadError, match=r"metrics provider 'nofactory' from plugin 'd' \(dist-d 2\) is broken"):
+        reg.get(PluginKind.METRICS_PROVIDER, "nofactory")
+
+
+def test_unknown_name_mentions_disabled_plugins(fake_plugins: dict[str, types.ModuleType]) -> None:
+    reg = PluginRegistry(_eps(("good", "fakeplug_good"), ("ghost", "fakeplug_absent")), disabled={"ghost"})
+    with pytest.raises(UnknownPluginError) as info:
+        reg.get(PluginKind.METRICS_PROVIDER, "gamma")
+    assert str(info.value) == ("no metrics provider named 'gamma' is installed; installed: alpha, beta "
+                               "(not searched: plugins ghost are disabled by MYUTILS_DISABLE_PLUGINS)")
+
+
+def test_check_imports_every_factory_and_load_component_names_the_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    reg = PluginRegistry([], disabled=())
+    reg.register(_module("f", myutils_event_sinks=lambda: [
+        PluginDescription("fine", PluginKind.EVENT_SINK, "json:dumps", "s"),
+        PluginDescription("gone", PluginKind.EVENT_SINK, "my_utils_nowhere.sink:Sink", "s")]), "f", "dist-f", "3")
+    assert {r.name: r.status for r in reg.records()} == {"fine": PluginStatus.OK, "gone": PluginStatus.OK}
+    checked = {r.name: r for r in reg.check()}
+    assert checked["fine"].status is PluginStatus.OK and checked["gone"].status is PluginStatus.BROKEN
+    assert "No module named 'my_utils_nowhere'" in checked["gone"].reason
+    monkeypatch.setattr("my_utils.core.plugins.get_registry", lambda: reg)
+    with pytest.raises(PluginLoadError) as info:
+        load_component(PluginKind.EVENT_SINK, "gone")
+    assert str(info.value).startswith("event sink 'gone' from plugin 'f' (dist-f 3) cannot be imported: "
+                                      "ModuleNotFoundError: No module named 'my_utils_nowhere'")
+
+
+def test_disable_list_scopes() -> None:
+    rules = DisableList.parse(["ext_a", "ext_b:foo", "myutils-ext-c:bar", " "])
+    assert rules.plugin_entry("ext_a") == "ext_a" and rules.plugin_entry("ext_b") is None
+    assert rules.component_entry("ext_a", "other", None) == "ext_a"  # a bare name: every kind, every plugin
+    assert rules.component_entry("foo", "ext_b", None) == "ext_b:foo"
+    assert rules.component_entry("foo", "ext_x", None) is None
+    assert rules.component_entry("bar", "ext_c", "myutils-ext-c") == "myutils-ext-c:bar"

@@ -242,9 +242,8 @@ class PluginRegistry:
         for desc in result:
             problem = self._description_problem(kind, desc)
             if problem is not None:
-                records.append(self._row(plugin, kind.value, PluginStatus.BROKEN, f"hook {hook}: {problem}",
-                                         name=getattr(desc, "name", None) if isinstance(desc, PluginDescription)
-                                         else None))
+                name = desc.name if isinstance(desc, PluginDescription) and isinstance(desc.name, str) else None
+                records.append(self._row(plugin, kind.value, PluginStatus.BROKEN, f"hook {hook}: {problem}", name))
                 continue
             dist = self._origin.get(plugin, (None, None))[0]
             entry = self._disable.component_entry(desc.name, plugin, dist)
