@@ -298,3 +298,38 @@ def test_a_command_typer_cannot_build_is_dropped_not_fatal(plugin_env: PluginEnv
     assert "a signature cannot be evaluated: NameError: name 'typer' is not defined" in row["reason"]
     helped = plugin_env.myutils("--help")
     assert helped.returncode == 0 and "demo-hello" in helped.stdout and "broken-signature" not in helped.stdout
+
+
+def _run_on_a_terminal(env: PluginEnv, *args: str) -> tuple[int, str]:
+    """Run ``myutils ARGS`` with stderr on a pseudo-terminal; return the exit code and what it drew."""
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([str(env.python), "-m", "my_utils.core", *args], stdout=subprocess.PIPE,
+                            stderr=follower, env=env.environ(), text=True)
+    os.close(follower)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.close(leader)
+    proc.communicate(timeout=60)
+    return proc.returncode, drawn.decode("utf-8", "replace")
+
+
+@pytest.mark.slow
+def test_plugins_run_shows_progress_on_a_terminal_unless_quiet(plugin_env: PluginEnv, tmp_path: Path) -> None:
+    args = ("plugins", "run", "demo_slow", "--input", str(tmp_path), "--output-dir", str(tmp_path / "o"),
+            "--option", "seconds=1.6")
+    code, drawn = _run_on_a_terminal(plugin_env, *args)
+    assert code == 0
+    assert "demo_slow" in drawn and "\r\x1b[K" in drawn  # drawn, then erased at the end
+    code, drawn = _run_on_a_terminal(plugin_env, *args, "--quiet")
+    assert code == 0 and drawn == ""
+    piped = plugin_env.myutils(*args)  # not a terminal: nothing on stderr
+    assert piped.returncode == 0 and piped.stderr == ""

@@ -15,7 +15,14 @@ def myutils_metrics_providers() -> list[PluginDescription]:
             factory="my_utils_ext_demo.provider:KeyValueProvider",
             summary="Reads NAME=VALUE lines from *.kv files.",
             inputs=("*.kv",),
-        )
+        ),
+        PluginDescription(
+            name="demo_slow",
+            kind=PluginKind.METRICS_PROVIDER,
+            factory="my_utils_ext_demo.provider:SlowProvider",
+            summary="Takes `seconds` to read anything (progress bar tests).",
+            inputs=("*",),
+        ),
     ]
 
 

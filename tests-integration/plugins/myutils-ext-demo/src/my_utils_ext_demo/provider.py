@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from my_utils.core.errors import InputError, UnsupportedInputError
@@ -41,3 +42,18 @@ class KeyValueProvider:
                                           attrs={"file": f.name}))
         self._done = True
         return events
+
+
+class SlowProvider:
+    name = "demo_slow"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    @classmethod
+    def from_input(cls, path: Path, seconds: float = 1.5) -> SlowProvider:
+        return cls(seconds)
+
+    def collect(self, step: int | None = None) -> list[MetricEvent]:
+        time.sleep(self.seconds)
+        return [MetricEvent(name="waited_s", value=self.seconds, source=self.name, step=step)]
