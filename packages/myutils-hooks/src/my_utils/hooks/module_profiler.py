@@ -48,15 +48,16 @@ class ModuleProfiler:
     removes every hook and keeps the statistics.
 
     ``use_cuda=None`` picks CUDA events when the model's parameters are on a CUDA device;
-    ``use_cuda=True`` without a usable GPU warns once and times on the CPU.
+    ``use_cuda=True`` without a usable GPU warns once and times on the CPU. ``clock`` replaces
+    that choice with any ``timing.ModuleClock`` (a seam for tests and other devices).
     """
 
-    def __init__(self, model: Any, use_cuda: bool | None = None) -> None:
+    def __init__(self, model: Any, use_cuda: bool | None = None, *, clock: ModuleClock | None = None) -> None:
         if not all(callable(getattr(model, a, None)) for a in ("named_modules", "parameters", "buffers")):
             raise UsageError(f"ModuleProfiler(model={type(model).__name__}): expected a torch.nn.Module "
                              "(it registers forward hooks on the model's leaf modules)")
         self.model = model
-        self._clock: ModuleClock = choose_clock(model, use_cuda)
+        self._clock: ModuleClock = clock if clock is not None else choose_clock(model, use_cuda)
         self._recording = [True]  # a list: the hooks read it through their closure, not through self
         self._open: dict[str, list[Any]] = {}
         self._pending: dict[str, list[tuple[Any, Any]]] = {}
