@@ -175,3 +175,20 @@ def test_analysis_rule() -> None:
 def test_check_by_registered_name_uses_the_registry(tmp_path: Path) -> None:
     # core's own event sink, found through its entry point
     assert check_event_sink("jsonl", path=tmp_path / "e.jsonl") == 3
+
+
+def test_capture_backend_check_skips_without_tracing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import unittest
+
+    monkeypatch.setitem(sys.modules, "my_utils.tracing.capture", None)  # as if not installed
+    with pytest.raises(unittest.SkipTest, match=r"myutils-tracing is not installed.*pip install myutils-tracing"):
+        check_capture_backend("recording")
+
+
+def test_capture_backend_options_rejected_only_on_a_real_mismatch() -> None:
+    pytest.importorskip("my_utils.tracing", reason="myutils-tracing is not installed")
+    from my_utils.tracing.capture import RecordingBackend
+
+    with pytest.raises(ContractError, match=r"options \['outdir'\] rejected: got an unexpected keyword"):
+        check_capture_backend(RecordingBackend, options={"outdir": "x"})

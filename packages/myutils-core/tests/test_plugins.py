@@ -14,7 +14,14 @@ from my_utils.core.hookspecs import ENTRY_POINT_GROUP, hookimpl
 from my_utils.core.plugin_errors import PluginClashError, PluginDisabledError, PluginLoadError
 from my_utils.core.plugin_policy import DisableList
 from my_utils.core.plugin_types import PluginDescription, PluginKind, PluginStatus
-from my_utils.core.plugins import PluginRegistry, disabled_names, get_registry, load_component, reset_registry
+from my_utils.core.plugins import (
+    PluginRegistry,
+    disabled_names,
+    get_registry,
+    load_component,
+    options_mismatch,
+    reset_registry,
+)
 
 
 def _desc(name: str, kind: PluginKind = PluginKind.METRICS_PROVIDER) -> PluginDescription:
@@ -276,3 +283,14 @@ def test_disable_list_scopes() -> None:
     assert rules.component_entry("foo", "ext_b", None) == "ext_b:foo"
     assert rules.component_entry("foo", "ext_x", None) is None
     assert rules.component_entry("bar", "ext_c", "myutils-ext-c") == "myutils-ext-c:bar"
+
+
+def test_options_mismatch_tells_a_bad_call_from_a_bug_inside() -> None:
+    class Backend:
+        def __init__(self, output_dir: str = ".", *, every: int = 1) -> None:
+            raise TypeError("a bug inside __init__")
+
+    assert options_mismatch(Backend, output_dir="x", every=2) is None  # the TypeError inside is not ours
+    why = options_mismatch(Backend, outptu_dir="x")
+    assert why == "got an unexpected keyword argument 'outptu_dir'; it accepts output_dir, every"
+    assert options_mismatch(len) == "missing a required argument: 'obj'; it accepts no options"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib.metadata
+import inspect
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -49,6 +50,7 @@ __all__ = [
     "get_registry",
     "kind_label",
     "load_component",
+    "options_mismatch",
     "owner_label",
     "reset_registry",
 ]
@@ -385,3 +387,22 @@ def load_component(kind: PluginKind, name: str) -> Callable[..., Any]:
             "(`myutils plugins check` tests every plugin)"
         ) from exc
     return factory
+
+
+def options_mismatch(factory: Callable[..., Any], *args: Any, **options: Any) -> str | None:
+    """Why ``factory(*args, **options)`` would be refused by its signature, or None.
+
+    Call this before the factory instead of catching ``TypeError`` after it: a TypeError
+    raised *inside* a constructor or ``from_input`` is the plugin's bug, not rejected options.
+    """
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # builtins without a signature: let the call decide
+        return None
+    try:
+        signature.bind(*args, **options)
+    except TypeError as exc:
+        accepted = [p.name for p in signature.parameters.values()
+                    if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        return f"{exc}; it accepts {', '.join(accepted) or 'no options'}"
+    return None

@@ -21,6 +21,7 @@ from typing import Any
 from my_utils.core.errors import InputError, UnsupportedInputError
 from my_utils.core.events import MetricEvent
 from my_utils.core.plugin_types import PluginKind
+from my_utils.core.plugins import options_mismatch
 
 __all__ = [
     "BackendReport",
@@ -186,6 +187,9 @@ def check_capture_backend(
                                 "to check a capture backend through a real CaptureController") from None
     factory, label = _factory(backend, PluginKind.CAPTURE_BACKEND)
     label = f"capture backend {label}"
+    why = options_mismatch(factory, **dict(options or {}))
+    if why is not None:
+        raise ContractError(f"{label}: options {sorted(options or {})} rejected: {why}")
     instance = factory(**dict(options or {}))
     if not isinstance(instance, CaptureBackend):
         raise ContractError(f"{label}: built a {type(instance).__name__}; subclass "
