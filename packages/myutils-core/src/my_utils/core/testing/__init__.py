@@ -1,7 +1,25 @@
-"""Helpers for tests of my_utils and of code that uses it: trace checks and hardware fakes.
+"""Helpers for tests of my_utils and of code that uses it: plugin contracts, trace checks, fakes.
 
-Import the submodules directly (``my_utils.core.testing.trace_check``,
-``my_utils.core.testing.fake_cuda``); nothing here is imported by the runtime.
+- ``contract``: ``check_metrics_provider``, ``check_capture_backend``, ``check_analysis_rule``,
+  ``check_event_sink`` (re-exported here) check a plugin component against its contract.
+- ``plugin_env``: ``PluginEnv`` (re-exported here), an isolated environment in which plugin
+  packages are installed for real.
+- ``trace_check``, ``fake_cuda``: import the submodules directly.
+
+Nothing here is imported by the runtime; the names above resolve on first use.
 """
 
-__all__: list[str] = []
+from my_utils.core.lazy import lazy_exports
+
+_EXPORTS = {
+    "ContractError": "my_utils.core.testing.contract",
+    "check_analysis_rule": "my_utils.core.testing.contract",
+    "check_capture_backend": "my_utils.core.testing.contract",
+    "check_event_sink": "my_utils.core.testing.contract",
+    "check_metrics_provider": "my_utils.core.testing.contract",
+    "PluginEnv": "my_utils.core.testing.plugin_env",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
