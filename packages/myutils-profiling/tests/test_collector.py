@@ -105,3 +105,40 @@ def test_seed_usage_with_real_timer(tmp_path: Path) -> None:
     collector.collect(step=250)
     events = read_events(tmp_path / "profiling_results" / "metrics_events.jsonl")
     assert sorted(e.step for e in events if e.name == "train_step") == list(range(250))
+
+
+def test_read_all_fails_on_any_provider_failure_naming_it(tmp_path: Path) -> None:
+    from my_utils.core.errors import ProviderError
+
+    collector = MetricsCollector(tmp_path)
+    collector.register_provider(_Counter())
+    collector.register_provider(_Broken(RuntimeError("NVML gone")))
+    with pytest.raises(ProviderError, match="metrics provider 'broken' failed: RuntimeError: NVML gone"):
+        collector.read_all()
+    assert collector.failures == [] and not collector.events_path.exists()
+
+
+def test_ignore_provider_errors_skips_says_once_and_records(tmp_path: Path,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    collector = MetricsCollector(tmp_path, ignore_provider_errors=True)
+    collector.register_provider(_Broken(InputError("x.csv", "line 3", "a number")))
+    collector.register_provider(_Broken(RuntimeError("boom")))
+    collector.register_provider(_Counter())
+    with caplog.at_level(logging.WARNING, logger="my_utils.profiling.collector"):
+        events = collector.read_all()
+        collector.collect(1)  # the skipped providers are gone: no second warning
+    assert [e.name for e in events] == ["calls", "fixed"]
+    assert [(f.provider, f.place) for f in collector.failures] == [("broken", "provider #0"),
+                                                                   ("broken", "provider #0")]
+    assert "x.csv:line 3: a number" in collector.failures[0].reason
+    assert "RuntimeError: boom" in collector.failures[1].reason
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["skipped provider #0 (broken)"] * 2
+    assert len(collector.providers) == 1
+
+
+def test_bad_input_in_a_live_loop_still_raises(tmp_path: Path) -> None:
+    # a corrupt file is bad input in the training loop too; only environment trouble degrades
+    collector = MetricsCollector(tmp_path)
+    collector.register_provider(_Broken(InputError("trace.json", "character 9", "a JSON value")))
+    with pytest.raises(InputError, match=r"trace\.json"):
+        collector.collect(3)

@@ -43,3 +43,19 @@ def test_recorded_profile(tmp_path: Path) -> None:
     busy = [e for e in events if e.attrs.get("op", "").endswith("(_busy)")]
     assert len(busy) == 1 and busy[0].attrs["count"] == 1
     assert busy[0].attrs["cumulative_ms"] >= busy[0].value >= 0
+
+
+@pytest.mark.parametrize(("relpath", "hint"), [
+    ("kineto/hta/cpu_only__rank-34.pt.trace.json.gz", "this is a gzip file (a Kineto trace .json.gz?"),
+    ("kineto/kineto_repo/after_fix_trace.json", "this is JSON text"),
+    ("nsys/extrap__con_kernel.sqlite", "this is an SQLite database"),
+    ("nsys/ai4mat__torch_gcn_nsys_stats_console.txt", "this is text, not a pstats dump"),
+    ("cprofile/gprof2dot__cProfile_py2_legacy.pstats", "written by Python 2"),
+])
+def test_hints_say_what_the_file_is(real_fixtures: Path, relpath: str, hint: str) -> None:
+    path = real_fixtures / relpath
+    with pytest.raises(UnsupportedInputError) as err:
+        CProfileStatsProvider(path).collect()
+    message = str(err.value)
+    assert message.startswith(f"{path}: unreadable pstats: ") and hint in message
+    assert ("Python 2" in message) == relpath.endswith("py2_legacy.pstats")  # only where it is true

@@ -123,3 +123,22 @@ def test_raw_page_with_units_row(tmp_path: Path) -> None:
         ("k1", "ncu:gpu__time_duration.sum"), ("k1", "ncu:sm__throughput.avg.pct_of_peak_sustained_elapsed")]
     assert events[0].value == pytest.approx(2048 / 1e6) and events[1].unit == "%"
     assert events[3].kind == "info"
+
+
+def test_a_folder_finds_the_log_and_txt_exports_it_reads_when_named(real_fixtures: Path, tmp_path: Path) -> None:
+    src = real_fixtures / "ncu/ai4mat__metrics_713_paddle_.csv"
+    direct = read_ncu_csv(src)
+    sub = tmp_path / "runs" / "rank0"
+    sub.mkdir(parents=True)
+    (sub / "ncu_rank0.log").write_bytes(src.read_bytes())  # `ncu --csv ... > ncu_rank0.log`
+    (tmp_path / "runs" / "ncu_rank1.txt").write_bytes(src.read_bytes())
+    # console output (no --csv) and notes beside the exports are not ncu CSV: not read from a folder
+    (tmp_path / "runs" / "console.txt").write_bytes(
+        (real_fixtures / "ncu/ai4mat__gcn_torch_ncu_metrics_prof.human.txt").read_bytes())
+    (tmp_path / "runs" / "notes.log").write_text("started at 12:00\n")
+    provider = NcuCsvMetricsProvider(tmp_path / "runs")
+    assert [p.name for p in provider.files()] == ["ncu_rank1.txt", "ncu_rank0.log"]
+    events = provider.collect()
+    assert len(events) == 2 * len(direct)
+    assert {e.rank for e in events} == {0, 1}
+    assert len(NcuCsvMetricsProvider(sub / "ncu_rank0.log").collect()) == len(direct)

@@ -89,3 +89,17 @@ def test_truncated_database(real_fixtures: Path, tmp_path: Path) -> None:
     cut.write_bytes(data[:40960])
     with pytest.raises(InputError, match=r"cut\.sqlite:(table \w+|sqlite_master)"):
         NsysSqliteMetricsProvider.from_input(cut).collect()
+
+
+def test_a_flipped_byte_in_the_schema_is_one_line_of_bad_input(real_fixtures: Path, tmp_path: Path) -> None:
+    # seen: sqlite builds its "malformed database schema (...)" message from the damaged name
+    # itself, and decoding it raised UnicodeDecodeError through the provider
+    data = bytearray((real_fixtures / "nsys/extrap__con_kernel.sqlite").read_bytes())
+    data[data.index(b"CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") + 24] = 0xBC
+    path = tmp_path / "damaged.sqlite"
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError) as err:
+        NsysSqliteMetricsProvider(path).collect()
+    message = str(err.value)
+    assert message.startswith(f"{path}:sqlite_master: a readable SQLite database (")
+    assert "\n" not in message and "malformed database schema" in message
