@@ -1,5 +1,9 @@
 """Append-only writer of a profile CSV: one ``write(2)`` per batch, safe across threads and kills.
 
+``GlobalLogger`` writes through the step log (``step_log_writer``); this writer creates the CSV
+with its header (cutting a torn tail an older writer left) and is the whole path in the
+``direct`` mode (``MYUTILS_PROFILE_CSV=direct``), where rows are formatted in ``step()``.
+
 Each batch of complete lines goes to the kernel in one ``os.write`` on an ``O_APPEND``
 descriptor, under a lock, so rows from several threads never interleave and a SIGKILL loses
 at most the batch in flight (whatever part of it reached the file is a torn tail the reader

@@ -112,7 +112,10 @@ def encode_timer_step(
         names = [str(x) for x in names]
         joined = "\0".join(names)
     if joined.count("\0") == n - 1 or n == 0:
-        blob = joined.encode("utf-8", "surrogatepass")
+        try:
+            blob = joined.encode()
+        except UnicodeEncodeError:  # a lone surrogate (a name from os.fsdecode): kept as it is
+            blob = joined.encode("utf-8", "surrogatepass")
     else:
         flags |= FLAG_NAMES_LP
         parts = [x.encode("utf-8", "surrogatepass") for x in names]

@@ -163,8 +163,8 @@ class StepLogWriter:
             _log.warning("writing profile rows to %s works again", self.log_path)
         mode = self.mode
         if mode == "process":
-            self._appends += 1
-            if self._helper is None or self._appends % _CHECK_HELPER_EVERY == 0:
+            count = self._appends = self._appends + 1
+            if count % _CHECK_HELPER_EVERY == 1:  # starts the helper at the first append
                 self._check_helper()
         elif mode == "inline":
             self.flush()
@@ -205,6 +205,7 @@ class StepLogWriter:
             self._retry_at = time.monotonic() + 1.0
             return None
         self._stop.clear()  # rows after close() reopen the log and its renderer
+        self._appends = 0
         with self._lock:
             self._fd = fd
         return fd
@@ -231,6 +232,8 @@ class StepLogWriter:
                                   self.log_path, self.csv_path, exc.strerror or exc)
 
     def _check_helper(self) -> None:
+        if os.getpid() != self._pid:
+            return  # a forked child writes into its parent's log; the parent's helper renders it
         with self._start_lock:
             helper = self._helper
             if helper is None:
@@ -325,6 +328,9 @@ class StepLogWriter:
         if key not in self._reported:
             self._reported.add(key)
             _log.warning(msg, *args)
+
+    def __repr__(self) -> str:
+        return f"StepLogWriter({str(self.csv_path)!r}, mode={self.mode!r})"
 
 
 def _try_flock(fd: int, how: int) -> bool:

@@ -104,6 +104,7 @@ class MyTimer:
         self._listeners: list[Listener] = []
         self._logger: logging.Logger | None = None
         self._manager: GlobalLogger | None = None
+        self._resolved: GlobalLogger | None = None  # the set-up GlobalLogger found by the last step()
         self._reported: set[str] = set()
         self._row_cache: dict[tuple[Any, ...], tuple[str, str, str, str]] = {}
         self._head: tuple[str, bytes] = ("", b"")  # (machine id, packed tag + machine id)
@@ -316,7 +317,9 @@ class MyTimer:
             )
         regions = self._regions  # the same list for the timer's life: the fast closures hold it
         cuda_ms = self._read_cuda(regions) if self._cuda is not None else None
-        manager = self._resolve_manager()
+        manager = self._resolved
+        if manager is None or manager is not GlobalLogger._instance:
+            manager = self._resolved = self._resolve_manager()
         # one (wall, perf) pair per step maps perf_counter_ns to unix time for this step's rows
         base_ns = time.time_ns() - _perf_ns()
         if manager is not None:
@@ -396,6 +399,8 @@ class MyTimer:
                     "not written (call GlobalLogger().setup(log_dir) or pass MyTimer(log_dir=...))", self._who())
                 return None
             manager.setup(self.log_dir)
+            if not manager.is_configured:
+                return None
         elif self.log_dir is not None and not manager.is_log_dir(self.log_dir):
             self._report_once("log-dir", "%s: log_dir %s differs from the GlobalLogger's %s; rows go to the latter",
                               self._who(), self.log_dir, manager.log_dir)
