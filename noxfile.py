@@ -73,6 +73,8 @@ def lint(session: nox.Session) -> None:
         "python", "-m", "mypy", "-p", "my_utils",
         *[arg for member in MEMBERS if member != "core" for arg in ("-p", f"my_utils.{member}")],
     )
+    # the repository-level test helpers: the fixture registry and the root conftest
+    session.run("python", "-m", "mypy", "fixtures/real_fixtures.py", "conftest.py")
 
 
 @nox.session
