@@ -124,3 +124,11 @@ def _implemented_hooks(sources: Iterable[str]) -> set[str]:
             if isinstance(node, ast.FunctionDef) and node.name in HOOKS:
                 found.add(node.name)
     return found
+
+
+def test_sections_cited_by_the_hook_docstrings_exist() -> None:
+    source = Path(hookspecs.__file__).read_text(encoding="utf-8")
+    cited = re.findall(r'docs/plugins\.md, "([^"]+)"', source)
+    headings = set(re.findall(r"^## (.+)$", _guide(), flags=re.M))
+    assert len(cited) == len(HOOKS)
+    assert [c for c in cited if c not in headings] == []
