@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import resource
 import tempfile
 import time
 import warnings
@@ -125,8 +124,9 @@ def micro(fn: Callable[[], object], n: int) -> float:
 
 def main() -> None:
     args = common_args(__doc__.splitlines()[0]).parse_args()
-    loops = 200 if args.quick else 1500
-    rounds = args.samples or (2 if args.quick else 7)
+    # short samples, many rounds: a busy machine preempts long samples unevenly
+    loops = 200 if args.quick else 400
+    rounds = args.samples or (2 if args.quick else 15)
     warnings.simplefilter("ignore")
     report = Report("bench_timer", "MyTimer start/stop pairs, hot, persisted (old and new) and disabled",
                     quick=args.quick)
@@ -158,7 +158,7 @@ def main() -> None:
             "hot": with_sink(mgr, None, sampler(pair_loop(hot.start, hot.stop, hot.step, 50), loops)),
             "process": with_sink(mgr, writers["process"], sampler(
                 pair_loop(persisted["process"].start, persisted["process"].stop, persisted["process"].step),
-                loops, after=writers["process"].flush)),
+                loops, after=lambda: wait_rendered(writers["process"]))),
             "thread": with_sink(mgr, writers["thread"], sampler(
                 pair_loop(persisted["thread"].start, persisted["thread"].stop, persisted["thread"].step),
                 loops, after=writers["thread"].flush, timed_after=True)),
@@ -178,14 +178,19 @@ def main() -> None:
         else:
             tools["megatron"] = sampler(pair_loop(*megatron), max(1, loops // 4))
 
-        children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        samples = interleave(tools, rounds=rounds, warmup=1)
+        for tool in tools.values():  # warm-up round: imports, file cache, the helper's start
+            tool()
+        helper = writers["process"]._helper
+        cpu_before = _cpu_s(helper.pid) if helper is not None else None
+        samples = interleave(tools, rounds=rounds)
+        cpu_after = _cpu_s(helper.pid) if helper is not None else None
+        helper_note = "helper CPU not measured (no /proc)"
+        if cpu_before is not None and cpu_after is not None:
+            helper_note = (f"helper CPU off the thread: {1e9 * (cpu_after - cpu_before) / (rounds * loops * REGIONS):.0f}"
+                           " ns/pair")
         for writer in writers.values():
-            writer.close()  # waits for the helper process, so its CPU time is counted below
+            writer.close()
         GlobalLogger._reset_for_tests()  # close the singleton's files before the folder goes
-        children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        helper_cpu_s = (children.ru_utime + children.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
-        helper_pairs = (rounds + 1) * loops * REGIONS
         rows = _count_rows(tmp / "process" / "profile_rank_0.csv")
 
         report.add("perf_counter_ns() pair", samples["clock"], "ns")
@@ -194,8 +199,7 @@ def main() -> None:
                    goals=[at_most_times(3.1, "issue 8")])
         report.add("persisted pair: step log + helper process (training thread)", samples["process"], "ns",
                    anchor="perf_counter_ns() pair", goals=[at_most_times(8.0, "issue 8")],
-                   note=f"helper CPU off the thread: {1e9 * helper_cpu_s / helper_pairs:.0f} ns/pair; "
-                        f"{rows} rows rendered")
+                   note=f"{helper_note}; {rows} rows rendered")
         report.add("persisted pair: step log + writer thread (incl. draining it)", samples["thread"], "ns",
                    anchor="perf_counter_ns() pair", goals=[at_most_times(8.0, "issue 8")])
         report.add("persisted pair: today's path (format + write on the thread)", samples["direct"], "ns",
@@ -251,6 +255,28 @@ def _breakdown(report: Report, timer_cls: Any, tmp: Path) -> None:
     report.add("part: format a step as CSV (old path; now in the helper)", fmt, "ns")
     report.add("part: one write of the packed step", write_rec, "ns")
     report.add("part: one write of the CSV text", write_csv, "ns", note=f"{len(text)} bytes per step")
+
+
+def wait_rendered(writer: Any) -> None:
+    """Wait (untimed) until the helper has rendered the sample, so it does not run into the next tool."""
+    from my_utils.core.step_log import StepLogRenderer
+
+    probe = StepLogRenderer(writer.log_path, writer.csv_path)
+    try:
+        deadline = time.monotonic() + 60
+        while probe.pending() and time.monotonic() < deadline:
+            time.sleep(0.002)
+    finally:
+        probe.close()
+
+
+def _cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` (Linux /proc), None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _count_rows(path: Path) -> int:

@@ -27,7 +27,6 @@ bytes beyond the stored size; the next render cuts them off and renders those re
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import math
 import os
@@ -41,6 +40,11 @@ from typing import Any
 
 from my_utils.core.profile_csv import HEADER_LINE
 from my_utils.core.timer_rows import format_step_rows
+
+try:
+    import fcntl
+except ImportError:  # no flock (Windows): GlobalLogger writes the CSV directly (mode "direct")
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "HEADER_SIZE",
@@ -352,7 +356,7 @@ def sync_profile_csv(csv_path: str | os.PathLike[str]) -> bool:
     copy of a log folder is read as it is).
     """
     log_path = steplog_path(csv_path)
-    if not log_path.exists():
+    if fcntl is None or not log_path.exists():
         return False
     try:
         renderer = StepLogRenderer(log_path, csv_path)

@@ -23,7 +23,6 @@ dropped (and counted) until writing works again.
 from __future__ import annotations
 
 import errno
-import fcntl
 import logging
 import os
 import subprocess
@@ -35,6 +34,11 @@ from pathlib import Path
 import my_utils
 from my_utils.core.profile_csv_writer import ProfileCsvWriter
 from my_utils.core.step_log import HEADER_SIZE, MAGIC, StepLogRenderer, encode_text, new_header, steplog_path
+
+try:
+    import fcntl
+except ImportError:  # no flock (Windows): GlobalLogger writes the CSV directly (mode "direct")
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["MODES", "StepLogWriter", "default_mode"]
 
@@ -48,6 +52,8 @@ _LOCK_WAIT_S = 10.0
 
 def default_mode() -> str:
     """``MYUTILS_PROFILE_CSV`` if it names a mode, else ``process``."""
+    if fcntl is None:
+        return "direct"
     value = os.environ.get("MYUTILS_PROFILE_CSV", "").strip().lower()
     return value if value in MODES else "process"
 
@@ -59,6 +65,8 @@ class StepLogWriter:
         self.csv_path = Path(csv_path)
         self.log_path = steplog_path(self.csv_path)
         self.mode = mode or default_mode()
+        if fcntl is None:
+            self.mode = "direct"
         if self.mode not in MODES:
             raise ValueError(f"StepLogWriter(mode={mode!r}): expected one of {', '.join(MODES)}")
         self.deferred = self.mode != "direct"
