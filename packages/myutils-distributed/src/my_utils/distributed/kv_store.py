@@ -12,12 +12,16 @@ barrier can tell "etcd is away" (retry until the deadline) from a bug.
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any, Protocol
 
 from my_utils.core.errors import MyUtilsError, UsageError
 
 __all__ = ["EtcdStore", "KeyValueStore", "PrefixWatch", "StoreUnavailable", "etcd_client_available"]
+
+
+_ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
 
 
 class StoreUnavailable(MyUtilsError, ConnectionError):
@@ -85,7 +89,7 @@ class _EtcdWatch:
                 created.set()
                 for event in events:
                     if event.get("type", "PUT") == "PUT":  # PUT is proto3's default: the field is absent
-                        self._queue.put(str(event["kv"]["key"]))
+                        self._queue.put(_text(event["kv"]["key"]))
             except Exception as exc:  # the stream broke: the reader falls back to polling
                 result["error"] = exc
                 created.set()
@@ -95,8 +99,9 @@ class _EtcdWatch:
         self._thread.start()
         if not created.wait(timeout) or "error" in result:
             self.close()
-            raise StoreUnavailable(f"{where}: cannot watch {prefix} ({result.get('error', 'no answer')}); "
-                                   f"no reply within {timeout:g} s")
+            error = result.get("error")
+            why = f"{type(error).__name__}: {short_reason(error)}" if error else f"no reply within {timeout:g} s"
+            raise StoreUnavailable(f"{where}: cannot watch {prefix} ({why})")
         self._cancel = result["cancel"]
 
     def next_key(self, timeout: float) -> str | None:
@@ -144,7 +149,7 @@ class EtcdStore:
         except (exceptions.ConnectionFailedError, exceptions.ConnectionTimeoutError,
                 exceptions.InternalServerError) as exc:
             raise StoreUnavailable(f"{self.describe()}: {what} failed ({type(exc).__name__}: "
-                                   f"{str(exc) or exc.detail_text or 'no detail'})") from None
+                                   f"{short_reason(exc)})") from None
 
     def _granted_lease(self) -> Any:
         with self._lock:
@@ -185,6 +190,15 @@ class EtcdStore:
         if revoke and lease is not None:
             self._call("lease revoke", lease.revoke)
         self._client.session.close()
+
+
+def short_reason(exc: BaseException) -> str:
+    """The useful end of a client error: ``[Errno 111] Connection refused`` rather than a urllib3 repr."""
+    text = str(exc) or str(getattr(exc, "detail_text", "") or "") or type(exc).__name__
+    match = _ERRNO.search(text)
+    if match:
+        return match.group(0)
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _text(value: Any) -> str:
