@@ -20,6 +20,12 @@ def myutils_metrics_providers():  # type: ignore[no-untyped-def]
 
 
 @hookimpl
+def myutils_capture_backends():  # type: ignore[no-untyped-def]
+    return [PluginDescription("faulty_backend", PluginKind.CAPTURE_BACKEND,
+                              "my_utils_ext_faulty.backend:TypeErrorBackend", "fails: a TypeError in __init__")]
+
+
+@hookimpl
 def myutils_cli(app):  # type: ignore[no-untyped-def]
     from my_utils.core.errors import InputError
 
