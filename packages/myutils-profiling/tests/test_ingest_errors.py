@@ -253,3 +253,19 @@ def test_no_progress_in_a_pipe(real_fixtures: Path, tmp_path: Path) -> None:
     result = _run(_PROFILE, "ingest", "--config", str(_slow_config(real_fixtures, tmp_path)), "--output-dir", "out",
                   cwd=tmp_path)
     assert result.returncode == 0 and result.stderr == ""
+
+
+def test_a_bug_while_opening_the_input_exits_1_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from my_utils.profiling.providers.table_csv import TableCsvMetricsProvider
+
+    def broken(self: object, file: Path) -> None:
+        raise IndexError("sniff bug")
+
+    monkeypatch.setattr(TableCsvMetricsProvider, "sniff", broken)
+    shutil.copy(_DATA / "op_summary.csv", tmp_path)
+    cfg = _config(tmp_path, [{"provider": "table_csv", "input": "op_summary.csv"}])
+    result = CliRunner().invoke(app, ["ingest", "--config", str(cfg), "--output-dir", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert _one_error_line(result.stderr) == (f"error: {tmp_path / 'op_summary.csv'}: metrics provider 'table_csv' "
+                                              "failed: IndexError: sniff bug")
+    assert not (tmp_path / "out").exists()

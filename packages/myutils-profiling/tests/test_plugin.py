@@ -66,3 +66,10 @@ def test_providers_search_subfolders_the_same_way(tmp_path: Path) -> None:
         direct = cls.from_input(data / sample).collect()
         assert len(from_folder) == len(direct) > 0, name
         assert [p.relative_to(root).parts for p in cls.from_input(root).files()] == [("run1", "rank0", sample)]
+
+
+def test_listed_inputs_are_the_patterns_a_folder_is_searched_for() -> None:
+    descs = get_registry().descriptions(PluginKind.METRICS_PROVIDER)
+    for name in NAMES - {"module_profiler"}:
+        cls = descs[name].load()
+        assert set(cls.patterns) <= set(descs[name].inputs), name

@@ -133,11 +133,15 @@ def run_provider_on_input(
         )
     try:
         provider = from_input(source, **checked)
+    except MyUtilsError:
+        raise
     except TypeError as exc:
         if options and "unexpected keyword argument" in str(exc):
             raise UsageError(f"metrics provider {name!r} does not take option {str(exc).rsplit(' ', 1)[-1]}; "
                              "see `myutils plugins show` for what it reads") from None
-        raise
+        raise ProviderError(name, source, exc) from exc
+    except Exception as exc:  # a bug or library error while checking the input: one line, cause chained
+        raise ProviderError(name, source, exc) from exc
     try:
         events = list(provider.collect(None))
     except MyUtilsError:

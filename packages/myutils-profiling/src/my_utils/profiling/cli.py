@@ -35,7 +35,8 @@ def list_providers() -> None:
     """List the installed metrics providers and what each one reads."""
     for name, desc in sorted(get_registry().descriptions(PluginKind.METRICS_PROVIDER).items()):
         inputs = ", ".join(desc.inputs) or "-"
-        typer.echo(f"{name}: {desc.summary} [reads: {inputs}]")
+        options = ", ".join(o.name for o in desc.options) or "-"
+        typer.echo(f"{name}: {desc.summary} [reads: {inputs}] [options: {options}]")
 
 
 @app.command("ingest")

@@ -31,7 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from my_utils.core.errors import ConfigError, InputError, MyUtilsError, PluginError, UnknownPluginError
+from my_utils.core.errors import (
+    ConfigError,
+    InputError,
+    MyUtilsError,
+    PluginError,
+    ProviderError,
+    UnknownPluginError,
+)
 from my_utils.core.plugin_types import PluginKind
 from my_utils.core.providers import check_options
 
@@ -176,5 +183,9 @@ def open_provider(entry: ProviderEntry, where: str) -> Any:
                           "live objects: register it from Python")
     try:
         return from_input(entry.input, **entry.options)
+    except MyUtilsError:
+        raise
     except TypeError as exc:  # a third-party provider that declares no options
         raise ConfigError(where, f"{entry.key}.options", f"options accepted by {entry.provider!r} ({exc})") from None
+    except Exception as exc:  # a bug or library error while checking the input: name the provider
+        raise ProviderError(entry.provider, entry.input, exc) from exc

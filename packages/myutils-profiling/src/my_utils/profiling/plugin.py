@@ -75,12 +75,12 @@ def myutils_metrics_providers() -> Sequence[PluginDescription]:
         _provider("table_csv", "table_csv:TableCsvMetricsProvider",
                   "any CSV table through a column mapping", ("*.csv",)),
         _provider("ncu_csv", "ncu:NcuCsvMetricsProvider",
-                  "Nsight Compute CSV exports (details or raw page)", ("*.csv", "*.csv.txt")),
+                  "Nsight Compute CSV exports (details or raw page)", ("*.csv", "*.txt", "*.log")),
         _provider("nsys_sqlite", "nsys:NsysSqliteMetricsProvider",
-                  "Nsight Systems SQLite exports, aggregated in SQL", ("*.sqlite",)),
+                  "Nsight Systems SQLite exports, aggregated in SQL", ("*.sqlite", "*.db")),
         _provider("cprofile", "cprofile:CProfileStatsProvider",
                   "cProfile / pstats dumps: self and cumulative time per function",
-                  ("*.pstats", "*.prof")),
+                  ("*.pstats", "*.prof", "*.cprofile")),
     ]
 
 
