@@ -204,6 +204,12 @@ class MetricsCollector:
         index = next(i for i, p in enumerate(self.providers) if p is provider)
         place = self._places.get(id(provider), f"provider #{index}")
         self.providers.pop(index)
+        closer = getattr(provider, "close", None)
+        if callable(closer):  # a live provider detaches from its timer/profiler
+            try:
+                closer()
+            except Exception as close_exc:  # already failing: its close must not hide why
+                _log.debug("closing skipped provider %s failed: %s", _name_of(provider), close_exc)
         self._skip(ProviderFailure(_name_of(provider), place, str(exc), _input_of(provider)))
 
     def _stamp(self, event: MetricEvent, source: str, step: int | None) -> MetricEvent:
