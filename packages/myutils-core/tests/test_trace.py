@@ -52,6 +52,11 @@ def events(doc: dict[str, Any], ph: str) -> list[dict[str, Any]]:
     return [e for e in doc["traceEvents"] if e["ph"] == ph]
 
 
+def regions(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The opening event of every region: a B, or an X of zero µs (the rank layout); not step slices."""
+    return [e for e in doc["traceEvents"] if e["ph"] == "B" or (e["ph"] == "X" and e.get("cat") != "step")]
+
+
 def thread_names(doc: dict[str, Any]) -> dict[tuple[int, int], str]:
     return {(e["pid"], e["tid"]): e["args"]["name"] for e in events(doc, "M") if e["name"] == "thread_name"}
 
@@ -86,8 +91,8 @@ def test_timer_csv_becomes_a_valid_trace(tmp_path: Path, layout: str) -> None:
     assert_valid_trace(out)
     doc = json.loads(out.read_text())
     rows = read_profile_csv(csv_path)
-    begins, ends = events(doc, "B"), events(doc, "E")
-    assert len(begins) == len(ends) == 9  # regions only: step slices are X events
+    begins = regions(doc)
+    assert len(begins) == 9 and len(events(doc, "E")) == sum(e["ph"] == "B" for e in begins)
     host = rows[0].machine_id.removesuffix("_rank0")
     assert process_names(doc) == {1: f"rank 0 ({host})"}  # pid = rank + 1
     names = sorted(thread_names(doc).values())
@@ -146,7 +151,8 @@ def test_rank_layout_has_one_lane_per_rank_whatever_the_steps(tmp_path: Path) ->
     step_doc = json.loads(csv_to_trace(csv_path, tmp_path / "s.json", layout="step").read_text())
     assert rank_doc["otherData"]["layout"] == "rank"
     assert len(thread_names(rank_doc)) == 1 and len(thread_names(step_doc)) == 1000
-    assert len(events(rank_doc, "X")) == 1000 and check_trace(rank_doc) == [] and check_trace(step_doc) == []
+    assert sum(e.get("cat") == "step" for e in events(rank_doc, "X")) == 1000
+    assert check_trace(rank_doc) == [] and check_trace(step_doc) == []
 
 
 def test_folder_list_and_gzip_inputs(tmp_path: Path) -> None:
@@ -241,8 +247,8 @@ def test_equal_timestamps_still_nest(tmp_path: Path, layout: str) -> None:
     doc = json.loads(csv_to_trace(path, tmp_path / "t.json", layout=layout).read_text())
     assert check_trace(doc) == []
     expected = [("outer", "B"), ("inner", "B"), ("inner", "E"), ("outer", "E")]
-    if layout == "rank":
-        expected.insert(0, ("step 0", "X"))
+    if layout == "rank":  # zero-µs regions are X events there: Perfetto misplaces B/E at one ts inside an X
+        expected = [("step 0", "X"), ("outer", "X"), ("inner", "X")]
     assert [(e["name"], e["ph"]) for e in doc["traceEvents"] if e["ph"] in "BEX"] == expected
 
 
@@ -261,7 +267,7 @@ def test_torn_csv_still_converts(tmp_path: Path) -> None:
     path.write_bytes(data[:-10])  # the last END row is torn
     doc = json.loads(csv_to_trace(path, tmp_path / "t.json").read_text())
     assert check_trace(doc) == []
-    assert len(events(doc, "B")) == 5 and len(events(doc, "i")) == 1  # step 1's "iter" lost its END
+    assert len(regions(doc)) == 5 and len(events(doc, "i")) == 1  # step 1's "iter" lost its END
 
 
 # A step: a tree of regions, written as MyTimer writes it (START, children, END), with durations in µs.
@@ -300,7 +306,7 @@ def test_any_timer_forest_stays_nested_in_both_layouts(steps: list[list[Any]], r
         doc = profile_rows_to_trace(rows, layout=layout)
         assert check_trace(doc) == [], layout
         found = slices(doc)
-        assert len(events(doc, "B")) == len(rows) // 2
+        assert len(regions(doc)) == len(rows) // 2
         if layout == "rank":  # every region sits inside the parent slice of its own step, on its lane
             parents = {(s["pid"], s["args"]["step"]): s for s in found if s["name"].startswith("step ")}
             for s in found:

@@ -5,6 +5,8 @@ Two layouts of the threads (lanes) inside a process:
 
 - ``"rank"`` (the default): one lane per rank (per timer tag); every step is a parent slice
   ``step N`` (an ``X`` event) holding that step's regions. A run of 1,000 steps is one lane.
+  Regions of zero µs are ``X`` events there (on a lane with ``X`` events Perfetto leaves a
+  B/E pair at one timestamp unended); every other region is a ``B``/``E`` pair.
 - ``"step"``: one lane per step (``step_N``), the seed's layout; 1,000 steps are 1,000 lanes.
 
 Why the ids are what they are: viewers treat a tid equal to its pid as the process's main thread
@@ -147,28 +149,34 @@ def _pack(spans: list[_Span]) -> list[list[_Span]]:
     return lanes
 
 
-def _lane_events(spans: list[_Span], pid: int, tid: int) -> list[dict[str, Any]]:
-    """Events of one lane in nesting order (spans already sorted by start)."""
-    events: list[dict[str, Any]] = []
-    open_spans: list[_Span] = []
+def _lane_events(spans: list[_Span], pid: int, tid: int, zero_as_x: bool) -> list[dict[str, Any]]:
+    """Events of one lane in nesting order (spans already sorted by start).
 
-    def close(span: _Span) -> None:
-        if not span.is_step:
-            events.append({"name": span.name, "ph": "E", "ts": span.end_us, "pid": pid, "tid": tid,
-                           "args": span.end_args})
+    Step slices are ``X`` events: tools that read our traces take ``B`` events for regions.
+    With ``zero_as_x``, a region of zero µs is an ``X`` event too: on a lane with ``X`` events,
+    Perfetto leaves a B/E pair at one timestamp unended or drops its end (``misplaced_end_event``).
+    """
+    events: list[dict[str, Any]] = []
+    open_spans: list[tuple[_Span, bool]] = []  # (span, written as X)
 
     for span in spans:
-        while open_spans and open_spans[-1].end_key < span.start_key:
-            close(open_spans.pop())
-        if span.is_step:  # an X event: the other tools that read our traces see only regions as B/E
-            events.append({"name": span.name, "cat": span.cat, "ph": "X", "ts": span.start_us,
-                           "dur": span.end_us - span.start_us, "pid": pid, "tid": tid, "args": span.args})
-        else:
-            events.append({"name": span.name, "cat": span.cat, "ph": "B", "ts": span.start_us, "pid": pid,
-                           "tid": tid, "args": span.args})
-        open_spans.append(span)
+        while open_spans and open_spans[-1][0].end_key < span.start_key:
+            done, complete = open_spans.pop()
+            if not complete:
+                events.append({"name": done.name, "ph": "E", "ts": done.end_us, "pid": pid, "tid": tid,
+                               "args": done.end_args})
+        complete = span.is_step or (zero_as_x and span.end_us == span.start_us)
+        event = {"name": span.name, "cat": span.cat, "ph": "X" if complete else "B", "ts": span.start_us,
+                 "pid": pid, "tid": tid, "args": span.args}
+        if complete:
+            event["dur"] = span.end_us - span.start_us
+        events.append(event)
+        open_spans.append((span, complete))
     while open_spans:
-        close(open_spans.pop())
+        done, complete = open_spans.pop()
+        if not complete:
+            events.append({"name": done.name, "ph": "E", "ts": done.end_us, "pid": pid, "tid": tid,
+                           "args": done.end_args})
     return events
 
 
@@ -287,7 +295,7 @@ def profile_rows_to_trace(rows: Iterable[ProfileRow], sources: Sequence[str] = (
             metadata.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}})
             metadata.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
                              "args": {"sort_index": lane_index}})
-            events.extend(_lane_events(lane_spans, pid, tid))
+            events.extend(_lane_events(lane_spans, pid, tid, zero_as_x=mode is TraceLayout.RANK))
             events.extend(_instant(row, note, pid, tid) for row, note in instants)
 
     return {

@@ -14,7 +14,11 @@
   whose pid is not 0 as that process's main thread, the thread whose tid equals its pid. Two
   such lanes with events become one lane (rank 1's ``step_0`` slices shown in ``step_1``), so
   the nesting rules above are checked on the lanes as Perfetto builds them, and a lane named
-  twice with different ``thread_name`` values is reported.
+  twice with different ``thread_name`` values is reported;
+- no event but a global instant has an empty pid (Perfetto's JSON parser fails on it);
+- a zero-length B/E pair (B and E at one timestamp) on a lane that has ``X`` events: Perfetto
+  (v52) then leaves the slice unended (``dur -1``, deeper slices nest under it) or drops its
+  end (``misplaced_end_event``); B/E-only lanes keep such pairs in file order.
 
 Run it on files: ``python -m my_utils.core.testing.trace_check FILE...`` prints one line per
 problem (``FILE: problem``) and exits 1 when there is any, 0 with a one-line summary when all
@@ -106,6 +110,10 @@ def check_trace(doc_or_path: Any, max_problems: int = 50, *, require_process_nam
         if not isinstance(ph, str) or not ph:
             report(f"{_describe(index, ev)}: no 'ph'")
             continue
+        if ev.get("pid") == "" and not (ph in ("i", "I") and ev.get("s") == "g"):
+            report(f"{_describe(index, ev)}: pid '' (empty): Perfetto's JSON parser rejects it "
+                   "(json_parser_failure); only a global instant ('s': 'g') may have no pid")
+            continue
         if ph == "M":
             name = ev.get("name")
             if name not in METADATA_NAMES:
@@ -180,10 +188,15 @@ def check_trace(doc_or_path: Any, max_problems: int = 50, *, require_process_nam
         for start, end, index in lane_spans:
             while enclosing and enclosing[-1][0] <= start + _SLACK_US:
                 enclosing.pop()
+            is_x = events[index].get("ph") == "X"
             if enclosing and end > enclosing[-1][0] + _SLACK_US:
-                what = "'X'" if events[index].get("ph") == "X" else "B/E slice"
+                what = "'X'" if is_x else "B/E slice"
                 report(f"{_describe(index, events[index])}: {what} overlaps event {enclosing[-1][1]} without nesting")
                 continue
+            if not is_x and end == start:
+                report(f"{_describe(index, events[index])}: a B/E pair at one timestamp on a lane with 'X' events: "
+                       "Perfetto leaves it unended (dur -1) or drops its end (misplaced_end_event); write it as "
+                       "an 'X' event with dur 0")
             enclosing.append((end, index))
     for (cat, flow_id), phases in flows.items():
         if phases.count("s") != 1 or phases.count("f") != 1:
@@ -244,4 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `... | head`: the reader left; say nothing more
+        sys.stderr.close()
+        sys.exit(1)

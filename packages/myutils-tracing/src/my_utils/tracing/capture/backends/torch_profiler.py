@@ -61,7 +61,10 @@ def _complete_trace(doc: dict[str, Any], window: WindowInfo | None, closing: Win
     """Name every process lane (Kineto leaves its ``Spans`` lane unnamed) and record the window."""
     events = doc.setdefault("traceEvents", [])
     named = {e.get("pid") for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
-    used = {e.get("pid") for e in events if e.get("ph") != "M" and "pid" in e}
+    # a global instant (Kineto's "Record Window End", pid "") belongs to no process, and Perfetto's
+    # JSON parser fails on a process_name whose pid is "" (json_parser_failure)
+    used = {e.get("pid") for e in events
+            if e.get("ph") != "M" and e.get("pid") not in (None, "") and not (e.get("ph") in ("i", "I") and e.get("s") == "g")}
     for pid in sorted(used - named, key=str):
         events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": str(pid)}})
     if window is not None:
