@@ -35,7 +35,7 @@ def _run_threads(n: int, body: Any) -> list[Any]:
     def run(rank: int) -> None:
         try:
             results[rank] = body(rank)
-        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+        except BaseException as exc:  # handed to the test thread
             results[rank] = exc
 
     threads = [threading.Thread(target=run, args=(r,)) for r in range(n)]
@@ -113,7 +113,7 @@ def test_outage_until_the_deadline_says_so() -> None:
     store = InMemoryKeyValueStore(InMemoryKeyValueStore.Space())
     barrier = EtcdBarrier("t", 0, 2, store=store, poll_s=0.05)
     store.set_unavailable(True)
-    with pytest.raises(BarrierTimeout, match="could not arrive within 0.3 s because the store is unavailable"):
+    with pytest.raises(BarrierTimeout, match=r"could not arrive within 0\.3 s because the store is unavailable"):
         barrier.wait(timeout=0.3)
 
 

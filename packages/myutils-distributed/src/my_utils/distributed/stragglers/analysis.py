@@ -3,13 +3,14 @@
 The files are merged by step (a k-way merge on the step number), so memory holds one step
 per rank plus running sums per (section, rank): it does not grow with the number of steps
 (measured in ``bench/bench_distributed.py``: 64 ranks x 10,000 steps). Per step and section:
-the slowest rank and each rank's time over the step's median; per section at the end: the
+the slowest rank and each rank's time over the median of the other ranks; per section at the end: the
 ranks' mean times (min / median / max), the slowdown max / median, and the persistent
 straggler if one rank was slowest in most steps by a real margin.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import re
 import statistics
@@ -62,10 +63,13 @@ class _Section:
         if len(times) < 2:
             return
         self.steps += 1
-        median = statistics.median(ms for ms, _ in times.values())
-        if median > 0:
-            for rank, (ms, _) in times.items():
-                self.ratio_sum[rank] = self.ratio_sum.get(rank, 0.0) + ms / median
+        # each rank against the median of the *others*: with 2 ranks a plain median would be
+        # the mean of the pair and halve every slowdown
+        ordered = sorted(ms for ms, _ in times.values())
+        for rank, (ms, _) in times.items():
+            reference = _median_without(ordered, bisect.bisect_left(ordered, ms))
+            if reference > 0:
+                self.ratio_sum[rank] = self.ratio_sum.get(rank, 0.0) + ms / reference
         slow = max(times, key=lambda r: (times[r][0], -r))
         self.slowest[slow] = self.slowest.get(slow, 0) + 1
         starts = [start for _, start in times.values()]
@@ -99,6 +103,16 @@ class _Section:
         )
 
 
+def _median_without(ordered: list[float], index: int) -> float:
+    """The median of ``ordered`` (sorted, 2+ values) without the value at ``index``, in O(1)."""
+    n = len(ordered) - 1
+
+    def at(k: int) -> float:  # k-th value of the list without `index`
+        return ordered[k] if k < index else ordered[k + 1]
+
+    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
+
+
 def _merged(streams: dict[int, Iterator[RankStep]]) -> Iterator[tuple[int, dict[int, RankStep]]]:
     """(step, {rank: that rank's step}) in step order, holding one step per rank."""
     heap: list[tuple[int, int]] = []
@@ -128,7 +142,7 @@ def analyze_stragglers(
     """Read every ``profile_rank_<rank>.csv`` of ``log_dir`` and report, per section, who is slow.
 
     A section's straggler is the rank slowest in at least ``persistent_fraction`` of its steps
-    whose time is on average at least ``min_slowdown`` times the step's median.
+    whose time is on average at least ``min_slowdown`` times the median of the other ranks.
     """
     if not 0 < persistent_fraction <= 1 or min_slowdown < 1:
         raise UsageError(f"analyze_stragglers(persistent_fraction={persistent_fraction}, min_slowdown={min_slowdown}):"

@@ -20,7 +20,7 @@ def stragglers(
     persistent_fraction: Annotated[float, typer.Option(
         help="a straggler is slowest in at least this fraction of steps")] = 0.5,
     min_slowdown: Annotated[float, typer.Option(
-        help="... and on average at least this many times the step median")] = 1.2,
+        help="... and on average at least this many times the other ranks' median")] = 1.2,
 ) -> None:
     """Per section across ranks: min / median / max with their ranks, slowdown, persistent stragglers."""
     from my_utils.distributed.stragglers.analysis import analyze_stragglers

@@ -25,8 +25,8 @@ class SectionStats:
     ``min``/``median``/``max`` are over the ranks' mean time per step in the section (the
     median's rank is the one closest to it); ``slowdown`` is max / median. ``slowest_rank`` was
     the slowest in ``slowest_steps`` of ``steps`` steps; it is the ``straggler`` when that is at
-    least the persistent fraction and its mean per-step time / step median is at least the
-    minimum slowdown. ``start_spread_ms`` is the mean, over steps, of last minus first start
+    least the persistent fraction and its mean per-step time / median of the other ranks is
+    at least the minimum slowdown. ``start_spread_ms`` is the mean, over steps, of last minus first start
     (clock offsets applied); ``last_to_start_rank`` started last most often.
     """
 

@@ -35,5 +35,5 @@ def render_text(report: StragglerReport) -> str:
         lines.append("persistent stragglers: " + "; ".join(f"rank {r} in {name}" for r, name in found))
     else:
         lines.append(f"no persistent straggler (none slowest in >= {report.persistent_fraction:.0%} of steps "
-                     f"by >= {report.min_slowdown:.2f}x the step median)")
+                     f"by >= {report.min_slowdown:.2f}x the other ranks' median)")
     return "\n".join(lines)

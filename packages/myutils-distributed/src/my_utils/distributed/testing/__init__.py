@@ -12,6 +12,7 @@ _EXPORTS: dict[str, str] = {
     "listening_addresses": "my_utils.distributed.testing.gloo",
     "EtcdServer": "my_utils.distributed.testing.etcd_server",
     "InMemoryKeyValueStore": "my_utils.distributed.testing.memory_store",
+    "write_synthetic_run": "my_utils.distributed.testing.synthetic",
 }
 
 __all__ = list(_EXPORTS)
@@ -24,3 +25,4 @@ if TYPE_CHECKING:
     from my_utils.distributed.testing.gloo import listening_addresses as listening_addresses
     from my_utils.distributed.testing.gloo import run_gloo as run_gloo
     from my_utils.distributed.testing.memory_store import InMemoryKeyValueStore as InMemoryKeyValueStore
+    from my_utils.distributed.testing.synthetic import write_synthetic_run as write_synthetic_run

@@ -1,0 +1,166 @@
+"""``analyze_stragglers`` and ``myutils stragglers`` on generated runs, checked against independent counts."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from my_utils.core.cli import build_app
+from my_utils.core.errors import InputError, UsageError
+from my_utils.distributed.stragglers import analyze_stragglers, render_text
+from my_utils.distributed.testing import write_synthetic_run
+
+runner = CliRunner()
+
+
+def _independent_means(log_dir: Path) -> dict[str, dict[int, float]]:
+    """Mean END duration per (section, rank), read with the csv module (not with the code under test)."""
+    sums: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for path in log_dir.glob("profile_rank_*.csv"):
+        rank = int(path.stem.rsplit("_", 1)[1])
+        with open(path, newline="", encoding="utf-8") as fh:
+            for row in csv.DictReader(fh):
+                if row["event_type"] == "END":
+                    sums[row["event_name"]][rank].append(float(row["duration_ms"]))
+    return {name: {r: statistics.fmean(v) for r, v in ranks.items()} for name, ranks in sums.items()}
+
+
+def test_the_slow_rank_and_section_are_named(tmp_path: Path) -> None:
+    write_synthetic_run(tmp_path, 4, 20, slow=(2, "forward", 1.5))
+    report = analyze_stragglers(tmp_path)
+    assert report.ranks == [0, 1, 2, 3] and report.steps == 20
+    assert report.stragglers == [(2, "forward")]
+    forward = next(s for s in report.sections if s.section == "forward")
+    means = _independent_means(tmp_path)["forward"]
+    assert forward.max.rank == 2 and forward.max.ms == pytest.approx(means[2])
+    assert forward.min.ms == pytest.approx(min(means.values()))
+    assert forward.slowdown == pytest.approx(means[2] / statistics.median(means.values()))
+    assert forward.slowest_steps == 20 and forward.slowest_mean_ratio > 1.4
+    assert "persistent stragglers: rank 2 in forward" in render_text(report)
+
+
+def test_an_even_run_names_nobody(tmp_path: Path) -> None:
+    write_synthetic_run(tmp_path, 8, 30)
+    report = analyze_stragglers(tmp_path)
+    assert report.stragglers == [] and all(s.slowdown < 1.1 for s in report.sections)
+    assert "no persistent straggler" in render_text(report)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ranks=st.integers(2, 6), steps=st.integers(1, 8), factor=st.floats(1.5, 4.0), data=st.data())
+def test_stats_match_independent_counts(tmp_path_factory: pytest.TempPathFactory, ranks: int, steps: int,
+                                        factor: float, data: st.DataObject) -> None:
+    folder = tmp_path_factory.mktemp("run")
+    slow_rank = data.draw(st.integers(0, ranks - 1))
+    section = data.draw(st.sampled_from(["data", "forward", "backward"]))
+    write_synthetic_run(folder, ranks, steps, slow=(slow_rank, section, factor))
+    report = analyze_stragglers(folder)
+    expected = _independent_means(folder)
+    for stats in report.sections:
+        means = expected[stats.section]
+        assert stats.ranks == ranks and stats.steps == steps
+        assert stats.min.ms == pytest.approx(min(means.values()))
+        assert stats.max.ms == pytest.approx(max(means.values()))
+        assert stats.median.ms == pytest.approx(statistics.median(means.values()))
+    assert report.stragglers == [(slow_rank, section)]
+
+
+def test_recorded_offsets_line_up_the_starts(tmp_path: Path) -> None:
+    # rank 1's clock is 5 ms behind; it recorded the offset without applying it (applied=0)
+    write_synthetic_run(tmp_path, 2, 5, clock_offsets={0: (0.0, True), 1: (0.005, False)})
+    report = analyze_stragglers(tmp_path)
+    data = next(s for s in report.sections if s.section == "data")
+    assert data.start_spread_ms == pytest.approx(0.0, abs=1e-3)  # every step's "data" starts together
+    assert [(c.rank, c.offset_s, c.applied) for c in report.clocks] == [(0, 0.0, True), (1, 0.005, False)]
+    # the same rows without the CLOCK_SYNC row: 5 ms apart
+    path = tmp_path / "profile_rank_1.csv"
+    path.write_text("".join(line for line in path.read_text().splitlines(keepends=True) if "CLOCK_SYNC" not in line))
+    data = next(s for s in analyze_stragglers(tmp_path).sections if s.section == "data")
+    assert data.start_spread_ms == pytest.approx(5.0, abs=1e-3) and data.last_to_start_rank == 0
+
+
+def test_cli_text_and_json(tmp_path: Path) -> None:
+    write_synthetic_run(tmp_path, 3, 6, slow=(1, "backward", 2.0))
+    result = runner.invoke(build_app(), ["stragglers", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["schema_version"] == 1 and doc["stragglers"] == [{"rank": 1, "section": "backward"}]
+    assert {s["section"] for s in doc["sections"]} == {"data", "forward", "backward"}
+    text = runner.invoke(build_app(), ["stragglers", str(tmp_path), "--min-slowdown", "2.5"]).stdout
+    assert "no persistent straggler" in text and "by >= 2.50x" in text
+
+
+def test_the_command_is_installed_through_the_plugin_hook(tmp_path: Path) -> None:
+    write_synthetic_run(tmp_path, 2, 3, slow=(0, "data", 3.0))
+    proc = subprocess.run([sys.executable, "-m", "my_utils.core", "stragglers", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "persistent stragglers: rank 0 in data" in proc.stdout
+    help_text = subprocess.run([sys.executable, "-m", "my_utils.core", "--help"], capture_output=True, text=True,
+                               timeout=60).stdout
+    assert "stragglers" in help_text
+
+
+def _bad(tmp_path: Path, case: str) -> Path:
+    write_synthetic_run(tmp_path, 2, 3)
+    path = tmp_path / "profile_rank_1.csv"
+    lines = path.read_text().splitlines(keepends=True)
+    if case == "malformed row":
+        lines.insert(3, "12.5,x,host,notastep,forward,END,1.0,\n")
+    elif case == "steps go back":
+        lines.append(lines[1])  # step 0 again after step 2
+    elif case == "bad clock row":
+        lines.insert(1, "1764000000.000000,x,host,0,clock_sync,CLOCK_SYNC,0.0,offset_s=abc;uncertainty_s=1\n")
+    path.write_text("".join(lines))
+    return path
+
+
+@pytest.mark.parametrize(("case", "expected"), [
+    ("malformed row", r"profile_rank_1.csv:line 4: "),
+    ("steps go back", r"profile_rank_1.csv:line 20: steps in increasing order \(step 0 after step 2\)"),
+    ("bad clock row", r"profile_rank_1.csv:line 2: a CLOCK_SYNC row needs offset_s=<finite seconds>"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, case: str, expected: str) -> None:
+    _bad(tmp_path, case)
+    with pytest.raises(InputError, match=expected):
+        analyze_stragglers(tmp_path)
+    result = runner.invoke(build_app(), ["stragglers", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ") and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("what", ["missing", "empty", "a file"])
+def test_no_csvs_is_exit_2(tmp_path: Path, what: str) -> None:
+    target = tmp_path / "logs"
+    if what == "empty":
+        target.mkdir()
+    elif what == "a file":
+        target.write_text("x")
+    result = runner.invoke(build_app(), ["stragglers", str(target)])
+    assert result.exit_code == 2 and str(target) in result.stderr and "profile_rank_<rank>.csv" in result.stderr
+
+
+def test_bad_thresholds_are_usage_errors(tmp_path: Path) -> None:
+    write_synthetic_run(tmp_path, 2, 1)
+    with pytest.raises(UsageError, match="expected 0 < persistent_fraction <= 1"):
+        analyze_stragglers(tmp_path, persistent_fraction=0)
+    assert runner.invoke(build_app(), ["stragglers", str(tmp_path), "--min-slowdown", "0.5"]).exit_code == 2
+
+
+@given(st.lists(st.floats(0, 1e6, allow_nan=False), min_size=2, max_size=30), st.data())
+def test_median_without_one_value(values: list[float], data: st.DataObject) -> None:
+    from my_utils.distributed.stragglers.analysis import _median_without
+
+    ordered = sorted(values)
+    index = data.draw(st.integers(0, len(ordered) - 1))
+    assert _median_without(ordered, index) == pytest.approx(statistics.median(ordered[:index] + ordered[index + 1:]))
