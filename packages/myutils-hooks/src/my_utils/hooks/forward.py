@@ -189,6 +189,9 @@ class ForwardProfilerHook:
     # -- the hooks -------------------------------------------------------------------------
 
     def _pre(self, module: Any, args: Any) -> None:
+        if self.iteration < self.start_iter:  # the fast path until the window: nothing can match yet
+            self._outer.append(None)
+            return
         # the exception being handled around this forward, if any: only a new one means it raised
         self._outer.append(sys.exc_info()[1])
         if self.controller is not None:
@@ -196,13 +199,13 @@ class ForwardProfilerHook:
 
     def _post(self, module: Any, args: Any, result: Any) -> None:
         outer = self._outer.pop() if self._outer else None
-        raised = sys.exc_info()[1]
-        controller = self.controller
         it = self.iteration
-        if len(self._outer) == 0:  # only the outermost call of a re-entrant forward counts
+        if not self._outer:  # only the outermost call of a re-entrant forward counts
             self.iteration += 1
-        if controller is None:
+        controller = self.controller
+        if it < self.start_iter or controller is None:
             return
+        raised = sys.exc_info()[1]
         if raised is not None and raised is not outer:
             if controller.active is not None:
                 self.logger.warning("ForwardProfilerHook: forward %s raised %s inside the capture window; "
@@ -211,7 +214,7 @@ class ForwardProfilerHook:
                 self._finish()
             return
         controller.on_exit(HookEvent(PROFILE_NAME, {"iter": it}, rank=self.rank))
-        if controller.active is None and it >= self.start_iter:
+        if controller.active is None:
             self._finish()
 
     def _finish(self) -> None:

@@ -75,11 +75,16 @@ class ModuleProfiler:
         """The pre and post hook of module ``name``: they touch only lists bound here (the hot path)."""
         opened: list[Any] = []
         pending: list[tuple[Any, Any]] = []
+        durations: list[float] = []
         self._open[name] = opened
         self._pending[name] = pending
-        self._durations[name] = []
+        self._durations[name] = durations
         recording = self._recording
         mark = self._clock.mark
+        elapsed = self._clock.elapsed_ms
+        # a deferred clock (CUDA) keeps the pair for stop(); the CPU clock converts at once, so
+        # stop() has nothing to walk through (it ran once per forward over every module)
+        done = pending.append if self._clock.deferred else None
         failed = self._failed
 
         def pre(module: Any, args: Any) -> None:
@@ -95,7 +100,10 @@ class ModuleProfiler:
             if result is None and sys.exc_info()[1] is not None:
                 failed[name] = failed.get(name, 0) + 1
                 return
-            pending.append((begin, end))
+            if done is None:
+                durations.append(elapsed(begin, end))
+            else:
+                done((begin, end))
 
         return pre, post
 
@@ -154,7 +162,7 @@ class ModuleProfiler:
 
     def _settle(self) -> None:
         """Turn every pending pair of marks into milliseconds (one device synchronize on CUDA)."""
-        if not any(self._pending.values()):
+        if not self._clock.deferred or not any(self._pending.values()):
             return
         self._clock.settle()
         elapsed = self._clock.elapsed_ms

@@ -52,11 +52,14 @@ def module_stats(durations_ms: Mapping[str, Sequence[float]]) -> list[ModuleStat
     rows = []
     for name, total in totals.items():
         values = durations_ms[name]
+        mean = total / len(values)
         rows.append(ModuleStats(
             module_name=name,
-            mean_ms=total / len(values),
+            mean_ms=mean,
             median_ms=float(statistics.median(values)),
-            std_ms=float(statistics.pstdev(values)) if len(values) > 1 else 0.0,
+            # two passes with fsum, not statistics.pstdev: that one works in exact fractions and
+            # took ~1 s for 100 modules x 2000 calls
+            std_ms=math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values)) if len(values) > 1 else 0.0,
             total_ms=total,
             run_count=len(values),
             percentage=100.0 * total / grand if grand > 0 else 0.0,

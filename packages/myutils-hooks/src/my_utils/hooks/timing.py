@@ -1,11 +1,12 @@
 """The clocks ``ModuleProfiler`` times modules with: ``perf_counter_ns`` on the CPU, CUDA events on a GPU.
 
 A clock hands out *marks* on the hot path (``mark()``, called twice per module call) and
-turns pairs of marks into milliseconds later (``elapsed_ms``), after ``settle()``. The split
-exists for CUDA: an event recorded in a forward hook completes only when the GPU reaches
-it, so reading it inside the hook would synchronise every module call; instead the
-profiler keeps the pairs and reads them all after one ``settle()`` (a synchronize) in
-``stop()`` or ``summary()``. On the CPU a mark is already a time and ``settle()`` is free.
+turns pairs of marks into milliseconds (``elapsed_ms``). A ``deferred`` clock's marks are
+readable only after ``settle()``: an event recorded in a forward hook completes only when
+the GPU reaches it, so reading it inside the hook would synchronise every module call;
+instead the profiler keeps the pairs and reads them all after one ``settle()`` (a
+synchronize) in ``stop()`` or ``summary()``. On the CPU a mark is already a time: the
+post hook converts at once, and nothing waits for ``stop()``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class ModuleClock(Protocol):
 
     #: short name shown in summaries and logs ("cpu" or "cuda")
     name: str
+    #: True when marks are readable only after ``settle()`` (the profiler then keeps pairs until then)
+    deferred: bool
 
     def mark(self) -> Any:
         """A point in time (cheap: called twice per module call)."""
@@ -42,6 +45,7 @@ class CpuClock:
     """``time.perf_counter_ns``: a mark is an int of nanoseconds, nothing to settle."""
 
     name = "cpu"
+    deferred = False
 
     def __init__(self) -> None:
         # an attribute, not a method: the hook calls it without a bound-method lookup
@@ -64,6 +68,7 @@ class CudaEventClock:
     """
 
     name = "cuda"
+    deferred = True
 
     def __init__(self) -> None:
         import torch
