@@ -6,7 +6,9 @@ import contextlib
 import functools
 import hashlib
 import http.server
+import importlib.metadata
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -282,3 +284,19 @@ def test_no_registry_file_is_committed(rf: ModuleType) -> None:
         pytest.skip(f"not a git checkout here ({proc.stderr.strip()})")
     committed = {Path(p).name for p in proc.stdout.split("\0") if p}
     assert not committed & {Path(n).name for n in rf.names()}
+
+
+@pytest.mark.slow
+def test_test_requirements_keep_the_torch_pin(tmp_path: Path) -> None:
+    """pip, asked for requirements-test.txt in this environment, replaces no torch (tensordict needs one)."""
+    if not importlib.metadata.version("torch").startswith("2.13.0"):
+        pytest.skip(f"this environment has torch {importlib.metadata.version('torch')}, not the pinned 2.13.0")
+    report = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--report", str(report),
+                           "-r", str(REPO / "requirements-test.txt")], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        pytest.skip(f"pip could not resolve requirements-test.txt here: {proc.stderr.strip().splitlines()[-1:]}")
+    planned = {item["metadata"]["name"].lower(): item["metadata"]["version"]
+               for item in json.loads(report.read_text())["install"]}
+    assert "torch" not in planned, planned
+    assert importlib.metadata.version("tensordict") == "0.15.3"
