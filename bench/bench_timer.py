@@ -227,7 +227,7 @@ def main() -> None:
 
 def _breakdown(report: Report, timer_cls: Any, tmp: Path) -> None:
     """Per-pair cost of each part of a persisted step: pack (new), format (old), one write."""
-    from my_utils.core.step_log import encode_timer_step, timer_head
+    from my_utils.core.step_log import encode_timer_step, pack_names, regions_of, timer_head
     from my_utils.core.timer_rows import format_step_rows
 
     timer = timer_cls(tag="bench")
@@ -236,15 +236,19 @@ def _breakdown(report: Report, timer_cls: Any, tmp: Path) -> None:
         timer.start(name)
         timer.stop(name)
     timer.stop("outer")
-    regions = list(timer._regions)
+    events = list(timer._ev)
+    regions = regions_of(events)
     head = timer_head("bench", "host_rank0")
+    names = pack_names(events[0::2])
     base = time.time_ns() - time.perf_counter_ns()
-    record = encode_timer_step(regions, None, 7, base, head)
+    record = encode_timer_step(events, names, None, 7, base, head)
     cache: dict[Any, Any] = {}
     text = format_step_rows(regions, None, 7, base, "host_rank0", "bench", cache).encode()
     fd = os.open(tmp / "write_probe.bin", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        pack = [micro(lambda: encode_timer_step(regions, None, 7, base, head), 2000) for _ in range(3)]
+        # what step() does: slice the names out, compare with the last step's, pack the times
+        pack = [micro(lambda: (events[0::2] == events[0::2],
+                               encode_timer_step(events, names, None, 7, base, head)), 2000) for _ in range(3)]
         fmt = [micro(lambda: format_step_rows(regions, None, 7, base, "host_rank0", "bench", cache), 300)
                for _ in range(3)]
         write_rec = [micro(lambda: os.write(fd, record), 2000) for _ in range(3)]

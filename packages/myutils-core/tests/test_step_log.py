@@ -16,6 +16,7 @@ from my_utils.core.step_log import (
     StepLogRenderer,
     encode_text,
     encode_timer_step,
+    pack_names,
     steplog_path,
     sync_profile_csv,
     timer_head,
@@ -35,13 +36,35 @@ def fresh_logger() -> Iterator[None]:
     GlobalLogger._reset_for_tests()
 
 
-def regions_of(names: list[Any], depths: list[int]) -> list[list[Any]]:
-    out = []
+def step_of(names: list[Any], depths: list[int]) -> tuple[list[Any], list[list[Any]]]:
+    """The events a timer records for regions opened in this order at these depths, and the regions."""
+    events: list[Any] = []
+    regions: list[list[Any]] = []
+    open_regions: list[list[Any]] = []
     t = 5_000_000
+
+    def close_to(depth: int) -> None:
+        nonlocal t
+        while len(open_regions) > depth:
+            t += 1_234_567
+            open_regions.pop()[3] = t
+            events.extend(("", ~t))
+
     for name, depth in zip(names, depths, strict=True):
-        out.append([name, depth, t, t + 1_234_567 * (3 - depth)])
+        close_to(depth)
         t += 10_001
-    return out
+        region = [name, depth, t, 0]
+        open_regions.append(region)
+        regions.append(region)
+        events.extend((name, t))
+    close_to(0)
+    return events, regions
+
+
+def record(names: list[Any], depths: list[int], step: int = 1, cuda: list[float | None] | None = None,
+           tag: str = "") -> bytes:
+    events, _ = step_of(names, depths)
+    return encode_timer_step(events, pack_names(events[0::2]), cuda, step, BASE_NS, timer_head(tag, MID))
 
 
 CASES = {
@@ -55,15 +78,13 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_rendered_rows_equal_the_rows_formatted_on_the_thread(tmp_path: Path, case: str) -> None:
     names, depths, cuda = CASES[case]
-    regions = regions_of(names, depths)
-    if cuda is not None:  # CUDA regions carry events and an NVTX token after end_ns
-        regions = [[*r, object(), object(), None] for r in regions]
+    _, regions = step_of(names, depths)
     csv = tmp_path / "profile_rank_0.csv"
     writer = StepLogWriter(csv, mode="inline")
     assert writer.open()
-    writer.append(encode_timer_step(regions, cuda, 42, BASE_NS, timer_head('t,"ag"', MID)))
+    writer.append(record(names, depths, 42, cuda, 't,"ag"'))
     writer.close()
-    expected = format_step_rows([r[:4] for r in regions], cuda, 42, BASE_NS, MID, 't,"ag"', {})
+    expected = format_step_rows(regions, cuda, 42, BASE_NS, MID, 't,"ag"', {})
     assert csv.read_text(encoding="utf-8") == HEADER_LINE + expected
     assert len(read_profile_csv(csv)) == 2 * len(names)
     assert not steplog_path(csv).exists()  # removed at close: the CSV is complete
@@ -73,9 +94,8 @@ def test_text_records_keep_their_place_between_steps(tmp_path: Path) -> None:
     csv = tmp_path / "p.csv"
     writer = StepLogWriter(csv, mode="thread")
     writer.open()
-    head = timer_head("t", MID)
     for step in range(50):
-        writer.append(encode_timer_step(regions_of(["s"], [0]), None, step, BASE_NS, head))
+        writer.append(record(["s"], [0], step, tag="t"))
         writer.append_text(format_profile_line(BASE_NS, MID, step, "explicit", "MARK", 0.0, ""))
     writer.close()
     rows = read_profile_csv(csv)
@@ -88,20 +108,20 @@ def test_a_torn_record_waits_and_a_killed_render_is_redone_once(tmp_path: Path) 
     writer = StepLogWriter(csv, mode="inline")
     writer.open()
     log = steplog_path(csv)
-    record = encode_timer_step(regions_of(["a", "b"], [0, 1]), None, 1, BASE_NS, timer_head("", MID))
+    data = record(["a", "b"], [0, 1])
     with open(log, "ab") as fh:  # a record cut by a kill in the middle of its write
-        fh.write(record[:30])
+        fh.write(data[:30])
     renderer = StepLogRenderer(log, csv)
     assert renderer.render() == 0 and read_profile_csv(csv) == []
     with open(log, "ab") as fh:
-        fh.write(record[30:])
-    assert renderer.render() == len(record)
+        fh.write(data[30:])
+    assert renderer.render() == len(data)
     assert len(read_profile_csv(csv)) == 4
     # a renderer killed after its CSV write but before storing its state: those rows are extra bytes
     with open(csv, "ab") as fh:
         fh.write(b"1764000000.1,2025-11-24 16:00:00.100,m,1,half a ro")
     with open(log, "ab") as fh:
-        fh.write(record)
+        fh.write(data)
     renderer.render()
     renderer.close()
     assert [r.step for r in read_profile_csv(csv)] == [1] * 8  # cut, then the new record once
@@ -113,14 +133,14 @@ def test_a_corrupt_record_is_reported_once_and_skipped(
     csv = tmp_path / "p.csv"
     writer = StepLogWriter(csv, mode="inline")
     writer.open()
-    good = encode_timer_step(regions_of(["a"], [0]), None, 1, BASE_NS, timer_head("", MID))
+    good = record(["a"], [0])
     writer.append(good)
-    bad = bytearray(encode_timer_step(regions_of(["a", "b"], [0, 1]), None, 2, BASE_NS, timer_head("", MID)))
-    bad[-24:-16] = (7).to_bytes(8, "little", signed=True)  # region 1 claims depth 7 under depth 0
+    events = ["a", 100, "", ~200, "", ~300]  # the third event stops a region that is not open
+    bad = encode_timer_step(events, pack_names(events[0::2]), None, 2, BASE_NS, timer_head("", MID))
     with caplog.at_level(logging.ERROR):
-        writer.append(bytes(bad))
+        writer.append(bad)
         writer.append(good)
-    assert caplog.text.count("expected a well-formed step record (region 1 has depth 7 after depth 0)") == 1
+    assert caplog.text.count("expected a well-formed step record (event 2 stops a region but none is open)") == 1
     assert "p.steplog:byte " in caplog.text
     assert [r.step for r in read_profile_csv(csv)] == [1, 1, 1, 1]  # the records around it are kept
     # a broken size field: nothing after it can be trusted, so the log stays for a person to look at
@@ -138,15 +158,15 @@ def test_a_closed_descriptor_is_reported_once_and_writing_resumes(
     csv = tmp_path / "p.csv"
     writer = StepLogWriter(csv, mode="inline")
     writer.open()
-    record = encode_timer_step(regions_of(["a"], [0]), None, 1, BASE_NS, timer_head("", MID))
+    data = record(["a"], [0])
     assert writer._fd is not None
     os.close(writer._fd)  # an environment problem under our feet: EBADF on the next write
     with caplog.at_level(logging.WARNING):
-        writer.append(record)  # never raises
-        writer.append(record)
+        writer.append(data)  # never raises
+        writer.append(data)
         assert writer.dropped == 2
         monkeypatch.setattr("my_utils.core.step_log_writer.time.monotonic", lambda: 1e12)  # retry now
-        writer.append(record)
+        writer.append(data)
     assert caplog.text.count("cannot write profile rows to") == 1
     assert "works again" in caplog.text
     writer.close()

@@ -2,7 +2,7 @@
 
 Why it exists: formatting a step's START/END rows as CSV text costs ~70 % of the persisted
 timer pair (measured in ``bench/bench_timer.py``), and it has to happen somewhere. The training
-thread only packs the step (a few C-level list/array operations) and appends the record with one
+thread only packs the step (a slice, an ``array`` and a join, all in C) and appends the record with one
 ``os.write`` to ``profile_rank_<r>.steplog``: once ``step()`` returns, the step is in the kernel
 and survives a kill -9. The CSV text is rendered from the log by a helper process
 (``step_log_render``), by ``flush()``/``close()``, by the next process that opens the same log,
@@ -12,11 +12,10 @@ File layout (little-endian): a 64-byte header (magic, version, then the *render 
 log offset rendered so far and the CSV size right after that render), then records. A record
 is ``RECORD_HEAD`` (total size, kind and flags, step, base_ns) followed by its body:
 
-* ``KIND_TIMER``: ``TIMER_HEAD`` (regions, name bytes), the timer head (tag and machine id
-  with their byte counts),
-  the region names joined by NUL (or length-prefixed with ``FLAG_NAMES_LP`` when a name holds
-  a NUL), then ``3 * n`` int64 (depth, start_ns, end_ns per region), then with ``FLAG_CUDA``
-  ``n`` float64 CUDA milliseconds (NaN = none).
+* ``KIND_TIMER``: ``TIMER_HEAD`` (events, name bytes), the timer head (tag and machine id
+  with their byte counts), the event names (``pack_names``), one int64 per event (a start's
+  ``perf_counter_ns``, or ``~perf_counter_ns`` for a stop), then with ``FLAG_CUDA`` one float64
+  of CUDA milliseconds per region (NaN = none). Depths and parents follow from the nesting.
 * ``KIND_TEXT``: complete, formatted CSV lines (``GlobalLogger.log_profile_event``), so that
   explicit rows keep their place between timer rows.
 
@@ -34,7 +33,6 @@ import struct
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +51,8 @@ __all__ = [
     "StepLogRenderer",
     "encode_text",
     "encode_timer_step",
+    "pack_names",
+    "regions_of",
     "steplog_path",
     "sync_profile_csv",
     "timer_head",
@@ -66,10 +66,9 @@ HEADER_SIZE = 64
 _STATE = struct.Struct("<QQ")  # rendered log offset, CSV size after that render
 _STATE_AT = 16
 RECORD_HEAD = struct.Struct("<IIqq")  # total size, kind | flags, step, base_ns
-TIMER_HEAD = struct.Struct("<II")  # regions, name bytes (then the timer head: tag and machine id)
+TIMER_HEAD = struct.Struct("<II")  # events, name bytes (then the timer head: tag and machine id)
 KIND_TIMER = 1
 KIND_TEXT = 2
-FLAG_NAMES_LP = 0x100
 FLAG_CUDA = 0x200
 _MAX_RECORD = 64 << 20  # a larger size field is corruption, not a step
 _MAX_BATCH = 8 << 20  # bytes of log rendered per CSV write
@@ -92,44 +91,57 @@ def new_header(csv_size: int) -> bytes:
 # -- encoding (training thread) ----------------------------------------------------------
 
 
-def encode_timer_step(
-    regions: list[list[Any]], cuda_ms: list[float | None] | None, step: int, base_ns: int, head: bytes
-) -> bytes:
-    """One ``KIND_TIMER`` record. ``head`` is ``timer_head(tag, machine_id)`` (cached by the caller).
+def pack_names(keys: list[Any]) -> bytes:
+    """The names of a step's events (``""`` for stops), packed once and reused while steps look alike.
 
-    This is the per-step cost of the persisted path, so it stays in C-level operations: flatten
-    the region lists, slice the names out, and let ``array`` pack the integers.
+    First byte 0: the names joined by NUL; 1: each name length-prefixed (a name holds a NUL).
     """
-    n = len(regions)
-    flat = list(chain.from_iterable(regions))
-    flags = KIND_TIMER
-    if len(flat) == 4 * n:  # the plain path: [name, depth, start_ns, end_ns]
-        names = flat[0::4]
-        del flat[0::4]
-        nums = flat
-    else:  # CUDA/NVTX regions carry events and tokens after end_ns
-        names = [r[0] for r in regions]
-        nums = [x for r in regions for x in (r[1], r[2], r[3])]
     try:
-        joined = "\0".join(names)
+        joined = "\0".join(keys)
     except TypeError:  # a non-str name: written as its str(), like the CSV would show it
-        names = [str(x) for x in names]
-        joined = "\0".join(names)
-    if joined.count("\0") == n - 1 or n == 0:
-        try:
-            blob = joined.encode()
-        except UnicodeEncodeError:  # a lone surrogate (a name from os.fsdecode): kept as it is
-            blob = joined.encode("utf-8", "surrogatepass")
-    else:
-        flags |= FLAG_NAMES_LP
-        parts = [x.encode("utf-8", "surrogatepass") for x in names]
-        blob = b"".join(_LP.pack(len(p)) + p for p in parts)
-    body = array("q", nums).tobytes()
+        keys = [str(x) for x in keys]
+        joined = "\0".join(keys)
+    if joined.count("\0") == len(keys) - 1 or not keys:
+        return b"\0" + joined.encode("utf-8", "surrogatepass")
+    parts = [x.encode("utf-8", "surrogatepass") for x in keys]
+    return b"\1" + b"".join(_LP.pack(len(p)) + p for p in parts)
+
+
+def encode_timer_step(
+    ev: list[Any], names: bytes, cuda_ms: list[float | None] | None, step: int, base_ns: int, head: bytes
+) -> bytes:
+    """One ``KIND_TIMER`` record of the events ``ev`` (see ``MyTimer``), ``names = pack_names(ev[0::2])``.
+
+    ``head`` is ``timer_head(tag, machine_id)``. This is the per-step cost of the persisted path
+    on the training thread, so it is a slice, an ``array`` and one join, all in C.
+    """
+    body = array("q", ev[1::2]).tobytes()
+    flags = KIND_TIMER
     if cuda_ms is not None:
         flags |= FLAG_CUDA
         body += array("d", [math.nan if v is None else v for v in cuda_ms]).tobytes()
-    size = RECORD_HEAD.size + TIMER_HEAD.size + len(head) + len(blob) + len(body)
-    return b"".join((RECORD_HEAD.pack(size, flags, step, base_ns), TIMER_HEAD.pack(n, len(blob)), head, blob, body))
+    size = RECORD_HEAD.size + TIMER_HEAD.size + len(head) + len(names) + len(body)
+    return b"".join((RECORD_HEAD.pack(size, flags, step, base_ns), TIMER_HEAD.pack(len(ev) >> 1, len(names)),
+                     head, names, body))
+
+
+def regions_of(ev: list[Any]) -> list[list[Any]]:
+    """Regions ``[name, depth, start_ns, end_ns, position in ev]`` of a step's events, in start order."""
+    regions: list[list[Any]] = []
+    open_regions: list[list[Any]] = []
+    for i in range(0, len(ev), 2):
+        t = ev[i + 1]
+        if t >= 0:
+            region = [ev[i], len(open_regions), t, 0, i]
+            open_regions.append(region)
+            regions.append(region)
+        elif open_regions:
+            open_regions.pop()[3] = ~t
+        else:
+            raise ValueError(f"event {i // 2} stops a region but none is open")
+    if open_regions:
+        raise ValueError(f"{len(open_regions)} region(s) are still open at the end of the step")
+    return regions
 
 
 def timer_head(tag: str, machine_id: str) -> bytes:
@@ -166,34 +178,32 @@ def _decode_timer(data: bytes, at: int, end: int, flags: int) -> tuple[list[list
     at += mid_len
     blob = data[at:at + blob_len]
     at += blob_len
-    if flags & FLAG_NAMES_LP:
+    if not blob or blob[0] not in (0, 1):
+        raise ValueError("expected a names block")
+    if blob[0] == 1:
         names: list[str] = []
-        pos = 0
+        pos = 1
         while pos < len(blob):
             (k,) = _LP.unpack_from(blob, pos)
             names.append(blob[pos + 4:pos + 4 + k].decode("utf-8", "surrogatepass"))
             pos += 4 + k
     else:
-        names = blob.decode("utf-8", "surrogatepass").split("\0") if n else []
-    nums = array("q")
-    nums.frombytes(data[at:at + 24 * n])
-    at += 24 * n
+        names = blob[1:].decode("utf-8", "surrogatepass").split("\0") if n else []
+    times = array("q")
+    times.frombytes(data[at:at + 8 * n])
+    at += 8 * n
     cuda: list[float | None] | None = None
     if flags & FLAG_CUDA:
         values = array("d")
-        values.frombytes(data[at:at + 8 * n])
-        at += 8 * n
+        values.frombytes(data[at:at + 4 * (n - n % 2)])
+        at += 4 * (n - n % 2)
         cuda = [None if math.isnan(v) else v for v in values]
-    if len(names) != n or len(nums) != 3 * n or at != end or (cuda is not None and len(cuda) != n):
-        raise ValueError(f"expected {n} regions, found {len(names)} names and {len(nums) // 3} times")
-    regions: list[list[Any]] = []
-    previous = -1
-    for i in range(n):
-        depth, start, stop = nums[3 * i], nums[3 * i + 1], nums[3 * i + 2]
-        if depth < 0 or depth > previous + 1:
-            raise ValueError(f"region {i} has depth {depth} after depth {previous}")
-        previous = depth
-        regions.append([names[i], depth, start, stop])
+    if len(names) != n or len(times) != n or at != end:
+        raise ValueError(f"expected {n} events, found {len(names)} names and {len(times)} times")
+    ev: list[Any] = [x for pair in zip(names, times, strict=True) for x in pair]
+    regions = regions_of(ev)
+    if cuda is not None and len(cuda) != len(regions):
+        raise ValueError(f"expected {len(regions)} CUDA times, found {len(cuda)}")
     return regions, cuda, tag, mid
 
 

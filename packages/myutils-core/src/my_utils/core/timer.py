@@ -30,7 +30,7 @@ from typing import Any
 from my_utils.core.cuda_events import CudaEvents, default_cuda_events
 from my_utils.core.errors import UsageError
 from my_utils.core.logger import GlobalLogger
-from my_utils.core.step_log import encode_timer_step, timer_head
+from my_utils.core.step_log import encode_timer_step, pack_names, regions_of, timer_head
 from my_utils.core.timer_rows import format_step_rows
 
 __all__ = ["Listener", "MyTimer", "TimedRegion", "global_timer"]
@@ -63,8 +63,11 @@ class TimedRegion:
 
 Listener = Callable[[int, Sequence[TimedRegion]], None]
 
-# A region is a list, not an object, for speed: [name, depth, start_ns, end_ns] and, on the
-# CUDA/NVTX path, [..., cuda_start_event, cuda_end_event, nvtx_token].
+# A step is recorded as one flat list of events, not as region objects: start appends
+# (name, perf_counter_ns) and stop appends ("", ~perf_counter_ns) (negative: a stop). Nothing
+# the hot path allocates is tracked by the garbage collector, and step() packs the list with
+# two slices. ``regions_of`` turns it into regions [name, depth, start_ns, end_ns, position]
+# only where they are needed on this thread (listeners, CUDA times, the direct CSV path).
 
 
 class MyTimer:
@@ -98,8 +101,11 @@ class MyTimer:
         self._cuda: CudaEvents | None = None
         self._cuda_resolved = False
         self._event_pool: list[Any] = []
-        self._stack: list[list[Any]] = []
-        self._regions: list[list[Any]] = []
+        self._stack: list[str] = []  # names of the open regions, innermost last
+        self._ev: list[Any] = []  # the step's events (see above); the fast closures hold this list
+        self._extras: list[tuple[Any, Any, Any]] = []  # CUDA/NVTX path: (event0, event1, token) per open region
+        self._cuda_at: dict[int, tuple[Any, Any]] = {}  # CUDA events by the start's position in _ev
+        self._names_blob: tuple[list[Any], bytes] = ([], b"")  # last step's event names, packed
         self._step = 0
         self._listeners: list[Listener] = []
         self._logger: logging.Logger | None = None
@@ -156,7 +162,9 @@ class MyTimer:
         self._enabled = bool(value)
         if not self._enabled:
             self._stack.clear()
-            self._regions.clear()
+            self._ev.clear()
+            self._extras.clear()
+            self._cuda_at.clear()
         self._update_mode()
 
     def set_step(self, step: int) -> None:
@@ -205,10 +213,10 @@ class MyTimer:
         (The generic path; a plain or disabled timer answers through faster closures.)
         """
         if self._plain:
-            stack = self._stack
-            region = [name, len(stack), _perf_ns(), 0]
-            stack.append(region)
-            self._regions.append(region)
+            ev = self._ev
+            ev.append(name)
+            ev.append(_perf_ns())
+            self._stack.append(name)
         elif self._enabled:
             self._start_slow(name)
 
@@ -217,8 +225,11 @@ class MyTimer:
         if self._plain:
             now = _perf_ns()
             stack = self._stack
-            if stack and stack[-1][0] == name:
-                stack.pop()[3] = now
+            if stack and stack[-1] == name:
+                stack.pop()
+                ev = self._ev
+                ev.append("")
+                ev.append(~now)
                 return
             self._raise_bad_stop(name)
         elif self._enabled:
@@ -253,27 +264,34 @@ class MyTimer:
             except Exception as exc:
                 ev0 = ev1 = None
                 self._drop_cuda(exc)
-        stack = self._stack
-        region = [name, len(stack), _perf_ns(), 0, ev0, ev1, token]
-        stack.append(region)
-        self._regions.append(region)
+        ev = self._ev
+        if ev0 is not None:
+            self._cuda_at[len(ev)] = (ev0, ev1)
+        self._extras.append((ev0, ev1, token))
+        self._stack.append(name)
+        ev.append(name)
+        ev.append(_perf_ns())
 
     def _stop_slow(self, name: str) -> None:
         now = _perf_ns()
         stack = self._stack
-        if not stack or stack[-1][0] != name:
+        if not stack or stack[-1] != name:
             self._raise_bad_stop(name)
-        region = stack.pop()
-        region[3] = now
-        if len(region) > 4:
-            if region[5] is not None and self._cuda is not None:
+        # regions opened on the plain path (before a mode change) have no extras
+        extra = self._extras.pop() if len(self._extras) == len(stack) else None
+        stack.pop()
+        self._ev.append("")
+        self._ev.append(~now)
+        if extra is not None:
+            _, ev1, token = extra
+            if ev1 is not None and self._cuda is not None:
                 try:
-                    self._cuda.record(region[5])
+                    self._cuda.record(ev1)
                 except Exception as exc:
                     self._drop_cuda(exc)
-            if region[6] is not None and self.labeler is not None:
+            if token is not None and self.labeler is not None:
                 try:
-                    self.labeler.stop(region[6])
+                    self.labeler.stop(token)
                 except Exception as exc:
                     self._drop_labeler(exc)
 
@@ -310,13 +328,14 @@ class MyTimer:
         if not self._enabled:
             return
         if self._stack:
-            open_names = " > ".join(repr(r[0]) for r in self._stack)
+            open_names = " > ".join(repr(n) for n in self._stack)
             raise UsageError(
                 f"{self._who()}.step() called at step {self._step} while regions are still open "
                 f"({open_names}); stop them before step()"
             )
-        regions = self._regions  # the same list for the timer's life: the fast closures hold it
-        cuda_ms = self._read_cuda(regions) if self._cuda is not None else None
+        ev = self._ev  # the same list for the timer's life: the fast closures hold it
+        regions = regions_of(ev) if self._listeners or self._cuda_at else None
+        cuda_ms = self._read_cuda(regions) if regions is not None and self._cuda_at else None
         manager = self._resolved
         if manager is None or manager is not GlobalLogger._instance:
             manager = self._resolved = self._resolve_manager()
@@ -324,21 +343,27 @@ class MyTimer:
         base_ns = time.time_ns() - _perf_ns()
         if manager is not None:
             base_ns += manager.time_offset_ns
-            sink = manager.profile_sink
-            if sink is not None and regions:
+            sink = manager._writer
+            if sink is not None and ev:
                 if sink.deferred:
                     head = self._head
                     if head[0] != manager.machine_id:
                         head = self._head = (manager.machine_id, timer_head(self.tag, manager.machine_id))
-                    sink.append(encode_timer_step(regions, cuda_ms, self._step, base_ns, head[1]))
+                    keys = ev[0::2]
+                    names = self._names_blob
+                    if keys != names[0]:  # a step shaped like the last one reuses its packed names
+                        names = self._names_blob = (keys, pack_names(keys))
+                    sink.append(encode_timer_step(ev, names[1], cuda_ms, self._step, base_ns, head[1]))
                 else:
                     if len(self._row_cache) > 8192:
                         self._row_cache.clear()
                     sink.append_text(format_step_rows(
-                        regions, cuda_ms, self._step, base_ns, manager.machine_id, self.tag, self._row_cache))
-        if self._listeners:
-            self._notify(list(regions), cuda_ms, base_ns)
-        regions.clear()
+                        regions or regions_of(ev), cuda_ms, self._step, base_ns, manager.machine_id, self.tag,
+                        self._row_cache))
+        if self._listeners and regions is not None:
+            self._notify(regions, cuda_ms, base_ns)
+        ev.clear()
+        self._extras.clear()
 
     def synchronize_and_log(self) -> None:
         """Same as ``step()`` (the seed's name); calls ``self.step()`` so subclasses see it."""
@@ -346,21 +371,20 @@ class MyTimer:
 
     def _read_cuda(self, regions: list[list[Any]]) -> list[float | None] | None:
         cuda = self._cuda
-        if cuda is None or not any(len(r) > 4 and r[4] is not None for r in regions):
+        events = self._cuda_at
+        self._cuda_at = {}
+        if cuda is None:
             return None
+        pairs = [events.get(r[4]) for r in regions]
         try:
             cuda.synchronize()
-            out: list[float | None] = [
-                cuda.elapsed_ms(r[4], r[5]) if len(r) > 4 and r[4] is not None else None for r in regions
-            ]
+            out: list[float | None] = [cuda.elapsed_ms(p[0], p[1]) if p is not None else None for p in pairs]
         except Exception as exc:
             self._drop_cuda(exc)
             return None
         pool = self._event_pool
-        for r in regions:
-            if len(r) > 4 and r[4] is not None:
-                pool.append(r[4])
-                pool.append(r[5])
+        for p in events.values():
+            pool.extend(p)
         return out
 
     def _notify(self, regions: list[list[Any]], cuda_ms: list[float | None] | None, base_ns: int) -> None:
@@ -417,8 +441,8 @@ class MyTimer:
                 f"{self._who()}: stop({name!r}) called at step {self._step} but no region is open; "
                 f"call start({name!r}) first"
             )
-        inner = self._stack[-1][0]
-        path = " > ".join(repr(r[0]) for r in self._stack)
+        inner = self._stack[-1]
+        path = " > ".join(repr(n) for n in self._stack)
         raise UsageError(
             f"{self._who()}: stop({name!r}) called at step {self._step} while {inner!r} is the innermost "
             f"open region (open: {path}); stop {inner!r} first"
@@ -433,23 +457,25 @@ class MyTimer:
 def _plain_calls(timer: MyTimer) -> tuple[Callable[[str], None], Callable[[str], None], Callable[[], None]]:
     """``start``/``stop`` of a plain timer as closures over its lists, and the function retiring them."""
     stack = timer._stack
-    regions = timer._regions
+    ev = timer._ev
     generic_start = MyTimer.start
     generic_stop = MyTimer.stop
     live = True
 
     def start(name: str) -> None:
         if live:
-            region = [name, len(stack), _perf_ns(), 0]
-            stack.append(region)
-            regions.append(region)
+            ev.append(name)
+            ev.append(_perf_ns())
+            stack.append(name)
         else:
             generic_start(timer, name)
 
     def stop(name: str) -> None:
         now = _perf_ns()
-        if live and stack and stack[-1][0] == name:
-            stack.pop()[3] = now
+        if live and stack and stack[-1] == name:
+            stack.pop()
+            ev.append("")
+            ev.append(~now)
         else:
             generic_stop(timer, name)  # a misuse error, or a retired closure
 
