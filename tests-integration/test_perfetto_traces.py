@@ -53,7 +53,8 @@ def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     log_dir = tmp_path_factory.mktemp("two_ranks")
     for rank in (0, 1):
         GlobalLogger._reset_for_tests()
-        GlobalLogger().setup(log_dir, rank=rank, world_size=2)
+        manager = GlobalLogger()
+        manager.setup(log_dir, rank=rank, world_size=2)
         timer = MyTimer(tag="train")
         for step in range(4):
             timer.set_step(step)
@@ -63,6 +64,7 @@ def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                 with timer.region("backward"):  # empty: begins and ends within the same µs
                     pass
             timer.step()
+        manager.flush()  # every step rendered into the CSV before it is read
     GlobalLogger._reset_for_tests()
     yield log_dir
 

@@ -33,7 +33,8 @@ def fresh_logger() -> Iterator[None]:
 
 def timer_csv(log_dir: Path, steps: int = 3, rank: int = 0, world_size: int = 1) -> Path:
     GlobalLogger._reset_for_tests()
-    GlobalLogger().setup(log_dir, rank=rank, world_size=world_size)
+    manager = GlobalLogger()
+    manager.setup(log_dir, rank=rank, world_size=world_size)
     timer = MyTimer(tag="train")
     for step in range(steps):
         timer.set_step(step)
@@ -44,6 +45,7 @@ def timer_csv(log_dir: Path, steps: int = 3, rank: int = 0, world_size: int = 1)
         timer.stop("backward")
         timer.stop("iter")
         timer.step()
+    manager.flush()  # every step rendered into the CSV before it is read
     GlobalLogger._reset_for_tests()
     return log_dir / f"profile_rank_{rank}.csv"
 
