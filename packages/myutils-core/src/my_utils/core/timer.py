@@ -7,11 +7,10 @@ and calls the listeners. The CSV rows are rendered from that log off the trainin
 (``step_log_writer``). A disabled timer's ``start``/``stop`` are empty functions.
 
 Why the hot path is fast: while the timer is plain (no CUDA, no NVTX) or disabled, ``start`` and
-``stop`` are closures stored on the instance, so a call skips the method binding and the mode
-tests; each holds the open-region stack and the step's region list in its cells. A mode change
-retires them (a retired closure forwards to the methods below, so a ``timer.start`` fetched
-earlier stays correct) and installs new ones. A subclass that overrides ``start`` or ``stop``
-gets its own methods, never these closures.
+``stop`` are per-timer functions stored on the instance (``timer_calls``), so a call skips the
+method binding and the mode tests. A mode change retires them (a retired one forwards to the
+methods below, so a ``timer.start`` fetched earlier stays correct) and installs new ones. A
+subclass that overrides ``start`` or ``stop`` gets its own methods, never these functions.
 
 One MyTimer belongs to one thread (its open-region stack is not shared); several timers may write
 into the same GlobalLogger from several threads.
@@ -31,6 +30,7 @@ from my_utils.core.cuda_events import CudaEvents, default_cuda_events
 from my_utils.core.errors import UsageError
 from my_utils.core.logger import GlobalLogger
 from my_utils.core.step_log import encode_timer_step, pack_names, regions_of, timer_head
+from my_utils.core.timer_calls import disabled_calls, plain_calls, retire
 from my_utils.core.timer_rows import format_step_rows
 
 __all__ = ["Listener", "MyTimer", "TimedRegion", "global_timer"]
@@ -102,7 +102,7 @@ class MyTimer:
         self._cuda_resolved = False
         self._event_pool: list[Any] = []
         self._stack: list[str] = []  # names of the open regions, innermost last
-        self._ev: list[Any] = []  # the step's events (see above); the fast closures hold this list
+        self._ev: list[Any] = []  # the step's events (see above); the fast calls hold this list
         self._extras: list[tuple[Any, Any, Any]] = []  # CUDA/NVTX path: (event0, event1, token) per open region
         self._cuda_at: dict[int, tuple[Any, Any]] = {}  # CUDA events by the start's position in _ev
         self._names_blob: tuple[list[Any], bytes] = ([], b"")  # last step's event names, packed
@@ -128,23 +128,26 @@ class MyTimer:
 
     def _install_fast_calls(self) -> None:
         attrs = self.__dict__
-        retire = attrs.pop("_retire", None)
-        if retire is not None:
-            retire()
+        old = attrs.pop("_fast", None)
+        if old is not None:
+            retire(old, self, MyTimer.start, MyTimer.stop)
         cls = type(self)
-        fast = cls.start is MyTimer.start and cls.stop is MyTimer.stop
-        if fast and self._plain:
-            attrs["start"], attrs["stop"], attrs["_retire"] = _plain_calls(self)
-        elif fast and not self._enabled:
-            attrs["start"], attrs["stop"], attrs["_retire"] = _disabled_calls(self)
-        else:
+        calls = None
+        if cls.start is MyTimer.start and cls.stop is MyTimer.stop:
+            if self._plain:
+                calls = plain_calls(self, self._ev, self._stack, MyTimer.start, MyTimer.stop)
+            elif not self._enabled:
+                calls = disabled_calls(self, MyTimer.start, MyTimer.stop)
+        if calls is None:
             attrs.pop("start", None)
             attrs.pop("stop", None)
+        else:
+            attrs["start"], attrs["stop"] = attrs["_fast"] = calls
 
     def __getstate__(self) -> dict[str, Any]:
-        # the closures hold this instance's lists; a copy builds its own
+        # the fast calls hold this instance's lists; a copy builds its own
         state = self.__dict__.copy()
-        for key in ("start", "stop", "_retire"):
+        for key in ("start", "stop", "_fast"):
             state.pop(key, None)
         return state
 
@@ -210,7 +213,7 @@ class MyTimer:
     def start(self, name: str) -> None:
         """Open region ``name`` inside the innermost open one.
 
-        (The generic path; a plain or disabled timer answers through faster closures.)
+        (The generic path; a plain or disabled timer answers through faster functions, see timer_calls.)
         """
         if self._plain:
             ev = self._ev
@@ -333,7 +336,7 @@ class MyTimer:
                 f"{self._who()}.step() called at step {self._step} while regions are still open "
                 f"({open_names}); stop them before step()"
             )
-        ev = self._ev  # the same list for the timer's life: the fast closures hold it
+        ev = self._ev  # the same list for the timer's life: the fast calls hold it
         regions = regions_of(ev) if self._listeners or self._cuda_at else None
         cuda_ms = self._read_cuda(regions) if regions is not None and self._cuda_at else None
         manager = self._resolved
@@ -452,61 +455,6 @@ class MyTimer:
         if key not in self._reported:
             self._reported.add(key)
             (self._logger or _log).warning(msg, *args)
-
-
-def _plain_calls(timer: MyTimer) -> tuple[Callable[[str], None], Callable[[str], None], Callable[[], None]]:
-    """``start``/``stop`` of a plain timer as closures over its lists, and the function retiring them."""
-    stack = timer._stack
-    ev = timer._ev
-    generic_start = MyTimer.start
-    generic_stop = MyTimer.stop
-    live = True
-
-    def start(name: str) -> None:
-        if live:
-            ev.append(name)
-            ev.append(_perf_ns())
-            stack.append(name)
-        else:
-            generic_start(timer, name)
-
-    def stop(name: str) -> None:
-        now = _perf_ns()
-        if live and stack and stack[-1] == name:
-            stack.pop()
-            ev.append("")
-            ev.append(~now)
-        else:
-            generic_stop(timer, name)  # a misuse error, or a retired closure
-
-    def retire() -> None:
-        nonlocal live
-        live = False
-
-    start.__doc__ = MyTimer.start.__doc__
-    stop.__doc__ = MyTimer.stop.__doc__
-    return start, stop, retire
-
-
-def _disabled_calls(timer: MyTimer) -> tuple[Callable[[str], None], Callable[[str], None], Callable[[], None]]:
-    """``start``/``stop`` of a disabled timer: nothing to do until they are retired."""
-    generic_start = MyTimer.start
-    generic_stop = MyTimer.stop
-    live = True
-
-    def start(name: str) -> None:
-        if not live:
-            generic_start(timer, name)
-
-    def stop(name: str) -> None:
-        if not live:
-            generic_stop(timer, name)
-
-    def retire() -> None:
-        nonlocal live
-        live = False
-
-    return start, stop, retire
 
 
 class _RegionContext:
