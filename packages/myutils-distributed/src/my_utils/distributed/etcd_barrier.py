@@ -1,11 +1,11 @@
 """N ranks meet under a key prefix on etcd: leases for dead ranks, generations for reuse, bounded waits.
 
 Each ``wait()`` is one generation ``g``. A rank creates ``<prefix><g>/<rank>`` under its lease
-(create-if-absent), then counts the ranks under ``<prefix><g>/``: from a read, then from a
-watch, re-reading every ``poll_s`` seconds as a heartbeat. The heartbeat is what survives an
-etcd restart: the watch stream dies silently with the server, the next read fails
-(``StoreUnavailable``), and once etcd answers again a read (keys and leases are on its disk)
-and a new watch pick up where the barrier was. Every wait ends by ``timeout`` with an error
+(create-if-absent), then counts the ranks under ``<prefix><g>/``: from a read, then from one
+watch on the whole prefix that stays open across generations (arrivals at a later generation
+are kept for it), re-reading every ``poll_s`` seconds as a heartbeat. An etcd restart ends
+the watch stream or fails a read (``StoreUnavailable``); once etcd answers again a read (keys
+and leases are on its disk) and a new watch pick up where the barrier was. Every wait ends by ``timeout`` with an error
 that lists the missing ranks, and says when etcd itself was away.
 
 A rank's keys live under its lease (TTL ``ttl``, refreshed every TTL/3 by a daemon thread),
@@ -70,6 +70,8 @@ class EtcdBarrier:
         self.generation = 0
         self._token = f"{rank}:{uuid.uuid4().hex}"
         self._store: KeyValueStore = store if store is not None else EtcdStore(host, port, ttl=ttl)
+        self._watch: PrefixWatch | None = None
+        self._early: dict[int, set[int]] = {}  # arrivals seen for generations after the current one
         self._stop = threading.Event()
         self._keepalive = threading.Thread(target=self._refresh_loop, name=f"EtcdBarrier {name} lease", daemon=True)
         self._keepalive.start()
@@ -87,6 +89,7 @@ class EtcdBarrier:
         """Stop refreshing the lease. Keys expire after the TTL; ``revoke`` deletes them now
         (only when every rank has left the last ``wait``)."""
         self._stop.set()
+        self._drop_watch()
         try:
             self._store.close(revoke=revoke)
         except StoreUnavailable as exc:
@@ -112,41 +115,56 @@ class EtcdBarrier:
         deadline = time.monotonic() + limit
         where = f"{self.prefix}{generation}/"
         outage: StoreUnavailable | None = None
-        arrived: set[int] = set()
+        arrived = self._early.pop(generation, set())
         self._arrive(where, deadline, limit)
-        watch: PrefixWatch | None = None
-        try:
-            while True:
-                remaining = deadline - time.monotonic()
-                try:
-                    if watch is None:
-                        # watch first, then read: an arrival between the two is seen by one of them
-                        watch = self._store.watch_prefix(where)
-                        arrived |= self._ranks(self._store.get_prefix(where), where)
-                        outage = None
-                    if len(arrived) >= self.world_size:
-                        break
-                    if remaining <= 0:
-                        raise self._timeout(generation, limit, arrived, outage)
-                    key = watch.next_key(min(self.poll_s, remaining))
-                    if key is not None:
-                        arrived |= self._ranks({key: ""}, where)
-                    else:  # heartbeat: catches what a dead watch stream would never deliver
-                        arrived |= self._ranks(self._store.get_prefix(where), where)
-                except StoreUnavailable as exc:
-                    outage = exc
-                    if watch is not None:
-                        watch.close()
-                        watch = None
-                    if deadline - time.monotonic() <= 0:
-                        raise self._timeout(generation, limit, arrived, outage) from None
-                    time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
-        finally:
-            if watch is not None:
-                watch.close()
+        arrived.add(self.rank)  # even if no read succeeds after this: our key is there
+        read = False
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                if self._watch is None:
+                    # watch first, then read: an arrival between the two is seen by one of them
+                    self._watch = self._store.watch_prefix(self.prefix)
+                    read = False
+                if not read:
+                    arrived |= self._ranks(self._store.get_prefix(where), where)
+                    read, outage = True, None
+                if len(arrived) >= self.world_size:
+                    break
+                if remaining <= 0:
+                    raise self._timeout(generation, limit, arrived, outage)
+                key = self._watch.next_key(min(self.poll_s, remaining))
+                if key is None:  # heartbeat: a quiet watch may be a dead one
+                    read = False
+                else:
+                    self._note(key, generation, arrived)
+            except StoreUnavailable as exc:
+                outage = exc
+                self._drop_watch()
+                if deadline - time.monotonic() <= 0:
+                    raise self._timeout(generation, limit, arrived, outage) from None
+                time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
         self.generation += 1
         self._clean(generation)
         return generation
+
+    def _note(self, key: str, generation: int, arrived: set[int]) -> None:
+        """Count an arrival from the watch: this generation's, or a later one's for later."""
+        parts = key[len(self.prefix):].split("/") if key.startswith(self.prefix) else []
+        if len(parts) != 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+            return
+        g, rank = int(parts[0]), int(parts[1])
+        if rank >= self.world_size:
+            return
+        if g == generation:
+            arrived.add(rank)
+        elif g > generation:  # a faster rank is already at the next meeting
+            self._early.setdefault(g, set()).add(rank)
+
+    def _drop_watch(self) -> None:
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.close()
 
     def _arrive(self, where: str, deadline: float, limit: float) -> None:
         key = f"{where}{self.rank}"

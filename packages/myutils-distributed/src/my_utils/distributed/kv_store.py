@@ -12,7 +12,10 @@ barrier can tell "etcd is away" (retry until the deadline) from a bug.
 
 from __future__ import annotations
 
+import base64
+import json
 import re
+import socket
 import threading
 from typing import Any, Protocol
 
@@ -72,53 +75,101 @@ def etcd_client_available() -> tuple[bool, str]:
     return True, ""
 
 
-class _EtcdWatch:
-    """An etcd3gw watch whose creation and every read are bounded (its own calls are not)."""
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
 
-    def __init__(self, client: Any, prefix: str, timeout: float, where: str) -> None:
+
+def _range_end(prefix: str) -> str:
+    raw = bytearray(prefix.encode())
+    raw[-1] += 1  # every key starting with `prefix` sorts below this one
+    return base64.b64encode(bytes(raw)).decode()
+
+
+class _EtcdWatch:
+    """A watch on etcd's gateway (``POST /v3/watch``, one JSON object per line) read by our own thread.
+
+    etcd3gw's watch iterator blocks forever once the stream breaks (an etcd restart), and its
+    creation has no timeout; here creation is bounded, keys arrive as text in one queue hop,
+    and a broken stream is reported (``next_key`` raises ``StoreUnavailable``) so the barrier
+    opens a new one.
+    """
+
+    _ENDED = object()
+
+    def __init__(self, url: str, prefix: str, timeout: float, where: str) -> None:
         import queue
 
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        self._cancel: Any = None
-        result: dict[str, Any] = {}
+        import requests
 
-        def start() -> None:  # etcd3gw's watch POST has no timeout: run it where we can stop waiting
-            try:
-                events, cancel = client.watch_prefix(prefix)
-                result["cancel"] = cancel
-                created.set()
-                for event in events:
-                    if event.get("type", "PUT") == "PUT":  # PUT is proto3's default: the field is absent
-                        self._queue.put(_text(event["kv"]["key"]))
-            except Exception as exc:  # the stream broke: the reader falls back to polling
-                result["error"] = exc
-                created.set()
-
+        self._queue: queue.Queue[object] = queue.Queue()
+        self._session = requests.Session()  # its own connection: a stream never goes back to a pool
+        self._response: Any = None
+        self._closed = False
+        self._where, self._prefix = where, prefix
+        self._error: BaseException | None = None
         created = threading.Event()
-        self._thread = threading.Thread(target=start, name=f"etcd-watch {prefix}", daemon=True)
+        body = {"create_request": {"key": _b64(prefix), "range_end": _range_end(prefix)}}
+
+        def run() -> None:
+            try:
+                self._response = self._session.post(url, json=body, stream=True, timeout=(timeout, None))
+                self._response.raise_for_status()
+                pending = b""
+                for chunk in self._response.iter_content(chunk_size=None):
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            self._handle(json.loads(line).get("result", {}), created)
+            except Exception as exc:  # the stream broke or never opened: said by next_key / __init__
+                self._error = exc
+            finally:
+                created.set()
+                self._queue.put(self._ENDED)
+
+        self._thread = threading.Thread(target=run, name=f"etcd watch {prefix}", daemon=True)
         self._thread.start()
-        if not created.wait(timeout) or "error" in result:
+        if not created.wait(timeout) or self._error is not None:
             self.close()
-            error = result.get("error")
-            why = f"{type(error).__name__}: {short_reason(error)}" if error else f"no reply within {timeout:g} s"
+            why = (f"{type(self._error).__name__}: {short_reason(self._error)}" if self._error
+                   else f"no reply within {timeout:g} s")
             raise StoreUnavailable(f"{where}: cannot watch {prefix} ({why})")
-        self._cancel = result["cancel"]
+
+    def _handle(self, result: dict[str, Any], created: threading.Event) -> None:
+        if result.get("created"):
+            created.set()
+        for event in result.get("events", ()):
+            if event.get("type", "PUT") == "PUT":  # PUT is proto3's default: the field is absent
+                self._queue.put(base64.b64decode(event["kv"]["key"]).decode())
 
     def next_key(self, timeout: float) -> str | None:
         import queue
 
         try:
-            return self._queue.get(timeout=max(0.0, timeout))
+            item = self._queue.get(timeout=max(0.0, timeout))
         except queue.Empty:
             return None
+        if item is self._ENDED:
+            self._queue.put(item)  # stays ended
+            raise StoreUnavailable(f"{self._where}: the watch on {self._prefix} ended"
+                                   + (f" ({type(self._error).__name__}: {short_reason(self._error)})"
+                                      if self._error else ""))
+        return str(item)
 
     def close(self) -> None:
-        if self._cancel is not None:
-            cancel, self._cancel = self._cancel, None
-            try:
-                cancel()
-            except Exception:
+        if self._closed:
+            return
+        self._closed = True
+        response = self._response
+        if response is not None:
+            try:  # shut the socket down: closing alone does not wake a thread blocked in recv
+                raw_socket = socket.fromfd(response.raw.fileno(), socket.AF_INET, socket.SOCK_STREAM)
+                raw_socket.shutdown(socket.SHUT_RDWR)
+                raw_socket.close()
+            except Exception:  # already closed or never connected: nothing to wake
                 pass
+            response.close()
+        self._session.close()
 
 
 class EtcdStore:
@@ -175,7 +226,12 @@ class EtcdStore:
         return {_text(meta["key"]): _text(value) for value, meta in items}
 
     def watch_prefix(self, prefix: str) -> PrefixWatch:
-        return _EtcdWatch(self._client, prefix, self.request_timeout, self.describe())
+        try:
+            url = self._client.get_url("/watch")
+        except Exception as exc:  # the gateway's API path is discovered by a request
+            raise StoreUnavailable(f"{self.describe()}: cannot watch {prefix} ({type(exc).__name__}: "
+                                   f"{short_reason(exc)})") from None
+        return _EtcdWatch(url, prefix, self.request_timeout, self.describe())
 
     def delete_prefix(self, prefix: str) -> None:
         self._call(f"delete {prefix}", self._client.delete_prefix, prefix)

@@ -1,8 +1,9 @@
 """One rank's profile CSV as a stream of steps: per section, its time and its first start.
 
-Streaming (``iter_profile_rows``): only the current step is held. START/END rows pair by
-``node_id`` (MyTimer) or else by name; a section's time in a step is the sum of its
-instances (an END's ``duration_ms``, else END minus START). ``CLOCK_SYNC`` rows set the
+Streaming (``iter_profile_rows``): only the current step is held. A section's time in a step
+is the sum of its instances: an END's ``duration_ms`` (MyTimer writes it), else END minus the
+latest open START of that name (regions nest, so by name is enough; no metadata is parsed,
+which halves the cost per row). Its start is the earliest START in the step. ``CLOCK_SYNC`` rows set the
 clock offset of the rows after them (added when the row says ``applied=0``; with
 ``applied=1`` the writer already added it).
 """
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from my_utils.core.errors import InputError
-from my_utils.core.profile_csv import ProfileRow, iter_profile_rows
+from my_utils.core.profile_csv import iter_profile_rows
 from my_utils.distributed.clock_record import ClockSyncRecord, parse_clock_sync_row
 
 __all__ = ["RankStep", "iter_rank_steps"]
@@ -28,13 +29,6 @@ class RankStep:
     sections: dict[str, list[float]] = field(default_factory=dict)
 
 
-def _node_key(row: ProfileRow) -> tuple[str, str]:
-    meta = row.metadata
-    if "node_id=" in meta:
-        return row.event_name, row.metadata_dict().get("node_id", "")
-    return row.event_name, ""
-
-
 def iter_rank_steps(path: Path, clocks: list[ClockSyncRecord]) -> Iterator[RankStep]:
     """The steps of ``path`` in file order; ``clocks`` receives every ``CLOCK_SYNC`` record met.
 
@@ -45,7 +39,7 @@ def iter_rank_steps(path: Path, clocks: list[ClockSyncRecord]) -> Iterator[RankS
     shift = 0.0  # seconds added to timestamps (from CLOCK_SYNC rows with applied=0)
     current: RankStep | None = None
     done_steps = -(2**63)
-    open_starts: dict[tuple[str, str], list[float]] = {}
+    open_starts: dict[str, list[float]] = {}
     for row in iter_profile_rows(path):
         kind = row.event_type
         if kind not in ("START", "END"):
@@ -65,20 +59,20 @@ def iter_rank_steps(path: Path, clocks: list[ClockSyncRecord]) -> Iterator[RankS
             current = RankStep(row.step)
             open_starts.clear()
         ts = row.timestamp_unix + shift
-        key = _node_key(row)
+        name = row.event_name
         if kind == "START":
-            open_starts.setdefault(key, []).append(ts)
+            open_starts.setdefault(name, []).append(ts)
             continue
-        starts = open_starts.get(key)
+        starts = open_starts.get(name)
         start = starts.pop() if starts else None
         duration = row.duration_ms
         if duration <= 0 and start is not None:
             duration = (ts - start) * 1e3
         if start is None:
             start = ts - duration / 1e3
-        entry = current.sections.get(row.event_name)
+        entry = current.sections.get(name)
         if entry is None:
-            current.sections[row.event_name] = [duration, start]
+            current.sections[name] = [duration, start]
         else:
             entry[0] += duration
             entry[1] = min(entry[1], start)
