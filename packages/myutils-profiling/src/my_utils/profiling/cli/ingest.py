@@ -1,8 +1,4 @@
-"""``myutils-profile``: the profiling commands (also reachable as ``myutils profile``).
-
-Command implementations import their heavy dependencies inside the command, so the
-CLI starts fast and ``--help`` imports neither pandas nor plotly.
-"""
+"""``myutils-profile ingest``: read every input a collector config names into metric events."""
 
 from __future__ import annotations
 
@@ -13,30 +9,7 @@ from pathlib import Path
 import typer
 
 from my_utils.core.cli.guard import exit_on_error
-from my_utils.core.plugin_types import PluginKind
-from my_utils.core.plugins import get_registry
-
-app = typer.Typer(
-    name="myutils-profile",
-    help="Collect, analyse, diff and trace my_utils metric events.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
-
-
-@app.callback()
-def _root() -> None:
-    """Collect, analyse, diff and trace my_utils metric events."""
-
-
-@app.command("providers")
-def list_providers() -> None:
-    """List the installed metrics providers and what each one reads."""
-    for name, desc in sorted(get_registry().descriptions(PluginKind.METRICS_PROVIDER).items()):
-        inputs = ", ".join(desc.inputs) or "-"
-        options = ", ".join(o.name for o in desc.options) or "-"
-        typer.echo(f"{name}: {desc.summary} [reads: {inputs}] [options: {options}]")
+from my_utils.profiling.cli._app import app
 
 
 @app.command("ingest")
@@ -110,8 +83,3 @@ def _warnings_to_stderr() -> Iterator[None]:
     finally:
         logger.removeHandler(handler)
         logger.propagate = propagate
-
-
-def main() -> None:
-    """Console-script entry point of ``myutils-profile``."""
-    app(prog_name="myutils-profile")

@@ -1,0 +1,1 @@
+"""``myutils-profile trace``: registered on the shared app by this module (issue 10 builds it)."""
