@@ -1,0 +1,29 @@
+"""Analysis: metric events → findings, scores and tables (``MetricsAnalyzer`` → ``AnalysisReport``).
+
+Light to import: the names are resolved on first access.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from my_utils.core.lazy import lazy_exports
+
+_EXPORTS: dict[str, str] = {
+    "AnalysisReport": "my_utils.profiling.analysis.model",
+    "Finding": "my_utils.profiling.analysis.model",
+    "REPORT_FILE_NAME": "my_utils.profiling.analysis.model",
+    "REPORT_SCHEMA_VERSION": "my_utils.profiling.analysis.model",
+    "SEVERITIES": "my_utils.profiling.analysis.model",
+}
+
+__all__ = list(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from my_utils.profiling.analysis.model import REPORT_FILE_NAME as REPORT_FILE_NAME
+    from my_utils.profiling.analysis.model import REPORT_SCHEMA_VERSION as REPORT_SCHEMA_VERSION
+    from my_utils.profiling.analysis.model import SEVERITIES as SEVERITIES
+    from my_utils.profiling.analysis.model import AnalysisReport as AnalysisReport
+    from my_utils.profiling.analysis.model import Finding as Finding
