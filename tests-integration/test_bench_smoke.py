@@ -35,7 +35,9 @@ def _env(tmp_path: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(TMPDIR=str(tmpdir), **(extra or {}))
+    # torch keeps a per-user compile cache under TMPDIR (torchinductor_<user>) when an anchor imports
+    # its compiler: a cache shared by runs, not a bench's temporary folder, so it is kept elsewhere
+    env.update(TMPDIR=str(tmpdir), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor-cache"), **(extra or {}))
     return env
 
 
@@ -46,9 +48,17 @@ def _run(args: list[str], tmp_path: Path, timeout: float = 240,
 
 
 def _out_listing() -> list[tuple[str, int, int]]:
-    """What bench/out (the cache of the generated trace) holds: a quick run must not touch it."""
+    """What bench/out (the benches' caches of generated inputs) holds: a quick run must not touch it.
+
+    Folders count by name only: in a shared checkout a full run elsewhere may be filling its
+    cached folder while this test runs; a quick run that wrote a cache would still add a name
+    or rewrite a top-level file.
+    """
     out = BENCH / "out"
-    return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in out.iterdir()) if out.is_dir() else []
+    if not out.is_dir():
+        return []
+    return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else (p.name, 0, 0)
+                  for p in out.iterdir())
 
 
 def _report_module() -> ModuleType:
