@@ -59,9 +59,11 @@ def test_backend_by_name_through_the_registry() -> None:
     assert hook.controller is not None and type(hook.controller.backend) is RecordingBackend
 
 
-def test_unknown_backend_names_the_installed_ones() -> None:
+@pytest.mark.parametrize("rank_only", [None, [5]])
+def test_unknown_backend_names_the_installed_ones(rank_only: Any) -> None:
+    """Also on a rank that profiles nothing: the misspelling shows on every rank."""
     with pytest.raises(UsageError, match=r"backend='nope'.*installed.*cudaProfilerApi.*torch_profiler"):
-        ForwardProfilerHook(1, 2, backend="nope", rank=0)
+        ForwardProfilerHook(1, 2, rank_only=rank_only, backend="nope", rank=0)
 
 
 def test_backend_options_are_checked() -> None:
@@ -303,3 +305,29 @@ def test_cuda_profiler_api_on_a_gpu() -> None:
         running.append(backend.running)
     assert running == [False, True, False, False]
     assert hook.windows[0][1].reason is StopReason.CONDITION
+
+
+class Recursive(torch.nn.Module):
+    """A module whose forward calls itself once (re-entrant hooks)."""
+
+    def __init__(self, backend: RecordingBackend) -> None:
+        super().__init__()
+        self.backend = backend
+        self.seen: list[tuple[int, bool]] = []
+
+    def forward(self, x: Any, depth: int = 1) -> Any:
+        out = self(x, depth=depth - 1) if depth > 0 else x
+        self.seen.append((depth, self.backend.capturing))
+        return out
+
+
+def test_a_re_entrant_forward_counts_once_and_closes_at_the_outer_exit() -> None:
+    backend = RecordingBackend()
+    model = Recursive(backend)
+    hook = ForwardProfilerHook(1, 2, backend=backend, rank=0).attach(model)
+    for _ in range(4):
+        model(torch.ones(1))
+    assert hook.iteration == 3  # detached after forward 2; forward 3 was not counted
+    # (depth, capturing) per call: inner call first; the window spans forwards 1 and 2 completely
+    assert model.seen == [(0, False), (1, False), (0, True), (1, True), (0, True), (1, True), (0, False), (1, False)]
+    assert backend.calls == ["start", "stop"]

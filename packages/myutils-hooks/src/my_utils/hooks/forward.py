@@ -56,6 +56,18 @@ def _check_ranks(rank_only: int | Iterable[int] | None) -> frozenset[int] | None
     return frozenset(r for r in ranks if isinstance(r, int))
 
 
+def check_backend_name(name: str) -> None:
+    """``UsageError`` listing the installed capture backends when none is called ``name`` (imports nothing)."""
+    from my_utils.core.errors import PluginError
+    from my_utils.core.plugin_types import PluginKind
+    from my_utils.core.plugins import get_registry
+
+    try:
+        get_registry().get(PluginKind.CAPTURE_BACKEND, name)
+    except PluginError as exc:
+        raise UsageError(f"ForwardProfilerHook(backend={name!r}): {exc}") from None
+
+
 def build_backend(backend: str | CaptureBackend, options: Mapping[str, Any] | None) -> CaptureBackend:
     """A backend instance: ``backend`` itself, or the registered capture backend of that name."""
     if not isinstance(backend, str):
@@ -128,6 +140,8 @@ class ForwardProfilerHook:
                                                 window_labeler=self.labeler if nvtx_range else None,
                                                 rank=self.rank)
             self.controller.arm(self._spec())
+        elif isinstance(backend, str):
+            check_backend_name(backend)  # a misspelt name fails on every rank, not only the profiled ones
 
     def _spec(self) -> CaptureSpec:
         return CaptureSpec(
