@@ -266,11 +266,12 @@ def test_detach_closes_an_open_window(count_hooks: Any) -> None:
     ({"start_iter": 1, "stop_iter": "3"}, r"stop_iter='3'\)"),
     ({"start_iter": 1, "stop_iter": 2, "rank_only": []}, r"rank_only=\[\]\): expected None .*rank_only=\[0, 1\]"),
     ({"start_iter": 1, "stop_iter": 2, "rank_only": ["0"]}, r"rank_only=\['0'\]"),
+    ({"start_iter": 1, "stop_iter": 2, "rank": -1}, r"rank=-1\): expected a rank >= 0, or None to read RANK"),
     ({"start_iter": 1, "stop_iter": 2, "nvtx_range": ""}, r"nvtx_range=''\): expected a non-empty range name or None"),
 ])
 def test_misuse_is_refused_at_once(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(UsageError, match=message):
-        ForwardProfilerHook(backend=RecordingBackend(), rank=0, **kwargs)
+        ForwardProfilerHook(backend=RecordingBackend(), **{"rank": 0, **kwargs})
 
 
 def test_attach_misuse() -> None:

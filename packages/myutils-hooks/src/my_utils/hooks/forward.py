@@ -92,7 +92,7 @@ def build_backend(backend: str | CaptureBackend, options: Mapping[str, Any] | No
 
 
 class ForwardProfilerHook:
-    """Captures forwards ``start_iter``..``stop_iter`` (both included, counted from 0) of one module.
+    """Captures forwards ``start_iter``..``stop_iter`` (both included; 0 is the first forward after ``attach``).
 
     ``attach(module)`` registers a forward pre-hook and an always-called forward hook. The
     window opens as forward ``start_iter`` begins and closes as forward ``stop_iter`` ends,
@@ -121,6 +121,8 @@ class ForwardProfilerHook:
                              "or None")
         self.rank_only = _check_ranks(rank_only)
         self.nvtx_range = nvtx_range
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 0):
+            raise UsageError(f"ForwardProfilerHook(rank={rank!r}): expected a rank >= 0, or None to read RANK")
         self.rank = env_rank(0) if rank is None else rank
         self.logger = logger if logger is not None else _log
         self.selected = self.rank_only is None or self.rank in self.rank_only
