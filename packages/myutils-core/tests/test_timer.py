@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import subprocess
@@ -228,6 +229,39 @@ def test_names_with_commas_quotes_and_newlines_round_trip(log_dir: Path) -> None
     rows = rows_of(log_dir)
     assert [r.event_name for r in rows] == [name, name]
     assert rows[0].metadata_dict()["tag"] == 'a,"b"'
+
+
+def test_fast_calls_follow_mode_changes_copies_and_subclasses(tmp_path: Path) -> None:
+    GlobalLogger().setup(tmp_path, rank=0, world_size=1)
+    timer = MyTimer()
+    start, stop = timer.start, timer.stop  # fetched once, as a hot loop does
+    timer.enabled = False
+    start("off")
+    stop("never started")  # the retired closure forwards to the disabled timer: inert
+    timer.enabled = True
+    start("on")
+    stop("on")
+    timer.step()
+    assert [r.event_name for r in rows_of(tmp_path)] == ["on", "on"]
+
+    seen: list[str] = []
+
+    class Counting(MyTimer):
+        def start(self, name: str) -> None:
+            seen.append(name)
+            super().start(name)
+
+    sub = Counting()
+    sub.start("x")
+    sub.stop("x")
+    sub.enabled = False
+    sub.start("y")
+    assert seen == ["x", "y"] and "start" not in vars(sub)
+
+    twin = copy.deepcopy(timer)  # a copy records into its own lists, not into the original's
+    twin.start("twin")
+    assert timer._ev == [] and twin._ev[0] == "twin"
+    twin.stop("twin")
 
 
 # -- CUDA seam ---------------------------------------------------------------------------

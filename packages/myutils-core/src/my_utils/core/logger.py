@@ -1,5 +1,9 @@
 """GlobalLogger: the process-wide logger (``rank_<rank>.log``) and profile CSV (``profile_rank_<rank>.csv``).
 
+Profile rows (MyTimer steps, ``log_profile_event``) are appended to ``profile_rank_<rank>.steplog``
+in one write each and rendered into the CSV off the training thread (``step_log_writer``); the
+CSV is complete after ``flush()``, ``close()`` and at exit, and the log is removed then.
+
 ``GlobalLogger()`` always returns the same object. ``setup()`` configures it once (later calls
 are ignored); ``get_logger()`` may be called before ``setup()`` and returns the very logger that
 ``setup()`` later equips with its console and file handlers, so nothing is swallowed.
@@ -211,8 +215,13 @@ class GlobalLogger:
     def close(self) -> None:
         """Render everything into the CSV and stop the renderer (also runs at exit); later rows reopen it."""
         writer = self._writer
-        if writer is not None:
+        if writer is None:
+            return
+        try:
             writer.close()
+        except Exception as exc:  # at exit nothing may raise; the steps stay in the log for the next open
+            logging.getLogger(LOGGER_NAME).error("GlobalLogger.close(): could not finish %s (%s: %s)",
+                                                 writer.csv_path, type(exc).__name__, exc)
 
     @property
     def log_path(self) -> Path | None:

@@ -149,6 +149,7 @@ class MyTimer:
         state = self.__dict__.copy()
         for key in ("start", "stop", "_fast"):
             state.pop(key, None)
+        state["_resolved"] = None  # a cache of the process's GlobalLogger, found again by step()
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
