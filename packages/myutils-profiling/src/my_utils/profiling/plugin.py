@@ -84,6 +84,66 @@ def myutils_metrics_providers() -> Sequence[PluginDescription]:
     ]
 
 
+_R = "my_utils.profiling.analysis.rules"
+_WARMUP = OptionSpec("warmup_steps", int, 1, "first steps of each series left out (warm-up)")
+
+# The options each built-in rule declares; a workload profile (analysis.workloads) sets them.
+RULE_OPTIONS: dict[str, tuple[OptionSpec, ...]] = {
+    "bottleneck": (
+        OptionSpec("share", float, 0.10, "fraction of step (or device) time above which a name is a bottleneck"),
+        OptionSpec("critical_share", float, 0.30, "fraction above which the finding is critical"),
+        OptionSpec("max_findings", int, 20, "most bottleneck findings reported"),
+    ),
+    "memory_growth": (
+        OptionSpec("confidence", float, 0.95, "confidence of the Theil-Sen slope interval"),
+        OptionSpec("min_growth", float, 0.05, "smallest fitted growth over the range, as a fraction of the start"),
+        OptionSpec("min_steps", int, 6, "fewest steps a memory series needs"),
+        OptionSpec("critical_growth", float, 0.5, "growth above which the finding is critical"),
+    ),
+    "anomalies": (
+        OptionSpec("sigma", float, 3.0, "|x - mean| above this many standard deviations is an outlier"),
+        OptionSpec("mad_z", float, 3.5, "robust z-score (median/MAD) above which a step is an outlier"),
+        OptionSpec("method", str, "either", "which tests must flag a step", ("sigma", "mad", "either", "both")),
+        _WARMUP,
+        OptionSpec("min_steps", int, 8, "fewest steps a series needs"),
+        OptionSpec("max_names", int, 20, "names tested besides step_time (largest totals first)"),
+        OptionSpec("min_excess", float, 0.10, "smallest distance from the median, as a fraction of it"),
+    ),
+    "variability": (
+        OptionSpec("cv", float, 0.15, "robust coefficient of variation above which a name is unstable"),
+        OptionSpec("critical_cv", float, 0.5, "robust CV above which the finding is critical"),
+        _WARMUP,
+        OptionSpec("min_steps", int, 5, "fewest steps a series needs"),
+        OptionSpec("min_share", float, 0.01, "names under this share of step time are left out"),
+        OptionSpec("max_findings", int, 20, "most variability findings reported"),
+    ),
+    "suggestions": (
+        OptionSpec("share", float, 0.2, "share of time above which a pattern (data loading, copies...) is reported"),
+        OptionSpec("short_kernel_ms", float, 0.01, "mean kernel time under which kernels count as tiny"),
+        OptionSpec("many_kernels", int, 500, "kernels per step above which tiny kernels are reported"),
+    ),
+}
+
+
+def _rule(name: str, factory: str, summary: str) -> PluginDescription:
+    return PluginDescription(name=name, kind=PluginKind.ANALYSIS_RULE, factory=f"{_R}.{factory}",
+                             summary=summary, inputs=("metric events",), options=RULE_OPTIONS[name])
+
+
+@hookimpl
+def myutils_analysis_rules() -> Sequence[PluginDescription]:
+    """The five built-in analyzer rules (the analyzer finds them through this hook, like any plugin's)."""
+    return [
+        _rule("bottleneck", "bottleneck:BottleneckRule", "names above a share (10 %) of step or device time"),
+        _rule("memory_growth", "memory_trend:MemoryGrowthRule",
+              "memory that keeps growing (Theil-Sen slope with a confidence bound, step range named)"),
+        _rule("anomalies", "anomalies:AnomalyRule", "outlying steps by 3-sigma and by median/MAD robust z-score"),
+        _rule("variability", "variability:VariabilityRule", "operations whose time per step is unstable"),
+        _rule("suggestions", "suggestions:SuggestionsRule",
+              "optimisation advice: data loading, copies, communication, tiny kernels"),
+    ]
+
+
 @hookimpl
 def myutils_cli(app: typer.Typer) -> None:
     """Mount the ``myutils-profile`` commands as ``myutils profile``."""

@@ -1,0 +1,354 @@
+"""MetricsAnalyzer: metric events → an ``AnalysisReport`` (scores, findings, summary, tables).
+
+The events file is streamed (``iter_events``) and folded on the fly into one cell per
+(name, step, rank, source): count, sum, min, max. Memory grows with names × steps × ranks,
+never with the number of raw events (a 2M-event trace ingested into a few thousand
+aggregated events stays a few thousand cells). Rules then see one aggregated event per
+cell — the plugin contract's ``evaluate(events)`` with events whose ``attrs`` carry
+``count``/``min``/``max`` — so a third-party rule gets the same view as the built-ins.
+
+Rules are the ``myutils_analysis_rules`` plugins (the built-ins included); each is built
+with the workload profile's options for it, runs alone, and a rule that fails or returns
+a malformed finding is named in ``summary["rule_errors"]`` while the others still report.
+When the events came from torch.profiler traces and the traces can be found, the Kineto
+analyses (``my_utils.profiling.analysis.kineto``) add their tables.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from my_utils.core.events import MetricEvent, iter_events
+from my_utils.profiling.analysis.model import REPORT_SCHEMA_VERSION, SEVERITIES, AnalysisReport, Finding
+from my_utils.profiling.analysis.overhead import overhead_statement
+from my_utils.profiling.analysis.rules._series import (
+    STEP_TIME,
+    build_series,
+    is_gpu_family,
+    is_memory,
+)
+from my_utils.profiling.analysis.rules._stats import cv, quantile
+from my_utils.profiling.analysis.scores import compute_scores
+from my_utils.profiling.analysis.workloads import DEFAULT_WORKLOAD, WorkloadProfile, get_workload
+
+_log = logging.getLogger("my_utils.profiling.analysis")
+#: Rows kept in the ``operations`` table (largest totals first); the rest are counted in the summary.
+MAX_OPERATION_ROWS = 1000
+
+_Cell = list  # [count, sum, min, max]
+
+
+class EventAggregate:
+    """Events folded per (name, step, rank, source): what the analyzer keeps instead of the events."""
+
+    def __init__(self) -> None:
+        self.cells: dict[tuple[str, int | None, int | None, str], _Cell] = {}
+        self.meta: dict[tuple[str, str], tuple[str, str, int | None]] = {}  # (name, source) -> kind, unit, depth
+        self.events = 0
+        self.by_source: Counter[str] = Counter()
+        self.run_ids: set[str] = set()
+        self.trace_files: set[str] = set()
+        self.first_ts: float | None = None
+        self.last_ts: float | None = None
+
+    def add(self, e: MetricEvent) -> None:
+        """Fold one event in."""
+        self.events += 1
+        self.by_source[e.source] += 1
+        if e.run_id:
+            self.run_ids.add(e.run_id)
+        key = (e.name, e.step, e.rank, e.source)
+        cell = self.cells.get(key)
+        v = e.value
+        if cell is None:
+            self.cells[key] = [1, v, v, v] if v == v else [0, 0.0, math.inf, -math.inf]
+            mk = (e.name, e.source)
+            if mk not in self.meta:
+                depth = e.attrs.get("depth")
+                self.meta[mk] = (e.kind, e.unit, depth if isinstance(depth, int) else None)
+                if e.source == "torch_profiler" and isinstance(e.attrs.get("file"), str):
+                    self.trace_files.add(e.attrs["file"])
+        elif v == v:  # NaN: a provider that could not measure; counted as an event, not as a value
+            cell[0] += 1
+            cell[1] += v
+            if v < cell[2]:
+                cell[2] = v
+            if v > cell[3]:
+                cell[3] = v
+        if e.ts is not None:
+            if self.first_ts is None or e.ts < self.first_ts:
+                self.first_ts = e.ts
+            if self.last_ts is None or e.ts > self.last_ts:
+                self.last_ts = e.ts
+
+    def aggregated(self) -> list[MetricEvent]:
+        """One event per cell: the sum (duration, counter), peak (gauge) or mean (ratio, info)."""
+        out: list[MetricEvent] = []
+        for (name, step, rank, source), (count, total, lo, hi) in self.cells.items():
+            if count == 0:
+                continue
+            kind, unit, depth = self.meta[(name, source)]
+            value = hi if kind == "gauge" else total / count if kind in ("ratio", "info") else total
+            attrs: dict[str, Any] = {"count": count, "min": lo, "max": hi}
+            if depth is not None:
+                attrs["depth"] = depth
+            out.append(MetricEvent(name=name, value=float(value), kind=kind, unit=unit, source=source,
+                                   rank=rank, step=step, attrs=attrs))
+        return out
+
+
+class MetricsAnalyzer:
+    """Analyse metric events (a ``metrics_events.jsonl`` path, or events) into an ``AnalysisReport``.
+
+    ``workload`` picks the thresholds (``pretrain``, ``finetune``, ``inference``); ``rules``
+    restricts the rules to these names (default: every installed rule); ``rule_options``
+    overrides options per rule name; ``traces`` names torch.profiler trace files for the
+    Kineto analyses (default: the files named in the events, looked up beside the events
+    file); ``hardware`` describes the machine of the run (the diff warns when two differ).
+    """
+
+    def __init__(self, events: str | Path | Iterable[MetricEvent], workload: str | WorkloadProfile = DEFAULT_WORKLOAD,
+                 *, rules: Sequence[str] | None = None, rule_options: Mapping[str, Mapping[str, Any]] | None = None,
+                 traces: Sequence[str | Path] | None = None, hardware: Mapping[str, Any] | None = None,
+                 overhead_host: str = "analysis host") -> None:
+        self.source = events
+        self.workload = get_workload(workload)
+        self.rule_names = list(rules) if rules is not None else None
+        self.rule_options = {k: dict(v) for k, v in (rule_options or {}).items()}
+        self.traces = [Path(t) for t in traces] if traces is not None else None
+        self.hardware = dict(hardware or {})
+        self.overhead_host = overhead_host
+
+    # -- reading ---------------------------------------------------------------------
+
+    def aggregate(self) -> EventAggregate:
+        """Stream the events once into an ``EventAggregate``."""
+        agg = EventAggregate()
+        stream = iter_events(self.source) if isinstance(self.source, (str, Path)) else self.source
+        for e in stream:
+            agg.add(e)
+        return agg
+
+    # -- the report ------------------------------------------------------------------
+
+    def analyze(self) -> AnalysisReport:
+        """Read, run every rule, score, and return the report (nothing is written)."""
+        agg = self.aggregate()
+        events = agg.aggregated()
+        series = build_series(events)
+        findings, ran, errors = self._run_rules(events)
+        tables = _tables(series, agg)
+        kineto_tables, kineto_note = self._kineto(agg)
+        tables.update(kineto_tables)
+        dimensions = {"performance", "stability"}
+        if any(is_memory(s) for s in series.values()):
+            dimensions.add("memory")
+        if kineto_tables or any(f.category == "capture" for f in findings):
+            dimensions.add("capture")
+        findings.sort(key=lambda f: (-SEVERITIES.index(f.severity), f.category, f.id))
+        summary = _summary(agg, series, findings, ran, errors)
+        if kineto_note:
+            summary["kineto"] = kineto_note
+        return AnalysisReport(
+            schema_version=REPORT_SCHEMA_VERSION, workload=self.workload.name,
+            scores=compute_scores(findings, dimensions), findings=findings, summary=summary, tables=tables,
+            overhead=self._overhead(series), inputs=self._inputs(agg), hardware=self.hardware,
+        )
+
+    def _run_rules(self, events: list[MetricEvent]) -> tuple[list[Finding], list[str], list[dict[str, str]]]:
+        from my_utils.core.plugin_types import PluginKind
+        from my_utils.core.plugins import get_registry, load_component
+
+        available = get_registry().descriptions(PluginKind.ANALYSIS_RULE)
+        names = sorted(available) if self.rule_names is None else self.rule_names
+        findings: list[Finding] = []
+        ran: list[str] = []
+        errors: list[dict[str, str]] = []
+        seen: set[str] = set()
+        for name in names:
+            options = {**self.workload.options_for(name), **self.rule_options.get(name, {})}
+            try:
+                rule = load_component(PluginKind.ANALYSIS_RULE, name)(**options)
+                produced = list(rule.evaluate(events))
+            except Exception as exc:  # one rule's failure must not lose the others' findings
+                errors.append({"rule": name, "error": f"{type(exc).__name__}: {exc}"})
+                _log.warning("analysis rule %s failed and was skipped: %s: %s", name, type(exc).__name__, exc)
+                continue
+            ran.append(name)
+            for i, raw in enumerate(produced):
+                try:
+                    finding = Finding.from_dict(raw, f"analysis rule {name!r}", f"finding {i}")
+                except Exception as exc:
+                    errors.append({"rule": name, "error": str(exc)})
+                    continue
+                if finding.id in seen:  # two rules (or one twice) on the same cause: keep the first
+                    continue
+                seen.add(finding.id)
+                findings.append(finding)
+        return findings, ran, errors
+
+    def _overhead(self, series: Mapping[Any, Any]) -> dict[str, Any]:
+        counts = _mytimer_region_counts(series)
+        steps = [v for (name, _rank, source), s in series.items() if name == STEP_TIME and source == "mytimer"
+                 for v in s.values]
+        return overhead_statement(statistics.fmean(counts.values()) if counts else None,
+                                  statistics.median(steps) if steps else None, self.overhead_host)
+
+    def _inputs(self, agg: EventAggregate) -> dict[str, Any]:
+        out: dict[str, Any] = {"events": agg.events, "by_source": dict(sorted(agg.by_source.items())),
+                               "run_ids": sorted(agg.run_ids)}
+        if isinstance(self.source, (str, Path)):
+            out["events_file"] = str(self.source)
+        if agg.first_ts is not None and agg.last_ts is not None:
+            out["time_range"] = [agg.first_ts, agg.last_ts]
+        return out
+
+    def _trace_paths(self, agg: EventAggregate) -> list[Path]:
+        if self.traces is not None:
+            return self.traces
+        if not agg.trace_files or not isinstance(self.source, (str, Path)):
+            return []
+        root = Path(self.source).parent
+        found: list[Path] = []
+        for name in sorted(agg.trace_files):
+            hits = [p for p in (root / name,) if p.is_file()] or sorted(root.rglob(name))[:1]
+            found.extend(hits)
+        return found
+
+    def _kineto(self, agg: EventAggregate) -> tuple[dict[str, list[dict[str, Any]]], str]:
+        """Tables of the Kineto analyses over the run's traces; a note says why there are none."""
+        paths = self._trace_paths(agg)
+        if not paths:
+            return {}, "no torch.profiler trace files given or found beside the events" if agg.trace_files else ""
+        try:
+            from my_utils.profiling.analysis import kineto
+        except ImportError:
+            return {}, "the Kineto analyses (my_utils.profiling.analysis.kineto) are not installed in this version"
+        try:
+            result = kineto.analyze_traces(paths)
+        except Exception as exc:  # the metric analysis stands on its own; say why the trace part is missing
+            _log.warning("Kineto analyses of %s failed: %s: %s", [str(p) for p in paths], type(exc).__name__, exc)
+            return {}, f"Kineto analyses failed: {type(exc).__name__}: {exc}"
+        return _kineto_tables(result), f"Kineto analyses of {len(paths)} trace file(s)"
+
+
+def _mytimer_region_counts(series: Mapping[Any, Any]) -> dict[tuple[int, int | None], float]:
+    """MyTimer regions opened per (step, rank): the count of CPU region events of each step."""
+    counts: dict[tuple[int, int | None], float] = {}
+    for (name, rank, source), s in series.items():
+        if source != "mytimer" or s.kind != "duration" or name == STEP_TIME or name.startswith("cuda:"):
+            continue
+        per_event = s.events / len(s.steps) if s.steps else 0.0  # regions of this name per step, on average
+        for step in s.steps:
+            counts[(step, rank)] = counts.get((step, rank), 0.0) + per_event
+    return counts
+
+
+def _kineto_tables(result: Any) -> dict[str, list[dict[str, Any]]]:
+    """``KinetoAnalysis`` (tables as attributes, a mapping, or ``tables()``) as JSON rows."""
+    import dataclasses
+
+    raw: Any = result.tables() if callable(getattr(result, "tables", None)) else getattr(result, "tables", result)
+    if dataclasses.is_dataclass(raw) and not isinstance(raw, type):
+        raw = {f.name: getattr(raw, f.name) for f in dataclasses.fields(raw)}
+    if not isinstance(raw, Mapping):
+        return {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name, rows in raw.items():
+        if not isinstance(rows, (list, tuple)):
+            continue
+        out[f"kineto.{name}" if not str(name).startswith("kineto") else str(name)] = [
+            dataclasses.asdict(r) if dataclasses.is_dataclass(r) and not isinstance(r, type) else dict(r)
+            for r in rows]
+    return out
+
+
+def _tables(series: Mapping[Any, Any], agg: EventAggregate) -> dict[str, list[dict[str, Any]]]:
+    step_total: dict[tuple[int | None, str], float] = {}
+    device_total: dict[int | None, float] = {}
+    for (name, rank, source), s in series.items():
+        if name == STEP_TIME:
+            step_total[(rank, source)] = s.total
+        elif is_gpu_family(name) and s.kind == "duration":
+            device_total[rank] = device_total.get(rank, 0.0) + s.total
+    # one operations row per (name, source), all ranks together
+    ops: dict[tuple[str, str], dict[str, Any]] = {}
+    for (name, rank, source), s in series.items():
+        if s.kind != "duration":
+            continue
+        row = ops.setdefault((name, source), {"name": name, "source": source, "unit": s.unit, "count": 0,
+                                              "values": [], "ranks": set(), "denominator": 0.0})
+        row["count"] += s.events
+        row["values"].extend(s.values)
+        row["ranks"].add(rank)
+        row["denominator"] += device_total.get(rank, 0.0) if is_gpu_family(name) else step_total.get((rank, source), 0.0)
+    op_rows: list[dict[str, Any]] = []
+    for row in ops.values():
+        values = sorted(row.pop("values"))
+        total = float(sum(values))
+        denom = row.pop("denominator")
+        row["ranks"] = sorted(r for r in row["ranks"] if r is not None)
+        row.update(steps=len(values), total=total, mean=total / len(values), std=statistics.pstdev(values),
+                   min=values[0], max=values[-1], median=quantile(values, 0.5), p90=quantile(values, 0.9),
+                   cv=cv(values), share=(total / denom) if denom > 0 and row["name"] != STEP_TIME else None)
+        op_rows.append(row)
+    op_rows.sort(key=lambda r: -r["total"])
+    steps = [{"step": step, "rank": rank, "source": source, "step_time": value,
+              "regions": None} for (name, rank, source), s in series.items() if name == STEP_TIME
+             for step, value in zip(s.steps, s.values, strict=True)]
+    depth0: dict[tuple[int, int | None, str], float] = {}
+    for (name, rank, source), s in series.items():
+        if s.depth == 0 and s.kind == "duration" and name != STEP_TIME:
+            for step, value in zip(s.steps, s.values, strict=True):
+                depth0[(step, rank, source)] = depth0.get((step, rank, source), 0.0) + value
+    for row in steps:
+        row["regions"] = depth0.get((row["step"], row["rank"], row["source"]))
+    steps.sort(key=lambda r: (r["source"], -1 if r["rank"] is None else r["rank"], r["step"]))
+    memory = [{"name": name, "step": step, "rank": rank, "source": source, "value": value, "unit": s.unit}
+              for (name, rank, source), s in series.items() if is_memory(s)
+              for step, value in zip(s.steps, s.values, strict=True)]
+    memory.sort(key=lambda r: (r["name"], -1 if r["rank"] is None else r["rank"], r["step"]))
+    ranks: dict[int | None, list[float]] = {}
+    for (name, rank, _source), s in series.items():
+        if name == STEP_TIME:
+            ranks.setdefault(rank, []).extend(s.values)
+    rank_rows = [{"rank": r, "steps": len(v), "mean_step_time": statistics.fmean(v),
+                  "median_step_time": statistics.median(v), "total_time": float(sum(v))}
+                 for r, v in sorted(ranks.items(), key=lambda kv: -1 if kv[0] is None else kv[0]) if v]
+    no_step = [{"name": name, "rank": rank, "source": source, "count": c[0], "total": c[1], "min": c[2], "max": c[3],
+                "unit": agg.meta[(name, source)][1]}
+               for (name, step, rank, source), c in agg.cells.items() if step is None and c[0]]
+    no_step.sort(key=lambda r: -r["total"])
+    tables = {"operations": op_rows[:MAX_OPERATION_ROWS], "steps": steps, "memory": memory, "ranks": rank_rows}
+    if no_step:
+        tables["totals"] = no_step[:MAX_OPERATION_ROWS]
+    return tables
+
+
+def _summary(agg: EventAggregate, series: Mapping[Any, Any], findings: list[Finding], ran: list[str],
+             errors: list[dict[str, str]]) -> dict[str, Any]:
+    steps = sorted({st for (_n, st, _r, _s) in agg.cells if st is not None})
+    ranks = sorted({r for (_n, _st, r, _s) in agg.cells if r is not None})
+    step_time: dict[str, Any] = {}
+    for (name, rank, source), s in series.items():
+        if name == STEP_TIME and s.values:
+            values = sorted(s.values)
+            step_time[f"{source}:rank{rank}" if rank is not None else source] = {
+                "source": source, "rank": rank, "steps": len(values), "unit": s.unit,
+                "mean": statistics.fmean(values), "median": quantile(values, 0.5), "p90": quantile(values, 0.9),
+                "min": values[0], "max": values[-1], "cv": cv(values)}
+    by_severity = Counter(f.severity for f in findings)
+    return {
+        "events": agg.events, "aggregated_cells": len(agg.cells), "names": len({n for n, _ in agg.meta}),
+        "sources": sorted(s for s in agg.by_source if s),
+        "steps": {"count": len(steps), "first": steps[0] if steps else None, "last": steps[-1] if steps else None},
+        "ranks": ranks, "step_time_name": STEP_TIME, "time_unit": "ms", "step_time": step_time,
+        "findings": {sev: by_severity.get(sev, 0) for sev in SEVERITIES},
+        "rules": ran, "rule_errors": errors,
+    }

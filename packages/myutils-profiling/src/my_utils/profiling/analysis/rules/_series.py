@@ -1,0 +1,133 @@
+"""Per-(name, rank) step series built from metric events: what every built-in rule reads.
+
+Rules receive events (the plugin contract); the analyzer hands them one event per
+(name, step, rank) already aggregated, a third-party host may hand raw ones: both give the
+same series here, because values of one step combine by kind — ``duration``/``counter``
+add up, a ``gauge`` keeps its peak, a ``ratio`` its mean. Series are keyed
+``(name, rank, source)``: two providers both measuring ``step_time`` (MyTimer and
+torch.profiler in one run) are two series, never added together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+from my_utils.core.events import MetricEvent
+
+#: Kineto families measured on the device: their shares are of GPU busy time, not step time.
+GPU_FAMILIES: tuple[str, ...] = ("kernel:", "memcpy:", "memset:", "device_op:")
+#: Totals computed by providers from other events: never a bottleneck candidate themselves.
+AGGREGATE_PREFIXES: tuple[str, ...] = ("gpu.", "device.", "trace.", "memory.", "timer.")
+STEP_TIME = "step_time"
+_MEMORY_UNITS = frozenset({"b", "bytes", "byte", "kb", "mb", "gb", "kib", "mib", "gib"})
+
+
+@dataclass
+class Series:
+    """One name on one rank: a value per step (sorted by step) and what the name is."""
+
+    name: str
+    rank: int | None
+    kind: str
+    unit: str
+    source: str
+    depth: int | None = None
+    steps: list[int] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    events: int = 0
+
+    @property
+    def total(self) -> float:
+        """Sum of the per-step values."""
+        return float(sum(self.values))
+
+
+def is_memory(series: Series) -> bool:
+    """A memory level: a gauge in bytes (any scale), or a gauge whose name says memory."""
+    if series.kind != "gauge":
+        return False
+    return series.unit.lower() in _MEMORY_UNITS or "mem" in series.name.lower()
+
+
+def is_candidate_duration(series: Series) -> bool:
+    """A timed region or operation (not the step itself, not a provider-made total)."""
+    return (series.kind == "duration" and series.name != STEP_TIME
+            and not series.name.startswith(AGGREGATE_PREFIXES))
+
+
+def is_gpu_family(name: str) -> bool:
+    """A name measured on the device (Kineto kernels, copies, sets, device ops)."""
+    return name.startswith(GPU_FAMILIES)
+
+
+SeriesKey: TypeAlias = "tuple[str, int | None, str]"
+
+
+def build_series(events: Iterable[MetricEvent]) -> dict[SeriesKey, Series]:
+    """Series keyed (name, rank, source), values per step combined by kind; events without a step are left out."""
+    acc: dict[SeriesKey, tuple[Series, dict[int, list[float]]]] = {}
+    for e in events:
+        if e.step is None or e.value != e.value:  # NaN: a provider that could not measure
+            continue
+        key = (e.name, e.rank, e.source)
+        entry = acc.get(key)
+        if entry is None:
+            depth = e.attrs.get("depth") if isinstance(e.attrs, dict) else None
+            entry = acc[key] = (Series(e.name, e.rank, e.kind, e.unit, e.source,
+                                       depth if isinstance(depth, int) else None), {})
+        series, per_step = entry
+        n = e.attrs.get("count", 1) if isinstance(e.attrs, dict) else 1
+        series.events += n if isinstance(n, int) and n > 0 else 1
+        slot = per_step.get(e.step)
+        if slot is None:
+            per_step[e.step] = [e.value, 1.0]
+        elif series.kind == "gauge":
+            slot[0] = max(slot[0], e.value)
+        else:
+            slot[0] += e.value
+            slot[1] += 1
+    out: dict[SeriesKey, Series] = {}
+    for key, (series, per_step) in acc.items():
+        for step in sorted(per_step):
+            value, n = per_step[step]
+            series.steps.append(step)
+            series.values.append(value / n if series.kind == "ratio" else value)
+        out[key] = series
+    return out
+
+
+def after_warmup(series: Series, warmup_steps: int) -> tuple[list[int], list[float]]:
+    """The steps and values without the first ``warmup_steps`` steps of the series."""
+    k = max(0, warmup_steps)
+    if len(series.steps) <= k:
+        return [], []
+    return series.steps[k:], series.values[k:]
+
+
+def step_ranges(steps: list[int]) -> str:
+    """``3-7, 12, 20-21``: consecutive steps as ranges, for titles and details."""
+    if not steps:
+        return "-"
+    parts: list[str] = []
+    start = prev = steps[0]
+    for s in steps[1:]:
+        if s == prev + 1:
+            prev = s
+            continue
+        parts.append(f"{start}-{prev}" if prev != start else str(start))
+        start = prev = s
+    parts.append(f"{start}-{prev}" if prev != start else str(start))
+    return ", ".join(parts)
+
+
+def series_id(series: Series) -> str:
+    """A stable id part for findings: ``<source>:<name>:rank<r>`` (``:norank`` without a rank)."""
+    rank = f"rank{series.rank}" if series.rank is not None else "norank"
+    return f"{series.source}:{series.name}:{rank}" if series.source else f"{series.name}:{rank}"
+
+
+def rank_label(rank: int | None) -> str:
+    """``rank 3`` or ``no rank``."""
+    return f"rank {rank}" if rank is not None else "no rank"

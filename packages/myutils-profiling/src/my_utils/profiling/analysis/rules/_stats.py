@@ -1,0 +1,96 @@
+"""Robust statistics the rules share: Theil–Sen slope with its confidence bound, MAD, quantiles.
+
+Pure Python on purpose: the series are per step (hundreds to a few thousand points), and
+the rules must run where numpy is absent.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: MAD × this estimates σ for normal data (1 / Φ⁻¹(3/4)).
+MAD_TO_SIGMA = 1.482602218505602
+#: Theil–Sen uses every pair of points: above this many points the series is thinned
+#: evenly first (the slope's confidence interval then reflects the thinned count).
+MAX_TREND_POINTS = 400
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A Theil–Sen fit: ``slope`` per step with the two-sided ``confidence`` interval ``[low, high]``."""
+
+    slope: float
+    low: float
+    high: float
+    intercept: float
+    confidence: float
+    points: int
+
+
+def _z(confidence: float) -> float:
+    return statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
+
+
+def theil_sen(xs: Sequence[float], ys: Sequence[float], confidence: float = 0.95) -> Trend | None:
+    """Median of pairwise slopes, with Sen's (1968) rank-based confidence interval.
+
+    The interval takes the pairwise slopes of ranks ``(N - C)/2`` and ``(N + C)/2`` (``N``
+    pairs, ``C = z·sqrt(n(n-1)(2n+5)/18)``, the Kendall-statistic spread): no normality
+    assumption, and one outlying point cannot move it. None with fewer than 3 points or
+    when all x are equal.
+    """
+    n = len(xs)
+    if n != len(ys):
+        raise ValueError(f"theil_sen: {n} x values but {len(ys)} y values")
+    if n > MAX_TREND_POINTS:
+        picks = [round(i * (n - 1) / (MAX_TREND_POINTS - 1)) for i in range(MAX_TREND_POINTS)]
+        xs = [xs[i] for i in picks]
+        ys = [ys[i] for i in picks]
+        n = MAX_TREND_POINTS
+    if n < 3:
+        return None
+    slopes = sorted((ys[j] - ys[i]) / (xs[j] - xs[i]) for i in range(n) for j in range(i + 1, n) if xs[j] != xs[i])
+    if not slopes:
+        return None
+    m = len(slopes)
+    slope = statistics.median(slopes)
+    c = _z(confidence) * math.sqrt(n * (n - 1) * (2 * n + 5) / 18.0)
+    lo_i = max(0, min(m - 1, math.floor((m - c) / 2.0)))
+    hi_i = max(0, min(m - 1, math.ceil((m + c) / 2.0)))
+    intercept = statistics.median(y - slope * x for x, y in zip(xs, ys, strict=True))
+    return Trend(slope, slopes[lo_i], slopes[hi_i], intercept, confidence, n)
+
+
+def mad(values: Sequence[float]) -> float:
+    """Median absolute deviation from the median (0 for fewer than 2 values)."""
+    if len(values) < 2:
+        return 0.0
+    med = statistics.median(values)
+    return statistics.median(abs(v - med) for v in values)
+
+
+def robust_cv(values: Sequence[float]) -> float:
+    """σ estimated from the MAD over the median: a spread one outlier cannot inflate (0 when the median is 0)."""
+    med = statistics.median(values) if values else 0.0
+    return MAD_TO_SIGMA * mad(values) / abs(med) if med else 0.0
+
+
+def cv(values: Sequence[float]) -> float:
+    """Population standard deviation over the mean (0 for fewer than 2 values or a zero mean)."""
+    if len(values) < 2:
+        return 0.0
+    mean = statistics.fmean(values)
+    return statistics.pstdev(values, mean) / abs(mean) if mean else 0.0
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolation quantile of already sorted values (NaN when empty)."""
+    if not sorted_values:
+        return math.nan
+    pos = (len(sorted_values) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)

@@ -1,0 +1,117 @@
+"""AnomalyRule: steps far from the usual value of a name, by 3σ and by a median/MAD score.
+
+Two tests per (name, rank) series after the warm-up steps:
+
+- ``sigma``: ``|x - mean| > sigma · std`` (the seed's 3σ rule; a few outliers inflate
+  ``std`` and can hide each other, and with under 10 points one outlier can never pass it);
+- ``mad``: ``|x - median| / (1.4826 · MAD) > mad_z`` (the robust z-score of Iglewicz and
+  Hoaglin; one outlier does not move the median nor the MAD).
+
+``method`` picks ``sigma``, ``mad``, ``either`` (default: flagged by one test, the finding
+says which) or ``both``; a step must also differ from the median by ``min_excess`` (10 %)
+of it, so that a near-constant series does not report its noise.
+
+Only ``step_time`` and the ``max_names`` names with the largest totals are tested, so a trace
+with thousands of kernel names gives a handful of findings, not thousands. The finding
+names the steps, their values and scores, and which tests flagged them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from my_utils.core.events import MetricEvent
+from my_utils.profiling.analysis.rules._series import (
+    STEP_TIME,
+    Series,
+    after_warmup,
+    build_series,
+    is_candidate_duration,
+    rank_label,
+    series_id,
+    step_ranges,
+)
+from my_utils.profiling.analysis.rules._stats import MAD_TO_SIGMA, mad
+from my_utils.profiling.analysis.rules.suggestions import suggest
+
+METHODS = ("sigma", "mad", "either", "both")
+
+
+class AnomalyRule:
+    """Flag outlying steps per name and rank (see the module docstring)."""
+
+    name = "anomalies"
+
+    def __init__(self, sigma: float = 3.0, mad_z: float = 3.5, method: str = "either", warmup_steps: int = 1,
+                 min_steps: int = 8, max_names: int = 20, min_excess: float = 0.10) -> None:
+        if method not in METHODS:
+            raise ValueError(f"AnomalyRule(method={method!r}): expected one of {list(METHODS)}")
+        self.sigma = sigma
+        self.mad_z = mad_z
+        self.method = method
+        self.warmup_steps = warmup_steps
+        self.min_steps = max(3, min_steps)
+        self.max_names = max_names
+        self.min_excess = min_excess
+
+    def evaluate(self, events: Sequence[MetricEvent]) -> list[dict[str, Any]]:
+        """One finding per (name, rank) with outlying steps."""
+        series = build_series(events)
+        names = {n for (n, _, _), s in series.items() if n == STEP_TIME and s.kind == "duration"}
+        totals: dict[str, float] = {}
+        for (n, _, _), s in series.items():
+            if is_candidate_duration(s):
+                totals[n] = totals.get(n, 0.0) + s.total
+        names.update(sorted(totals, key=lambda n: -totals[n])[: self.max_names])
+        findings: list[dict[str, Any]] = []
+        for (name, _rank, _source), s in sorted(series.items(), key=lambda kv: (
+                kv[0][0] != STEP_TIME, kv[0][0], kv[0][1] or -1, kv[0][2])):
+            if name not in names:
+                continue
+            steps, values = after_warmup(s, self.warmup_steps)
+            if len(values) < self.min_steps:
+                continue
+            finding = self._check(s, steps, values)
+            if finding is not None:
+                findings.append(finding)
+        return findings
+
+    def _check(self, s: Series, steps: list[int], values: list[float]) -> dict[str, Any] | None:
+        name, rank, unit = s.name, s.rank, s.unit
+        mean = statistics.fmean(values)
+        std = statistics.pstdev(values, mean)
+        med = statistics.median(values)
+        scale = MAD_TO_SIGMA * mad(values)
+        rows: list[dict[str, Any]] = []
+        for step, v in zip(steps, values, strict=True):
+            z = (v - mean) / std if std > 0 else 0.0
+            rz = (v - med) / scale if scale > 0 else 0.0
+            by = [m for m, hit in (("sigma", abs(z) > self.sigma), ("mad", abs(rz) > self.mad_z)) if hit]
+            if self.method == "both" and len(by) < 2:
+                by = []
+            elif self.method in ("sigma", "mad"):
+                by = [m for m in by if m == self.method]
+            # a robust score over a near-constant series flags noise: require a visible excess too
+            if by and abs(v - med) > self.min_excess * abs(med):
+                rows.append({"step": step, "value": v, "z": round(z, 3), "robust_z": round(rz, 3), "by": by})
+        if not rows:
+            return None
+        flagged = [r["step"] for r in rows]
+        both = all(len(r["by"]) == 2 for r in rows)
+        worst = max(rows, key=lambda r: abs(r["value"] - med))
+        slow = worst["value"] > med
+        return {
+            "id": f"anomaly:{series_id(s)}",
+            "category": "anomaly",
+            "severity": "critical" if both and abs(worst["value"] - med) > abs(med) else "warning",
+            "title": f"{name}: {len(rows)} outlying step(s) ({step_ranges(flagged)}) on {rank_label(rank)}",
+            "detail": (f"step {worst['step']} took {worst['value']:.4g} {unit} against a median of {med:.4g} "
+                       f"(mean {mean:.4g}, std {std:.4g}; {self.sigma:g}σ and robust z > {self.mad_z:g}); "
+                       f"{'slower' if slow else 'faster'} than usual"),
+            "evidence": {"names": [name], "ranks": [rank], "steps": flagged, "outliers": rows[:50],
+                         "median": med, "mean": mean, "std": std, "mad_sigma": scale, "unit": unit,
+                         "method": self.method, "steps_tested": len(values)},
+            "suggestion": suggest("anomaly", name),
+        }

@@ -1,0 +1,52 @@
+"""Scores: 0–100 per dimension and overall, computed from the findings only.
+
+Formula (also in the profiling README):
+
+- each finding costs its dimension a penalty by severity: ``info`` 2, ``warning`` 10,
+  ``critical`` 25 points;
+- a dimension's score is ``max(0, 100 - sum of its penalties)``;
+- dimensions and the finding categories they take: ``performance`` (``bottleneck``,
+  ``optimization``), ``stability`` (``anomaly``, ``variability``), ``memory`` (``memory``),
+  ``capture`` (``capture``); findings of other categories (third-party rules) count in
+  ``performance``;
+- a dimension is scored only when the analysis had data for it (``memory`` needs memory
+  events; ``capture`` needs traces), so missing data never reads as a perfect score;
+- ``overall`` is the mean of the scored dimensions, rounded to one decimal.
+
+Same findings, same scores: two reports compare by their scores as well as their findings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from my_utils.profiling.analysis.model import Finding
+
+PENALTY: dict[str, float] = {"info": 2.0, "warning": 10.0, "critical": 25.0}
+DIMENSIONS: dict[str, tuple[str, ...]] = {
+    "performance": ("bottleneck", "optimization"),
+    "stability": ("anomaly", "variability"),
+    "memory": ("memory",),
+    "capture": ("capture",),
+}
+
+
+def dimension_of(category: str) -> str:
+    """The dimension a finding category counts in (``performance`` for unknown categories)."""
+    for dim, cats in DIMENSIONS.items():
+        if category in cats:
+            return dim
+    return "performance"
+
+
+def compute_scores(findings: Iterable[Finding], dimensions: Iterable[str]) -> dict[str, float]:
+    """``overall`` plus one score per dimension in ``dimensions`` (those the data covers)."""
+    scored = [d for d in DIMENSIONS if d in set(dimensions)]
+    penalty = dict.fromkeys(scored, 0.0)
+    for f in findings:
+        dim = dimension_of(f.category)
+        if dim in penalty:
+            penalty[dim] += PENALTY.get(f.severity, 0.0)
+    scores = {d: max(0.0, 100.0 - p) for d, p in penalty.items()}
+    scores["overall"] = round(sum(scores.values()) / len(scores), 1) if scores else 100.0
+    return {"overall": scores.pop("overall"), **scores}
