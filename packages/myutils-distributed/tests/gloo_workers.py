@@ -67,7 +67,7 @@ def clock_pair(rank: int, world: int, gap_s: float) -> dict[str, Any]:
             out["silent_peer"] = str(exc)
         out["silent_peer_s"] = time.monotonic() - started
     else:
-        time.sleep(2.0)
+        time.sleep(2.0)  # well past rank 0's 1 s timeout, then leave
     return out
 
 
