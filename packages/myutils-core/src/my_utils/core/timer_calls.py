@@ -15,6 +15,7 @@ which calls the timer's generic method, and a new pair is installed on the insta
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable
 from time import perf_counter_ns
@@ -25,25 +26,24 @@ __all__ = ["Calls", "disabled_calls", "plain_calls", "retire"]
 Calls = tuple[Callable[[str], None], Callable[[str], None]]
 
 
-def _start(name: Any, ev: Any = None, stack: Any = None, perf: Any = perf_counter_ns, timer: Any = None,
-           generic: Any = None) -> None:
+# Few defaults on purpose: each one is copied into the frame of every call.
+def _start(name: Any, ev: Any = None, stack: Any = None) -> None:
     ev.append(name)
-    ev.append(perf())
+    ev.append(perf_counter_ns())
     stack.append(name)
 
 
-def _stop(name: Any, ev: Any = None, stack: Any = None, perf: Any = perf_counter_ns, timer: Any = None,
-          generic: Any = None) -> None:
-    now = perf()
+def _stop(name: Any, ev: Any = None, stack: Any = None, misuse: Any = None) -> None:
+    now = perf_counter_ns()
     if stack and stack[-1] == name:
         stack.pop()
         ev.append("")
         ev.append(~now)  # negative: a stop
     else:
-        generic(timer, name)  # raises the misuse error that names both regions and the step
+        misuse(name)  # the generic stop raises the error that names both regions and the step
 
 
-def _off(name: Any, timer: Any = None, generic: Any = None) -> None:
+def _off(name: Any) -> None:
     pass
 
 
@@ -51,7 +51,7 @@ def _forward(name: Any, timer: Any = None, generic: Any = None) -> None:
     generic(timer, name)
 
 
-def _make(template: Callable[..., None], name: str, defaults: tuple[Any, ...], doc: str | None) -> Any:
+def _make(template: Callable[..., None], name: str, defaults: tuple[Any, ...] | None, doc: str | None) -> Any:
     fn = types.FunctionType(template.__code__, template.__globals__, name, defaults)
     fn.__doc__ = doc
     fn.__qualname__ = f"MyTimer.{name}"
@@ -61,15 +61,14 @@ def _make(template: Callable[..., None], name: str, defaults: tuple[Any, ...], d
 def plain_calls(timer: Any, ev: list[Any], stack: list[str], generic_start: Callable[[Any, str], None],
                 generic_stop: Callable[[Any, str], None]) -> Calls:
     """``start``/``stop`` recording into ``ev`` and ``stack`` (a plain timer: no CUDA, no NVTX)."""
-    return (_make(_start, "start", (ev, stack, perf_counter_ns, timer, generic_start), generic_start.__doc__),
-            _make(_stop, "stop", (ev, stack, perf_counter_ns, timer, generic_stop), generic_stop.__doc__))
+    return (_make(_start, "start", (ev, stack), generic_start.__doc__),
+            _make(_stop, "stop", (ev, stack, functools.partial(generic_stop, timer)), generic_stop.__doc__))
 
 
 def disabled_calls(timer: Any, generic_start: Callable[[Any, str], None],
                    generic_stop: Callable[[Any, str], None]) -> Calls:
     """``start``/``stop`` that do nothing (a disabled timer)."""
-    return (_make(_off, "start", (timer, generic_start), generic_start.__doc__),
-            _make(_off, "stop", (timer, generic_stop), generic_stop.__doc__))
+    return (_make(_off, "start", None, generic_start.__doc__), _make(_off, "stop", None, generic_stop.__doc__))
 
 
 def retire(calls: Calls, timer: Any, generic_start: Callable[[Any, str], None],
