@@ -20,6 +20,9 @@ _EXPORTS: dict[str, str] = {
     "iter_events": "my_utils.core.events",
     "read_events": "my_utils.core.events",
     "write_events": "my_utils.core.events",
+    "AnalysisReport": "my_utils.profiling.analysis.model",
+    "Finding": "my_utils.profiling.analysis.model",
+    "MetricsAnalyzer": "my_utils.profiling.analysis.analyzer",
     "MetricsCollector": "my_utils.profiling.collector",
     "ProviderFailure": "my_utils.profiling.collector",
     "load_config": "my_utils.profiling.config",
@@ -50,6 +53,9 @@ if TYPE_CHECKING:
     from my_utils.core.events import iter_events as iter_events
     from my_utils.core.events import read_events as read_events
     from my_utils.core.events import write_events as write_events
+    from my_utils.profiling.analysis.analyzer import MetricsAnalyzer as MetricsAnalyzer
+    from my_utils.profiling.analysis.model import AnalysisReport as AnalysisReport
+    from my_utils.profiling.analysis.model import Finding as Finding
     from my_utils.profiling.collector import MetricsCollector as MetricsCollector
     from my_utils.profiling.collector import ProviderFailure as ProviderFailure
     from my_utils.profiling.config import load_config as load_config

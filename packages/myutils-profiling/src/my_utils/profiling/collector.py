@@ -24,13 +24,64 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from my_utils.core.dist_env import env_rank
 from my_utils.core.errors import MyUtilsError, ProviderError, UsageError
 from my_utils.core.events import EventLogWriter, MetricEvent, events_path
 
+if TYPE_CHECKING:
+    from my_utils.profiling.analysis.model import AnalysisReport
+
 _log = logging.getLogger("my_utils.profiling.collector")
+
+
+REPORT_FORMATS: dict[str, str] = {"json": "json", "markdown": "md", "md": "md", "html": "html"}
+
+
+def write_report(report: AnalysisReport, fmt: str, path: str | Path | None, output_dir: str | Path) -> Path:
+    """Write ``report`` as ``fmt`` to ``path`` (default ``<output_dir>/analysis_report.<ext>``); return the path.
+
+    JSON is the report's own ``to_json``; Markdown and HTML are rendered by
+    ``my_utils.profiling.reports`` (jinja2 templates, plotly inlined).
+    """
+    ext = REPORT_FORMATS.get(fmt.lower()) if isinstance(fmt, str) else None
+    if ext is None:
+        raise UsageError(f"export_report(fmt={fmt!r}): expected one of 'html', 'markdown' or 'json'")
+    target = Path(path) if path is not None else Path(output_dir) / f"analysis_report.{ext}"
+    if ext == "json":
+        return report.write(target)
+    try:
+        from my_utils.profiling import reports
+    except ImportError:
+        raise UsageError(f"export_report(fmt={fmt!r}): the HTML/Markdown reports (my_utils.profiling.reports) "
+                         "are not available in this version; use fmt='json'") from None
+    written = reports.write_report(report, "markdown" if ext == "md" else ext, target)
+    return Path(written) if written is not None else target
+
+
+def describe_host() -> dict[str, Any]:
+    """This machine, for a report's ``hardware``: OS, CPU, Python, and the GPU when torch is already loaded.
+
+    torch is never imported here (a CPU-only user may not have it); when the program
+    already did, its version and the CUDA device name are added.
+    """
+    import os
+    import platform
+    import sys
+
+    out: dict[str, Any] = {"host": platform.node(), "os": platform.platform(), "machine": platform.machine(),
+                           "cpu_count": os.cpu_count(), "python": platform.python_version()}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        out["torch"] = str(getattr(torch, "__version__", ""))
+        try:
+            if torch.cuda.is_available():
+                out["gpu"] = torch.cuda.get_device_name(0)
+                out["gpu_count"] = torch.cuda.device_count()
+        except Exception as exc:  # a broken CUDA setup is described, never raised into the caller
+            out["gpu_error"] = f"{type(exc).__name__}: {exc}"
+    return out
 
 
 def new_run_id() -> str:
@@ -80,6 +131,7 @@ class MetricsCollector:
         self._writer: EventLogWriter | None = None
         self._reported: set[int] = set()
         self._places: dict[int, str] = {}  # id(provider) -> config key, for messages
+        self.last_report: AnalysisReport | None = None
 
     # -- set-up --------------------------------------------------------------------------
 
@@ -238,18 +290,46 @@ class MetricsCollector:
                     _log.warning("cannot append metric events to %s: %s", self.events_path, exc)
         return events
 
-    def analyze(self, **kwargs: Any) -> Any:
-        """Analyse the collected events (the analyzer ships in a later myutils-profiling release)."""
-        raise UsageError(
-            "MetricsCollector.analyze(): the analyzer is not available in this myutils-profiling version; "
-            f"the events are in {self.events_path} for `myutils-profile analyze` once it ships"
-        )
+    def analyze(self, workload: str = "pretrain", **options: Any) -> AnalysisReport:
+        """Analyse every event collected so far (read back from the events file) into a report.
 
-    def export_report(self, fmt: str = "html", report: Any = None, **kwargs: Any) -> Any:
-        """Render a report (HTML/Markdown/JSON; ships with the analyzer in a later release)."""
-        raise UsageError(
-            "MetricsCollector.export_report(): reports are not available in this myutils-profiling version"
-        )
+        ``workload`` picks the thresholds (``pretrain``, ``finetune``, ``inference``);
+        ``options`` go to ``MetricsAnalyzer`` (``rules=``, ``rule_options=``, ``traces=``).
+        The report describes this host (``hardware``), and the timer's overhead is
+        calibrated here, in the training process. The last report is kept for ``export_report``.
+        """
+        from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
+
+        options.setdefault("traces", self.trace_files())
+        options.setdefault("hardware", describe_host())
+        options.setdefault("overhead_host", "training host (this process)")
+        source: Any = self.events_path if self.events_path.is_file() else []
+        self.last_report = MetricsAnalyzer(source, workload, **options).analyze()
+        return self.last_report
+
+    def export_report(self, fmt: str = "html", report: AnalysisReport | None = None,
+                      path: str | Path | None = None) -> Path:
+        """Write ``report`` (default: the last ``analyze()``'s, else a new one) as html, markdown or json.
+
+        The file goes to ``path`` or ``<output_dir>/analysis_report.<ext>``; it is written
+        atomically and its path returned.
+        """
+        if report is None:
+            report = self.last_report if self.last_report is not None else self.analyze()
+        return write_report(report, fmt, path, self.output_dir)
+
+    def trace_files(self) -> list[Path]:
+        """The torch.profiler trace files this collector's file providers read (for the Kineto analyses)."""
+        files: list[Path] = []
+        for provider in self.providers:
+            path = getattr(provider, "path", None)
+            if _name_of(provider) != "torch_profiler" or not isinstance(path, Path) or path == Path():
+                continue
+            if path.is_dir():
+                files.extend(sorted(p for p in path.rglob("*") if p.name.endswith((".json", ".json.gz"))))
+            elif path.is_file():
+                files.append(path)
+        return files
 
     def close(self) -> None:
         """Close the events file (collecting again reopens it)."""

@@ -110,13 +110,14 @@ class MetricsAnalyzer:
     restricts the rules to these names (default: every installed rule); ``rule_options``
     overrides options per rule name; ``traces`` names torch.profiler trace files for the
     Kineto analyses (default: the files named in the events, looked up beside the events
-    file); ``hardware`` describes the machine of the run (the diff warns when two differ).
+    file); ``hardware`` describes the machine of the run (the diff warns when two differ);
+    ``progress`` draws a counter of events read on stderr (a terminal only).
     """
 
     def __init__(self, events: str | Path | Iterable[MetricEvent], workload: str | WorkloadProfile = DEFAULT_WORKLOAD,
                  *, rules: Sequence[str] | None = None, rule_options: Mapping[str, Mapping[str, Any]] | None = None,
                  traces: Sequence[str | Path] | None = None, hardware: Mapping[str, Any] | None = None,
-                 overhead_host: str = "analysis host") -> None:
+                 overhead_host: str = "analysis host", progress: bool = False) -> None:
         self.source = events
         self.workload = get_workload(workload)
         self.rule_names = list(rules) if rules is not None else None
@@ -124,15 +125,26 @@ class MetricsAnalyzer:
         self.traces = [Path(t) for t in traces] if traces is not None else None
         self.hardware = dict(hardware or {})
         self.overhead_host = overhead_host
+        self.progress = progress
 
     # -- reading ---------------------------------------------------------------------
 
     def aggregate(self) -> EventAggregate:
         """Stream the events once into an ``EventAggregate``."""
+        from my_utils.core.progress import progress
+
         agg = EventAggregate()
         stream = iter_events(self.source) if isinstance(self.source, (str, Path)) else self.source
-        for e in stream:
-            agg.add(e)
+        add = agg.add
+        with progress(None, "analyze: events", enabled=self.progress) as bar:
+            chunk = 0
+            for e in stream:
+                add(e)
+                chunk += 1
+                if chunk == 65536:
+                    bar.advance(chunk)
+                    chunk = 0
+            bar.advance(chunk)
         return agg
 
     # -- the report ------------------------------------------------------------------

@@ -16,7 +16,10 @@ from my_utils.profiling.cli._app import app
 @exit_on_error
 def ingest(
     config: Path = typer.Option(..., "--config", help="Collector config (JSON or YAML) naming providers and inputs."),
-    analyze: bool = typer.Option(False, "--analyze", help="Analyse the events after ingesting them."),
+    analyze: bool = typer.Option(
+        False, "--analyze", help="Also analyse the events: writes analysis_report.json (and .md/.html) beside them."),
+    workload: str = typer.Option("pretrain", "--workload", help="Thresholds profile for --analyze: "
+                                                                "pretrain, finetune or inference."),
     output_dir: Path | None = typer.Option(None, "--output-dir", help="Overrides the config's output_dir."),
     ignore_provider_errors: bool = typer.Option(
         False, "--ignore-provider-errors",
@@ -29,24 +32,31 @@ def ingest(
     Exit 0 only when every provider was read (or skipped on request with
     --ignore-provider-errors); 2 for bad input (a malformed config or file); 1 when a
     provider fails for another reason. Nothing is written when the command fails.
+    With --analyze the reports go beside the events (analysis_report.json, .md, .html).
     """
     from my_utils.core.errors import ProviderError, UsageError
+    from my_utils.profiling.cli.analyze import WORKLOADS
 
-    if analyze:
+    if analyze and workload not in WORKLOADS:
         # checked before any work so that a failing command leaves nothing behind
-        raise UsageError(
-            "--analyze: the analyzer is not available in this myutils-profiling version; "
-            "run `myutils-profile ingest` without --analyze"
-        )
+        raise UsageError(f"--workload {workload!r}: expected one of {', '.join(WORKLOADS)}")
     try:
         with _warnings_to_stderr():
-            _ingest(config, output_dir, ignore_provider_errors, quiet)
+            events_file, traces = _ingest(config, output_dir, ignore_provider_errors, quiet)
+            if analyze:
+                from my_utils.profiling.cli.analyze import run_analysis
+
+                for path in run_analysis(events_file, workload, events_file.parent, traces,
+                                         "json,markdown,html", quiet):
+                    typer.echo(f"wrote {path}")
     except ProviderError as exc:  # not bad input: a bug or a library failure (exit 1, one line)
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
 
 
-def _ingest(config: Path, output_dir: Path | None, ignore_provider_errors: bool, quiet: bool) -> None:
+def _ingest(config: Path, output_dir: Path | None, ignore_provider_errors: bool,
+            quiet: bool) -> tuple[Path, list[Path]]:
+    """Read and write the events; return the events file and the torch.profiler traces read."""
     from my_utils.core.events import write_events
     from my_utils.core.progress import progress
     from my_utils.profiling.collector import MetricsCollector
@@ -63,6 +73,7 @@ def _ingest(config: Path, output_dir: Path | None, ignore_provider_errors: bool,
     if collector.failures:
         skipped = "; ".join(f"{f.place} ({f.provider})" for f in collector.failures)
         typer.echo(f"skipped {len(collector.failures)} provider(s) (--ignore-provider-errors): {skipped}")
+    return collector.events_path, collector.trace_files()
 
 
 @contextlib.contextmanager

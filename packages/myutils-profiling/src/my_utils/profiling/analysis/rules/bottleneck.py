@@ -4,6 +4,8 @@ The share of a host region or operation is of the step time of the same rank (``
 else the sum of depth-0 regions); the share of a device name (``kernel:``, ``memcpy:``,
 ``memset:``, ``device_op:``) is of the summed device time of that rank. A name on several
 ranks is reported once, with every rank above the threshold and the worst one's share.
+A top-level region that wraps the whole step (95 % or more of it) is the step itself and
+is not reported.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ from my_utils.profiling.analysis.rules._series import (
     is_gpu_family,
 )
 from my_utils.profiling.analysis.rules.suggestions import suggest
+
+
+#: A depth-0 region at least this share of the step is the step's own wrapper (``iter``).
+WHOLE_STEP = 0.95
 
 
 class BottleneckRule:
@@ -62,6 +68,8 @@ class BottleneckRule:
             if denom <= 0:
                 continue
             share = s.total / denom
+            if s.depth == 0 and share >= WHOLE_STEP:
+                continue  # the one region wrapping the whole step is the step, not a part of it
             if share > self.share:
                 hits.setdefault(name, []).append((share, s, denom, of))
         ordered = sorted(hits.items(), key=lambda kv: -max(h[0] for h in kv[1]))[: self.max_findings]

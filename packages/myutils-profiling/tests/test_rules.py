@@ -1,0 +1,231 @@
+"""Each built-in rule on generated events with known answers, through the plugin contract."""
+
+from __future__ import annotations
+
+import random
+import statistics
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from my_utils.core.events import MetricEvent
+from my_utils.core.testing.contract import check_analysis_rule
+from my_utils.profiling.analysis.rules._series import build_series, step_ranges
+from my_utils.profiling.analysis.rules._stats import mad, robust_cv, theil_sen
+
+RULES = ("bottleneck", "memory_growth", "anomalies", "variability", "suggestions")
+
+
+def _d(name: str, value: float, step: int, rank: int | None = 0, source: str = "mytimer",
+       depth: int | None = 1) -> MetricEvent:
+    attrs = {"depth": depth} if depth is not None else {}
+    return MetricEvent(name, value, "duration", "ms", source, rank, step, attrs=attrs)
+
+
+def _mem(value: float, step: int, rank: int = 0, name: str = "memory.allocated") -> MetricEvent:
+    return MetricEvent(name, value, "gauge", "bytes", "memory", rank, step)
+
+
+def _steps(parts: dict[str, float], steps: int, rank: int = 0, noise: float = 0.0,
+           seed: int = 0) -> list[MetricEvent]:
+    """Regions with the given mean ms per step, and step_time = their sum."""
+    rng = random.Random(seed)
+    out: list[MetricEvent] = []
+    for s in range(steps):
+        total = 0.0
+        for name, ms in parts.items():
+            v = max(0.001, ms * (1 + rng.gauss(0, noise)))
+            total += v
+            out.append(_d(name, v, s, rank))
+        out.append(_d("step_time", total, s, rank, depth=None))
+    return out
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_each_builtin_rule_meets_the_plugin_contract(rule: str) -> None:
+    events = _steps({"forward": 60, "backward": 30, "data": 10}, 20, noise=0.3)
+    events += [_mem(1e9 + 1e7 * s, s) for s in range(20)]
+    check_analysis_rule(rule, events)  # findings well formed, evaluate([]) gives none
+
+
+# -- bottleneck ---------------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.lists(st.floats(0.5, 100.0), min_size=2, max_size=6), st.integers(1, 6))
+def test_bottleneck_flags_exactly_the_names_above_the_share(costs: list[float], steps: int) -> None:
+    parts = {f"op{i}": c for i, c in enumerate(costs)}
+    findings = check_analysis_rule("bottleneck", _steps(parts, steps), share=0.10, max_findings=100)
+    total = sum(costs)
+    expected = {f"bottleneck:op{i}" for i, c in enumerate(costs) if c / total > 0.10}
+    assert {f["id"] for f in findings} == expected
+    for f in findings:
+        i = int(f["id"].removeprefix("bottleneck:op"))
+        assert f["evidence"]["share"] == pytest.approx(costs[i] / total, abs=1e-4)
+        assert f["evidence"]["names"] == [f"op{i}"] and f["evidence"]["ranks"] == [0]
+        assert len(f["evidence"]["steps"]) == min(5, steps)
+
+
+def test_bottleneck_threshold_is_configurable_and_severity_follows_share() -> None:
+    events = _steps({"forward": 70, "backward": 20, "data": 10}, 5)
+    ids = {f["id"]: f["severity"] for f in check_analysis_rule("bottleneck", events, share=0.15)}
+    assert ids == {"bottleneck:forward": "critical", "bottleneck:backward": "warning"}
+    assert {f["id"] for f in check_analysis_rule("bottleneck", events, share=0.5)} == {"bottleneck:forward"}
+
+
+def test_bottleneck_names_every_rank_and_skips_the_step_wrapper() -> None:
+    events = _steps({"forward": 50, "backward": 50}, 4, rank=0) + _steps({"forward": 10, "backward": 90}, 4, rank=1)
+    events += [_d("iter", 100.0, s, r, depth=0) for s in range(4) for r in (0, 1)]
+    by_id = {f["id"]: f for f in check_analysis_rule("bottleneck", events)}
+    assert set(by_id) == {"bottleneck:forward", "bottleneck:backward"}  # iter is the whole step
+    assert sorted(by_id["bottleneck:backward"]["evidence"]["ranks"]) == [0, 1]
+    assert by_id["bottleneck:backward"]["evidence"]["share"] == pytest.approx(0.9)
+    assert by_id["bottleneck:forward"]["evidence"]["ranks"] == [0]  # 10 % on rank 1 is not above 10 %
+
+
+def test_bottleneck_device_names_are_shares_of_device_time() -> None:
+    events = [MetricEvent(f"kernel:{k}", ms, "duration", "ms", "torch_profiler", 0, s)
+              for s in range(3) for k, ms in (("gemm", 8.0), ("relu", 1.0), ("copy", 1.0))]
+    events += [MetricEvent("step_time", 1000.0, "duration", "ms", "torch_profiler", 0, s) for s in range(3)]
+    (f,) = check_analysis_rule("bottleneck", events)
+    assert f["id"] == "bottleneck:kernel:gemm" and f["evidence"]["share"] == pytest.approx(0.8)
+    assert f["evidence"]["of"] == "device time"
+
+
+# -- memory growth ------------------------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(st.floats(1e5, 1e7), st.integers(12, 60), st.integers(0, 2**16))
+def test_memory_growth_found_with_its_step_range(slope: float, steps: int, seed: int) -> None:
+    rng = random.Random(seed)
+    base = 1e8
+    events = [_mem(base + slope * s + rng.gauss(0, slope / 4), s + 100) for s in range(steps)]
+    (f,) = check_analysis_rule("memory_growth", events, min_growth=0.0)
+    ev = f["evidence"]
+    assert ev["step_range"] == [100, 100 + steps - 1] and f["category"] == "memory"
+    assert ev["slope_low"] <= slope <= ev["slope_high"] or abs(ev["slope_per_step"] - slope) < slope * 0.3
+    assert ev["slope_low"] > 0 and ev["names"] == ["memory.allocated"] and ev["ranks"] == [0]
+    assert "100-" in f["title"]
+
+
+def test_memory_flat_noise_and_warmup_plateau_are_not_leaks() -> None:
+    rng = random.Random(1)
+    flat = [_mem(1e9 + rng.gauss(0, 1e6), s) for s in range(50)]
+    plateau = [_mem(1e9 * min(s, 5) / 5 + 1e3 * rng.random(), s, name="memory.reserved") for s in range(50)]
+    assert check_analysis_rule("memory_growth", flat + plateau) == []
+
+
+def test_memory_growth_one_spike_does_not_make_a_leak() -> None:
+    events = [_mem(1e9 + (5e8 if s == 20 else 0.0) + s, s) for s in range(40)]  # +1 byte/step: below min_growth
+    assert check_analysis_rule("memory_growth", events) == []
+
+
+def test_theil_sen_interval_covers_the_true_slope_and_resists_outliers() -> None:
+    xs = [float(i) for i in range(30)]
+    ys = [2.0 * x + 5 for x in xs]
+    ys[7] = 1e6  # one wild point
+    trend = theil_sen(xs, ys)
+    assert trend is not None and trend.slope == pytest.approx(2.0)
+    assert trend.low <= 2.0 <= trend.high and trend.intercept == pytest.approx(5.0)
+    assert theil_sen([1.0, 1.0, 1.0], [1.0, 2.0, 3.0]) is None
+
+
+# -- anomalies ----------------------------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(st.integers(20, 80), st.data())
+def test_anomalies_find_the_injected_slow_steps(steps: int, data: st.DataObject) -> None:
+    bad = data.draw(st.sets(st.integers(1, steps - 1), min_size=1, max_size=2))
+    rng = random.Random(steps)
+    events = []
+    for s in range(steps):
+        v = 100.0 + rng.gauss(0, 1.0) + (80.0 if s in bad else 0.0)
+        events.append(_d("step_time", v, s, depth=None))
+    (f,) = check_analysis_rule("anomalies", events)
+    assert f["id"] == "anomaly:mytimer:step_time:rank0"
+    assert set(f["evidence"]["steps"]) == bad
+    assert all("mad" in o["by"] for o in f["evidence"]["outliers"])
+
+
+def test_mad_catches_what_three_sigma_misses_and_methods_are_selectable() -> None:
+    # 9 points: no single outlier can pass 3σ (max z = (n-1)/sqrt(n) = 2.67), the robust score can
+    values = [10.0, 10.1, 9.9, 10.0, 10.2, 9.8, 10.0, 10.1, 30.0]
+    events = [_d("step_time", v, s, depth=None) for s, v in enumerate(values)]
+    assert check_analysis_rule("anomalies", events, method="sigma", warmup_steps=0) == []
+    (f,) = check_analysis_rule("anomalies", events, method="mad", warmup_steps=0)
+    assert f["evidence"]["steps"] == [8] and f["evidence"]["outliers"][0]["by"] == ["mad"]
+    assert check_analysis_rule("anomalies", events, method="both", warmup_steps=0) == []
+    with pytest.raises(ValueError, match="method"):
+        check_analysis_rule("anomalies", events, method="iqr")
+
+
+def test_anomalies_skip_warmup_and_gaussian_noise() -> None:
+    rng = random.Random(3)
+    values = [500.0] + [100 + rng.gauss(0, 2) for _ in range(60)]  # step 0: compilation
+    events = [_d("step_time", v, s, depth=None) for s, v in enumerate(values)]
+    assert check_analysis_rule("anomalies", events) == []
+    (f,) = check_analysis_rule("anomalies", events, warmup_steps=0)
+    assert f["evidence"]["steps"] == [0]
+
+
+# -- variability --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("noise", "flagged"), [(0.02, False), (0.5, True)])
+def test_variability_flags_unstable_names_only(noise: float, flagged: bool) -> None:
+    rng = random.Random(4)
+    events = [e for e in _steps({"forward": 50, "backward": 30}, 40, seed=5)
+              if e.name != "backward"] + [_d("backward", 30 * (1 + abs(rng.gauss(0, noise))), s) for s in range(40)]
+    ids = {f["id"] for f in check_analysis_rule("variability", events)}
+    assert ("variability:mytimer:backward:rank0" in ids) is flagged
+    assert "variability:mytimer:forward:rank0" not in ids
+
+
+def test_variability_ignores_one_outlier_and_tiny_names() -> None:
+    events = _steps({"forward": 50, "tiny": 0.01}, 30)
+    events = [e if not (e.name == "forward" and e.step == 10) else _d("forward", 500.0, 10) for e in events]
+    events += [_d("tiny", 0.01 * (1 + 5 * (s % 2)), s) for s in range(30)]
+    assert check_analysis_rule("variability", events) == []
+
+
+# -- suggestions --------------------------------------------------------------------------
+
+
+def test_suggestions_name_data_loading_and_tiny_kernels() -> None:
+    events = _steps({"dataloader": 40, "forward": 60}, 10)
+    for s in range(10):
+        events += [MetricEvent("gpu.kernel_time", 5.0, "duration", "ms", "torch_profiler", 0, s),
+                   MetricEvent("gpu.kernel_count", 2000.0, "counter", "", "torch_profiler", 0, s)]
+    by_id = {f["id"]: f for f in check_analysis_rule("suggestions", events)}
+    assert set(by_id) == {"suggestion:data_loading:rank0", "suggestion:launch_overhead:rank0"}
+    assert by_id["suggestion:data_loading:rank0"]["evidence"]["share"] == pytest.approx(0.4)
+    assert "num_workers" in by_id["suggestion:data_loading:rank0"]["suggestion"]
+    assert "CUDA graphs" in by_id["suggestion:launch_overhead:rank0"]["suggestion"]
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def test_series_combine_by_kind_and_keep_sources_apart() -> None:
+    events = [_d("x", 1.0, 0), _d("x", 2.0, 0), _mem(5.0, 0), _mem(7.0, 0),
+              _d("step_time", 9.0, 0, depth=None), _d("step_time", 4.0, 0, source="torch_profiler", depth=None)]
+    series = build_series(events)
+    assert series[("x", 0, "mytimer")].values == [3.0]
+    assert series[("memory.allocated", 0, "memory")].values == [7.0]
+    assert series[("step_time", 0, "mytimer")].values == [9.0]
+    assert series[("step_time", 0, "torch_profiler")].values == [4.0]
+
+
+@settings(deadline=None, derandomize=True)
+@given(st.lists(st.floats(-1e6, 1e6), min_size=2, max_size=50))
+def test_mad_and_robust_cv_match_their_definitions(values: list[float]) -> None:
+    med = statistics.median(values)
+    assert mad(values) == pytest.approx(statistics.median([abs(v - med) for v in values]))
+    assert robust_cv(values) >= 0
+
+
+def test_step_ranges() -> None:
+    assert step_ranges([1, 2, 3, 7, 9, 10]) == "1-3, 7, 9-10"
