@@ -1,11 +1,12 @@
 """The built-in plugin of myutils-distributed, registered through the ``my_utils.plugins`` entry point.
 
-Kept import-light: the command's module is imported when the CLI is built, its analysis
-only when the command runs.
+Kept import-light: the ``stragglers`` command is defined inside the hook (typer needs its
+signature) and imports the analysis only when it runs, so building the CLI (``myutils
+--help``, ``plugins list``) loads nothing of this distribution but this module.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: typer reads the command's annotations, and
+# they name things imported inside the hook, which only eager evaluation can see.
 from typing import TYPE_CHECKING
 
 from my_utils.core.hookspecs import hookimpl
@@ -15,8 +16,30 @@ if TYPE_CHECKING:
 
 
 @hookimpl
-def myutils_cli(app: typer.Typer) -> None:
+def myutils_cli(app: "typer.Typer") -> None:
     """Add ``myutils stragglers LOG_DIR`` (who is slow across ranks, from the profile CSVs)."""
-    from my_utils.distributed.stragglers.cli import stragglers
+    import json
+    from pathlib import Path
+    from typing import Annotated
+
+    import typer
+
+    from my_utils.core.cli.guard import exit_on_error
+
+    @exit_on_error
+    def stragglers(
+        log_dir: Annotated[Path, typer.Argument(help="folder with profile_rank_<rank>.csv files")],
+        as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+        persistent_fraction: Annotated[float, typer.Option(
+            help="a straggler is slowest in at least this fraction of steps")] = 0.5,
+        min_slowdown: Annotated[float, typer.Option(
+            help="... and on average at least this many times the other ranks' median")] = 1.2,
+    ) -> None:
+        """Per section across ranks: min / median / max with their ranks, slowdown, persistent stragglers."""
+        from my_utils.distributed.stragglers.analysis import analyze_stragglers
+        from my_utils.distributed.stragglers.render import render_text
+
+        report = analyze_stragglers(log_dir, persistent_fraction=persistent_fraction, min_slowdown=min_slowdown)
+        typer.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_text(report))
 
     app.command("stragglers")(stragglers)
