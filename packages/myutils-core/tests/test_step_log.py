@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -143,14 +145,16 @@ def test_a_corrupt_record_is_reported_once_and_skipped(
     assert caplog.text.count("expected a well-formed step record (event 2 stops a region but none is open)") == 1
     assert "p.steplog:byte " in caplog.text
     assert [r.step for r in read_profile_csv(csv)] == [1, 1, 1, 1]  # the records around it are kept
-    # a broken size field: nothing after it can be trusted, so the log stays for a person to look at
+    # a write cut short by a full disk, with later steps behind it: only that step is lost
     with caplog.at_level(logging.ERROR):
-        writer.append(b"\xff" * 24)
-        writer.append(good)
-    assert "rendering stops here" in caplog.text
+        writer.append(record(["torn"], [0], 3)[:40])
+        writer.append(record(["after"], [0], 4))
+        writer.append(b"\xff" * 40)  # garbage with no record after it yet ...
+        writer.append(record(["later"], [0], 5))  # ... until the next record
+    assert caplog.text.count("unreadable bytes; they are skipped") == 1
+    assert [r.step for r in read_profile_csv(csv)] == [1, 1, 1, 1, 4, 4, 5, 5]
     writer.close()
-    assert steplog_path(csv).exists()
-    assert [r.step for r in read_profile_csv(csv)] == [1, 1, 1, 1]
+    assert not steplog_path(csv).exists()
 
 
 def test_a_closed_descriptor_is_reported_once_and_writing_resumes(
@@ -208,4 +212,29 @@ def test_every_mode_writes_the_same_rows(tmp_path: Path, mode: str, monkeypatch:
 
 def test_encode_text_is_one_record(tmp_path: Path) -> None:
     data = encode_text("a,b\n")
-    assert len(data) == 24 + 4
+    assert len(data) == 28 + 4 and data.endswith(b"a,b\n")
+
+
+def test_a_full_disk_is_reported_once_and_the_loop_goes_on(tmp_path: Path) -> None:
+    # RLIMIT_FSIZE makes writes past 64 KiB fail with EFBIG, like a full disk, in a real process
+    code = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (65536, resource.RLIM_INFINITY))\n"
+        "from my_utils.core.logger import GlobalLogger\n"
+        "from my_utils.core.timer import MyTimer\n"
+        f"mgr = GlobalLogger().setup({str(tmp_path)!r}, rank=0, world_size=1)\n"
+        "timer = MyTimer(tag='disk')\n"
+        "for step in range(3000):\n"
+        "    timer.set_step(step); timer.start('iter'); timer.start('fwd'); timer.stop('fwd'); timer.stop('iter')\n"
+        "    timer.step()\n"
+        "    mgr.log_profile_event(step, 'mark', 'MARK', 0.0, '')\n"
+        "print('loop done', mgr.profile_sink.dropped > 0)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["loop", "done", "True"]
+    assert out.stderr.count("cannot write profile rows to") == 1
+    assert "Traceback" not in out.stderr
+    rows = read_profile_csv(tmp_path / "profile_rank_0.csv")  # what fitted is whole and in order
+    assert rows and [r.step for r in rows] == sorted(r.step for r in rows)

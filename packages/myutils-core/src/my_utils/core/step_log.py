@@ -10,7 +10,7 @@ or by a reader that calls :func:`sync_profile_csv`; every renderer goes through 
 
 File layout (little-endian): a 64-byte header (magic, version, then the *render state*: the
 log offset rendered so far and the CSV size right after that render), then records. A record
-is ``RECORD_HEAD`` (total size, kind and flags, step, base_ns) followed by its body:
+is ``RECORD_HEAD`` (a magic, total size, kind and flags, step, base_ns) followed by its body:
 
 * ``KIND_TIMER``: ``TIMER_HEAD`` (events, name bytes), the timer head (tag and machine id
   with their byte counts), the event names (``pack_names``), one int64 per event (a start's
@@ -65,7 +65,8 @@ VERSION = 1
 HEADER_SIZE = 64
 _STATE = struct.Struct("<QQ")  # rendered log offset, CSV size after that render
 _STATE_AT = 16
-RECORD_HEAD = struct.Struct("<IIqq")  # total size, kind | flags, step, base_ns
+RECORD_HEAD = struct.Struct("<4sIIqq")  # magic, total size, kind | flags, step, base_ns
+RECORD_MAGIC = b"\x93SLR"  # lets a renderer find the next record after a torn one
 TIMER_HEAD = struct.Struct("<II")  # events, name bytes (then the timer head: tag and machine id)
 KIND_TIMER = 1
 KIND_TEXT = 2
@@ -121,7 +122,8 @@ def encode_timer_step(
         flags |= FLAG_CUDA
         body += array("d", [math.nan if v is None else v for v in cuda_ms]).tobytes()
     size = RECORD_HEAD.size + TIMER_HEAD.size + len(head) + len(names) + len(body)
-    return b"".join((RECORD_HEAD.pack(size, flags, step, base_ns), TIMER_HEAD.pack(len(ev) >> 1, len(names)),
+    return b"".join((RECORD_HEAD.pack(RECORD_MAGIC, size, flags, step, base_ns), TIMER_HEAD.pack(len(ev) >> 1,
+                                                                                                 len(names)),
                      head, names, body))
 
 
@@ -154,7 +156,7 @@ def timer_head(tag: str, machine_id: str) -> bytes:
 def encode_text(text: str) -> bytes:
     """One ``KIND_TEXT`` record holding complete CSV lines."""
     data = text.encode("utf-8", "surrogatepass")
-    return RECORD_HEAD.pack(RECORD_HEAD.size + len(data), KIND_TEXT, 0, 0) + data
+    return RECORD_HEAD.pack(RECORD_MAGIC, RECORD_HEAD.size + len(data), KIND_TEXT, 0, 0) + data
 
 
 # -- decoding (renderers) ----------------------------------------------------------------
@@ -211,20 +213,26 @@ def render_records(data: bytes, caches: dict[str, dict[tuple[Any, ...], tuple[st
                    ) -> tuple[str, int, _Bad | None]:
     """CSV text of the complete records in ``data``, the bytes they used, and the first bad record.
 
-    An incomplete last record (a write in flight, or cut by a kill) is left for later. A record
-    whose body is malformed is skipped (its size is known); a malformed size stops the render
-    there, since nothing after it can be trusted to start a record.
+    An incomplete last record (a write in flight) is left for later. A malformed record (one
+    cut short by a failed write, with later records behind it) is skipped up to the next
+    record magic, so one bad write loses one step, not the rest of the run.
     """
     out: list[str] = []
     first_bad: _Bad | None = None
     at = 0
     total = len(data)
     while at + RECORD_HEAD.size <= total:
-        size, flags, step, base_ns = RECORD_HEAD.unpack_from(data, at)
+        magic, size, flags, step, base_ns = RECORD_HEAD.unpack_from(data, at)
         kind = flags & 0xFF
-        if size < RECORD_HEAD.size or size > _MAX_RECORD or kind not in (KIND_TIMER, KIND_TEXT):
-            return "".join(out), at, first_bad or _Bad(
-                at, f"expected a record header, got size {size} and kind {kind}; rendering stops here")
+        if magic != RECORD_MAGIC or size < RECORD_HEAD.size or size > _MAX_RECORD or kind not in (KIND_TIMER,
+                                                                                                  KIND_TEXT):
+            following = data.find(RECORD_MAGIC, at + 1)
+            if following < 0:
+                break  # skipped (and reported) once a record follows; until then the log keeps them
+            first_bad = first_bad or _Bad(at, f"expected a step record, found {following - at} unreadable bytes; "
+                                              "they are skipped")
+            at = following
+            continue
         if at + size > total:
             break
         body = at + RECORD_HEAD.size
@@ -239,6 +247,9 @@ def render_records(data: bytes, caches: dict[str, dict[tuple[Any, ...], tuple[st
                 out.append(format_step_rows(regions, cuda, step, base_ns, mid, tag, cache))
         except (ValueError, struct.error, UnicodeDecodeError) as exc:
             first_bad = first_bad or _Bad(at, f"expected a well-formed step record ({exc}); it is skipped")
+            following = data.find(RECORD_MAGIC, at + 1, at + size)  # a torn record holds the next one's start
+            at = following if following >= 0 else at + size
+            continue
         at += size
     return "".join(out), at, first_bad
 
@@ -387,7 +398,7 @@ def iter_record_kinds(data: bytes) -> Iterator[tuple[int, int]]:
     """(kind, size) of each complete record in ``data`` (for tests and diagnostics)."""
     at = 0
     while at + RECORD_HEAD.size <= len(data):
-        size, flags, _, _ = RECORD_HEAD.unpack_from(data, at)
+        _, size, flags, _, _ = RECORD_HEAD.unpack_from(data, at)
         if size < RECORD_HEAD.size or at + size > len(data):
             return
         yield flags & 0xFF, size

@@ -38,6 +38,7 @@ def run(log_path: Path, csv_path: Path, parent: int, poll_s: float) -> int:
     except FileNotFoundError:
         return 0  # the writer closed (and removed the log) before we started: nothing to do
     stdin = sys.stdin.buffer
+    failing = False
     try:
         while not _stop:
             ready, _, _ = select.select([stdin], [], [], poll_s)
@@ -45,8 +46,18 @@ def run(log_path: Path, csv_path: Path, parent: int, poll_s: float) -> int:
                 break  # EOF: the parent closed the pipe or died
             if os.getppid() != parent:
                 break  # the pipe may be held open by a forked child of the parent
-            if renderer.pending():
-                renderer.render()
+            try:
+                if renderer.pending():
+                    renderer.render()
+            except OSError as exc:  # a full disk may empty again: report once, keep trying
+                if not failing:
+                    _log.error("cannot render %s into %s (%s); retrying, the steps stay in the log",
+                               log_path, csv_path, exc.strerror or exc)
+                failing = True
+            else:
+                if failing:
+                    _log.warning("rendering %s works again", csv_path)
+                failing = False
         renderer.render()
         _remove_if_unused(log_path, csv_path)
     finally:
