@@ -238,3 +238,22 @@ def test_a_full_disk_is_reported_once_and_the_loop_goes_on(tmp_path: Path) -> No
     assert "Traceback" not in out.stderr
     rows = read_profile_csv(tmp_path / "profile_rank_0.csv")  # what fitted is whole and in order
     assert rows and [r.step for r in rows] == sorted(r.step for r in rows)
+
+
+def test_a_filesystem_without_locks_falls_back_to_direct_rows(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    import my_utils.core.step_log_writer as writer_module
+
+    def no_locks(fd: int, how: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(writer_module.fcntl, "flock", no_locks)  # what an NFS mount without lockd answers
+    mgr = GlobalLogger().setup(tmp_path, rank=0, world_size=1)
+    assert mgr.profile_sink is not None and mgr.profile_sink.mode == "direct"
+    timer = MyTimer()
+    timer.start("a")
+    timer.stop("a")
+    timer.step()
+    assert len(read_profile_csv(tmp_path / "profile_rank_0.csv")) == 2  # written in step(), no flush needed

@@ -48,6 +48,7 @@ MODES = ("process", "thread", "inline", "direct")
 POLL_S = 0.02  # how far the CSV trails the log while a run goes on
 _CHECK_HELPER_EVERY = 256  # appends between liveness checks of the helper process
 _LOCK_WAIT_S = 10.0
+_NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 
 
 def default_mode() -> str:
@@ -95,6 +96,14 @@ class StepLogWriter:
         try:
             self._fd = self._open_log()
         except OSError as exc:
+            if exc.errno in _NO_LOCKS:
+                # e.g. an NFS mount without lock support: the rows still reach the CSV, on this thread
+                _log.warning("%s: file locks are not supported here (%s); profile rows are formatted and "
+                             "written directly (MYUTILS_PROFILE_CSV=direct)", self.log_path.parent,
+                             exc.strerror or exc)
+                self.mode, self.deferred = "direct", False
+                self._direct = ProfileCsvWriter(self.csv_path)
+                return self._direct.open()
             self._report_failure(exc)
             return False
         return True
