@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,7 +21,6 @@ from my_utils.profiling.providers.ncu import read_ncu_csv
 from my_utils.profiling.providers.nsys import NsysSqliteMetricsProvider
 from my_utils.profiling.providers.table_csv import TableCsvMetricsProvider
 
-_SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "real"
 _DATA = example_config_path().parent / "data"
 # derandomize: the same examples on every run, so CI is deterministic (the seeded corpus
 # fuzz in test_corpus_fuzz.py covers volume; this one adds Hypothesis' shrinking)
@@ -28,11 +28,9 @@ _FUZZ = settings(max_examples=25, deadline=None, derandomize=True, database=None
                  suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-def _sample(rel: str) -> bytes:
-    path = _SHARED / rel
-    if not path.exists():
-        pytest.skip(f"real fixtures not found at {_SHARED}")
-    return path.read_bytes()
+def _sample(rel: str) -> Callable[[Any], bytes]:
+    """Bytes of a registry file (``real_fixtures / rel``: fetched, or the test skips saying why)."""
+    return lambda real_fixtures: (real_fixtures / rel).read_bytes()
 
 
 def _nsys(p: Path) -> object:
@@ -43,17 +41,17 @@ def _yaml(p: Path) -> object:
     return MetricsCollector.from_config(p, output_dir=p.parent / "out")
 
 
-CASES: dict[str, tuple[Callable[[], bytes], str, Callable[[Path], object]]] = {
-    "trace_json": (lambda: _sample("kineto/kineto_repo/after_fix_trace.json"), "t.json", parse_trace_file),
-    "trace_gz": (lambda: _sample("kineto/hta/cpu_only__rank-34.pt.trace.json.gz"), "t.json.gz", parse_trace_file),
-    "ncu_csv": (lambda: _sample("ncu/ai4mat__metrics_713_paddle_.csv"), "n.csv", read_ncu_csv),
-    "nsys_sqlite": (lambda: _sample("nsys/extrap__con_kernel.sqlite"), "n.sqlite", _nsys),
-    "pstats": (lambda: _sample("cprofile/gprof2dot__print1.pstats"), "p.pstats", read_pstats),
-    "profile_csv": (lambda: (_DATA / "profile_rank_0.csv").read_bytes(), "profile_rank_0.csv",
+CASES: dict[str, tuple[Callable[[Any], bytes], str, Callable[[Path], object]]] = {
+    "trace_json": (_sample("kineto/kineto_repo/after_fix_trace.json"), "t.json", parse_trace_file),
+    "trace_gz": (_sample("kineto/hta/cpu_only__rank-34.pt.trace.json.gz"), "t.json.gz", parse_trace_file),
+    "ncu_csv": (_sample("ncu/ai4mat__metrics_713_paddle_.csv"), "n.csv", read_ncu_csv),
+    "nsys_sqlite": (_sample("nsys/extrap__con_kernel.sqlite"), "n.sqlite", _nsys),
+    "pstats": (_sample("cprofile/gprof2dot__print1.pstats"), "p.pstats", read_pstats),
+    "profile_csv": (lambda _: (_DATA / "profile_rank_0.csv").read_bytes(), "profile_rank_0.csv",
                     read_profile_csv_events),
-    "table_csv": (lambda: (_DATA / "op_summary.csv").read_bytes(), "t.csv",
+    "table_csv": (lambda _: (_DATA / "op_summary.csv").read_bytes(), "t.csv",
                   lambda p: TableCsvMetricsProvider(p).collect()),
-    "yaml_config": (lambda: b"output_dir: out\nrun_id: r\nproviders:\n  - provider: table_csv\n    input: t.csv\n"
+    "yaml_config": (lambda _: b"output_dir: out\nrun_id: r\nproviders:\n  - provider: table_csv\n    input: t.csv\n"
                             b"    options: {unit: ms}\n", "c.yaml", _yaml),
 }
 
@@ -74,8 +72,8 @@ def _check(name: str, data: bytes) -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 @_FUZZ
 @given(data=st.data())
-def test_truncated(name: str, data: st.DataObject) -> None:
-    raw = CASES[name][0]()
+def test_truncated(name: str, data: st.DataObject, real_fixtures: Any) -> None:
+    raw = CASES[name][0](real_fixtures)
     cut = data.draw(st.integers(min_value=0, max_value=len(raw) - 1))
     _check(name, raw[:cut])
 
@@ -83,8 +81,8 @@ def test_truncated(name: str, data: st.DataObject) -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 @_FUZZ
 @given(data=st.data())
-def test_garbled(name: str, data: st.DataObject) -> None:
-    raw = bytearray(CASES[name][0]())
+def test_garbled(name: str, data: st.DataObject, real_fixtures: Any) -> None:
+    raw = bytearray(CASES[name][0](real_fixtures))
     for _ in range(data.draw(st.integers(min_value=1, max_value=8))):
         at = data.draw(st.integers(min_value=0, max_value=len(raw) - 1))
         raw[at] = data.draw(st.integers(min_value=0, max_value=255))
