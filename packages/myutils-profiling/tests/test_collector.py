@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from my_utils.core.errors import InputError, UsageError
-from my_utils.profiling import MetricEvent, MetricsCollector, read_events
+from my_utils.profiling import AnalysisReport, MetricEvent, MetricsCollector, read_events
 
 
 class _Counter:
@@ -84,8 +86,8 @@ def test_register_misuse(tmp_path: Path) -> None:
     p = collector.register_provider(_Counter())
     with pytest.raises(UsageError, match="already registered"):
         collector.register_provider(p)
-    with pytest.raises(UsageError, match="analyzer is not available"):
-        collector.analyze()
+    with pytest.raises(UsageError, match="expected one of 'html', 'markdown' or 'json'"):
+        collector.export_report(fmt="pdf")
 
 
 def test_seed_usage_with_real_timer(tmp_path: Path) -> None:
@@ -105,6 +107,46 @@ def test_seed_usage_with_real_timer(tmp_path: Path) -> None:
     collector.collect(step=250)
     events = read_events(tmp_path / "profiling_results" / "metrics_events.jsonl")
     assert sorted(e.step for e in events if e.name == "train_step") == list(range(250))
+    # the seed's quick start, as written: analyze() then export_report(fmt=..., report=...)
+    report = collector.analyze()
+    assert report.summary["steps"]["count"] == 250 and report.findings is not None
+    assert report.overhead["regions_per_step"] == 1.0 and "training host" in report.overhead["calibrated_on"]
+    assert report.hardware["cpu_count"] and report.workload == "pretrain"
+    path = collector.export_report(fmt="json", report=report)
+    assert path == tmp_path / "profiling_results" / "analysis_report.json"
+    assert AnalysisReport.load(path).to_dict() == json.loads(report.to_json())
+
+
+def test_analyze_finds_a_slow_region_and_a_leak_in_a_live_run(tmp_path: Path) -> None:
+    from my_utils.core.timer import MyTimer
+    from my_utils.profiling import MyTimerMetricsProvider
+
+    class _Memory:  # a live provider of a growing memory level
+        name = "memory"
+
+        def collect(self, step: int | None = None) -> list[MetricEvent]:
+            return [MetricEvent("memory.allocated", 1e8 + 1e6 * (step or 0), "gauge", "bytes", step=step)]
+
+    timer = MyTimer(use_cuda=False)
+    collector = MetricsCollector(tmp_path, rank=0)
+    collector.register_provider(MyTimerMetricsProvider(timer))
+    collector.register_provider(_Memory())
+    for step in range(20):
+        timer.set_step(step)
+        timer.start("data")
+        timer.stop("data")
+        timer.start("slow_op")
+        time.sleep(0.004)
+        timer.stop("slow_op")
+        timer.step()
+        collector.collect(step)
+    report = collector.analyze(workload="inference")
+    ids = {f.id for f in report.findings}
+    assert "bottleneck:slow_op" in ids and "memory_growth:memory:memory.allocated:rank0" in ids
+    leak = next(f for f in report.findings if f.category == "memory")
+    assert leak.evidence["step_range"] == [0, 19] and leak.evidence["slope_per_step"] == pytest.approx(1e6)
+    assert set(report.scores) == {"overall", "performance", "stability", "memory"}
+    assert collector.last_report is report
 
 
 def test_read_all_fails_on_any_provider_failure_naming_it(tmp_path: Path) -> None:

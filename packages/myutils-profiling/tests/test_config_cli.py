@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from my_utils.core.errors import ConfigError
-from my_utils.profiling import MetricsCollector, read_events
+from my_utils.profiling import AnalysisReport, MetricsCollector, read_events
 from my_utils.profiling.examples import example_config_path
 
 
@@ -28,10 +28,47 @@ def test_example_config_ingests(tmp_path: Path) -> None:
     assert "wrote" in result.stdout and "Traceback" not in result.stderr
 
 
-def test_analyze_is_refused_cleanly(tmp_path: Path) -> None:
-    result = _cli("ingest", "--config", str(example_config_path()), "--analyze", cwd=tmp_path)
-    assert result.returncode == 2 and "analyzer is not available" in result.stderr
-    assert "Traceback" not in result.stderr and not (tmp_path / "metrics_out").exists()
+def test_ingest_analyze_writes_the_report_beside_the_events(tmp_path: Path) -> None:
+    result = _cli("ingest", "--config", str(example_config_path()), "--analyze", "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "metrics_out"
+    report = AnalysisReport.load(out / "analysis_report.json")
+    assert "wrote metrics_out/analysis_report.json" in result.stdout
+    assert report.inputs["events"] == len(read_events(out / "metrics_events.jsonl"))
+    assert set(report.summary["sources"]) == {"mytimer", "torch_profiler", "table_csv"}
+    assert report.summary["rule_errors"] == [] and "Traceback" not in result.stderr
+
+
+def test_analyze_command_and_workloads(tmp_path: Path) -> None:
+    assert _cli("ingest", "--config", str(example_config_path()), "-q", cwd=tmp_path).returncode == 0
+    events = tmp_path / "metrics_out" / "metrics_events.jsonl"
+    for workload in ("pretrain", "finetune", "inference"):
+        out = tmp_path / workload
+        result = _cli("analyze", "--events", str(events), "--workload", workload, "--output-dir", str(out),
+                      "--formats", "json", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert AnalysisReport.load(out).workload == workload
+    pre = AnalysisReport.load(tmp_path / "pretrain")
+    inf = AnalysisReport.load(tmp_path / "inference")
+    assert len(inf.findings) >= len(pre.findings)  # inference thresholds are tighter
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--events", "missing.jsonl"], "missing.jsonl: an existing metrics_events.jsonl"),
+    (["--events", "bad.jsonl"], "bad.jsonl:line 2: expected one JSON object per line"),
+    (["--events", "good.jsonl", "--workload", "training"], "--workload 'training': expected one of"),
+    (["--events", "good.jsonl", "--formats", "pdf"], "--formats 'pdf'"),
+    (["--events", "good.jsonl", "--trace", "nope.json"], "nope.json: an existing torch.profiler trace"),
+])
+def test_analyze_bad_input_exits_2_and_writes_nothing(tmp_path: Path, args: list[str], message: str) -> None:
+    line = json.dumps({"name": "step_time", "value": 1.0, "kind": "duration", "step": 0})
+    (tmp_path / "good.jsonl").write_text(line + "\n")
+    (tmp_path / "bad.jsonl").write_text(line + "\n{oops\n" + line + "\n")
+    result = _cli("analyze", *args, "--output-dir", str(tmp_path / "out"), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
 
 
 def _write(tmp: Path, name: str, text: str) -> Path:

@@ -21,7 +21,7 @@ from typing import Any
 _PAIR_NS: list[float] = []
 
 
-def timer_pair_cost_ns(pairs: int = 2000, repeats: int = 5) -> float:
+def timer_pair_cost_ns(pairs: int = 1000, repeats: int = 5) -> float:
     """Median over ``repeats`` of the time one empty MyTimer region adds to its parent (ns)."""
     if _PAIR_NS:
         return _PAIR_NS[0]

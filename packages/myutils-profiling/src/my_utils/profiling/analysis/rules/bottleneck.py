@@ -4,8 +4,8 @@ The share of a host region or operation is of the step time of the same rank (``
 else the sum of depth-0 regions); the share of a device name (``kernel:``, ``memcpy:``,
 ``memset:``, ``device_op:``) is of the summed device time of that rank. A name on several
 ranks is reported once, with every rank above the threshold and the worst one's share.
-A top-level region that wraps the whole step (95 % or more of it) is the step itself and
-is not reported.
+The only top-level region of a rank, when it covers 95 % or more of the step, is the
+step itself (an ``iter`` wrapper) and is not reported.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from my_utils.profiling.analysis.rules._series import (
 )
 from my_utils.profiling.analysis.rules.suggestions import suggest
 
-
-#: A depth-0 region at least this share of the step is the step's own wrapper (``iter``).
+#: The only depth-0 region, at least this share of the step, is the step's own wrapper (``iter``).
 WHOLE_STEP = 0.95
 
 
@@ -51,9 +50,11 @@ class BottleneckRule:
             elif is_gpu_family(name) and s.kind == "duration":
                 device_total[rank] = device_total.get(rank, 0.0) + s.total
         top_level: dict[tuple[str, int | None], float] = {}  # used where a source has no step_time
+        wrappers: dict[tuple[str, int | None], int] = {}  # depth-0 names per (source, rank)
         for (_name, rank, _source), s in series.items():
             if s.depth == 0 and is_candidate_duration(s):
                 top_level[(s.source, rank)] = top_level.get((s.source, rank), 0.0) + s.total
+                wrappers[(s.source, rank)] = wrappers.get((s.source, rank), 0) + 1
         hits: dict[str, list[tuple[float, Series, float, str]]] = {}
         for (name, rank, _source), s in series.items():
             if not is_candidate_duration(s) or s.total <= 0:
@@ -68,7 +69,7 @@ class BottleneckRule:
             if denom <= 0:
                 continue
             share = s.total / denom
-            if s.depth == 0 and share >= WHOLE_STEP:
+            if s.depth == 0 and share >= WHOLE_STEP and wrappers.get((s.source, rank)) == 1:
                 continue  # the one region wrapping the whole step is the step, not a part of it
             if share > self.share:
                 hits.setdefault(name, []).append((share, s, denom, of))

@@ -1,0 +1,168 @@
+"""MetricsAnalyzer end to end: real traces ingested into events, streaming, rule plugins, overhead, workloads."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from my_utils.core.events import MetricEvent, write_events
+from my_utils.profiling.analysis import AnalysisReport, MetricsAnalyzer
+from my_utils.profiling.analysis.scores import PENALTY, compute_scores
+from my_utils.profiling.analysis.workloads import WORKLOADS, get_workload
+
+CONTROL = "kineto/hta/trace_diff__control.json.gz"  # rank 3 of 8, ProfilerStep#1009..1014
+
+
+def _ingest(trace: Path, out: Path) -> Path:
+    from my_utils.profiling import TorchProfilerMetricsProvider
+
+    events = TorchProfilerMetricsProvider.from_input(trace).collect(None)
+    path = out / "metrics_events.jsonl"
+    write_events(path, events)
+    return path
+
+
+def _raw(trace: Path) -> list[dict[str, Any]]:
+    with gzip.open(trace, "rt") as fh:
+        events: list[dict[str, Any]] = json.load(fh)["traceEvents"]
+    return events
+
+
+@pytest.fixture(scope="module")
+def control_report(real_fixtures: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, AnalysisReport]:
+    trace = real_fixtures / CONTROL
+    events = _ingest(trace, tmp_path_factory.mktemp("control"))
+    return trace, MetricsAnalyzer(events, "pretrain").analyze()
+
+
+def test_real_trace_steps_and_rank_come_from_the_trace(control_report: tuple[Path, AnalysisReport]) -> None:
+    trace, report = control_report
+    raw = _raw(trace)
+    steps = {int(e["name"].split("#")[1]): e["dur"] / 1e3 for e in raw if str(e.get("name", "")).startswith("ProfilerStep#")}
+    rows = {r["step"]: r["step_time"] for r in report.tables["steps"]}
+    assert rows == pytest.approx(steps)
+    assert report.summary["ranks"] == [3]  # distributedInfo.rank, never a rank-0 assumption
+    assert {r["rank"] for r in report.tables["steps"]} == {3}
+    assert report.summary["steps"] == {"count": 6, "first": 1009, "last": 1014}
+
+
+def test_real_trace_bottlenecks_match_hand_computed_device_shares(control_report: tuple[Path, AnalysisReport]) -> None:
+    trace, report = control_report
+    raw = _raw(trace)
+    spans = [(e["ts"], e["ts"] + e["dur"]) for e in raw if str(e.get("name", "")).startswith("ProfilerStep#")]
+    launch_ts = {e["args"]["correlation"]: e["ts"] for e in raw
+                 if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    device: dict[str, float] = {}
+    prefix = {"kernel": "kernel:", "gpu_memcpy": "memcpy:", "gpu_memset": "memset:"}
+    for e in raw:  # a device event counts when the runtime call that launched it lies in a step
+        if e.get("cat") in prefix and e.get("ph") == "X":
+            t = launch_ts.get(e.get("args", {}).get("correlation"))
+            if t is not None and any(a <= t < b for a, b in spans):
+                key = prefix[e["cat"]] + e["name"]
+                device[key] = device.get(key, 0.0) + e["dur"]
+    total = sum(device.values())
+    expected = {k: v / total for k, v in device.items() if v / total > 0.10}
+    found = {f.evidence["names"][0]: f.evidence["share"] for f in report.findings
+             if f.category == "bottleneck" and f.evidence["of"] == "device time"}
+    assert found == pytest.approx(expected, abs=1e-3)
+    assert any(k.startswith("kernel:nccl") for k in found)  # communication dominates this rank's GPU
+
+
+def test_real_trace_report_is_complete_and_round_trips(control_report: tuple[Path, AnalysisReport]) -> None:
+    _, report = control_report
+    assert report.workload == "pretrain" and set(report.scores) >= {"overall", "performance", "stability"}
+    assert report.summary["rule_errors"] == [] and len(report.summary["rules"]) >= 5
+    for f in report.findings:
+        assert f.evidence.get("names") and f.evidence.get("ranks"), f.id  # every finding names its proof
+    assert report.overhead["pair_cost_us"] > 0 and "missing" in report.overhead
+    again = AnalysisReport.from_json(report.to_json())
+    assert again.to_dict() == json.loads(report.to_json())
+    severities = [f.severity for f in report.findings]
+    assert severities == sorted(severities, key=["critical", "warning", "info"].index)
+
+
+def test_events_are_streamed_into_cells(tmp_path: Path) -> None:
+    """20,000 raw events fold into 400 cells; the analyzer never holds the events."""
+    path = tmp_path / "metrics_events.jsonl"
+    with path.open("w") as fh:
+        for step in range(20):
+            for rank in range(2):
+                for i in range(500):  # 50 calls per step of 10 names
+                    fh.write(json.dumps({"name": f"op{i % 10}", "value": 1.0 + i % 10, "kind": "duration",
+                                         "unit": "ms", "source": "mytimer", "rank": rank, "step": step}) + "\n")
+    analyzer = MetricsAnalyzer(path)
+    tracemalloc.start()
+    agg = analyzer.aggregate()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert agg.events == 20_000 and len(agg.cells) == 20 * 2 * 10
+    assert peak < 2 * 2**20  # the events as objects would take over 10 MB
+    cell = agg.cells[("op3", 7, 1, "mytimer")]
+    assert cell == [50, 200.0, 4.0, 4.0]
+
+
+def test_a_failing_rule_is_reported_and_the_others_still_run(tmp_path: Path) -> None:
+    events = [MetricEvent("step_time", 10.0 + s, "duration", "ms", "x", 0, s) for s in range(10)]
+    events += [MetricEvent("forward", 8.0, "duration", "ms", "x", 0, s) for s in range(10)]
+    report = MetricsAnalyzer(events, rules=["bottleneck", "no_such_rule"],
+                             rule_options={"bottleneck": {"share": 2.0}}).analyze()
+    errors = {e["rule"]: e["error"] for e in report.summary["rule_errors"]}
+    assert set(errors) == {"bottleneck", "no_such_rule"} and "share" in errors["bottleneck"]
+    report = MetricsAnalyzer(events, rules=["bottleneck", "no_such_rule"]).analyze()
+    assert [f.id for f in report.findings] == ["bottleneck:forward"]
+    assert report.summary["rules"] == ["bottleneck"]
+
+
+def test_workload_profiles_change_thresholds_not_code() -> None:
+    rng = random.Random(7)
+    events = []
+    for s in range(40):
+        fwd = 50 * rng.uniform(0.8, 1.2)  # robust CV about 0.15: between inference and finetune
+        events += [MetricEvent("forward", fwd, "duration", "ms", "mytimer", 0, s, attrs={"depth": 0}),
+                   MetricEvent("step_time", fwd + 50, "duration", "ms", "mytimer", 0, s)]
+    ids = {w: {f.id for f in MetricsAnalyzer(events, w).analyze().findings} for w in WORKLOADS}
+    unstable = "variability:mytimer:forward:rank0"
+    assert unstable in ids["inference"] and unstable not in ids["finetune"]
+    assert get_workload("inference").options_for("variability")["cv"] < get_workload("finetune").options_for(
+        "variability")["cv"]
+    with pytest.raises(Exception, match="pretrain"):
+        get_workload("training")
+
+
+def test_overhead_counts_mytimer_regions_per_step() -> None:
+    events = []
+    for s in range(5):
+        for name in ("data", "forward", "backward"):
+            events.append(MetricEvent(name, 10.0, "duration", "ms", "mytimer", 0, s, attrs={"depth": 0}))
+        events.append(MetricEvent("attention", 4.0, "duration", "ms", "mytimer", 0, s, attrs={"depth": 1}))
+        events.append(MetricEvent("attention", 4.0, "duration", "ms", "mytimer", 0, s, attrs={"depth": 1}))
+        events.append(MetricEvent("step_time", 30.0, "duration", "ms", "mytimer", 0, s))
+    overhead = MetricsAnalyzer(events).analyze().overhead
+    assert overhead["regions_per_step"] == 5.0
+    assert overhead["per_step_ms"] == pytest.approx(5 * overhead["pair_cost_us"] / 1e3, rel=1e-3)
+    assert overhead["share_of_step_time"] == pytest.approx(overhead["per_step_ms"] / 30.0, rel=1e-3)
+
+
+def test_scores_follow_the_documented_formula() -> None:
+    from my_utils.profiling.analysis.model import Finding
+
+    fs = [Finding("a", "bottleneck", "critical", "t", ""), Finding("b", "variability", "warning", "t", ""),
+          Finding("c", "memory", "info", "t", ""), Finding("d", "third_party", "warning", "t", "")]
+    scores = compute_scores(fs, ["performance", "stability", "memory"])
+    assert scores["performance"] == 100 - PENALTY["critical"] - PENALTY["warning"]
+    assert scores["stability"] == 90 and scores["memory"] == 98
+    assert scores["overall"] == round((65 + 90 + 98) / 3, 1)
+    assert "capture" not in scores  # no data for it: not a perfect score either
+
+
+def test_empty_events_give_an_empty_report(tmp_path: Path) -> None:
+    path = tmp_path / "metrics_events.jsonl"
+    path.write_text("")
+    report = MetricsAnalyzer(path).analyze()
+    assert report.findings == [] and report.summary["events"] == 0 and report.scores["overall"] == 100.0
