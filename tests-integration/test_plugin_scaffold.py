@@ -45,7 +45,8 @@ def test_generated_tests_pass_in_an_isolated_env(scaffolded: tuple[PluginEnv, Pa
 def test_generated_components_are_listed_ok_and_import(scaffolded: tuple[PluginEnv, Path]) -> None:
     env, _ = scaffolded
     proc = env.myutils("plugins", "check", "--json")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the exit code also reflects the built-ins of the tree under test; only our rows matter here
+    assert proc.returncode in (0, 1), proc.stderr
     rows = {(r["name"], r["kind"]): r for r in json.loads(proc.stdout)}
     for name, kind in COMPONENTS.values():
         if kind is not None:

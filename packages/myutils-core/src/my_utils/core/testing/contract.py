@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 FINDING_KEYS = ("id", "category", "severity", "title", "detail", "evidence", "suggestion")
+SEVERITIES = ("info", "warning", "critical")
 
 
 class ContractError(AssertionError):
@@ -249,24 +250,62 @@ def check_event_sink(sink: type | str | Callable[..., Any], events: Sequence[Met
 
 def check_analysis_rule(rule: type | str | Callable[..., Any], events: Sequence[MetricEvent],
                         **options: Any) -> list[Mapping[str, Any]]:
-    """Check an analysis rule on ``events``: ``factory(**options)`` has a ``name``, ``evaluate(events)``
-    returns findings (mappings with the report's finding keys); ``evaluate([])`` returns none.
+    """Check an analysis rule on ``events`` and return its findings.
+
+    Rules: ``factory(**options)`` has a ``name``; ``evaluate(events)`` returns findings, each
+    a mapping with the report's keys (``id``, ``category``, ``severity``, ``title`` non-empty
+    strings, ``severity`` one of info/warning/critical, ``detail``/``suggestion`` strings,
+    ``evidence`` a mapping); ``evaluate([])`` returns none. Given by name, and with
+    myutils-profiling installed, the rule also runs inside a real ``MetricsAnalyzer``, which
+    must report no rule error.
     """
     factory, label = _factory(rule, PluginKind.ANALYSIS_RULE)
     label = f"analysis rule {label}"
+    why = options_mismatch(factory, **options)
+    if why is not None:
+        raise ContractError(f"{label}: options {sorted(options)} rejected: {why}")
     instance = factory(**options)
     if not isinstance(getattr(instance, "name", None), str):
         raise ContractError(f"{label}: instances need a str attribute 'name'")
     findings = list(instance.evaluate(list(events)))
     for i, finding in enumerate(findings):
-        if not isinstance(finding, Mapping):
-            raise ContractError(f"{label}: finding {i} is {type(finding).__name__}, expected a mapping")
-        missing = [k for k in FINDING_KEYS if k not in finding]
-        if missing:
-            raise ContractError(f"{label}: finding {i} lacks {missing}; findings carry {list(FINDING_KEYS)}")
-        for key in ("id", "category", "severity", "title"):
-            if not isinstance(finding[key], str) or not finding[key]:
-                raise ContractError(f"{label}: finding {i} key {key!r} must be a non-empty str")
+        _check_finding(label, i, finding)
     if list(instance.evaluate([])):
         raise ContractError(f"{label}: evaluate([]) must return no findings")
+    if isinstance(rule, str):
+        _run_in_analyzer(label, rule, events, options, len(findings))
     return findings
+
+
+def _check_finding(label: str, i: int, finding: Any) -> None:
+    if not isinstance(finding, Mapping):
+        raise ContractError(f"{label}: finding {i} is {type(finding).__name__}, expected a mapping")
+    missing = [k for k in FINDING_KEYS if k not in finding]
+    if missing:
+        raise ContractError(f"{label}: finding {i} lacks {missing}; findings carry {list(FINDING_KEYS)}")
+    for key in ("id", "category", "severity", "title"):
+        if not isinstance(finding[key], str) or not finding[key]:
+            raise ContractError(f"{label}: finding {i} key {key!r} must be a non-empty str")
+    if finding["severity"] not in SEVERITIES:
+        raise ContractError(f"{label}: finding {i} severity {finding['severity']!r} is not one of {list(SEVERITIES)}")
+    for key in ("detail", "suggestion"):
+        if not isinstance(finding[key], str):
+            raise ContractError(f"{label}: finding {i} key {key!r} must be a str")
+    if not isinstance(finding["evidence"], Mapping):
+        raise ContractError(f"{label}: finding {i} evidence must be a mapping")
+
+
+def _run_in_analyzer(label: str, name: str, events: Sequence[MetricEvent], options: Mapping[str, Any],
+                     expected: int) -> None:
+    try:
+        from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
+    except ImportError:
+        return  # the checks above are the contract; the analyzer is one host of it
+    report = MetricsAnalyzer(list(events), rules=[name], rule_options={name: dict(options)}).analyze()
+    errors = report.summary.get("rule_errors") or []
+    if errors:
+        raise ContractError(f"{label}: MetricsAnalyzer reported {errors[0]}")
+    mine = [f for f in report.findings if f.id]
+    if len(mine) != expected:
+        raise ContractError(f"{label}: MetricsAnalyzer kept {len(mine)} finding(s), evaluate() returned {expected}; "
+                            "finding ids must be unique")
