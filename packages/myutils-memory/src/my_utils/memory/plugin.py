@@ -1,6 +1,79 @@
 """The built-in plugin of myutils-memory, registered through the ``my_utils.plugins`` entry point.
 
-Kept import-light: it only describes components (``"module:Class"`` strings).
+Kept import-light: it describes the monitor-samples provider as a ``"module:Class"`` string
+and defines the ``memory`` commands inside the hook (typer needs their signatures), whose
+bodies import the snapshot code only when they run.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: typer reads the commands' annotations, which
+# name things imported inside the hook, and only eager evaluation sees them.
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from my_utils.core.hookspecs import hookimpl
+from my_utils.core.plugin_types import OptionSpec, PluginDescription, PluginKind
+
+if TYPE_CHECKING:
+    import typer
+
+
+@hookimpl
+def myutils_metrics_providers() -> Sequence[PluginDescription]:
+    """The provider that reads ``GPU_Performance_Tracker`` samples files."""
+    return [PluginDescription(
+        name="memory_monitor", kind=PluginKind.METRICS_PROVIDER,
+        factory="my_utils.memory.samples_provider:MonitorSamplesMetricsProvider",
+        summary="GPU_Performance_Tracker samples: torch memory, NVML utilisation/power/energy, host RSS/CPU",
+        inputs=("*_samples.jsonl",),
+        options=(OptionSpec("rank", int, None, "rank for files whose header carries none"),),
+    )]
+
+
+@hookimpl
+def myutils_cli(app: "typer.Typer") -> None:
+    """Add ``myutils memory summarize SNAPSHOT`` and ``myutils memory cut SNAPSHOT --from --to -o OUT``."""
+    from pathlib import Path
+    from typing import Annotated
+
+    import typer
+
+    from my_utils.core.cli.guard import exit_on_error
+
+    memory_app = typer.Typer(help="Memory snapshots without a browser: summarise, cut a time range.",
+                             no_args_is_help=True, rich_markup_mode=None)
+
+    @exit_on_error
+    def summarize(
+        snapshot: Annotated[Path, typer.Argument(help="a snapshot pickle (snapshotter .pt, _dump_snapshot)")],
+        top: Annotated[int, typer.Option(help="how many allocation stacks to list")] = 10,
+        stack_depth: Annotated[int, typer.Option(help="innermost frames that identify a stack")] = 4,
+        windows: Annotated[int, typer.Option(help="time windows when the file records no regions")] = 10,
+    ) -> None:
+        """Peak, top allocation stacks, per-region deltas and the growth trend of SNAPSHOT."""
+        from my_utils.memory.snapshot_io import load_snapshot
+        from my_utils.memory.snapshot_summary import summarize_snapshot
+        from my_utils.memory.summary_render import render_summary
+
+        summary = summarize_snapshot(load_snapshot(snapshot), top=top, stack_depth=stack_depth, windows=windows)
+        typer.echo(render_summary(summary, str(snapshot)))
+
+    @exit_on_error
+    def cut(
+        snapshot: Annotated[Path, typer.Argument(help="a snapshot pickle")],
+        start: Annotated[float, typer.Option("--from", help="seconds since the first trace entry")],
+        stop: Annotated[float, typer.Option("--to", help="seconds since the first trace entry")],
+        output: Annotated[Path, typer.Option("--output", "-o", help="the smaller snapshot to write")],
+    ) -> None:
+        """Write the trace between --from and --to (and the allocator state at --to) to OUTPUT."""
+        from my_utils.memory.snapshot import save_snapshot
+        from my_utils.memory.snapshot_cut import cut_snapshot
+        from my_utils.memory.snapshot_io import load_snapshot
+
+        smaller = cut_snapshot(load_snapshot(snapshot), start, stop)
+        save_snapshot(output, smaller)
+        kept = sum(len(t) for t in smaller["device_traces"])
+        typer.echo(f"wrote {output}: {kept} trace entries between {start} s and {stop} s")
+
+    memory_app.command("summarize")(summarize)
+    memory_app.command("cut")(cut)
+    app.add_typer(memory_app, name="memory")

@@ -1,0 +1,57 @@
+"""``MonitorSamplesMetricsProvider``: the monitor's samples files as metric events (plugin ``memory_monitor``).
+
+Every metric of every sample becomes a ``gauge`` event (``energy_j``: a ``counter``) with the
+sample's unix time, the file's rank and unit; ``attrs`` carry the prefix, the seconds since
+the start and how NVML and energy were measured. ``collect()`` returns only lines added
+since the previous call, so it can follow a file a running tracker is still writing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from my_utils.core.errors import InputError
+from my_utils.core.events import MetricEvent
+from my_utils.memory.samples_file import UNITS, read_samples
+
+__all__ = ["MonitorSamplesMetricsProvider"]
+
+PATTERN = "*_samples.jsonl"
+
+
+class MonitorSamplesMetricsProvider:
+    """Reads ``<prefix>_rank<rank>_samples.jsonl`` files (one file, or every one in a folder)."""
+
+    name = "memory_monitor"
+
+    def __init__(self, paths: list[Path], rank: int | None = None) -> None:
+        self.paths = paths
+        self.rank = rank
+        self._read: dict[Path, int] = {}
+
+    @classmethod
+    def from_input(cls, path: Path, **options: Any) -> MonitorSamplesMetricsProvider:
+        """A provider for a samples file or a folder holding some."""
+        p = Path(path)
+        paths = sorted(p.glob(PATTERN)) if p.is_dir() else [p]
+        if not paths:
+            raise InputError(p, None, f"no {PATTERN} files in this folder (GPU_Performance_Tracker writes them)")
+        return cls(paths, rank=options.get("rank"))
+
+    def collect(self, step: int | None = None) -> list[MetricEvent]:
+        """Events for the samples written since the last call."""
+        events: list[MetricEvent] = []
+        for path in self.paths:
+            header, samples, _notes, done = read_samples(path, self._read.get(path, 0))
+            self._read[path] = done
+            rank = header.get("rank") if isinstance(header.get("rank"), int) else self.rank
+            base = {"prefix": str(header.get("prefix", "")), "nvml": str(header.get("nvml", "")),
+                    "energy_method": str(header.get("energy_method", "")), "file": path.name}
+            for s in samples:
+                for metric, value in s.metrics.items():
+                    events.append(MetricEvent(
+                        name=f"monitor/{metric}", value=value, kind="counter" if metric == "energy_j" else "gauge",
+                        unit=UNITS.get(metric, ""), source=self.name, rank=rank, step=step, ts=s.ts,
+                        attrs={**base, "t": s.t}))
+        return events

@@ -1,0 +1,89 @@
+"""A smaller snapshot holding one time range of a big one (memory_viz tabs die on >= 1 GB pickles).
+
+Trace entries outside ``[from, to]`` (seconds since the first entry, as the summary prints
+them) are dropped. memory_viz replays a trace backwards from the allocator state in
+``segments``, so that state is rewound to time ``to``: blocks allocated after ``to`` are
+removed, blocks freed after it are put back, and segments mapped or unmapped after it
+likewise. Memory allocated before ``from`` shows as already in use, as memory_viz draws any
+block whose allocation the trace does not hold.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from my_utils.core.errors import UsageError
+from my_utils.memory.snapshot import REGIONS_KEY
+
+__all__ = ["cut_snapshot", "trace_origin_us"]
+
+
+def trace_origin_us(snapshot: dict[str, Any]) -> float:
+    """The time of the first trace entry (µs): second 0 of the summary and of ``cut``."""
+    firsts = [t[0].get("time_us", 0) for t in snapshot.get("device_traces", []) if t]
+    return float(min(firsts)) if firsts else 0.0
+
+
+def _rewind(segments: list[dict[str, Any]], later: list[dict[str, Any]], device: int) -> list[dict[str, Any]]:
+    """``segments`` of ``device`` as they were before the entries ``later`` happened."""
+    segs = {s["address"]: dict(s) for s in segments if s.get("device", 0) == device}
+    live: dict[int, dict[str, Any]] = {}
+    for s in segs.values():
+        for b in s.get("blocks", []):
+            if b.get("state") == "active_allocated":
+                live[b["address"]] = {"size": b["size"], "requested_size": b.get("requested_size", b["size"]),
+                                      "frames": b.get("frames", [])}
+    for e in reversed(later):
+        action, addr = e.get("action"), e.get("addr")
+        if action == "alloc":
+            live.pop(addr, None)
+        elif action == "free_completed":
+            live[addr] = {"size": e.get("size", 0), "requested_size": e.get("size", 0), "frames": e.get("frames", [])}
+        elif action == "segment_alloc":
+            segs.pop(addr, None)
+        elif action == "segment_free":
+            segs[addr] = {"device": device, "address": addr, "total_size": e.get("size", 0),
+                          "stream": e.get("stream", 0), "segment_type": "large", "segment_pool_id": (0, 0),
+                          "is_expandable": False, "frames": e.get("frames", [])}
+    out = []
+    for base, s in sorted(segs.items()):
+        end = base + s["total_size"]
+        blocks, cursor, used = [], base, 0
+        for addr in sorted(a for a in live if base <= a < end):
+            b = live[addr]
+            if addr > cursor:
+                blocks.append({"address": cursor, "size": addr - cursor, "requested_size": 0,
+                               "state": "inactive", "frames": []})
+            blocks.append({"address": addr, "size": b["size"], "requested_size": b["requested_size"],
+                           "state": "active_allocated", "frames": b["frames"]})
+            cursor = addr + b["size"]
+            used += b["size"]
+        if cursor < end:
+            blocks.append({"address": cursor, "size": end - cursor, "requested_size": 0, "state": "inactive",
+                           "frames": []})
+        out.append({**s, "blocks": blocks, "allocated_size": used, "active_size": used, "requested_size": used})
+    return out
+
+
+def cut_snapshot(snapshot: dict[str, Any], start_s: float, stop_s: float) -> dict[str, Any]:
+    """A new snapshot with the trace entries between ``start_s`` and ``stop_s`` and the state at ``stop_s``."""
+    if not stop_s > start_s or start_s < 0:
+        raise UsageError(f"cut: --from {start_s} and --to {stop_s} must satisfy 0 <= from < to "
+                         "(seconds since the first trace entry, as `myutils memory summarize` prints them)")
+    t0 = trace_origin_us(snapshot)
+    lo, hi = t0 + start_s * 1e6, t0 + stop_s * 1e6
+    traces, segments = [], []
+    devices = max(len(snapshot.get("device_traces", [])),
+                  1 + max((s.get("device", 0) for s in snapshot.get("segments", [])), default=-1))
+    for device in range(devices):
+        trace = snapshot["device_traces"][device] if device < len(snapshot.get("device_traces", [])) else []
+        traces.append([e for e in trace if lo <= e.get("time_us", 0) <= hi])
+        segments += _rewind(snapshot.get("segments", []), [e for e in trace if e.get("time_us", 0) > hi], device)
+    out = {k: v for k, v in snapshot.items() if k not in ("segments", "device_traces", REGIONS_KEY)}
+    out["segments"] = segments
+    out["device_traces"] = traces
+    regions = snapshot.get(REGIONS_KEY)
+    if isinstance(regions, list):
+        out[REGIONS_KEY] = [r for r in regions if isinstance(r, dict)
+                            and r.get("stop_us", 0) >= lo and r.get("start_us", 0) <= hi]
+    return out

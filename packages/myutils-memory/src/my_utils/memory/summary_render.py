@@ -1,0 +1,42 @@
+"""``MemorySummary`` as text for the terminal (``myutils memory summarize``)."""
+
+from __future__ import annotations
+
+from my_utils.memory.snapshot_summary import MemorySummary
+
+__all__ = ["format_bytes", "render_summary"]
+
+
+def format_bytes(n: float) -> str:
+    """Bytes in the largest binary unit that keeps the number >= 1 (``1.50 GiB``), sign kept."""
+    sign, v = ("-" if n < 0 else ""), float(abs(n))
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if v < 1024 or unit == "GiB":
+            return f"{sign}{v:.0f} {unit}" if unit == "B" else f"{sign}{v:.2f} {unit}"
+        v /= 1024
+    raise AssertionError("unreachable")
+
+
+def render_summary(summary: MemorySummary, source: str) -> str:
+    """A plain-text report: totals, top stacks, regions (or windows), trend."""
+    s = summary
+    lines = [
+        f"snapshot: {source}",
+        f"trace: {s.entries} entries over {s.duration_s:.3f} s ("
+        + ", ".join(f"{k} {v}" for k, v in sorted(s.actions.items())) + ")",
+        f"peak in use: {format_bytes(s.peak_bytes)} at {s.peak_at_s:.3f} s",
+        f"in use: {format_bytes(s.baseline_bytes)} before the trace, {format_bytes(s.end_bytes)} at its end; "
+        f"reserved at the end: {format_bytes(s.reserved_bytes)}",
+        "",
+        f"top allocation stacks (by bytes allocated, {len(s.top_stacks)} shown):",
+    ]
+    for st in s.top_stacks:
+        where = " <- ".join(st.frames) if st.frames else "(no stack recorded)"
+        lines.append(f"  {format_bytes(st.total_bytes):>12} in {st.count:>6} allocs  {where}")
+    lines += ["", "time windows (no regions recorded):" if s.regions_are_windows else "regions:"]
+    for r in s.regions:
+        lines.append(f"  {r.name:<24} {r.start_s:9.3f}-{r.stop_s:9.3f} s  delta {format_bytes(r.delta_bytes):>12}"
+                     f"  peak {format_bytes(r.peak_bytes):>12}")
+    verdict = "growing" if s.growing else "flat"
+    lines += ["", f"trend: {verdict}, {format_bytes(s.slope_bytes_per_s)}/s (Theil-Sen over the trace)"]
+    return "\n".join(lines)
