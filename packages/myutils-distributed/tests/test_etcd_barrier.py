@@ -205,13 +205,15 @@ def test_etcd_gone_for_good_is_a_clear_error() -> None:
     from my_utils.distributed.testing import EtcdServer
 
     with EtcdServer() as server:
-        waiting = _start_rank(server.port, "gone", 0, 2, 1, timeout=3)
-        _wait_arrived(server.port, "/my_utils/barrier/gone/0/", 1)
+        waiting = _start_rank(server.port, "gone", 0, 2, 2, timeout=4)
+        helper = _start_rank(server.port, "gone", 1, 2, 1)  # meets rank 0 once, then leaves
+        _wait_arrived(server.port, "/my_utils/barrier/gone/1/", 1)  # rank 0 waits at generation 1 now
         server.stop()
+        _finish([helper])
         [(code, events)] = _finish([waiting])
     assert code == 1
     message = events[-1]["message"]
-    assert "0/2" not in message and "1/2 ranks arrived within 3 s; missing ranks [1]" in message
+    assert "generation 1" in message and "1/2 ranks arrived within 4 s; missing ranks [1]" in message
     assert "the store was unavailable at the end" in message and "Connection refused" in message
     assert "HTTPConnectionPool" not in message and len(message) < 400, message
 
