@@ -1,12 +1,29 @@
 """myutils-hooks: ``ForwardProfilerHook`` (profiler windows counted in forwards) and ``ModuleProfiler``.
 
-Importing this package stays light: torch and pandas are imported only when a profiler
-times a model or builds a summary.
+Light at import: the public names are resolved on first access (plugin discovery imports
+this package without touching myutils-tracing's capture code), and torch and pandas are
+imported only when a profiler times a model or builds a summary.
 """
 
-from my_utils.hooks._version import __version__
-from my_utils.hooks.forward import ForwardProfilerHook
-from my_utils.hooks.module_profiler import ModuleProfiler
-from my_utils.hooks.summary import SUMMARY_COLUMNS
+from __future__ import annotations
 
-__all__ = ["SUMMARY_COLUMNS", "ForwardProfilerHook", "ModuleProfiler", "__version__"]
+from typing import TYPE_CHECKING
+
+from my_utils.core.lazy import lazy_exports
+from my_utils.hooks._version import __version__
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "ForwardProfilerHook": "my_utils.hooks.forward",
+    "ModuleProfiler": "my_utils.hooks.module_profiler",
+    "SUMMARY_COLUMNS": "my_utils.hooks.summary",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from my_utils.hooks.forward import ForwardProfilerHook as ForwardProfilerHook
+    from my_utils.hooks.module_profiler import ModuleProfiler as ModuleProfiler
+    from my_utils.hooks.summary import SUMMARY_COLUMNS as SUMMARY_COLUMNS
