@@ -155,10 +155,13 @@ def test_scores_follow_the_documented_formula() -> None:
     fs = [Finding("a", "bottleneck", "critical", "t", ""), Finding("b", "variability", "warning", "t", ""),
           Finding("c", "memory", "info", "t", ""), Finding("d", "third_party", "warning", "t", "")]
     scores = compute_scores(fs, ["performance", "stability", "memory"])
-    assert scores["performance"] == 100 - PENALTY["critical"] - PENALTY["warning"]
+    assert scores["performance"] == 100 - PENALTY["critical"] - PENALTY["warning"]  # two categories
     assert scores["stability"] == 90 and scores["memory"] == 98
     assert scores["overall"] == round((65 + 90 + 98) / 3, 1)
     assert "capture" not in scores  # no data for it: not a perfect score either
+    # one category: its worst finding, then 2 points per further finding, at most 5 of them
+    many = [Finding(f"b{i}", "bottleneck", "warning", "t", "") for i in range(9)] + fs[:1]
+    assert compute_scores(many, ["performance"])["performance"] == 100 - PENALTY["critical"] - 2 * 5
 
 
 def test_empty_events_give_an_empty_report(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 from my_utils.core.events import read_events
 from my_utils.core.profile_csv import read_profile_csv
 from my_utils.core.testing.trace_check import assert_valid_trace
+from my_utils.profiling.analysis import AnalysisReport
 
 pytest.importorskip("torch", reason="the demo trains a model with torch")
 
@@ -38,6 +40,23 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     (torch_trace,) = (out / "torch_traces").glob("*.json")
     assert "aten::linear" in torch_trace.read_text()
     assert "written:" in proc.stdout and str(out / "metrics_events.jsonl") in proc.stdout
+    # the seed's quick start ran: collector.analyze() then export_report() per format
+    report = AnalysisReport.load(out / "analysis_report.json")
+    assert report.summary["steps"]["count"] == 12 and report.summary["rule_errors"] == []
+    assert {"mytimer", "torch_profiler"} <= set(report.summary["sources"])
+    assert report.overhead["regions_per_step"] == 5.0 and report.overhead["share_of_step_time"] < 0.05
+    assert any(f.id == "bottleneck:backward" or f.id == "bottleneck:forward" for f in report.findings)
+    assert f"report_json      {out / 'analysis_report.json'}" in proc.stdout
+    assert "analysis (pretrain): overall" in proc.stdout
+    if importlib.util.find_spec("my_utils.profiling.reports") is not None:
+        for ext in ("md", "html"):
+            assert (out / f"analysis_report.{ext}").stat().st_size > 0
+            assert str(out / f"analysis_report.{ext}") in proc.stdout
+    from my_utils.profiling.cli import app
+
+    if "trace" in {c.name for c in app.registered_commands}:
+        assert_valid_trace(out / "merged_trace.json")
+        assert str(out / "merged_trace.json") in proc.stdout
 
 
 def test_demo_rejects_bad_arguments(tmp_path: Path) -> None:

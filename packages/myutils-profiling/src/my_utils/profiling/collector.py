@@ -56,8 +56,7 @@ def write_report(report: AnalysisReport, fmt: str, path: str | Path | None, outp
     except ImportError:
         raise UsageError(f"export_report(fmt={fmt!r}): the HTML/Markdown reports (my_utils.profiling.reports) "
                          "are not available in this version; use fmt='json'") from None
-    written = reports.write_report(report, "markdown" if ext == "md" else ext, target)
-    return Path(written) if written is not None else target
+    return Path(reports.render_report(report, "markdown" if ext == "md" else ext, target))
 
 
 def describe_host() -> dict[str, Any]:
@@ -308,15 +307,19 @@ class MetricsCollector:
         return self.last_report
 
     def export_report(self, fmt: str = "html", report: AnalysisReport | None = None,
-                      path: str | Path | None = None) -> Path:
+                      path: str | Path | None = None, template_dir: str | Path | None = None) -> Path:
         """Write ``report`` (default: the last ``analyze()``'s, else a new one) as html, markdown or json.
 
         The file goes to ``path`` or ``<output_dir>/analysis_report.<ext>``; it is written
-        atomically and its path returned.
+        atomically and its path returned. ``template_dir`` holds jinja2 templates that
+        override the built-in ones (``my_utils.profiling.reports.render_report``).
         """
+        from my_utils.profiling.reports.render import default_report_path, render_report
+
+        target = Path(path) if path is not None else default_report_path(self.output_dir, fmt)  # checks fmt first
         if report is None:
             report = self.last_report if self.last_report is not None else self.analyze()
-        return write_report(report, fmt, path, self.output_dir)
+        return render_report(report, fmt, target, template_dir=template_dir)
 
     def trace_files(self) -> list[Path]:
         """The torch.profiler trace files this collector's file providers read (for the Kineto analyses)."""

@@ -93,6 +93,8 @@ RULE_OPTIONS: dict[str, tuple[OptionSpec, ...]] = {
         OptionSpec("share", float, 0.10, "fraction of step (or device) time above which a name is a bottleneck"),
         OptionSpec("critical_share", float, 0.30, "fraction above which the finding is critical"),
         OptionSpec("max_findings", int, 20, "most bottleneck findings reported"),
+        OptionSpec("merge_same_cost", bool, True,
+                   "report operators of (within 3 %) the same cost, without nesting information, as one chain"),
     ),
     "memory_growth": (
         OptionSpec("confidence", float, 0.95, "confidence of the Theil-Sen slope interval"),
@@ -108,6 +110,7 @@ RULE_OPTIONS: dict[str, tuple[OptionSpec, ...]] = {
         OptionSpec("min_steps", int, 8, "fewest steps a series needs"),
         OptionSpec("max_names", int, 20, "names tested besides step_time (largest totals first)"),
         OptionSpec("min_excess", float, 0.10, "smallest distance from the median, as a fraction of it"),
+        OptionSpec("min_share", float, 0.01, "host names under this share of step time are left out"),
     ),
     "variability": (
         OptionSpec("cv", float, 0.15, "robust coefficient of variation above which a name is unstable"),

@@ -240,10 +240,12 @@ class MetricsAnalyzer:
             return {}, "no torch.profiler trace files given or found beside the events" if agg.trace_files else ""
         try:
             from my_utils.profiling.analysis import kineto
-        except ImportError:
+
+            analyze_traces = kineto.analyze_traces
+        except (ImportError, AttributeError):
             return {}, "the Kineto analyses (my_utils.profiling.analysis.kineto) are not installed in this version"
         try:
-            result = kineto.analyze_traces(paths)
+            result = analyze_traces(paths)
         except Exception as exc:  # the metric analysis stands on its own; say why the trace part is missing
             _log.warning("Kineto analyses of %s failed: %s: %s", [str(p) for p in paths], type(exc).__name__, exc)
             return {}, f"Kineto analyses failed: {type(exc).__name__}: {exc}"

@@ -2,9 +2,11 @@
 
 Formula (also in the profiling README):
 
-- each finding costs its dimension a penalty by severity: ``info`` 2, ``warning`` 10,
-  ``critical`` 25 points;
-- a dimension's score is ``max(0, 100 - sum of its penalties)``;
+- within one finding category, the worst finding costs its penalty by severity (``info`` 2,
+  ``warning`` 10, ``critical`` 25 points) and every further finding 2 points, at most 5 of
+  them (one cause often shows in several names: ten nested operators of one slow layer
+  must not read as ten problems) — so a category costs at most 35 points;
+- a dimension's score is ``max(0, 100 - the sum over its categories)``;
 - dimensions and the finding categories they take: ``performance`` (``bottleneck``,
   ``optimization``), ``stability`` (``anomaly``, ``variability``), ``memory`` (``memory``),
   ``capture`` (``capture``); findings of other categories (third-party rules) count in
@@ -23,6 +25,8 @@ from collections.abc import Iterable
 from my_utils.profiling.analysis.model import Finding
 
 PENALTY: dict[str, float] = {"info": 2.0, "warning": 10.0, "critical": 25.0}
+EXTRA_FINDING = 2.0
+MAX_EXTRA_FINDINGS = 5
 DIMENSIONS: dict[str, tuple[str, ...]] = {
     "performance": ("bottleneck", "optimization"),
     "stability": ("anomaly", "variability"),
@@ -43,10 +47,14 @@ def compute_scores(findings: Iterable[Finding], dimensions: Iterable[str]) -> di
     """``overall`` plus one score per dimension in ``dimensions`` (those the data covers)."""
     scored = [d for d in DIMENSIONS if d in set(dimensions)]
     penalty = dict.fromkeys(scored, 0.0)
+    by_category: dict[str, list[float]] = {}
     for f in findings:
-        dim = dimension_of(f.category)
+        by_category.setdefault(f.category, []).append(PENALTY.get(f.severity, 0.0))
+    for category, costs in by_category.items():
+        dim = dimension_of(category)
         if dim in penalty:
-            penalty[dim] += PENALTY.get(f.severity, 0.0)
+            extra = min(len(costs) - 1, MAX_EXTRA_FINDINGS)
+            penalty[dim] += max(costs) + EXTRA_FINDING * extra
     scores = {d: max(0.0, 100.0 - p) for d, p in penalty.items()}
     scores["overall"] = round(sum(scores.values()) / len(scores), 1) if scores else 100.0
     return {"overall": scores.pop("overall"), **scores}

@@ -8,7 +8,10 @@ What it shows, in one run:
 - ``MetricsCollector`` gathering both live (MyTimer and torch.profiler providers) into
   ``metrics_events.jsonl`` every few steps;
 - the profile CSV converted to a Chrome/Perfetto trace (open it in ui.perfetto.dev);
-- a summary of the slowest regions read back from the events file.
+- a summary of the slowest regions read back from the events file;
+- ``collector.analyze()`` and ``export_report()``: the analysis report as JSON, Markdown and
+  HTML (the latter two when the reports part is installed), plus one merged timeline of
+  the MyTimer regions (``myutils-profile trace``, when that command is installed).
 
 Every path it writes is printed at the end. It needs torch (any build).
 """
@@ -46,6 +49,7 @@ def run(steps: int, output_dir: Path, collect_every: int = 10) -> dict[str, Path
         raise SystemExit("the demo needs torch: pip install torch") from None
 
     from my_utils.core.dist_env import resolve_rank_info
+    from my_utils.core.errors import UsageError
     from my_utils.core.logger import GlobalLogger
     from my_utils.core.timer import MyTimer
     from my_utils.core.trace import csv_to_trace
@@ -116,13 +120,42 @@ def run(steps: int, output_dir: Path, collect_every: int = 10) -> dict[str, Path
     csv_path = log_dir / f"profile_rank_{rank}.csv"
     trace_path = output_dir / "mytimer_trace.json"
     csv_to_trace(str(csv_path), str(trace_path))
-    return {
+    written = {
         "events": collector.events_path,
         "profile_csv": csv_path,
         "mytimer_trace": trace_path,
         "torch_traces": trace_dir,
         "log": log_dir / f"rank_{rank}.log",
     }
+    # the seed's quick start: analyze, then one report per format
+    report = collector.analyze(workload="pretrain", traces=sorted(trace_dir.glob("*.json")))
+    for fmt in ("json", "markdown", "html"):
+        try:
+            written[f"report_{fmt}"] = collector.export_report(fmt=fmt, report=report)
+        except UsageError as exc:  # Markdown/HTML need the reports part
+            logger.info("demo: %s report skipped: %s", fmt, exc)
+    merged = _merged_trace(collector.events_path, output_dir / "merged_trace.json")
+    if merged is not None:
+        written["merged_trace"] = merged
+    return written
+
+
+def _merged_trace(events: Path, output: Path) -> Path | None:
+    """Run ``myutils-profile trace`` on the events (the seed's flags) when that command is installed."""
+    import subprocess
+
+    from my_utils.profiling.cli import app
+
+    if "trace" not in {c.name for c in app.registered_commands}:
+        return None
+    proc = subprocess.run(
+        [sys.executable, "-c", "from my_utils.profiling.cli import main; main()", "trace", "--events", str(events),
+         "--output", str(output), "--auto-align-ranks", "--reference-rank", "0"],
+        capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        print(f"merged trace not written: {proc.stderr.strip()}", file=sys.stderr)
+        return None
+    return output
 
 
 def summarize(events_file: Path) -> list[str]:
@@ -142,6 +175,19 @@ def summarize(events_file: Path) -> list[str]:
     return lines
 
 
+def describe_report(path: Path) -> list[str]:
+    """Lines with the scores and the first findings of an ``analysis_report.json``."""
+    from my_utils.profiling.analysis.model import AnalysisReport
+
+    report = AnalysisReport.load(path)
+    scores = ", ".join(f"{k} {v:.0f}" for k, v in report.scores.items())
+    lines = [f"analysis ({report.workload}): {scores}; {len(report.findings)} finding(s)"]
+    lines += [f"  [{f.severity}] {f.title}" for f in report.findings[:5]]
+    if report.overhead.get("detail"):
+        lines.append(f"  timer overhead: {report.overhead['detail']}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     args = _parse(argv)
@@ -149,9 +195,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"my_utils unified metrics demo: {args.steps} steps")
     for line in summarize(written["events"]):
         print(line)
+    if "report_json" in written:
+        for line in describe_report(written["report_json"]):
+            print(line)
     print("written:")
     for role, path in written.items():
-        print(f"  {role:14s} {path}")
+        print(f"  {role:16s} {path}")
     print("next: open mytimer_trace.json or a torch trace in https://ui.perfetto.dev, or run\n"
           f"  myutils plugins run torch_profiler --input {written['torch_traces']} --output-dir <dir>")
     return 0

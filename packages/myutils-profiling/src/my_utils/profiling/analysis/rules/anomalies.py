@@ -12,7 +12,8 @@ says which) or ``both``; a step must also differ from the median by ``min_excess
 of it, so that a near-constant series does not report its noise.
 
 Only ``step_time`` and the ``max_names`` names with the largest totals are tested, so a trace
-with thousands of kernel names gives a handful of findings, not thousands. The finding
+with thousands of kernel names gives a handful of findings, not thousands; a host name
+under ``min_share`` of its step time is left out. The finding
 names the steps, their values and scores, and which tests flagged them.
 """
 
@@ -29,6 +30,7 @@ from my_utils.profiling.analysis.rules._series import (
     after_warmup,
     build_series,
     is_candidate_duration,
+    is_gpu_family,
     rank_label,
     series_id,
     step_ranges,
@@ -45,7 +47,7 @@ class AnomalyRule:
     name = "anomalies"
 
     def __init__(self, sigma: float = 3.0, mad_z: float = 3.5, method: str = "either", warmup_steps: int = 1,
-                 min_steps: int = 8, max_names: int = 20, min_excess: float = 0.10) -> None:
+                 min_steps: int = 8, max_names: int = 20, min_excess: float = 0.10, min_share: float = 0.01) -> None:
         if method not in METHODS:
             raise ValueError(f"AnomalyRule(method={method!r}): expected one of {list(METHODS)}")
         self.sigma = sigma
@@ -55,6 +57,7 @@ class AnomalyRule:
         self.min_steps = max(3, min_steps)
         self.max_names = max_names
         self.min_excess = min_excess
+        self.min_share = min_share
 
     def evaluate(self, events: Sequence[MetricEvent]) -> list[dict[str, Any]]:
         """One finding per (name, rank) with outlying steps."""
@@ -65,11 +68,15 @@ class AnomalyRule:
             if is_candidate_duration(s):
                 totals[n] = totals.get(n, 0.0) + s.total
         names.update(sorted(totals, key=lambda n: -totals[n])[: self.max_names])
+        step_total = {(r, src): s.total for (n, r, src), s in series.items() if n == STEP_TIME}
         findings: list[dict[str, Any]] = []
         for (name, _rank, _source), s in sorted(series.items(), key=lambda kv: (
                 kv[0][0] != STEP_TIME, kv[0][0], kv[0][1] or -1, kv[0][2])):
             if name not in names:
                 continue
+            denom = step_total.get((s.rank, s.source), 0.0)
+            if name != STEP_TIME and not is_gpu_family(name) and denom > 0 and s.total / denom < self.min_share:
+                continue  # a 1 % region jittering cannot move the step
             steps, values = after_warmup(s, self.warmup_steps)
             if len(values) < self.min_steps:
                 continue

@@ -27,17 +27,25 @@ from my_utils.profiling.analysis.rules.suggestions import suggest
 WHOLE_STEP = 0.95
 
 
+#: Operators without nesting information whose shares differ by less than this fraction are
+#: taken as one nested chain (``evaluate_function: AddmmBackward0`` > ``AddmmBackward0`` >
+#: ``aten::mm``) and reported once, the others named in ``evidence["same_cost"]``.
+SAME_COST = 0.03
+
+
 class BottleneckRule:
     """Flag names whose share of their rank's time exceeds ``share`` (critical above ``critical_share``)."""
 
     name = "bottleneck"
 
-    def __init__(self, share: float = 0.10, critical_share: float = 0.30, max_findings: int = 20) -> None:
+    def __init__(self, share: float = 0.10, critical_share: float = 0.30, max_findings: int = 20,
+                 merge_same_cost: bool = True) -> None:
         if not 0.0 < share < 1.0:
             raise ValueError(f"BottleneckRule(share={share!r}): expected a fraction between 0 and 1, e.g. 0.1")
         self.share = share
         self.critical_share = max(critical_share, share)
         self.max_findings = max_findings
+        self.merge_same_cost = merge_same_cost
 
     def evaluate(self, events: Sequence[MetricEvent]) -> list[dict[str, Any]]:
         """One finding per name above the share, largest first (at most ``max_findings``)."""
@@ -73,11 +81,24 @@ class BottleneckRule:
                 continue  # the one region wrapping the whole step is the step, not a part of it
             if share > self.share:
                 hits.setdefault(name, []).append((share, s, denom, of))
-        ordered = sorted(hits.items(), key=lambda kv: -max(h[0] for h in kv[1]))[: self.max_findings]
-        return [self._finding(name, rows) for name, rows in ordered]
+        ordered = sorted(hits.items(), key=lambda kv: -max(h[0] for h in kv[1]))
+        groups: list[tuple[str, list[tuple[float, Series, float, str]], list[str]]] = []
+        for name, rows in ordered:
+            worst = max(rows, key=lambda r: r[0])
+            head = groups[-1] if groups else None
+            if (self.merge_same_cost and head is not None and worst[1].depth is None and not is_gpu_family(name)
+                    and head[1][0][1].depth is None and not is_gpu_family(head[0])
+                    and head[1][0][1].source == worst[1].source):  # device kernels never nest
+                head_share = max(r[0] for r in head[1])
+                if head_share - worst[0] <= SAME_COST * head_share:
+                    head[2].append(name)  # an operator nested in the one above, costing the same
+                    continue
+            groups.append((name, rows, []))
+        return [self._finding(name, rows, same) for name, rows, same in groups[: self.max_findings]]
 
-    def _finding(self, name: str, rows: list[tuple[float, Series, float, str]]) -> dict[str, Any]:
+    def _finding(self, name: str, rows: list[tuple[float, Series, float, str]], same: list[str]) -> dict[str, Any]:
         rows.sort(key=lambda r: -r[0])
+        rows = [r for r in rows if r[1].rank is not None] + [r for r in rows if r[1].rank is None]
         share, s, denom, of = rows[0]
         worst = sorted(zip(s.values, s.steps, strict=True), reverse=True)[:5]
         ranks = [r[1].rank for r in rows]
@@ -88,9 +109,10 @@ class BottleneckRule:
             "severity": "critical" if share >= self.critical_share else "warning",
             "title": f"{name} takes {share:.0%} of {of}",
             "detail": (f"{name} sums to {s.total:.4g} {s.unit} of {denom:.4g} {s.unit} {of} on {where} "
-                       f"({s.events} event(s) over {len(s.steps)} step(s)); threshold {self.share:.0%}"),
+                       f"({s.events} event(s) over {len(s.steps)} step(s)); threshold {self.share:.0%}"
+                       + (f"; nested operators of the same cost: {', '.join(same)}" if same else "")),
             "evidence": {
-                "names": [name], "ranks": ranks, "share": round(share, 4),
+                "names": [name, *same], "same_cost": same, "ranks": ranks, "share": round(share, 4),
                 "shares_by_rank": {str(r[1].rank): round(r[0], 4) for r in rows},
                 "total": s.total, "denominator": denom, "of": of, "unit": s.unit, "source": s.source,
                 "steps": [st for _, st in worst], "slowest_steps": [{"step": st, "value": v} for v, st in worst],
