@@ -335,8 +335,6 @@ def test_plugins_run_shows_progress_on_a_terminal_unless_quiet(plugin_env: Plugi
     assert piped.returncode == 0 and piped.stderr == ""
 
 
-@pytest.mark.xfail(strict=True, reason="tracing's ProfileManager.create_backend turns any TypeError into "
-                   "'rejected them'; it should call my_utils.core.plugins.options_mismatch first")
 def test_a_typeerror_inside_a_backend_constructor_is_not_options_rejected(plugin_env: PluginEnv) -> None:
     code = (
         "from my_utils.tracing.capture import ProfileManager\n"

@@ -131,15 +131,16 @@ def run_provider_on_input(
             f"metrics provider {name!r} reads live objects, not files; "
             "use it from Python with MetricsCollector.register_provider(...)"
         )
+    from my_utils.core.plugins import options_mismatch
+
+    mismatch = options_mismatch(from_input, source, **checked)
+    if mismatch is not None:  # the signature refuses them; a TypeError inside from_input is a bug
+        raise UsageError(f"metrics provider {name!r} rejected its options ({mismatch}); "
+                         "see `myutils plugins show` for what it reads")
     try:
         provider = from_input(source, **checked)
     except MyUtilsError:
         raise
-    except TypeError as exc:
-        if options and "unexpected keyword argument" in str(exc):
-            raise UsageError(f"metrics provider {name!r} does not take option {str(exc).rsplit(' ', 1)[-1]}; "
-                             "see `myutils plugins show` for what it reads") from None
-        raise ProviderError(name, source, exc) from exc
     except Exception as exc:  # a bug or library error while checking the input: one line, cause chained
         raise ProviderError(name, source, exc) from exc
     try:

@@ -101,11 +101,15 @@ class ProfileManager:
                               f"got {name!r}; installed capture backends: {', '.join(sorted(exc.installed))}"
                               ) from None
         kwargs = {**self.config.backend_options, **options}
-        try:
-            backend: CaptureBackend = factory(**kwargs)
-        except TypeError as exc:
+        # the signature decides what "options rejected" means: a TypeError raised inside the
+        # constructor is the backend's own failure and propagates as such
+        from my_utils.core.plugins import options_mismatch
+
+        mismatch = options_mismatch(factory, **kwargs)
+        if mismatch is not None:
             raise ConfigError(self.config.source, "key features.capture.backend_options",
-                              f"got {sorted(kwargs)}; backend {name!r} rejected them ({exc})") from None
+                              f"got {sorted(kwargs)}; backend {name!r} rejected them ({mismatch})")
+        backend: CaptureBackend = factory(**kwargs)
         return backend
 
     def create_controller(self, backend: CaptureBackend | None = None, window_labeler: Any = None,
