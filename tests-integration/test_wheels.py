@@ -1,7 +1,7 @@
 """Built wheels: what each distribution ships, and what `pip install myutils-tracing` gives.
 
 Only myutils-core ships files directly in ``my_utils/``; every other distribution ships
-exactly ``my_utils/<name>/`` (ARCHITECTURE.md §2). torch is never a hard dependency.
+exactly ``my_utils/<name>/`` (the namespace rule in the root README, "Installing parts"). torch is never a hard dependency.
 """
 
 from __future__ import annotations

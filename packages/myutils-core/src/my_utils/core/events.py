@@ -1,4 +1,4 @@
-"""Metric events: the versioned record every provider emits (ARCHITECTURE.md §5).
+"""Metric events: the versioned record every provider emits (the `metrics_events.jsonl` contract).
 
 One ``MetricEvent`` per line in ``metrics_events.jsonl``. The file is append-only and
 flushed per batch, so a killed process loses at most the line being written; the reader
