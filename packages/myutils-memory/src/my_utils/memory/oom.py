@@ -38,6 +38,7 @@ from typing import Any
 from my_utils.core.dist_env import env_rank
 from my_utils.memory.cuda_memory import CudaMemory, default_cuda_memory
 from my_utils.memory.snapshot import DEFAULT_MAX_ENTRIES, save_snapshot
+from my_utils.memory.snapshot_io import block_addresses
 from my_utils.memory.summary_render import format_bytes
 
 __all__ = ["ENV_VAR", "OomRecorder", "install_oom_recorder", "is_oom_error", "requested_bytes"]
@@ -66,9 +67,9 @@ def requested_bytes(message: str) -> int | None:
 
 def largest_blocks(snapshot: dict[str, Any], n: int = LARGEST_BLOCKS) -> list[dict[str, Any]]:
     """The ``n`` largest live blocks of a snapshot, with device, address, size and stack."""
-    blocks = [{"device": seg.get("device", 0), "address": b.get("address"), "size": int(b.get("size", 0)),
+    blocks = [{"device": seg.get("device", 0), "address": addr, "size": int(b.get("size", 0)),
                "requested_size": b.get("requested_size"), "frames": b.get("frames", [])}
-              for seg in snapshot.get("segments", []) for b in seg.get("blocks", [])
+              for seg in snapshot.get("segments", []) for addr, b in block_addresses(seg)
               if b.get("state") == "active_allocated"]
     blocks.sort(key=lambda b: -b["size"])
     return blocks[:n]

@@ -1,7 +1,7 @@
 """A smaller snapshot holding one time range of a big one (memory_viz tabs die on >= 1 GB pickles).
 
 Trace entries outside ``[from, to]`` (seconds since the first entry, as the summary prints
-them) are dropped. memory_viz replays a trace backwards from the allocator state in
+them; entry numbers for snapshots made from a CPU profile, which record no times) are dropped. memory_viz replays a trace backwards from the allocator state in
 ``segments``, so that state is rewound to time ``to``: blocks allocated after ``to`` are
 removed, blocks freed after it are put back, and segments mapped or unmapped after it
 likewise. Memory allocated before ``from`` shows as already in use, as memory_viz draws any
@@ -14,14 +14,9 @@ from typing import Any
 
 from my_utils.core.errors import UsageError
 from my_utils.memory.snapshot import REGIONS_KEY
+from my_utils.memory.snapshot_io import block_addresses, entry_time_us, has_times, trace_origin_us
 
-__all__ = ["cut_snapshot", "trace_origin_us"]
-
-
-def trace_origin_us(snapshot: dict[str, Any]) -> float:
-    """The time of the first trace entry (µs): second 0 of the summary and of ``cut``."""
-    firsts = [t[0].get("time_us", 0) for t in snapshot.get("device_traces", []) if t]
-    return float(min(firsts)) if firsts else 0.0
+__all__ = ["cut_snapshot"]
 
 
 def _rewind(segments: list[dict[str, Any]], later: list[dict[str, Any]], device: int) -> list[dict[str, Any]]:
@@ -29,9 +24,9 @@ def _rewind(segments: list[dict[str, Any]], later: list[dict[str, Any]], device:
     segs = {s["address"]: dict(s) for s in segments if s.get("device", 0) == device}
     live: dict[int, dict[str, Any]] = {}
     for s in segs.values():
-        for b in s.get("blocks", []):
+        for addr, b in block_addresses(s):
             if b.get("state") == "active_allocated":
-                live[b["address"]] = {"size": b["size"], "requested_size": b.get("requested_size", b["size"]),
+                live[addr] = {"size": b["size"], "requested_size": b.get("requested_size", b["size"]),
                                       "frames": b.get("frames", [])}
     for e in reversed(later):
         action, addr = e.get("action"), e.get("addr")
@@ -70,15 +65,17 @@ def cut_snapshot(snapshot: dict[str, Any], start_s: float, stop_s: float) -> dic
     if not stop_s > start_s or start_s < 0:
         raise UsageError(f"cut: --from {start_s} and --to {stop_s} must satisfy 0 <= from < to "
                          "(seconds since the first trace entry, as `myutils memory summarize` prints them)")
-    t0 = trace_origin_us(snapshot)
+    t0, timed = trace_origin_us(snapshot), has_times(snapshot)
     lo, hi = t0 + start_s * 1e6, t0 + stop_s * 1e6
     traces, segments = [], []
     devices = max(len(snapshot.get("device_traces", [])),
                   1 + max((s.get("device", 0) for s in snapshot.get("segments", [])), default=-1))
     for device in range(devices):
         trace = snapshot["device_traces"][device] if device < len(snapshot.get("device_traces", [])) else []
-        traces.append([e for e in trace if lo <= e.get("time_us", 0) <= hi])
-        segments += _rewind(snapshot.get("segments", []), [e for e in trace if e.get("time_us", 0) > hi], device)
+        times = [entry_time_us(e, i, timed) for i, e in enumerate(trace)]
+        traces.append([e for e, t in zip(trace, times, strict=True) if lo <= t <= hi])
+        later = [e for e, t in zip(trace, times, strict=True) if t > hi]
+        segments += _rewind(snapshot.get("segments", []), later, device)
     out = {k: v for k, v in snapshot.items() if k not in ("segments", "device_traces", REGIONS_KEY)}
     out["segments"] = segments
     out["device_traces"] = traces

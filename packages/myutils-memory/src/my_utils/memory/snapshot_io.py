@@ -16,7 +16,8 @@ from typing import Any
 
 from my_utils.core.errors import InputError
 
-__all__ = ["iter_trace", "load_snapshot", "validate_snapshot"]
+__all__ = ["block_addresses", "entry_time_us", "has_times", "iter_trace", "load_snapshot", "trace_origin_us",
+           "validate_snapshot"]
 
 _ALLOWED = {("collections", "OrderedDict"), ("builtins", "set"), ("builtins", "frozenset")}
 
@@ -66,7 +67,8 @@ def validate_snapshot(data: Any, where: str | Path) -> None:
     for d, trace in enumerate(traces):
         for i, entry in enumerate(trace):
             if not isinstance(entry, dict) or not isinstance(entry.get("action"), str) \
-                    or not isinstance(entry.get("size", 0), int) or not isinstance(entry.get("time_us", 0), (int, float)):
+                    or not isinstance(entry.get("size", 0), int) \
+                    or not isinstance(entry.get("time_us", 0), (int, float)):
                 raise InputError(where, f"device_traces[{d}][{i}]",
                                  "expected a trace entry with 'action' (str), 'size' (int) and 'time_us' (number)")
 
@@ -76,3 +78,30 @@ def iter_trace(snapshot: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]
     for device, trace in enumerate(snapshot.get("device_traces", [])):
         for entry in trace:
             yield device, entry
+
+
+def has_times(snapshot: dict[str, Any]) -> bool:
+    """Whether trace entries carry ``time_us`` (CUDA snapshots do; ones made from a CPU profile do not)."""
+    return all("time_us" in t[0] for t in snapshot.get("device_traces", []) if t)
+
+
+def entry_time_us(entry: dict[str, Any], index: int, timed: bool) -> float:
+    """An entry's time in µs; without recorded times, its position in the trace (entry n at n s)."""
+    return float(entry.get("time_us", 0)) if timed else index * 1e6
+
+
+def trace_origin_us(snapshot: dict[str, Any]) -> float:
+    """Time 0 of summaries and cuts: the first trace entry's time (µs), or 0 without recorded times."""
+    if not has_times(snapshot):
+        return 0.0
+    firsts = [t[0]["time_us"] for t in snapshot.get("device_traces", []) if t]
+    return float(min(firsts)) if firsts else 0.0
+
+
+def block_addresses(segment: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(address, block) of a segment's blocks; blocks without an address follow each other from the segment's."""
+    cursor = int(segment.get("address", 0))
+    for block in segment.get("blocks", []):
+        addr = int(block.get("address", cursor))
+        yield addr, block
+        cursor = addr + int(block.get("size", 0))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from my_utils.memory.snapshot import REGIONS_KEY
+from my_utils.memory.snapshot_io import entry_time_us, has_times, trace_origin_us
 
 __all__ = ["MemorySummary", "RegionDelta", "StackTotal", "summarize_snapshot", "theil_sen_slope"]
 
@@ -63,6 +64,7 @@ class MemorySummary:
     regions_are_windows: bool
     slope_bytes_per_s: float
     actions: dict[str, int] = field(default_factory=dict)
+    time_unit: str = "s"
 
     @property
     def growing(self) -> bool:
@@ -83,6 +85,8 @@ def theil_sen_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
 
 def _frame_label(frame: Any) -> str:
     if isinstance(frame, dict):
+        if frame.get("filename") in (None, "none", "") and not frame.get("line"):
+            return str(frame.get("name", "?"))  # profile-made frames carry the place in the name
         return f"{frame.get('name', '?')} ({frame.get('filename', '?')}:{frame.get('line', '?')})"
     return str(frame)
 
@@ -104,13 +108,14 @@ def summarize_snapshot(snapshot: dict[str, Any], *, top: int = 10, stack_depth: 
     stacks: dict[tuple[str, ...], list[int]] = defaultdict(lambda: [0, 0])
     labels: dict[int, str] = {}  # frames are dicts repeated per entry: label each object once
     actions: dict[str, int] = defaultdict(int)
+    timed = has_times(snapshot)
     for trace in snapshot.get("device_traces", []):
-        for e in trace:
+        for i, e in enumerate(trace):
             action = e["action"]
             actions[action] += 1
             size = e.get("size", 0)
             if action == "alloc":
-                entries.append((e.get("time_us", 0), size))
+                entries.append((entry_time_us(e, i, timed), size))
                 frames = e.get("frames") or ()
                 key = []
                 for f in frames[:stack_depth]:
@@ -122,13 +127,13 @@ def summarize_snapshot(snapshot: dict[str, Any], *, top: int = 10, stack_depth: 
                 acc[0] += size
                 acc[1] += 1
             elif action == "free_completed":
-                entries.append((e.get("time_us", 0), -size))
+                entries.append((entry_time_us(e, i, timed), -size))
     labels.clear()
     entries.sort(key=lambda t: t[0])  # devices are merged on one time axis
     end_allocated, reserved = _live_at_end(snapshot)
     net = sum(d for _, d in entries)
     baseline = max(0, end_allocated - net)
-    t0 = entries[0][0] if entries else 0.0
+    t0 = trace_origin_us(snapshot)
     times = [(t - t0) / 1e6 for t, _ in entries]
     levels: list[int] = []
     live = baseline
@@ -138,7 +143,7 @@ def summarize_snapshot(snapshot: dict[str, Any], *, top: int = 10, stack_depth: 
         levels.append(live)
         if live > peak:
             peak, peak_at = live, t
-    duration = times[-1] if times else 0.0
+    duration = max(times[-1], 0.0) if times else 0.0
     regions, are_windows = _regions(snapshot, t0, times, levels, baseline, duration, windows)
     xs, ys = _trend_points(times, levels, duration)
     top_stacks = sorted((StackTotal(k, v[0], v[1]) for k, v in stacks.items()), key=lambda s: -s.total_bytes)
@@ -146,7 +151,7 @@ def summarize_snapshot(snapshot: dict[str, Any], *, top: int = 10, stack_depth: 
         entries=sum(actions.values()), duration_s=duration, baseline_bytes=baseline, peak_bytes=peak,
         peak_at_s=peak_at, end_bytes=live, reserved_bytes=reserved, top_stacks=tuple(top_stacks[:top]),
         regions=tuple(regions), regions_are_windows=are_windows, slope_bytes_per_s=theil_sen_slope(xs, ys),
-        actions=dict(actions),
+        actions=dict(actions), time_unit="s" if timed else "entry",
     )
 
 

@@ -20,11 +20,12 @@ def format_bytes(n: float) -> str:
 def render_summary(summary: MemorySummary, source: str) -> str:
     """A plain-text report: totals, top stacks, regions (or windows), trend."""
     s = summary
+    u = "s" if s.time_unit == "s" else " (entry #)"
     lines = [
         f"snapshot: {source}",
-        f"trace: {s.entries} entries over {s.duration_s:.3f} s ("
+        f"trace: {s.entries} entries over {s.duration_s:.3f}{u} ("
         + ", ".join(f"{k} {v}" for k, v in sorted(s.actions.items())) + ")",
-        f"peak in use: {format_bytes(s.peak_bytes)} at {s.peak_at_s:.3f} s",
+        f"peak in use: {format_bytes(s.peak_bytes)} at {s.peak_at_s:.3f}{u}",
         f"in use: {format_bytes(s.baseline_bytes)} before the trace, {format_bytes(s.end_bytes)} at its end; "
         f"reserved at the end: {format_bytes(s.reserved_bytes)}",
         "",
@@ -35,8 +36,11 @@ def render_summary(summary: MemorySummary, source: str) -> str:
         lines.append(f"  {format_bytes(st.total_bytes):>12} in {st.count:>6} allocs  {where}")
     lines += ["", "time windows (no regions recorded):" if s.regions_are_windows else "regions:"]
     for r in s.regions:
-        lines.append(f"  {r.name:<24} {r.start_s:9.3f}-{r.stop_s:9.3f} s  delta {format_bytes(r.delta_bytes):>12}"
+        lines.append(f"  {r.name:<24} {r.start_s:9.3f}-{r.stop_s:9.3f}{u}  delta {format_bytes(r.delta_bytes):>12}"
                      f"  peak {format_bytes(r.peak_bytes):>12}")
     verdict = "growing" if s.growing else "flat"
-    lines += ["", f"trend: {verdict}, {format_bytes(s.slope_bytes_per_s)}/s (Theil-Sen over the trace)"]
+    per = "s" if s.time_unit == "s" else "entry"
+    lines += ["", f"trend: {verdict}, {format_bytes(s.slope_bytes_per_s)}/{per} (Theil-Sen over the trace)"]
+    if s.time_unit != "s":
+        lines.append("(this snapshot records no times: positions are entry numbers, as `cut --from/--to` takes them)")
     return "\n".join(lines)

@@ -1,0 +1,95 @@
+"""``myutils memory summarize`` and ``cut`` through the real CLI: output, files, one-line errors with exit 2."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from my_utils.core.cli import build_app
+from my_utils.memory.snapshot import save_snapshot
+
+MiB = 1 << 20
+
+
+def _run(*args: str) -> Any:
+    return CliRunner().invoke(build_app(), list(args))
+
+
+@pytest.fixture
+def snap_file(tmp_path: Path, hand_snapshot: dict[str, Any]) -> Path:
+    return save_snapshot(tmp_path / "hand.pt", hand_snapshot)
+
+
+def test_summarize_prints_peak_stacks_windows_trend(snap_file: Path) -> None:
+    result = _run("memory", "summarize", str(snap_file), "--windows", "4")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "peak in use: 4.00 MiB at 3.000s" in out
+    assert "2.00 MiB in      1 allocs  mlp (model.py:3)" in out
+    assert out.count("window ") == 4 and "trend:" in out
+
+
+def test_cut_writes_a_smaller_snapshot(snap_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "small.pt"
+    result = _run("memory", "cut", str(snap_file), "--from", "1.5", "--to", "3.5", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert "2 trace entries" in result.output
+    data = pickle.loads(out.read_bytes())
+    assert len(data["device_traces"][0]) == 2 and out.read_bytes()[:2] == b"\x80\x04"
+
+
+def _one_line_exit_2(result: Any, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+class _Evil:
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, ("touch PWNED",))
+
+
+@pytest.mark.parametrize(("content", "fragments"), [
+    (b"not a pickle", ("byte 0", "expected a pickled memory snapshot")),
+    (b"PK\x03\x04zip", ("torch.save",)),
+    (pickle.dumps([1, 2]), ("top level", "expected a dict")),
+    (pickle.dumps({"segments": [], "device_traces": [[{"size": 1}]]}), ("device_traces[0][0]",)),
+    (pickle.dumps({"segments": []})[:-3], ("expected a pickled memory snapshot",)),
+    (pickle.dumps({"x": _Evil()}), ("refused to load posix.system",)),
+])
+def test_bad_snapshot_one_line_exit_2(tmp_path: Path, content: bytes, fragments: tuple[str, ...],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(content)
+    _one_line_exit_2(_run("memory", "summarize", str(bad)), "bad.pt", *fragments)
+    out = tmp_path / "out.pt"
+    _one_line_exit_2(_run("memory", "cut", str(bad), "--from", "0", "--to", "1", "-o", str(out)), "bad.pt")
+    assert not out.exists() and not (tmp_path / "PWNED").exists()
+
+
+def test_missing_file_and_bad_range(tmp_path: Path, snap_file: Path) -> None:
+    _one_line_exit_2(_run("memory", "summarize", str(tmp_path / "nope.pt")), "nope.pt", "cannot open")
+    out = tmp_path / "o.pt"
+    _one_line_exit_2(_run("memory", "cut", str(snap_file), "--from", "3", "--to", "1", "-o", str(out)),
+                     "0 <= from < to")
+    assert not out.exists()
+
+
+def test_console_script_no_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.pt"
+    bad.write_text("hello")
+    exe = Path(sys.executable).with_name("myutils")
+    proc = subprocess.run([str(exe), "memory", "summarize", str(bad)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"error: {bad}:byte 0: expected a pickled memory snapshot, "
+                                               "found not a pickle"]
