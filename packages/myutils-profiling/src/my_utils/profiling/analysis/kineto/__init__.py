@@ -1,0 +1,34 @@
+"""The analyses users pick Holistic Trace Analysis for, over Kineto traces, per rank and for all ranks.
+
+``analyze_traces(paths, ranks=None, executor="process") -> KinetoAnalysis``: temporal
+breakdown, GPU kernel breakdown, idle-time breakdown, compute–communication overlap,
+kernel launch statistics, GPU time per user annotation and a capture-health check, each
+file streamed once. Light to import: names resolve on first access.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from my_utils.core.lazy import lazy_exports
+
+_EXPORTS: dict[str, str] = {
+    "analyze_traces": "my_utils.profiling.analysis.kineto.run",
+    "analyze_file": "my_utils.profiling.analysis.kineto.run",
+    "KinetoAnalysis": "my_utils.profiling.analysis.kineto.model",
+    "RankAnalysis": "my_utils.profiling.analysis.kineto.model",
+    "KernelKind": "my_utils.profiling.analysis.kineto.kinds",
+    "kind_of": "my_utils.profiling.analysis.kineto.kinds",
+}
+
+__all__ = list(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from my_utils.profiling.analysis.kineto.kinds import KernelKind as KernelKind
+    from my_utils.profiling.analysis.kineto.kinds import kind_of as kind_of
+    from my_utils.profiling.analysis.kineto.model import KinetoAnalysis as KinetoAnalysis
+    from my_utils.profiling.analysis.kineto.model import RankAnalysis as RankAnalysis
+    from my_utils.profiling.analysis.kineto.run import analyze_file as analyze_file
+    from my_utils.profiling.analysis.kineto.run import analyze_traces as analyze_traces

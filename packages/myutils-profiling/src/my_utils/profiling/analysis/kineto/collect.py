@@ -1,0 +1,145 @@
+"""One streaming pass over a Kineto trace, keeping only the numbers the analyses need.
+
+Every analysis of this package reads the same few columns: GPU activities (stream, start,
+duration, name, correlation), runtime calls (thread, start, duration, name, correlation),
+``record_function`` ranges, ``ProfilerStep#N`` spans and the lanes the trace declares.
+Each lands in typed ``array`` columns (names interned to ints), so a 2-million-event trace
+costs a few tens of bytes per kept event instead of a dict each; the raw events are
+dropped as soon as they are read.
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from my_utils.core.errors import InputError
+from my_utils.profiling.providers.trace_aggregate import group_of
+
+_GPU_GROUPS = ("kernel", "memcpy", "memset", "device_op")
+_STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
+_GPU_LABEL = re.compile(r"^(GPU|MTIA|XPU|HPU)\b", re.IGNORECASE)
+
+
+class Names:
+    """Interned strings: ``id(name)`` gives a small int, ``names[i]`` gives it back."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.names: list[str] = []
+
+    def id(self, name: object) -> int:
+        """The id of ``name`` (made a string), allocated on first sight."""
+        key = name if isinstance(name, str) else str(name)
+        nid = self.ids.get(key)
+        if nid is None:
+            nid = self.ids[key] = len(self.names)
+            self.names.append(key)
+        return nid
+
+
+@dataclass
+class Columns:
+    """The compact columns of one trace; times in µs as written by Kineto."""
+
+    # GPU activities (kernels, memcpy, memset, non-CUDA device ops)
+    gpu_stream: array[int] = field(default_factory=lambda: array("i"))
+    gpu_ts: array[float] = field(default_factory=lambda: array("d"))
+    gpu_dur: array[float] = field(default_factory=lambda: array("d"))
+    gpu_name: array[int] = field(default_factory=lambda: array("i"))
+    gpu_corr: array[int] = field(default_factory=lambda: array("q"))
+    # host runtime calls (cudaLaunchKernel, cudaMemcpyAsync...)
+    rt_thread: array[int] = field(default_factory=lambda: array("i"))
+    rt_ts: array[float] = field(default_factory=lambda: array("d"))
+    rt_dur: array[float] = field(default_factory=lambda: array("d"))
+    rt_name: array[int] = field(default_factory=lambda: array("i"))
+    rt_corr: array[int] = field(default_factory=lambda: array("q"))
+    # record_function ranges (ProfilerStep#N excluded: those are steps)
+    ann_thread: array[int] = field(default_factory=lambda: array("i"))
+    ann_ts: array[float] = field(default_factory=lambda: array("d"))
+    ann_dur: array[float] = field(default_factory=lambda: array("d"))
+    ann_name: array[int] = field(default_factory=lambda: array("i"))
+    steps: list[tuple[float, float, int]] = field(default_factory=list)  # (ts, dur, step number)
+
+
+class TraceCollector:
+    """Feed it every event of one trace (``add``); read ``columns``, ``names`` and the lanes after."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.columns = Columns()
+        self.names = Names()
+        self.streams: dict[tuple[Any, Any], int] = {}  # (pid, stream) -> stream id
+        self.threads: dict[tuple[Any, Any], int] = {}  # (pid, tid) -> thread id
+        self.gpu_pids: set[Any] = set()  # processes labelled "GPU n" by metadata
+        self.declared_lanes: set[tuple[Any, Any]] = set()  # (pid, tid) named by thread_name metadata
+        self.count = 0
+
+    def _lane(self, table: dict[tuple[Any, Any], int], key: tuple[Any, Any]) -> int:
+        lid = table.get(key)
+        if lid is None:
+            lid = table[key] = len(table)
+        return lid
+
+    def add(self, ev: dict[str, Any]) -> None:
+        """Keep what the analyses need from one decoded trace event."""
+        index = self.count
+        self.count += 1
+        ph = ev.get("ph")
+        if ph == "M":
+            self._metadata(ev)
+            return
+        if ph != "X":
+            return
+        group = group_of(ev.get("cat"))
+        if group is None:
+            return
+        c = self.columns
+        try:
+            if group in _GPU_GROUPS:
+                args = ev.get("args")
+                args = args if isinstance(args, dict) else {}
+                corr = args.get("correlation")
+                stream = args.get("stream", ev.get("tid"))
+                c.gpu_stream.append(self._lane(self.streams, (ev.get("pid"), stream)))
+                c.gpu_ts.append(ev["ts"])
+                c.gpu_dur.append(ev.get("dur", 0))
+                c.gpu_name.append(self.names.id(ev.get("name", "")))
+                c.gpu_corr.append(corr if isinstance(corr, int) and not isinstance(corr, bool) else -1)
+            elif group == "runtime":
+                args = ev.get("args")
+                corr = args.get("correlation") if isinstance(args, dict) else None
+                c.rt_thread.append(self._lane(self.threads, (ev.get("pid"), ev.get("tid"))))
+                c.rt_ts.append(ev["ts"])
+                c.rt_dur.append(ev.get("dur", 0))
+                c.rt_name.append(self.names.id(ev.get("name", "")))
+                c.rt_corr.append(corr if isinstance(corr, int) and not isinstance(corr, bool) else -1)
+            elif group in ("annotation", "cpu_op"):
+                name = ev.get("name", "")
+                m = _STEP_NAME.match(name) if isinstance(name, str) and name[:1] == "P" else None
+                if m is not None:
+                    c.steps.append((float(ev["ts"]), float(ev.get("dur", 0)), int(m.group(1))))
+                elif group == "annotation":
+                    c.ann_thread.append(self._lane(self.threads, (ev.get("pid"), ev.get("tid"))))
+                    c.ann_ts.append(ev["ts"])
+                    c.ann_dur.append(ev.get("dur", 0))
+                    c.ann_name.append(self.names.id(name))
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise InputError(
+                self.path, f"traceEvents[{index}]",
+                f"numeric 'ts'/'dur' (µs) on a {ev.get('cat')!r} event ({type(exc).__name__}: {exc})",
+            ) from None
+
+    def _metadata(self, ev: dict[str, Any]) -> None:
+        args = ev.get("args")
+        if not isinstance(args, dict):
+            return
+        name = ev.get("name")
+        label = args.get("labels") if name == "process_labels" else args.get("name") if name == "process_name" else None
+        if label is not None and _GPU_LABEL.match(str(label)):
+            self.gpu_pids.add(ev.get("pid"))
+        elif name == "thread_name":
+            self.declared_lanes.add((ev.get("pid"), ev.get("tid")))

@@ -1,0 +1,68 @@
+"""What the Kineto analyses return: one rank's tables, and all ranks' tables together."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from my_utils.profiling.analysis.kineto.annotations import AnnotationRow
+from my_utils.profiling.analysis.kineto.health import HealthRow
+from my_utils.profiling.analysis.kineto.idle import IdleRow
+from my_utils.profiling.analysis.kineto.kernels import KernelKindRow, KernelStat
+from my_utils.profiling.analysis.kineto.launch import LaunchOutlier, LaunchRow
+from my_utils.profiling.analysis.kineto.overlap import OverlapRow
+from my_utils.profiling.analysis.kineto.rows import Row
+from my_utils.profiling.analysis.kineto.temporal import TemporalRow
+
+
+@dataclass(frozen=True)
+class RankAnalysis:
+    """Every table of one trace file (one rank); small, so it crosses process boundaries cheaply."""
+
+    file: str
+    rank: int | None
+    rank_source: str
+    events: int
+    temporal: TemporalRow | None
+    kernel_kinds: tuple[KernelKindRow, ...]
+    kernel_stats: tuple[KernelStat, ...]
+    idle: tuple[IdleRow, ...]
+    overlap: OverlapRow
+    launch: LaunchRow | None
+    launch_outliers: tuple[LaunchOutlier, ...]
+    annotations: tuple[AnnotationRow, ...]
+    health: tuple[HealthRow, ...]
+
+
+@dataclass(frozen=True)
+class KinetoAnalysis:
+    """The HTA-style analyses of every rank present; rows with ``rank`` None cover all ranks.
+
+    ``to_rows()`` gives the plain JSON tables (``kineto_temporal``, ``kineto_kernel_kinds``,
+    ``kineto_top_kernels``, ``kineto_idle``, ``kineto_overlap``, ``kineto_launch``,
+    ``kineto_launch_outliers``, ``kineto_annotations``, ``kineto_health``, ``kineto_inputs``)
+    that the analyzer puts into ``AnalysisReport.tables``.
+    """
+
+    ranks: tuple[int | None, ...]
+    inputs: tuple[dict[str, Any], ...]
+    temporal: tuple[TemporalRow, ...]
+    kernel_kinds: tuple[KernelKindRow, ...]
+    top_kernels: tuple[KernelStat, ...]
+    idle: tuple[IdleRow, ...]
+    overlap: tuple[OverlapRow, ...]
+    launch: tuple[LaunchRow, ...]
+    launch_outliers: tuple[LaunchOutlier, ...]
+    annotations: tuple[AnnotationRow, ...]
+    health: tuple[HealthRow, ...]
+
+    def to_rows(self) -> dict[str, list[dict[str, Any]]]:
+        """Every table as a list of JSON-ready dicts, keyed ``kineto_<table>``."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for f in fields(self):
+            if f.name == "ranks":
+                continue
+            value: Sequence[Any] = getattr(self, f.name)
+            out[f"kineto_{f.name}"] = [v.to_row() if isinstance(v, Row) else dict(v) for v in value]
+        return out

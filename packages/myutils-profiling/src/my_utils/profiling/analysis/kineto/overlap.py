@@ -1,0 +1,38 @@
+"""Compute–communication overlap: the share of communication time hidden under computation.
+
+Per rank: the time covered by communication kernels (``nccl...Kernel``) that is also
+covered by computation kernels, over the time covered by communication kernels, as in
+Holistic Trace Analysis' ``get_comm_comp_overlap``. A rank without communication has no ratio.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from my_utils.profiling.analysis.kineto import intervals
+from my_utils.profiling.analysis.kineto.kinds import KINDS, KernelKind
+from my_utils.profiling.analysis.kineto.rank_data import RankData
+from my_utils.profiling.analysis.kineto.rows import Row, pct
+
+
+@dataclass(frozen=True)
+class OverlapRow(Row):
+    """Communication time of one rank, and how much of it overlaps computation."""
+
+    rank: int | None
+    communication_us: float
+    computation_us: float
+    overlap_us: float
+    overlap_pct: float  # of communication_us; NaN (None in JSON) without communication
+
+
+def comm_comp_overlap(d: RankData) -> OverlapRow:
+    """The overlap row of one rank."""
+    comm = d.gpu_kind == KINDS.index(KernelKind.COMMUNICATION)
+    comp = d.gpu_kind == KINDS.index(KernelKind.COMPUTATION)
+    a = intervals.union(d.gpu_ts[comm], d.gpu_end[comm])
+    b = intervals.union(d.gpu_ts[comp], d.gpu_end[comp])
+    comm_us = float((a[1] - a[0]).sum())
+    comp_us = float((b[1] - b[0]).sum())
+    both = intervals.overlap_length(a, b)
+    return OverlapRow(d.rank, comm_us, comp_us, both, pct(both, comm_us))

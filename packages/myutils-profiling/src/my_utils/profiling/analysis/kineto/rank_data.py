@@ -1,0 +1,96 @@
+"""The collected columns of one trace as numpy arrays, joined once on correlation ids."""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from my_utils.profiling.analysis.kineto.collect import TraceCollector
+from my_utils.profiling.analysis.kineto.kinds import KINDS, kind_of
+
+
+def _np(column: array[Any]) -> Any:
+    return np.frombuffer(column, dtype=column.typecode) if len(column) else np.zeros(0, column.typecode)
+
+
+@dataclass(frozen=True)
+class RankData:
+    """One rank's GPU activities (sorted by start), runtime calls and annotations.
+
+    ``gpu_kind`` indexes :data:`~my_utils.profiling.analysis.kineto.kinds.KINDS`;
+    ``gpu_rt`` is the index of the runtime call that launched each GPU activity (same
+    correlation id), -1 when none was recorded.
+    """
+
+    rank: int | None
+    names: list[str]
+    gpu_stream: Any
+    gpu_ts: Any
+    gpu_end: Any
+    gpu_name: Any
+    gpu_kind: Any
+    gpu_corr: Any
+    gpu_rt: Any
+    rt_thread: Any
+    rt_ts: Any
+    rt_dur: Any
+    rt_name: Any
+    rt_corr: Any
+    rt_has_gpu: Any
+    ann_thread: Any
+    ann_ts: Any
+    ann_end: Any
+    ann_name: Any
+    steps: list[tuple[float, float, int]]
+    lanes: list[tuple[Any, Any]]  # (device pid, stream) of each GPU lane id
+    empty_gpu_lanes: int
+
+    @property
+    def stream_count(self) -> int:
+        """GPU lanes holding at least one activity."""
+        return len(self.lanes)
+
+    @property
+    def gpu_dur(self) -> Any:
+        """Durations of the GPU activities (µs)."""
+        return self.gpu_end - self.gpu_ts
+
+
+def build(col: TraceCollector, rank: int | None) -> RankData:
+    """Turn a finished collector into :class:`RankData`."""
+    c = col.columns
+    names = col.names.names
+    order = np.argsort(_np(c.gpu_ts), kind="stable")
+    ts = _np(c.gpu_ts)[order]
+    end = ts + _np(c.gpu_dur)[order]
+    gname = _np(c.gpu_name)[order]
+    kind_of_name = np.array([KINDS.index(kind_of(n)) for n in names] or [0], dtype=np.int8)
+    gkind = kind_of_name[gname] if len(gname) else np.zeros(0, np.int8)
+    gcorr = _np(c.gpu_corr)[order]
+
+    rcorr = _np(c.rt_corr)
+    gpu_rt = np.full(len(ts), -1, dtype=np.int64)
+    rt_has_gpu = np.zeros(len(rcorr), dtype=bool)
+    if len(ts) and len(rcorr):
+        by_corr = np.argsort(rcorr, kind="stable")
+        sorted_corr = rcorr[by_corr]
+        pos = np.clip(np.searchsorted(sorted_corr, gcorr), 0, len(sorted_corr) - 1)
+        hit = (sorted_corr[pos] == gcorr) & (gcorr >= 0)
+        gpu_rt = np.where(hit, by_corr[pos], -1)
+        rt_has_gpu[gpu_rt[hit]] = True
+
+    used_lanes = set(col.streams)
+    empty = sum(1 for lane in col.declared_lanes if lane[0] in col.gpu_pids and lane not in used_lanes)
+    ann_ts = _np(c.ann_ts)
+    return RankData(
+        rank=rank, names=names,
+        gpu_stream=_np(c.gpu_stream)[order], gpu_ts=ts, gpu_end=end, gpu_name=gname, gpu_kind=gkind,
+        gpu_corr=gcorr, gpu_rt=gpu_rt,
+        rt_thread=_np(c.rt_thread), rt_ts=_np(c.rt_ts), rt_dur=_np(c.rt_dur), rt_name=_np(c.rt_name),
+        rt_corr=rcorr, rt_has_gpu=rt_has_gpu,
+        ann_thread=_np(c.ann_thread), ann_ts=ann_ts, ann_end=ann_ts + _np(c.ann_dur), ann_name=_np(c.ann_name),
+        steps=sorted(set(c.steps)), lanes=list(col.streams), empty_gpu_lanes=empty,
+    )

@@ -1,0 +1,116 @@
+"""``analyze_traces``: stream each rank's trace once, in parallel, and merge the small tables.
+
+Each file is read by one worker (a local process by default, or a Dask cluster, through
+the same ``run_many`` as ingest), which keeps numeric columns only and returns a
+:class:`RankAnalysis` of a few kilobytes; memory therefore depends on the largest file,
+not on the number of ranks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from my_utils.core.errors import InputError
+from my_utils.profiling.analysis.kineto.model import KinetoAnalysis, RankAnalysis
+from my_utils.profiling.providers._files import check_distinct_ranks, find_inputs, rank_from_name
+from my_utils.profiling.providers.parallel import Executor, run_many
+
+TOP_KERNELS = 10
+_PATTERNS = ("*.json", "*.json.gz")
+
+
+def analyze_file(path: str | Path, rank: int | None = None, top: int = TOP_KERNELS) -> RankAnalysis:
+    """Every analysis of one trace file. Module-level so that worker processes can import it.
+
+    The rank comes from ``distributedInfo.rank``, else from the file name, else ``rank``.
+    """
+    from my_utils.profiling.analysis.kineto.annotations import annotation_gpu_time
+    from my_utils.profiling.analysis.kineto.collect import TraceCollector
+    from my_utils.profiling.analysis.kineto.health import capture_health
+    from my_utils.profiling.analysis.kineto.idle import idle_breakdown
+    from my_utils.profiling.analysis.kineto.kernels import kernel_stats, kind_breakdown
+    from my_utils.profiling.analysis.kineto.launch import launch_stats
+    from my_utils.profiling.analysis.kineto.overlap import comm_comp_overlap
+    from my_utils.profiling.analysis.kineto.rank_data import build
+    from my_utils.profiling.analysis.kineto.temporal import temporal_breakdown
+    from my_utils.profiling.providers.trace_stream import TraceStream
+
+    p = Path(path)
+    stream = TraceStream(p)
+    col = TraceCollector(p)
+    add = col.add
+    for ev in stream.events():
+        add(ev)
+    info = stream.metadata.get("distributedInfo")
+    info_rank = info.get("rank") if isinstance(info, dict) else None
+    found: int | None
+    if isinstance(info_rank, int) and not isinstance(info_rank, bool):
+        found, source = info_rank, "distributedInfo"
+    elif (by_name := rank_from_name(p)) is not None:
+        found, source = by_name, "file name"
+    else:
+        found, source = rank, ("option" if rank is not None else "unknown")
+    d = build(col, found)
+    del col  # the columns now live in numpy arrays
+    launch, outliers = launch_stats(d)
+    return RankAnalysis(
+        file=str(p), rank=found, rank_source=source, events=stream.event_count,
+        temporal=temporal_breakdown(d), kernel_kinds=tuple(kind_breakdown(d)),
+        kernel_stats=tuple(kernel_stats(d)), idle=tuple(idle_breakdown(d, d.lanes)),
+        overlap=comm_comp_overlap(d), launch=launch, launch_outliers=tuple(outliers),
+        annotations=tuple(annotation_gpu_time(d)), health=tuple(capture_health(d)),
+    )
+
+
+def analyze_traces(paths: str | Path | Iterable[str | Path], ranks: Sequence[int] | None = None,
+                   executor: Executor = "process", top: int = TOP_KERNELS) -> KinetoAnalysis:
+    """The HTA-style analyses of every rank's Kineto trace under ``paths`` (files or folders).
+
+    ``ranks`` keeps only those ranks (files whose name shows another rank are not even
+    read); ``executor`` is ``"process"`` (local processes), ``"serial"``, a Dask scheduler
+    address or a ``distributed.Client``; ``top`` kernels are listed per rank and kind.
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    files: list[Path] = []
+    for p in paths:
+        files.extend(find_inputs(Path(p), _PATTERNS, "Kineto trace (.json/.json.gz)"))
+    if ranks is not None:
+        wanted = set(ranks)
+        files = [f for f in files if (r := rank_from_name(f)) is None or r in wanted]
+    results = run_many(analyze_file, [(str(f),) for f in files], executor)
+    check_distinct_ranks({Path(r.file): r.rank for r in results}, "trace")
+    if ranks is not None:
+        results = [r for r in results if r.rank in set(ranks)]
+        if not results:
+            raise InputError(", ".join(str(p) for p in paths), None,
+                             f"a trace of rank(s) {sorted(set(ranks))}; none of the files holds one")
+    return combine(results, top)
+
+
+def combine(results: Sequence[RankAnalysis], top: int = TOP_KERNELS) -> KinetoAnalysis:
+    """Merge per-rank results (sorted by rank) and add the all-ranks rows (``rank`` None)."""
+    from my_utils.profiling.analysis.kineto.annotations import merge_annotations
+    from my_utils.profiling.analysis.kineto.kernels import merge_kind_rows, merge_stats, top_kernels
+
+    results = sorted(results, key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.file))
+    kinds = [k for r in results for k in r.kernel_kinds]
+    stats = [s for r in results for s in r.kernel_stats]
+    anns = [a for r in results for a in r.annotations]
+    many = len(results) > 1
+    inputs: tuple[dict[str, Any], ...] = tuple(
+        {"file": r.file, "rank": r.rank, "rank_source": r.rank_source, "events": r.events} for r in results)
+    return KinetoAnalysis(
+        ranks=tuple(r.rank for r in results), inputs=inputs,
+        temporal=tuple(r.temporal for r in results if r.temporal is not None),
+        kernel_kinds=tuple(kinds + (merge_kind_rows(kinds) if many else [])),
+        top_kernels=tuple(top_kernels(stats + (merge_stats(stats) if many else []), top)),
+        idle=tuple(i for r in results for i in r.idle),
+        overlap=tuple(r.overlap for r in results),
+        launch=tuple(r.launch for r in results if r.launch is not None),
+        launch_outliers=tuple(o for r in results for o in r.launch_outliers),
+        annotations=tuple(anns + (merge_annotations(anns) if many else [])),
+        health=tuple(h for r in results for h in r.health),
+    )
