@@ -229,3 +229,31 @@ def test_mad_and_robust_cv_match_their_definitions(values: list[float]) -> None:
 
 def test_step_ranges() -> None:
     assert step_ranges([1, 2, 3, 7, 9, 10]) == "1-3, 7, 9-10"
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_declared_options_match_the_rule_constructors(rule: str) -> None:
+    import inspect
+
+    from my_utils.core.plugin_types import PluginKind
+    from my_utils.core.plugins import load_component
+    from my_utils.profiling.plugin import RULE_OPTIONS
+
+    params = inspect.signature(load_component(PluginKind.ANALYSIS_RULE, rule)).parameters
+    declared = {o.name: o.default for o in RULE_OPTIONS[rule]}
+    assert declared == {n: p.default for n, p in params.items()}
+
+
+def test_workload_profiles_only_set_declared_options_and_the_cli_lists_them_all() -> None:
+    from my_utils.profiling.analysis.workloads import WORKLOADS
+    from my_utils.profiling.cli.analyze import WORKLOADS as CLI_WORKLOADS
+    from my_utils.profiling.plugin import RULE_OPTIONS
+
+    assert set(CLI_WORKLOADS) == set(WORKLOADS)
+    for profile in WORKLOADS.values():
+        for rule, options in profile.rules.items():
+            assert set(options) <= {o.name for o in RULE_OPTIONS[rule]}, (profile.name, rule)
+    # pretrain is the rules' own defaults: a rule checked alone behaves as in a pretrain analysis
+    for rule, options in WORKLOADS["pretrain"].rules.items():
+        defaults = {o.name: o.default for o in RULE_OPTIONS[rule]}
+        assert {k: defaults[k] for k in options} == dict(options), rule
