@@ -169,3 +169,21 @@ def test_empty_events_give_an_empty_report(tmp_path: Path) -> None:
     path.write_text("")
     report = MetricsAnalyzer(path).analyze()
     assert report.findings == [] and report.summary["events"] == 0 and report.scores["overall"] == 100.0
+
+
+def test_kineto_tables_join_the_report_from_traces_found_beside_the_events(real_fixtures: Any,
+                                                                          tmp_path: Path) -> None:
+    import shutil
+
+    trace = real_fixtures / "kineto/hta/critical_path__alexnet_trace.json.gz"
+    shutil.copy(trace, tmp_path / trace.name)
+    events = _ingest(tmp_path / trace.name, tmp_path)
+    report = MetricsAnalyzer(events).analyze()  # no traces given: found by the file name in the events
+    assert report.summary["kineto"] == "Kineto analyses of 1 trace file(s)"
+    assert {"kineto_temporal", "kineto_health", "kineto_top_kernels"} <= set(report.tables)
+    bad = {r["check"] for r in report.tables["kineto_health"] if r["status"] != "ok"}
+    capture = {f.evidence["names"][0] for f in report.findings if f.category == "capture"}
+    assert capture == bad and "profiler_steps" in capture  # this trace has no ProfilerStep markers
+    assert "capture" in report.scores and report.scores["capture"] < 100
+    alone = MetricsAnalyzer(events, traces=[]).analyze()  # told there are none: no Kineto part
+    assert not any(k.startswith("kineto_") for k in alone.tables) and "capture" not in alone.scores

@@ -34,6 +34,7 @@ from my_utils.profiling.analysis.rules._series import (
     is_memory,
 )
 from my_utils.profiling.analysis.rules._stats import cv, quantile
+from my_utils.profiling.analysis.rules.suggestions import suggest
 from my_utils.profiling.analysis.scores import compute_scores
 from my_utils.profiling.analysis.workloads import DEFAULT_WORKLOAD, WorkloadProfile, get_workload
 
@@ -158,6 +159,8 @@ class MetricsAnalyzer:
         tables = _tables(series, agg)
         kineto_tables, kineto_note = self._kineto(agg)
         tables.update(kineto_tables)
+        findings += [f for f in capture_findings(kineto_tables.get("kineto_health", []))
+                     if f.id not in {g.id for g in findings}]
         dimensions = {"performance", "stability"}
         if any(is_memory(s) for s in series.values()):
             dimensions.add("memory")
@@ -265,21 +268,29 @@ def _mytimer_region_counts(series: Mapping[Any, Any]) -> dict[tuple[int, int | N
 
 
 def _kineto_tables(result: Any) -> dict[str, list[dict[str, Any]]]:
-    """``KinetoAnalysis`` (tables as attributes, a mapping, or ``tables()``) as JSON rows."""
-    import dataclasses
-
-    raw: Any = result.tables() if callable(getattr(result, "tables", None)) else getattr(result, "tables", result)
-    if dataclasses.is_dataclass(raw) and not isinstance(raw, type):
-        raw = {f.name: getattr(raw, f.name) for f in dataclasses.fields(raw)}
+    """``KinetoAnalysis.to_rows()`` (tables keyed ``kineto_<table>``), or a mapping of rows, as JSON rows."""
+    raw: Any = result.to_rows() if callable(getattr(result, "to_rows", None)) else result
     if not isinstance(raw, Mapping):
         return {}
-    out: dict[str, list[dict[str, Any]]] = {}
-    for name, rows in raw.items():
-        if not isinstance(rows, (list, tuple)):
+    return {str(name): [dict(r) for r in rows] for name, rows in raw.items() if isinstance(rows, (list, tuple))}
+
+
+def capture_findings(health: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    """One ``capture`` finding per capture-health check that is not ``ok`` (``kineto_health`` rows)."""
+    out: list[Finding] = []
+    for row in health:
+        status = str(row.get("status", "ok"))
+        if status == "ok":
             continue
-        out[f"kineto.{name}" if not str(name).startswith("kineto") else str(name)] = [
-            dataclasses.asdict(r) if dataclasses.is_dataclass(r) and not isinstance(r, type) else dict(r)
-            for r in rows]
+        rank = row.get("rank")
+        check = str(row.get("check", "capture"))
+        where = f"rank {rank}" if rank is not None else "all ranks"
+        out.append(Finding(
+            id=f"capture:{check}:{'rank' + str(rank) if rank is not None else 'all'}", category="capture",
+            severity=status if status in SEVERITIES else "warning",
+            title=f"capture health: {check} on {where}", detail=str(row.get("detail", "")),
+            evidence={"names": [check], "ranks": [rank], "value": row.get("value"), "table": "kineto_health"},
+            suggestion=suggest("capture", check)))
     return out
 
 
