@@ -210,10 +210,10 @@ def _summary_text(rank: int, exc: BaseException | None, requested: int | None, f
     if exc is not None:
         lines.append(f"error: {type(exc).__name__}: {exc}")
     lines.append(f"requested: {format_bytes(requested) if requested is not None else 'unknown'}")
+    if device_free is not None:
+        lines.append(f"device free at the failing allocation: {format_bytes(device_free)}")
     if free_total is not None:
-        lines.append(f"device free/total: {format_bytes(free_total[0])} / {format_bytes(free_total[1])}")
-    elif device_free is not None:
-        lines.append(f"device free: {format_bytes(device_free)}")
+        lines.append(f"device free/total now: {format_bytes(free_total[0])} / {format_bytes(free_total[1])}")
     lines += [f"note: {n}" for n in notes]
     lines.append(f"largest live blocks ({len(blocks)}):")
     for b in blocks:
