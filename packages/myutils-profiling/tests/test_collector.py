@@ -111,7 +111,8 @@ def test_seed_usage_with_real_timer(tmp_path: Path) -> None:
     report = collector.analyze()
     assert report.summary["steps"]["count"] == 250 and report.findings is not None
     assert report.overhead["regions_per_step"] == 1.0 and "training host" in report.overhead["calibrated_on"]
-    assert report.hardware["cpu_count"] and report.workload == "pretrain"
+    assert report.hardware["cpu_count"] and report.workload == "pretrain" and "host" not in report.hardware
+    assert report.inputs["analyzed_with"]["myutils_profiling"]
     path = collector.export_report(fmt="json", report=report)
     assert path == tmp_path / "profiling_results" / "analysis_report.json"
     assert AnalysisReport.load(path).to_dict() == json.loads(report.to_json())

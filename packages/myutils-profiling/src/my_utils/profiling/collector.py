@@ -60,20 +60,28 @@ def write_report(report: AnalysisReport, fmt: str, path: str | Path | None, outp
 
 
 def describe_host() -> dict[str, Any]:
-    """This machine, for a report's ``hardware``: OS, CPU, Python, and the GPU when torch is already loaded.
+    """This machine's hardware, for a report's ``hardware``: CPU model and count, and the GPU when torch is loaded.
 
-    torch is never imported here (a CPU-only user may not have it); when the program
-    already did, its version and the CUDA device name are added.
+    Only hardware: two runs on identical machines compare as equal (no host name, no
+    software versions). torch is never imported here (a CPU-only user may not have it);
+    when the program already did and CUDA is up, the device name and count are added.
     """
     import os
     import platform
     import sys
 
-    out: dict[str, Any] = {"host": platform.node(), "os": platform.platform(), "machine": platform.machine(),
-                           "cpu_count": os.cpu_count(), "python": platform.python_version()}
+    out: dict[str, Any] = {"machine": platform.machine(), "cpu_count": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    out["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:  # not Linux: the platform's own word, when it has one
+        if platform.processor():
+            out["cpu"] = platform.processor()
     torch = sys.modules.get("torch")
     if torch is not None:
-        out["torch"] = str(getattr(torch, "__version__", ""))
         try:
             if torch.cuda.is_available():
                 out["gpu"] = torch.cuda.get_device_name(0)

@@ -222,6 +222,7 @@ class MetricsAnalyzer:
             out["events_file"] = str(self.source)
         if agg.first_ts is not None and agg.last_ts is not None:
             out["time_range"] = [agg.first_ts, agg.last_ts]
+        out["analyzed_with"] = _software()
         return out
 
     def _trace_paths(self, agg: EventAggregate) -> list[Path]:
@@ -253,6 +254,20 @@ class MetricsAnalyzer:
             _log.warning("Kineto analyses of %s failed: %s: %s", [str(p) for p in paths], type(exc).__name__, exc)
             return {}, f"Kineto analyses failed: {type(exc).__name__}: {exc}"
         return _kineto_tables(result), f"Kineto analyses of {len(paths)} trace file(s)"
+
+
+def _software() -> dict[str, str]:
+    """Versions of what produced the report (the analyzer's, and torch when it is already loaded)."""
+    import platform
+    import sys
+
+    from my_utils.profiling._version import __version__
+
+    out = {"myutils_profiling": __version__, "python": platform.python_version()}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        out["torch"] = str(getattr(torch, "__version__", ""))
+    return out
 
 
 def _mytimer_region_counts(series: Mapping[Any, Any]) -> dict[tuple[int, int | None], float]:
