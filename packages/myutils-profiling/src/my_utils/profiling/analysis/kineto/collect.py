@@ -77,6 +77,14 @@ class TraceCollector:
         self.gpu_pids: set[Any] = set()  # processes labelled "GPU n" by metadata
         self.declared_lanes: set[tuple[Any, Any]] = set()  # (pid, tid) named by thread_name metadata
         self.count = 0
+        # times are kept relative to the first one: at unix-epoch µs (1.6e15) a float64 step is
+        # 0.25 µs, so ``ts + dur`` there would lose the sub-µs part that Kineto writes
+        self.base: float | None = None
+
+    def _rel(self, ts: Any) -> float:
+        if self.base is None:
+            self.base = float(ts)
+        return ts - self.base  # type: ignore[no-any-return]
 
     def _lane(self, table: dict[tuple[Any, Any], int], key: tuple[Any, Any]) -> int:
         lid = table.get(key)
@@ -105,7 +113,7 @@ class TraceCollector:
                 corr = args.get("correlation")
                 stream = args.get("stream", ev.get("tid"))
                 c.gpu_stream.append(self._lane(self.streams, (ev.get("pid"), stream)))
-                c.gpu_ts.append(ev["ts"])
+                c.gpu_ts.append(self._rel(ev["ts"]))
                 c.gpu_dur.append(ev.get("dur", 0))
                 c.gpu_name.append(self.names.id(ev.get("name", "")))
                 c.gpu_corr.append(corr if isinstance(corr, int) and not isinstance(corr, bool) else -1)
@@ -113,7 +121,7 @@ class TraceCollector:
                 args = ev.get("args")
                 corr = args.get("correlation") if isinstance(args, dict) else None
                 c.rt_thread.append(self._lane(self.threads, (ev.get("pid"), ev.get("tid"))))
-                c.rt_ts.append(ev["ts"])
+                c.rt_ts.append(self._rel(ev["ts"]))
                 c.rt_dur.append(ev.get("dur", 0))
                 c.rt_name.append(self.names.id(ev.get("name", "")))
                 c.rt_corr.append(corr if isinstance(corr, int) and not isinstance(corr, bool) else -1)
@@ -121,10 +129,10 @@ class TraceCollector:
                 name = ev.get("name", "")
                 m = _STEP_NAME.match(name) if isinstance(name, str) and name[:1] == "P" else None
                 if m is not None:
-                    c.steps.append((float(ev["ts"]), float(ev.get("dur", 0)), int(m.group(1))))
+                    c.steps.append((float(self._rel(ev["ts"])), float(ev.get("dur", 0)), int(m.group(1))))
                 elif group == "annotation":
                     c.ann_thread.append(self._lane(self.threads, (ev.get("pid"), ev.get("tid"))))
-                    c.ann_ts.append(ev["ts"])
+                    c.ann_ts.append(self._rel(ev["ts"]))
                     c.ann_dur.append(ev.get("dur", 0))
                     c.ann_name.append(self.names.id(name))
         except (KeyError, TypeError, ValueError, OverflowError) as exc:

@@ -20,6 +20,9 @@ def _np(column: array[Any]) -> Any:
 class RankData:
     """One rank's GPU activities (sorted by start), runtime calls and annotations.
 
+    Times are µs relative to the first event kept (see ``TraceCollector.base``); durations
+    are the ones written in the trace, never differences of rounded times.
+
     ``gpu_kind`` indexes :data:`~my_utils.profiling.analysis.kineto.kinds.KINDS`;
     ``gpu_rt`` is the index of the runtime call that launched each GPU activity (same
     correlation id), -1 when none was recorded.
@@ -29,6 +32,7 @@ class RankData:
     names: list[str]
     gpu_stream: Any
     gpu_ts: Any
+    gpu_dur: Any
     gpu_end: Any
     gpu_name: Any
     gpu_kind: Any
@@ -53,11 +57,6 @@ class RankData:
         """GPU lanes holding at least one activity."""
         return len(self.lanes)
 
-    @property
-    def gpu_dur(self) -> Any:
-        """Durations of the GPU activities (µs)."""
-        return self.gpu_end - self.gpu_ts
-
 
 def build(col: TraceCollector, rank: int | None) -> RankData:
     """Turn a finished collector into :class:`RankData`."""
@@ -65,7 +64,8 @@ def build(col: TraceCollector, rank: int | None) -> RankData:
     names = col.names.names
     order = np.argsort(_np(c.gpu_ts), kind="stable")
     ts = _np(c.gpu_ts)[order]
-    end = ts + _np(c.gpu_dur)[order]
+    dur = _np(c.gpu_dur)[order]
+    end = ts + dur
     gname = _np(c.gpu_name)[order]
     kind_of_name = np.array([KINDS.index(kind_of(n)) for n in names] or [0], dtype=np.int8)
     gkind = kind_of_name[gname] if len(gname) else np.zeros(0, np.int8)
@@ -87,7 +87,7 @@ def build(col: TraceCollector, rank: int | None) -> RankData:
     ann_ts = _np(c.ann_ts)
     return RankData(
         rank=rank, names=names,
-        gpu_stream=_np(c.gpu_stream)[order], gpu_ts=ts, gpu_end=end, gpu_name=gname, gpu_kind=gkind,
+        gpu_stream=_np(c.gpu_stream)[order], gpu_ts=ts, gpu_dur=dur, gpu_end=end, gpu_name=gname, gpu_kind=gkind,
         gpu_corr=gcorr, gpu_rt=gpu_rt,
         rt_thread=_np(c.rt_thread), rt_ts=_np(c.rt_ts), rt_dur=_np(c.rt_dur), rt_name=_np(c.rt_name),
         rt_corr=rcorr, rt_has_gpu=rt_has_gpu,
