@@ -2,8 +2,8 @@
 
     python bench/bench_timer_training.py [--quick] [--samples N] [--json OUT]
 
-A small MLP (24 linear layers of width 64, batch 32, one torch thread) trains with SGD; each
-step times 25 regions (the step, and the forward of each of the 24 layers). Variants, sampled
+A small MLP (24 linear layers of width 32, batch 8, one torch thread: a short step, so that
+the timer's share shows) trains with SGD; each step times 25 regions (the step, and the forward of each of the 24 layers). Variants, sampled
 in interleaved rounds: no timer; the hot path (no sink); persisted with the step log and its
 helper process (the default); the step log rendered by a writer thread of this process; and
 today's path (CSV formatted and written on the training thread). Figures are steps/s of CPU
@@ -27,8 +27,8 @@ from typing import Any
 from _report import Report, at_least_times, common_args, interleave, interpreter_label, versions_label
 
 LAYERS = 24
-WIDTH = 64
-BATCH = 32
+WIDTH = 32
+BATCH = 8
 
 
 def build(torch: Any) -> tuple[Any, Any, Any, Any]:
@@ -95,7 +95,7 @@ def _cpu_s(pid: int) -> float | None:
 def main() -> None:
     args = common_args(__doc__.splitlines()[0]).parse_args()
     steps = 100 if args.quick else 600
-    rounds = args.samples or (2 if args.quick else 7)
+    rounds = args.samples or (2 if args.quick else 11)
     warnings.simplefilter("ignore")
     import torch
 
