@@ -202,6 +202,7 @@ def test_suggestions_name_data_loading_and_tiny_kernels() -> None:
     by_id = {f["id"]: f for f in check_analysis_rule("suggestions", events)}
     assert set(by_id) == {"suggestion:data_loading:rank0", "suggestion:launch_overhead:rank0"}
     assert by_id["suggestion:data_loading:rank0"]["evidence"]["share"] == pytest.approx(0.4)
+    assert len(by_id["suggestion:data_loading:rank0"]["evidence"]["steps"]) == 5
     assert "num_workers" in by_id["suggestion:data_loading:rank0"]["suggestion"]
     assert "CUDA graphs" in by_id["suggestion:launch_overhead:rank0"]["suggestion"]
 

@@ -57,6 +57,11 @@ _BY_NAME: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.IGNO
 ))
 
 
+def _worst_steps(steps: list[int], values: list[float], n: int = 5) -> list[int]:
+    """The ``n`` steps with the largest values, largest first."""
+    return [st for _, st in sorted(zip(values, steps, strict=True), reverse=True)[:n]]
+
+
 def suggest(category: str, name: str = "") -> str:
     """The suggestion for a finding of ``category`` about ``name``."""
     if name and category in ("bottleneck", "variability", "anomaly", "optimization"):
@@ -89,7 +94,7 @@ class SuggestionsRule:
         for rank in ranks:
             # the device totals come from torch.profiler; the step time from whichever source timed data loading
             gpu = series.get(("gpu.kernel_time", rank, "torch_profiler"))
-            checks: list[tuple[str, str, list[str], float, str]] = []  # id, title, names, share, of
+            checks: list[tuple[str, str, list[str], float, str, list[int]]] = []  # id, title, names, share, of, steps
             data = [s for (n, r, _), s in series.items() if r == rank and s.kind == "duration"
                     and n != STEP_TIME and re.search(r"data|load|fetch|collate", n, re.IGNORECASE)
                     and not n.startswith(("kernel:", "memcpy:", "memset:"))]
@@ -97,22 +102,25 @@ class SuggestionsRule:
                 top = max(data, key=lambda s: s.total)
                 step = series.get((STEP_TIME, rank, top.source))
                 if step is not None and step.total > 0:
-                    checks.append(("data_loading", "data loading", [top.name], top.total / step.total, "step time"))
+                    checks.append(("data_loading", "data loading", [top.name], top.total / step.total, "step time",
+                                   _worst_steps(top.steps, top.values)))
             if gpu is not None and gpu.total > 0:
                 for sname, key, label in (("gpu.memcpy_time", "copies", "host↔device copies"),
                                           ("gpu.comm_time", "communication", "communication kernels")):
                     s = series.get((sname, rank, "torch_profiler"))
                     if s is not None and s.total > 0:
                         busy = gpu.total + s.total if sname == "gpu.memcpy_time" else gpu.total
-                        checks.append((key, label, [sname], s.total / busy, "GPU busy time"))
-            for key, label, names, share, of in checks:
+                        checks.append((key, label, [sname], s.total / busy, "GPU busy time",
+                                       _worst_steps(s.steps, s.values)))
+            for key, label, names, share, of, steps in checks:
                 if share >= self.share:
                     findings.append({
                         "id": f"suggestion:{key}:{rank_label(rank).replace(' ', '')}",
                         "category": "optimization", "severity": "warning" if share < 2 * self.share else "critical",
                         "title": f"{label} takes {share:.0%} of {of} on {rank_label(rank)}",
                         "detail": f"{', '.join(names)} sums to {share:.1%} of the {of} of {rank_label(rank)}",
-                        "evidence": {"names": names, "ranks": [rank], "share": round(share, 4), "of": of},
+                        "evidence": {"names": names, "ranks": [rank], "share": round(share, 4), "of": of,
+                                     "steps": steps},
                         "suggestion": suggest("optimization", key if key != "copies" else "memcpy"),
                     })
             count = series.get(("gpu.kernel_count", rank, "torch_profiler"))
