@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,46 @@ def test_analyze_command_and_workloads(tmp_path: Path) -> None:
     pre = AnalysisReport.load(tmp_path / "pretrain")
     inf = AnalysisReport.load(tmp_path / "inference")
     assert len(inf.findings) >= len(pre.findings)  # inference thresholds are tighter
+
+
+def _analysis_config(tmp_path: Path, analysis: object) -> Path:
+    data = json.loads(example_config_path().read_text())
+    base = example_config_path().parent
+    for entry in data["providers"]:
+        entry["input"] = str(base / entry["input"])
+    data["output_dir"] = str(tmp_path / "out")
+    data["analysis"] = analysis
+    return _write(tmp_path, "cfg.json", json.dumps(data))
+
+
+def test_config_analysis_section_sets_workload_rules_and_options(tmp_path: Path) -> None:
+    cfg = _analysis_config(tmp_path, {"workload": "inference", "rules": ["bottleneck"],
+                                      "rule_options": {"bottleneck": {"share": 0.35}}})
+    collector = MetricsCollector.from_config(cfg)
+    assert collector.analysis_settings is not None and collector.analysis_settings.workload == "inference"
+    result = _cli("ingest", "--config", str(cfg), "--analyze", "-q", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = AnalysisReport.load(tmp_path / "out")
+    assert report.workload == "inference" and report.summary["rules"] == ["bottleneck"]
+    assert report.findings and all(f.evidence["share"] > 0.35 for f in report.findings)
+    result = _cli("ingest", "--config", str(cfg), "--analyze", "--workload", "finetune", "-q", cwd=tmp_path)
+    assert AnalysisReport.load(tmp_path / "out").workload == "finetune"  # the command line wins
+
+
+@pytest.mark.parametrize(("analysis", "place"), [
+    ({"workload": "training"}, "analysis.workload"),
+    ({"rules": ["bottleneck", "nope"]}, "analysis.rules[1]"),
+    ({"rule_options": {"bottleneck": {"colour": 1}}}, "analysis.rule_options.bottleneck.colour"),
+    ({"rule_options": {"anomalies": {"method": "iqr"}}}, "analysis.rule_options.anomalies.method"),
+    ({"wrkload": "x"}, "analysis.wrkload"),
+])
+def test_config_analysis_errors_name_the_key(tmp_path: Path, analysis: object, place: str) -> None:
+    cfg = _analysis_config(tmp_path, analysis)
+    with pytest.raises(ConfigError, match=re.escape(f"cfg.json:{place}")):
+        MetricsCollector.from_config(cfg)
+    result = _cli("ingest", "--config", str(cfg), "--analyze", cwd=tmp_path)
+    assert result.returncode == 2 and place in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -32,6 +32,7 @@ from my_utils.core.events import EventLogWriter, MetricEvent, events_path
 
 if TYPE_CHECKING:
     from my_utils.profiling.analysis.model import AnalysisReport
+    from my_utils.profiling.config import AnalysisSettings
 
 _log = logging.getLogger("my_utils.profiling.collector")
 
@@ -139,6 +140,7 @@ class MetricsCollector:
         self._reported: set[int] = set()
         self._places: dict[int, str] = {}  # id(provider) -> config key, for messages
         self.last_report: AnalysisReport | None = None
+        self.analysis_settings: AnalysisSettings | None = None  # a config's ``analysis`` section
 
     # -- set-up --------------------------------------------------------------------------
 
@@ -182,6 +184,7 @@ class MetricsCollector:
         collector = cls(overrides.get("output_dir") or config.output_dir,
                         run_id=overrides.get("run_id") or config.run_id, rank=config.rank,
                         ignore_provider_errors=ignore_provider_errors)
+        collector.analysis_settings = config.analysis
         for key, name, exc in config.errors:
             collector._skip(ProviderFailure(str(name), key, str(exc)))
         for entry in config.providers:
@@ -297,21 +300,28 @@ class MetricsCollector:
                     _log.warning("cannot append metric events to %s: %s", self.events_path, exc)
         return events
 
-    def analyze(self, workload: str = "pretrain", **options: Any) -> AnalysisReport:
+    def analyze(self, workload: str | None = None, **options: Any) -> AnalysisReport:
         """Analyse every event collected so far (read back from the events file) into a report.
 
-        ``workload`` picks the thresholds (``pretrain``, ``finetune``, ``inference``);
+        ``workload`` picks the thresholds (``pretrain``, ``finetune``, ``inference``; default:
+        the config's ``analysis.workload``, else ``pretrain``);
         ``options`` go to ``MetricsAnalyzer`` (``rules=``, ``rule_options=``, ``traces=``).
         The report describes this host (``hardware``), and the timer's overhead is
         calibrated here, in the training process. The last report is kept for ``export_report``.
         """
         from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
 
+        settings = self.analysis_settings
+        if settings is not None:
+            workload = workload or settings.workload
+            if settings.rules is not None:
+                options.setdefault("rules", list(settings.rules))
+            options.setdefault("rule_options", settings.rule_options)
         options.setdefault("traces", self.trace_files())
         options.setdefault("hardware", describe_host())
         options.setdefault("overhead_host", "training host (this process)")
         source: Any = self.events_path if self.events_path.is_file() else []
-        self.last_report = MetricsAnalyzer(source, workload, **options).analyze()
+        self.last_report = MetricsAnalyzer(source, workload or "pretrain", **options).analyze()
         return self.last_report
 
     def export_report(self, fmt: str = "html", report: AnalysisReport | None = None,

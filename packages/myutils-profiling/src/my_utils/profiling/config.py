@@ -17,6 +17,11 @@ Format (every key but ``providers`` optional)::
       ]
     }
 
+``analysis`` (optional) sets what ``collector.analyze()`` and ``ingest --analyze`` use::
+
+      "analysis": {"workload": "inference", "rules": ["bottleneck", "anomalies"],
+                   "rule_options": {"bottleneck": {"share": 0.2}}}
+
 ``provider`` is a plugin name (``myutils plugins list``); ``input`` is a file or folder,
 relative to the config file's folder; ``options`` go to the provider's ``from_input``,
 checked against the options it declares (``myutils plugins show NAME`` lists them).
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +88,18 @@ class ProviderEntry:
     options: Mapping[str, Any]
 
 
+ANALYSIS_KEYS = ("workload", "rules", "rule_options")
+
+
+@dataclass(frozen=True)
+class AnalysisSettings:
+    """The ``analysis`` section: workload profile, rules to run (None: all) and options per rule."""
+
+    workload: str = "pretrain"
+    rules: tuple[str, ...] | None = None
+    rule_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class CollectorConfig:
     """A checked collector config. Entries that could not be checked are in ``errors`` (key, name, error)."""
@@ -93,6 +110,7 @@ class CollectorConfig:
     rank: int | None
     providers: tuple[ProviderEntry, ...]
     errors: tuple[tuple[str, str | None, MyUtilsError], ...] = ()
+    analysis: AnalysisSettings = field(default_factory=AnalysisSettings)
 
 
 def parse_config(cfg: Mapping[str, Any] | str | Path, *, keep_going: bool = False) -> CollectorConfig:
@@ -137,7 +155,46 @@ def parse_config(cfg: Mapping[str, Any] | str | Path, *, keep_going: bool = Fals
             continue
         if entry is not None:
             entries.append(entry)
-    return CollectorConfig(where, output_dir, run_id, rank, tuple(entries), tuple(errors))
+    analysis = _analysis(where, data.get("analysis"))
+    return CollectorConfig(where, output_dir, run_id, rank, tuple(entries), tuple(errors), analysis)
+
+
+def _analysis(where: str, raw: Any) -> AnalysisSettings:
+    """Check the ``analysis`` section: a known workload, installed rules, options each rule declares."""
+    from my_utils.core.plugins import get_registry
+    from my_utils.profiling.analysis.workloads import WORKLOADS
+
+    if raw is None:
+        return AnalysisSettings()
+    if not isinstance(raw, Mapping):
+        raise ConfigError(where, "analysis", f"an object with {', '.join(ANALYSIS_KEYS)}; found {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(ANALYSIS_KEYS))
+    if unknown:
+        raise ConfigError(where, f"analysis.{unknown[0]}", f"one of {', '.join(ANALYSIS_KEYS)}")
+    workload = raw.get("workload", "pretrain")
+    if workload not in WORKLOADS:
+        raise ConfigError(where, "analysis.workload", f"one of {', '.join(WORKLOADS)}; found {workload!r}")
+    installed = get_registry().descriptions(PluginKind.ANALYSIS_RULE)
+    rules = raw.get("rules")
+    if rules is not None:
+        if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
+            raise ConfigError(where, "analysis.rules", f"a list of rule names; found {rules!r}")
+        for i, name in enumerate(rules):
+            if name not in installed:
+                raise ConfigError(where, f"analysis.rules[{i}]",
+                                  f"an installed analysis rule ({', '.join(sorted(installed))}); found {name!r}")
+    options = raw.get("rule_options", {})
+    if not isinstance(options, Mapping):
+        raise ConfigError(where, "analysis.rule_options", "an object of rule name -> options")
+    checked: dict[str, dict[str, Any]] = {}
+    for name, opts in options.items():
+        if name not in installed:
+            raise ConfigError(where, f"analysis.rule_options.{name}",
+                              f"an installed analysis rule ({', '.join(sorted(installed))})")
+        if not isinstance(opts, Mapping):
+            raise ConfigError(where, f"analysis.rule_options.{name}", f"an object of options; found {opts!r}")
+        checked[name] = check_options(installed[name], opts, where, f"analysis.rule_options.{name}.")
+    return AnalysisSettings(workload, tuple(rules) if rules is not None else None, checked)
 
 
 def _entry(where: str, base: Path, key: str, entry: Any) -> ProviderEntry | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -36,8 +37,11 @@ def analyze(
 
 
 def run_analysis(events: Path, workload: str, output_dir: Path, traces: list[Path] | None, formats: str,
-                 quiet: bool) -> list[Path]:
-    """Analyse ``events`` and write the requested reports; shared by ``analyze`` and ``ingest --analyze``."""
+                 quiet: bool, settings: Any = None) -> list[Path]:
+    """Analyse ``events`` and write the requested reports; shared by ``analyze`` and ``ingest --analyze``.
+
+    ``settings`` (a config's ``AnalysisSettings``) gives the rules and their options.
+    """
     from my_utils.core.errors import InputError, UsageError
     from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
     from my_utils.profiling.analysis.workloads import WORKLOADS as PROFILES
@@ -54,7 +58,10 @@ def run_analysis(events: Path, workload: str, output_dir: Path, traces: list[Pat
     for t in traces or []:
         if not t.is_file():
             raise InputError(str(t), None, "an existing torch.profiler trace file (.json or .json.gz)")
-    report = MetricsAnalyzer(events, workload, traces=traces, progress=not quiet).analyze()
+    rules = list(settings.rules) if settings is not None and settings.rules is not None else None
+    rule_options = settings.rule_options if settings is not None else None
+    report = MetricsAnalyzer(events, workload, traces=traces, progress=not quiet, rules=rules,
+                             rule_options=rule_options).analyze()
     if "json" not in wanted:
         wanted.insert(0, "json")  # the machine-readable report is always written: diff reads it
     written: list[Path] = []

@@ -5,11 +5,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from my_utils.core.cli.guard import exit_on_error
 from my_utils.profiling.cli._app import app
+
+if TYPE_CHECKING:
+    from my_utils.profiling.collector import MetricsCollector
 
 
 @app.command("ingest")
@@ -18,8 +22,9 @@ def ingest(
     config: Path = typer.Option(..., "--config", help="Collector config (JSON or YAML) naming providers and inputs."),
     analyze: bool = typer.Option(
         False, "--analyze", help="Also analyse the events: writes analysis_report.json (and .md/.html) beside them."),
-    workload: str = typer.Option("pretrain", "--workload", help="Thresholds profile for --analyze: "
-                                                                "pretrain, finetune or inference."),
+    workload: str | None = typer.Option(None, "--workload", help="Thresholds profile for --analyze: pretrain, "
+                                                                 "finetune or inference (default: the config's "
+                                                                 "analysis.workload, else pretrain)."),
     output_dir: Path | None = typer.Option(None, "--output-dir", help="Overrides the config's output_dir."),
     ignore_provider_errors: bool = typer.Option(
         False, "--ignore-provider-errors",
@@ -37,26 +42,27 @@ def ingest(
     from my_utils.core.errors import ProviderError, UsageError
     from my_utils.profiling.cli.analyze import WORKLOADS
 
-    if analyze and workload not in WORKLOADS:
+    if analyze and workload is not None and workload not in WORKLOADS:
         # checked before any work so that a failing command leaves nothing behind
         raise UsageError(f"--workload {workload!r}: expected one of {', '.join(WORKLOADS)}")
     try:
         with _warnings_to_stderr():
-            events_file, traces = _ingest(config, output_dir, ignore_provider_errors, quiet)
+            collector = _ingest(config, output_dir, ignore_provider_errors, quiet)
             if analyze:
                 from my_utils.profiling.cli.analyze import run_analysis
 
-                for path in run_analysis(events_file, workload, events_file.parent, traces,
-                                         "json,markdown,html", quiet):
+                settings = collector.analysis_settings
+                chosen = workload or (settings.workload if settings is not None else "pretrain")
+                for path in run_analysis(collector.events_path, chosen, collector.events_path.parent,
+                                         collector.trace_files(), "json,markdown,html", quiet, settings):
                     typer.echo(f"wrote {path}")
     except ProviderError as exc:  # not bad input: a bug or a library failure (exit 1, one line)
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
 
 
-def _ingest(config: Path, output_dir: Path | None, ignore_provider_errors: bool,
-            quiet: bool) -> tuple[Path, list[Path]]:
-    """Read and write the events; return the events file and the torch.profiler traces read."""
+def _ingest(config: Path, output_dir: Path | None, ignore_provider_errors: bool, quiet: bool) -> MetricsCollector:
+    """Read and write the events; return the collector (its events file, traces and analysis settings)."""
     from my_utils.core.events import write_events
     from my_utils.core.progress import progress
     from my_utils.profiling.collector import MetricsCollector
@@ -73,7 +79,7 @@ def _ingest(config: Path, output_dir: Path | None, ignore_provider_errors: bool,
     if collector.failures:
         skipped = "; ".join(f"{f.place} ({f.provider})" for f in collector.failures)
         typer.echo(f"skipped {len(collector.failures)} provider(s) (--ignore-provider-errors): {skipped}")
-    return collector.events_path, collector.trace_files()
+    return collector
 
 
 @contextlib.contextmanager
