@@ -85,9 +85,9 @@ def test_a_failing_write_is_reported_and_the_error_still_propagates(tmp_path: Pa
     blocker = tmp_path / "file"
     blocker.write_text("x")
     recorder = OomRecorder(blocker / "sub", cuda=RecordingCudaMemory())
-    with caplog.at_level(logging.WARNING, logger="my_utils.memory"), pytest.raises(torch.OutOfMemoryError):
-        with recorder.guard():
-            raise torch.OutOfMemoryError(MESSAGE)
+    with caplog.at_level(logging.WARNING, logger="my_utils.memory"), pytest.raises(torch.OutOfMemoryError), \
+            recorder.guard():
+        raise torch.OutOfMemoryError(MESSAGE)
     assert recorder.bundles == [] and "writing the bundle" in caplog.text
 
 

@@ -94,5 +94,5 @@ def test_cli_ingest_through_the_core_runner(samples_file: Path, tmp_path: Path) 
 
 
 def test_empty_folder_is_an_input_error(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="no \\*_samples.jsonl files"):
+    with pytest.raises(InputError, match=r"no \*_samples\.jsonl files"):
         MonitorSamplesMetricsProvider.from_input(tmp_path)

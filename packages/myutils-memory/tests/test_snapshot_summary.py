@@ -95,7 +95,9 @@ def test_theil_sen_ignores_a_spike() -> None:
 @given(st.lists(st.tuples(st.booleans(), st.integers(1, 10_000)), min_size=1, max_size=60))
 def test_peak_matches_brute_force(ops: list[tuple[bool, int]]) -> None:
     """Random alloc/free sequences: the peak is the maximum of the running sum."""
-    trace, live, running, peak = [], [], 0, 0
+    trace: list[dict[str, Any]] = []
+    live: list[tuple[int, int]] = []
+    running = peak = 0
     for i, (alloc, size) in enumerate(ops):
         if alloc or not live:
             trace.append({"action": "alloc", "addr": i, "size": size, "time_us": i, "frames": []})
