@@ -205,8 +205,9 @@ def memory_chart(report: AnalysisReport) -> Chart | None:
     for (name, rank, unit), group in _group(rows, ("name", "rank", "unit")).items():
         factor = _BYTES.get(str(unit).lower())
         scaled = scaled or factor is not None
-        pts = sorted((r["step"], v * factor / 1024.0 ** 2 if factor else v) for r in group
-                     if _num(r.get("step")) is not None and (v := _num(r.get("value"))) is not None)
+        scale = factor / 1024.0 ** 2 if factor else 1.0
+        pts = sorted((r["step"], float(f"{r['value'] * scale:.6g}")) for r in group
+                     if _num(r.get("step")) is not None and _num(r.get("value")) is not None)
         if pts:
             groups[f"{name} ({_rank_text(rank)})"] = ([p[0] for p in pts], [p[1] for p in pts])
     if not groups:

@@ -1,0 +1,98 @@
+"""Chart specifications: one mark per bar or line, labels escaped, series downsampled with spikes kept."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from my_utils.profiling.analysis import AnalysisReport
+from my_utils.profiling.reports.charts import build_charts, plot_text
+from my_utils.profiling.reports.downsample import minmax_downsample
+from my_utils.profiling.reports.render import json_for_script
+
+
+def _report(ranks: int = 3, steps: int = 10) -> AnalysisReport:
+    tables = {
+        "steps": [{"step": s, "rank": r, "source": "mytimer", "step_time": 10.0 + r + s % 3} for r in range(ranks)
+                  for s in range(steps)],
+        "ranks": [{"rank": r, "steps": steps, "mean_step_time": 11.0 + r} for r in range(ranks)],
+        "memory": [{"name": "memory.allocated", "step": s, "rank": r, "value": 2.0 ** 20 * s, "unit": "bytes"}
+                   for r in range(ranks) for s in range(steps)],
+        "operations": [{"name": "step_time", "source": "mytimer", "unit": "ms", "total": 500.0},
+                       {"name": "<img src=x onerror=alert(1)>", "source": "mytimer", "unit": "ms", "total": 40.0},
+                       {"name": "forward", "source": "mytimer", "unit": "ms", "total": 90.0},
+                       {"name": "gpu.kernel_time", "source": "torch_profiler", "unit": "ms", "total": 70.0},
+                       {"name": "kernel:gemm", "source": "torch_profiler", "unit": "ms", "total": 60.0}],
+    }
+    return AnalysisReport("1.1", "pretrain", {"overall": 80.0, "stability": 70.0}, [], {"time_unit": "ms"},
+                          tables=tables)
+
+
+def test_each_chart_counts_its_marks_from_the_tables() -> None:
+    charts = {c.id: c for c in build_charts(_report())}
+    assert list(charts) == ["chart-scores", "chart-step-time", "chart-sections", "chart-ranks", "chart-memory",
+                            "chart-kernels"]
+    assert (charts["chart-scores"].mark, charts["chart-scores"].marks) == ("bar", 2)
+    assert (charts["chart-step-time"].mark, charts["chart-step-time"].marks) == ("line", 3)  # one per rank
+    assert charts["chart-ranks"].marks == 3 and charts["chart-memory"].marks == 3
+    # sections: timed regions only (not the step itself, provider totals or kernels); kernels apart
+    assert charts["chart-sections"].marks == 2 and charts["chart-kernels"].marks == 1
+    for c in charts.values():
+        data = c.figure["data"]
+        assert len(data) == c.marks if c.mark == "line" else len(data[0]["x" if c.id in ("chart-scores",
+                                                                                         "chart-ranks") else "y"])
+    assert charts["chart-memory"].figure["data"][0]["y"][-1] == 9.0  # bytes shown in MiB
+
+
+def test_labels_from_the_run_are_entities_for_plotly() -> None:
+    sections = next(c for c in build_charts(_report()) if c.id == "chart-sections")
+    labels = sections.figure["data"][0]["y"]
+    assert "&lt;img src=x onerror=alert(1)&gt; (mytimer)" in labels
+    assert "<img" not in sections.figure_json()
+    assert plot_text("a & <b>") == "a &amp; &lt;b&gt;"
+
+
+def test_no_tables_no_charts_but_the_scores() -> None:
+    report = AnalysisReport("1.1", "inference", {"overall": 100.0}, [], {})
+    assert [c.id for c in build_charts(report)] == ["chart-scores"]
+    assert build_charts(AnalysisReport("1.1", "inference", {}, [], {})) == []
+
+
+def test_non_finite_values_are_gaps_not_invalid_json() -> None:
+    report = _report()
+    report.tables["steps"][0]["step_time"] = float("nan")
+    report.tables["steps"][1]["step_time"] = float("inf")
+    step = next(c for c in build_charts(report) if c.id == "chart-step-time")
+    assert json.loads(step.figure_json())["data"][0]["x"][0] == 2  # steps 0 and 1 left out
+
+
+@given(st.text())
+def test_json_for_script_cannot_end_the_script(text: str) -> None:
+    encoded = json_for_script(json.dumps({"name": text}, ensure_ascii=False))
+    assert "<" not in encoded and ">" not in encoded and "&" not in encoded
+    assert json.loads(encoded) == {"name": text}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=0, max_size=500),
+       st.integers(min_value=2, max_value=120))
+def test_minmax_downsample_bounds_and_keeps_extremes(ys: list[float], budget: int) -> None:
+    xs = [float(i) for i in range(len(ys))]
+    sx, sy = minmax_downsample(xs, ys, budget)
+    assert len(sx) == len(sy) <= budget or (sx, sy) == (xs, ys)
+    assert sx == sorted(sx) and len(set(sx)) == len(sx)  # a subsequence, in order
+    assert all(ys[int(x)] == y for x, y in zip(sx, sy, strict=True))
+    if ys:
+        assert min(ys) in sy and max(ys) in sy
+
+
+def test_minmax_downsample_keeps_each_buckets_min_and_max() -> None:
+    ys = [0.0, 5.0, 1.0, 2.0, -3.0, 4.0, 9.0, 1.0]
+    sx, sy = minmax_downsample(list(range(8)), ys, 4)  # 2 buckets of 4 points
+    # buckets [0..3] and [4..7]: min 0.0 and max 5.0, then min -3.0 and max 9.0, in their order
+    assert (sx, sy) == ([0, 1, 4, 6], [0.0, 5.0, -3.0, 9.0])
+    with pytest.raises(ValueError, match="equal length"):
+        minmax_downsample([1, 2], [1], 4)
