@@ -257,3 +257,21 @@ def test_a_filesystem_without_locks_falls_back_to_direct_rows(tmp_path: Path,
     timer.stop("a")
     timer.step()
     assert len(read_profile_csv(tmp_path / "profile_rank_0.csv")) == 2  # written in step(), no flush needed
+
+
+@pytest.mark.parametrize("python", ["/nonexistent/python3", "/bin/false"])
+def test_a_helper_that_cannot_run_hands_over_to_a_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         caplog: pytest.LogCaptureFixture, python: str) -> None:
+    monkeypatch.setattr("my_utils.core.step_log_writer.sys.executable", python)
+    writer = StepLogWriter(tmp_path / "p.csv", mode="process")
+    writer.open()
+    with caplog.at_level(logging.WARNING):
+        for step in range(600):  # past a liveness check of the helper
+            writer.append(record(["a"], [0], step))
+            if step == 0 and python == "/bin/false":
+                assert writer._helper is not None
+                writer._helper.wait(timeout=30)  # it exits at once: the next check must notice
+    assert writer.mode == "thread"
+    assert "rendering on" in caplog.text and "thread" in caplog.text
+    writer.close()
+    assert len(read_profile_csv(tmp_path / "p.csv")) == 1200

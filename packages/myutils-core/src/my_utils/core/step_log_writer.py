@@ -274,16 +274,21 @@ class StepLogWriter:
         try:
             self._helper = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env,
                                             start_new_session=True, close_fds=True)
-        except OSError as exc:
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
             self._report_once("helper", "cannot start the profile CSV helper process (%s); rendering on a "
-                              "thread of this process instead", exc.strerror or exc)
+                              "thread of this process instead", getattr(exc, "strerror", None) or exc)
             self.mode = "thread"
             self._start_thread()
 
     def _start_thread(self) -> None:
         thread = threading.Thread(target=self._thread_loop, name="my_utils-profile-csv", daemon=True)
         self._thread = thread
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError as exc:  # no thread to be had: render on the caller's thread
+            self._report_once("thread", "cannot start the profile CSV thread (%s); rendering in step() instead", exc)
+            self._thread = None
+            self.mode = "inline"
 
     def _thread_loop(self) -> None:
         while not self._stop.wait(POLL_S):
