@@ -195,3 +195,37 @@ def test_a_million_event_run_gives_an_html_report_under_10_mb(tmp_path: Path) ->
     assert charts["chart-kernels"].marks == 15 and charts["chart-sections"].marks == 15
     html = path.read_text("utf-8")
     assert html.count('class="finding ') == 200 and "1800 more findings" in html
+
+
+def test_readme_template_example_overrides_the_header(report: AnalysisReport, tmp_path: Path) -> None:
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    (block,) = re.findall(r"```jinja\n(.*?)```", readme.read_text(encoding="utf-8"), flags=re.S)
+    (tmp_path / "my_templates").mkdir()
+    (tmp_path / "my_templates" / "report.html.j2").write_text(block, encoding="utf-8")
+    html = render_report(report, "html", tmp_path / "r.html", template_dir=tmp_path / "my_templates").read_text(
+        "utf-8")
+    assert "<h1>Team Falcon: Analysis report: pretrain</h1>" in html and 'id="findings"' in html
+
+
+def test_collector_export_report_writes_each_format_beside_the_events(tmp_path: Path) -> None:
+    from my_utils.core.timer import MyTimer
+    from my_utils.profiling import MetricsCollector, MyTimerMetricsProvider
+
+    timer = MyTimer(use_cuda=False)
+    collector = MetricsCollector(tmp_path / "run")
+    collector.register_provider(MyTimerMetricsProvider(timer))
+    for step in range(30):
+        timer.set_step(step)
+        timer.start("forward")
+        sum(range(2000 + (40000 if step == 20 else 0)))
+        timer.stop("forward")
+        timer.step()
+        collector.collect(step=step)
+    report = collector.analyze()
+    paths = {fmt: collector.export_report(fmt=fmt, report=report) for fmt in ("html", "markdown", "json")}
+    assert paths == {"html": tmp_path / "run" / "analysis_report.html",
+                     "markdown": tmp_path / "run" / "analysis_report.md",
+                     "json": tmp_path / "run" / "analysis_report.json"}
+    assert "Plotly.newPlot" in paths["html"].read_text("utf-8")
+    assert "## Findings" in paths["markdown"].read_text("utf-8")
+    assert collector.export_report(fmt="md", path=tmp_path / "x.md") == tmp_path / "x.md"  # last report reused
