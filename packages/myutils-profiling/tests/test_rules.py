@@ -14,7 +14,7 @@ from my_utils.core.testing.contract import check_analysis_rule
 from my_utils.profiling.analysis.rules._series import build_series, step_ranges
 from my_utils.profiling.analysis.rules._stats import mad, robust_cv, theil_sen
 
-RULES = ("bottleneck", "memory_growth", "anomalies", "variability", "suggestions")
+RULES = ("bottleneck", "memory_growth", "anomalies", "variability", "suggestions", "rank_imbalance")
 
 
 def _d(name: str, value: float, step: int, rank: int | None = 0, source: str = "mytimer",
@@ -189,6 +189,33 @@ def test_variability_ignores_one_outlier_and_tiny_names() -> None:
     events = [e if not (e.name == "forward" and e.step == 10) else _d("forward", 500.0, 10) for e in events]
     events += [_d("tiny", 0.01 * (1 + 5 * (s % 2)), s) for s in range(30)]
     assert check_analysis_rule("variability", events) == []
+
+
+# -- rank imbalance -------------------------------------------------------------------------
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(st.integers(2, 8), st.data())
+def test_rank_imbalance_names_the_straggler_whoever_it_is(world: int, data: st.DataObject) -> None:
+    slow = data.draw(st.integers(0, world - 1))
+    lateness = data.draw(st.floats(0.12, 0.5))
+    rng = random.Random(world)
+    events = [_d("step_time", 100 * (1 + rng.gauss(0, 0.005)) * (1 + lateness if r == slow else 1.0), s, r,
+                 depth=None) for s in range(10) for r in range(world)]
+    findings = check_analysis_rule("rank_imbalance", events)
+    if world == 2:  # with two ranks the median sits between them: the excess is half the lateness
+        assert [f["evidence"]["ranks"] for f in findings] == [[slow]]
+        return
+    (f,) = findings
+    assert f["evidence"]["ranks"] == [slow] and f["evidence"]["late_steps"] == 10
+    assert f["evidence"]["median_excess"] == pytest.approx(lateness, rel=0.1)
+
+
+def test_rank_imbalance_ignores_one_slow_step_and_a_single_rank() -> None:
+    events = [_d("step_time", 300.0 if (s, r) == (4, 2) else 100.0, s, r, depth=None)
+              for s in range(10) for r in range(4)]
+    assert check_analysis_rule("rank_imbalance", events) == []
+    assert check_analysis_rule("rank_imbalance", [e for e in events if e.rank == 2]) == []
 
 
 # -- suggestions --------------------------------------------------------------------------

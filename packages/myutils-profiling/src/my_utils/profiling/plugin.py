@@ -120,6 +120,11 @@ RULE_OPTIONS: dict[str, tuple[OptionSpec, ...]] = {
         OptionSpec("min_share", float, 0.01, "names under this share of step time are left out"),
         OptionSpec("max_findings", int, 20, "most variability findings reported"),
     ),
+    "rank_imbalance": (
+        OptionSpec("excess", float, 0.05, "median excess over the all-ranks median above which a rank is slow"),
+        OptionSpec("critical_excess", float, 0.25, "excess above which the finding is critical"),
+        OptionSpec("min_steps", int, 3, "fewest shared steps to compare"),
+    ),
     "suggestions": (
         OptionSpec("share", float, 0.2, "share of time above which a pattern (data loading, copies...) is reported"),
         OptionSpec("short_kernel_ms", float, 0.01, "mean kernel time under which kernels count as tiny"),
@@ -135,13 +140,15 @@ def _rule(name: str, factory: str, summary: str) -> PluginDescription:
 
 @hookimpl
 def myutils_analysis_rules() -> Sequence[PluginDescription]:
-    """The five built-in analyzer rules (the analyzer finds them through this hook, like any plugin's)."""
+    """The six built-in analyzer rules (the analyzer finds them through this hook, like any plugin's)."""
     return [
         _rule("bottleneck", "bottleneck:BottleneckRule", "names above a share (10 %) of step or device time"),
         _rule("memory_growth", "memory_trend:MemoryGrowthRule",
               "memory that keeps growing (Theil-Sen slope with a confidence bound, step range named)"),
         _rule("anomalies", "anomalies:AnomalyRule", "outlying steps by 3-sigma and by median/MAD robust z-score"),
         _rule("variability", "variability:VariabilityRule", "operations whose time per step is unstable"),
+        _rule("rank_imbalance", "imbalance:RankImbalanceRule",
+              "ranks whose step time is consistently above the all-ranks median (stragglers)"),
         _rule("suggestions", "suggestions:SuggestionsRule",
               "optimisation advice: data loading, copies, communication, tiny kernels"),
     ]

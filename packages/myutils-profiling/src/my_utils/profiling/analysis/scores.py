@@ -8,7 +8,7 @@ Formula (also in the profiling README):
   must not read as ten problems) — so a category costs at most 35 points;
 - a dimension's score is ``max(0, 100 - the sum over its categories)``;
 - dimensions and the finding categories they take: ``performance`` (``bottleneck``,
-  ``optimization``), ``stability`` (``anomaly``, ``variability``), ``memory`` (``memory``),
+  ``optimization``, ``imbalance``), ``stability`` (``anomaly``, ``variability``), ``memory`` (``memory``),
   ``capture`` (``capture``); findings of other categories (third-party rules) count in
   ``performance``;
 - a dimension is scored only when the analysis had data for it (``memory`` needs memory
@@ -28,7 +28,7 @@ PENALTY: dict[str, float] = {"info": 2.0, "warning": 10.0, "critical": 25.0}
 EXTRA_FINDING = 2.0
 MAX_EXTRA_FINDINGS = 5
 DIMENSIONS: dict[str, tuple[str, ...]] = {
-    "performance": ("bottleneck", "optimization"),
+    "performance": ("bottleneck", "optimization", "imbalance"),
     "stability": ("anomaly", "variability"),
     "memory": ("memory",),
     "capture": ("capture",),

@@ -46,6 +46,7 @@ WORKLOADS: dict[str, WorkloadProfile] = {
             anomalies={"sigma": 3.0, "mad_z": 3.5, "warmup_steps": 1},
             variability={"cv": 0.15, "critical_cv": 0.5, "warmup_steps": 1},
             suggestions={"share": 0.2},
+            rank_imbalance={"excess": 0.05},
         ),
         _profile(
             "finetune", "shorter runs with variable batches and frequent evaluation",
@@ -54,6 +55,7 @@ WORKLOADS: dict[str, WorkloadProfile] = {
             anomalies={"sigma": 4.0, "mad_z": 4.5, "warmup_steps": 2},
             variability={"cv": 0.25, "critical_cv": 0.6, "warmup_steps": 2},
             suggestions={"share": 0.2},
+            rank_imbalance={"excess": 0.10},
         ),
         _profile(
             "inference", "latency-bound forward passes",
@@ -62,6 +64,7 @@ WORKLOADS: dict[str, WorkloadProfile] = {
             anomalies={"sigma": 2.5, "mad_z": 3.0, "warmup_steps": 1},
             variability={"cv": 0.10, "critical_cv": 0.3, "warmup_steps": 1},
             suggestions={"share": 0.15},
+            rank_imbalance={"excess": 0.05},
         ),
     )
 }

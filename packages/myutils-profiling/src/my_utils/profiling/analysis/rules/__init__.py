@@ -11,6 +11,7 @@ _EXPORTS: dict[str, str] = {
     "AnomalyRule": "my_utils.profiling.analysis.rules.anomalies",
     "BottleneckRule": "my_utils.profiling.analysis.rules.bottleneck",
     "MemoryGrowthRule": "my_utils.profiling.analysis.rules.memory_trend",
+    "RankImbalanceRule": "my_utils.profiling.analysis.rules.imbalance",
     "SuggestionsRule": "my_utils.profiling.analysis.rules.suggestions",
     "VariabilityRule": "my_utils.profiling.analysis.rules.variability",
     "suggest": "my_utils.profiling.analysis.rules.suggestions",
@@ -23,6 +24,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 if TYPE_CHECKING:
     from my_utils.profiling.analysis.rules.anomalies import AnomalyRule as AnomalyRule
     from my_utils.profiling.analysis.rules.bottleneck import BottleneckRule as BottleneckRule
+    from my_utils.profiling.analysis.rules.imbalance import RankImbalanceRule as RankImbalanceRule
     from my_utils.profiling.analysis.rules.memory_trend import MemoryGrowthRule as MemoryGrowthRule
     from my_utils.profiling.analysis.rules.suggestions import SuggestionsRule as SuggestionsRule
     from my_utils.profiling.analysis.rules.suggestions import suggest as suggest

@@ -30,6 +30,9 @@ CATEGORY_SUGGESTIONS: dict[str, str] = {
                    "find the source of jitter (data loading, host contention, synchronisation)",
     "optimization": "apply the change and compare two reports with `myutils-profile diff`",
     "capture": "fix the capture so that the analysis sees what it needs",
+    "imbalance": "compare what this rank does differently: its data shard (sequence lengths), its host "
+                 "(CPU contention, thermal throttling, a slower link), or extra work such as logging on "
+                 "one rank; `myutils-profile trace --auto-align-ranks` shows it on one clock",
 }
 
 # name pattern -> advice; the first match wins (patterns are matched case-insensitively)
