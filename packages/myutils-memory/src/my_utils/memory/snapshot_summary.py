@@ -9,13 +9,15 @@ allocated) is the baseline. Times are seconds since the first trace entry, the u
 
 from __future__ import annotations
 
+from array import array
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from my_utils.memory.snapshot import REGIONS_KEY
-from my_utils.memory.snapshot_io import entry_time_us, has_times, trace_origin_us
+from my_utils.memory.snapshot_io import has_times, trace_origin_us
 
 __all__ = ["MemorySummary", "RegionDelta", "StackTotal", "summarize_snapshot", "theil_sen_slope"]
 
@@ -84,10 +86,13 @@ def theil_sen_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
 
 
 def _frame_label(frame: Any) -> str:
-    if isinstance(frame, dict):
-        if frame.get("filename") in (None, "none", "") and not frame.get("line"):
-            return str(frame.get("name", "?"))  # profile-made frames carry the place in the name
-        return f"{frame.get('name', '?')} ({frame.get('filename', '?')}:{frame.get('line', '?')})"
+    """``name (file:line)`` of a (name, filename, line) key; profile-made frames carry the place in the name."""
+    if isinstance(frame, tuple) and len(frame) == 3:
+        name, filename, line = frame
+        if filename in (None, "none", "") and not line:
+            return str(name if name is not None else "?")
+        return f"{name if name is not None else '?'} ({filename if filename is not None else '?'}:" \
+               f"{line if line is not None else '?'})"
     return str(frame)
 
 
@@ -104,58 +109,60 @@ def _live_at_end(snapshot: dict[str, Any]) -> tuple[int, int]:
 def summarize_snapshot(snapshot: dict[str, Any], *, top: int = 10, stack_depth: int = 4,
                        windows: int = 10) -> MemorySummary:
     """Replay the trace of ``snapshot`` (checked by ``load_snapshot``) and summarise it."""
-    entries: list[tuple[float, int]] = []  # (time_us, signed bytes) of every change in use
-    stacks: dict[tuple[str, ...], list[int]] = defaultdict(lambda: [0, 0])
-    labels: dict[int, str] = {}  # frames are dicts repeated per entry: label each object once
+    # Hot loop over millions of entries: times and byte changes go into flat arrays (8 bytes
+    # each, not a tuple per entry), stacks are keyed by raw frame fields and only the top
+    # ones are formatted.
+    stamps, deltas = array("d"), array("q")
+    stacks: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0, 0])
     actions: dict[str, int] = defaultdict(int)
     timed = has_times(snapshot)
-    for trace in snapshot.get("device_traces", []):
+    traces = snapshot.get("device_traces", [])
+    for trace in traces:
         for i, e in enumerate(trace):
             action = e["action"]
             actions[action] += 1
-            size = e.get("size", 0)
             if action == "alloc":
-                entries.append((entry_time_us(e, i, timed), size))
+                size = e.get("size", 0)
+                stamps.append(e["time_us"] if timed else i * 1e6)
+                deltas.append(size)
                 frames = e.get("frames") or ()
-                key = []
-                for f in frames[:stack_depth]:
-                    label = labels.get(id(f))
-                    if label is None:
-                        label = labels[id(f)] = _frame_label(f)
-                    key.append(label)
-                acc = stacks[tuple(key)]
+                acc = stacks[tuple([(f.get("name"), f.get("filename"), f.get("line")) if isinstance(f, dict) else f
+                                    for f in frames[:stack_depth]])]
                 acc[0] += size
                 acc[1] += 1
             elif action == "free_completed":
-                entries.append((entry_time_us(e, i, timed), -size))
-    labels.clear()
-    entries.sort(key=lambda t: t[0])  # devices are merged on one time axis
+                stamps.append(e["time_us"] if timed else i * 1e6)
+                deltas.append(-e.get("size", 0))
+    if sum(1 for t in traces if t) > 1:  # devices are merged on one time axis
+        order = sorted(range(len(stamps)), key=stamps.__getitem__)
+        stamps = array("d", (stamps[i] for i in order))
+        deltas = array("q", (deltas[i] for i in order))
     end_allocated, reserved = _live_at_end(snapshot)
-    net = sum(d for _, d in entries)
-    baseline = max(0, end_allocated - net)
+    running = array("q", accumulate(deltas))  # bytes in use after each change, relative to the start
+    baseline = max(0, end_allocated - (running[-1] if running else 0))
     t0 = trace_origin_us(snapshot)
-    times = [(t - t0) / 1e6 for t, _ in entries]
-    levels: list[int] = []
-    live = baseline
+    times = array("d", ((t - t0) / 1e6 for t in stamps))
+    levels = array("q", (baseline + r for r in running))
+    del stamps, deltas, running
     peak, peak_at = baseline, 0.0
-    for (_, d), t in zip(entries, times, strict=True):
-        live += d
-        levels.append(live)
-        if live > peak:
-            peak, peak_at = live, t
+    if levels:
+        top_level = max(levels)
+        if top_level > baseline:
+            peak, peak_at = top_level, times[levels.index(top_level)]
     duration = max(times[-1], 0.0) if times else 0.0
     regions, are_windows = _regions(snapshot, t0, times, levels, baseline, duration, windows)
     xs, ys = _trend_points(times, levels, duration)
-    top_stacks = sorted((StackTotal(k, v[0], v[1]) for k, v in stacks.items()), key=lambda s: -s.total_bytes)
+    best = sorted(stacks.items(), key=lambda kv: -kv[1][0])[:top]
+    top_stacks = [StackTotal(tuple(_frame_label(f) for f in key), v[0], v[1]) for key, v in best]
     return MemorySummary(
         entries=sum(actions.values()), duration_s=duration, baseline_bytes=baseline, peak_bytes=peak,
-        peak_at_s=peak_at, end_bytes=live, reserved_bytes=reserved, top_stacks=tuple(top_stacks[:top]),
-        regions=tuple(regions), regions_are_windows=are_windows, slope_bytes_per_s=theil_sen_slope(xs, ys),
-        actions=dict(actions), time_unit="s" if timed else "entry",
+        peak_at_s=peak_at, end_bytes=levels[-1] if levels else baseline, reserved_bytes=reserved,
+        top_stacks=tuple(top_stacks), regions=tuple(regions), regions_are_windows=are_windows,
+        slope_bytes_per_s=theil_sen_slope(xs, ys), actions=dict(actions), time_unit="s" if timed else "entry",
     )
 
 
-def _level_at(times: list[float], levels: list[int], baseline: int, t: float) -> int:
+def _level_at(times: Sequence[float], levels: Sequence[int], baseline: int, t: float) -> int:
     """Bytes in use just after every change at or before ``t``."""
     import bisect
 
@@ -163,7 +170,7 @@ def _level_at(times: list[float], levels: list[int], baseline: int, t: float) ->
     return levels[i - 1] if i else baseline
 
 
-def _peak_between(times: list[float], levels: list[int], baseline: int, a: float, b: float) -> int:
+def _peak_between(times: Sequence[float], levels: Sequence[int], baseline: int, a: float, b: float) -> int:
     import bisect
 
     lo, hi = bisect.bisect_right(times, a), bisect.bisect_right(times, b)
@@ -171,7 +178,7 @@ def _peak_between(times: list[float], levels: list[int], baseline: int, a: float
     return max([start, *levels[lo:hi]])
 
 
-def _regions(snapshot: dict[str, Any], t0: float, times: list[float], levels: list[int], baseline: int,
+def _regions(snapshot: dict[str, Any], t0: float, times: Sequence[float], levels: Sequence[int], baseline: int,
              duration: float, windows: int) -> tuple[list[RegionDelta], bool]:
     marked = snapshot.get(REGIONS_KEY)
     spans: list[tuple[str, float, float]] = []
@@ -193,7 +200,7 @@ def _regions(snapshot: dict[str, Any], t0: float, times: list[float], levels: li
     return out, are_windows
 
 
-def _trend_points(times: list[float], levels: list[int], duration: float) -> tuple[list[float], list[float]]:
+def _trend_points(times: Sequence[float], levels: Sequence[int], duration: float) -> tuple[list[float], list[float]]:
     if not times or duration <= 0:
         return [], []
     xs = [duration * (i + 1) / TREND_POINTS for i in range(TREND_POINTS)]
