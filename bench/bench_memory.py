@@ -29,8 +29,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _report import Report, at_most, at_most_above, at_most_times, common_args, interleave, interpreter_label, require
-from _report import versions_label
+from _report import (
+    Report,
+    at_most,
+    at_most_above,
+    at_most_times,
+    common_args,
+    interleave,
+    interpreter_label,
+    require,
+    versions_label,
+)
 from _temp import bench_tempdir
 
 FRAMES = 8
