@@ -12,6 +12,11 @@ has them rendered into ``profile_rank_<r>.csv`` in one of four ways (``MYUTILS_P
   ``step()`` returns; the cost of today's path plus the log write).
 * ``direct``: no log; rows are formatted and appended to the CSV (the path before the log).
 
+Why a process by default: the rendering costs ~20x the packing (``bench/bench_timer.py`` prints
+both), and a thread of ours would run it under our GIL, so the training thread would pay it
+all the same (the bench's writer-thread figure is no better than formatting in ``step()``).
+A process costs one idle interpreter per rank and renders on a core the step does not use.
+
 Liveness: every writer holds a shared ``flock`` on the log for its lifetime; whoever finds no
 writer left (an exclusive lock succeeds) renders the rest and removes the log. An opener that
 finds a log without writers renders what a killed run left and starts the log afresh.
