@@ -2,8 +2,9 @@
 
 The page is loaded from file:// with every other request aborted (and no host name
 resolving), so a report that needed a CDN would fail here the way it fails offline.
-The run is real: the real Kineto control trace ingested, plus timer events of three ranks
-(one named with markup) and a leaking memory gauge, analysed by ``MetricsAnalyzer``.
+The run is real: the real Kineto control trace ingested (and given to the Kineto analyses),
+plus timer events of three ranks (one region named with markup) and a leaking memory gauge,
+analysed by ``MetricsAnalyzer``.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def report_html(real_fixtures: Any, tmp_path_factory: pytest.TempPathFactory) ->
     folder = tmp_path_factory.mktemp("report")
     events = TorchProfilerMetricsProvider.from_input(trace).collect(None) + _timer_events()
     write_events(folder / "metrics_events.jsonl", events)
-    report = MetricsAnalyzer(folder / "metrics_events.jsonl", "pretrain").analyze()
+    report = MetricsAnalyzer(folder / "metrics_events.jsonl", "pretrain", traces=[trace]).analyze()
     return report, render_report(report, "html", folder)
 
 
@@ -83,7 +84,7 @@ def test_report_loads_offline_with_every_chart_drawn(report_html: tuple[Analysis
     _open(p, path)
     assert (log.console_errors, log.page_errors, log.blocked) == ([], [], [])
     charts = p.locator("div.plot").all()
-    assert int(p.get_attribute("body", "data-charts-drawn")) == len(charts) == 6
+    assert int(p.get_attribute("body", "data-charts-drawn")) == len(charts) == 9
     drawn: dict[str, int] = {}
     for div in charts:
         selector = ".point" if div.get_attribute("data-mark") == "bar" else ".scatterlayer .trace path.js-line"
@@ -96,6 +97,10 @@ def test_report_loads_offline_with_every_chart_drawn(report_html: tuple[Analysis
     assert drawn["chart-step-time"] == len({(r["source"], r["rank"]) for r in steps}) == 4
     assert drawn["chart-memory"] == len({(r["name"], r["rank"]) for r in report.tables["memory"]}) == 3
     assert drawn["chart-kernels"] == 15 and drawn["chart-sections"] == 15
+    kineto_ranks = {r["rank"] for r in report.tables["kineto_temporal"]}
+    assert drawn["chart-temporal"] == 3 * len(kineto_ranks)  # compute, non-compute, idle per rank
+    assert drawn["chart-kernel-kinds"] == len({r["kind"] for r in report.tables["kineto_kernel_kinds"]})
+    assert drawn["chart-idle"] == len({r["category"] for r in report.tables["kineto_idle"]})
     assert p.evaluate("Plotly.version").split(".")[0].isdigit()
 
 

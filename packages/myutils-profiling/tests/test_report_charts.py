@@ -96,3 +96,27 @@ def test_minmax_downsample_keeps_each_buckets_min_and_max() -> None:
     assert (sx, sy) == ([0, 1, 4, 6], [0.0, 5.0, -3.0, 9.0])
     with pytest.raises(ValueError, match="equal length"):
         minmax_downsample([1, 2], [1], 4)
+
+
+def test_kineto_tables_become_stacked_bars_per_rank_and_summed_top_kernels() -> None:
+    report = _report()
+    report.tables.update({
+        "kineto_temporal": [{"rank": r, "compute_pct": 60.0, "non_compute_pct": 25.0, "idle_pct": 15.0}
+                            for r in (0, 5)],
+        "kineto_kernel_kinds": [{"rank": r, "kind": k, "total_us": 1000.0 * (r + 1)} for r in (0, 5)
+                                for k in ("computation", "communication", "memory")],
+        "kineto_idle": [{"rank": 0, "stream": s, "category": c, "idle_us": 500.0} for s in (7, 20)
+                        for c in ("host_wait", "kernel_wait", "other")],
+        "kineto_top_kernels": [{"rank": r, "kind": "computation", "name": n, "total_us": t} for r in (0, 5)
+                               for n, t in (("gemm", 4000.0), ("<b>relu</b>", 1000.0))],
+    })
+    charts = {c.id: c for c in build_charts(report)}
+    temporal = charts["chart-temporal"]
+    assert temporal.marks == 6 and [t["x"] for t in temporal.figure["data"]] == [["rank 0", "rank 5"]] * 3
+    kinds = charts["chart-kernel-kinds"].figure["data"]
+    assert [t["y"] for t in kinds] == [[1.0, 6.0]] * 3  # ms per rank, one trace per kind
+    idle = charts["chart-idle"].figure["data"]
+    assert {t["name"]: t["y"] for t in idle} == {"host wait": [1.0], "kernel wait": [1.0], "other": [1.0]}
+    kernels = charts["chart-kernels"].figure["data"][0]  # largest on top: plotly draws bottom-up
+    assert dict(zip(kernels["y"], kernels["x"], strict=True)) == {"gemm": 8.0, "&lt;b&gt;relu&lt;/b&gt;": 2.0}
+    assert "kineto_top_kernels" in charts["chart-kernels"].note

@@ -13,8 +13,8 @@ and show as the characters they are.
 
 Tables read (``my_utils.profiling.analysis.model`` documents them): ``steps`` (step-time
 timeline), ``operations`` (per-section breakdown and, without a Kineto kernel table, top
-kernels), ``ranks`` (rank comparison), ``memory`` (memory trend) and ``kineto.*`` kernel
-rows (top kernels).
+kernels), ``ranks`` (rank comparison), ``memory`` (memory trend) and the Kineto analyses'
+``kineto_top_kernels``, ``kineto_temporal``, ``kineto_kernel_kinds`` and ``kineto_idle``.
 """
 
 from __future__ import annotations
@@ -215,19 +215,81 @@ def memory_chart(report: AnalysisReport) -> Chart | None:
     return _lines("chart-memory", "Memory trend", groups, "step", "MiB" if scaled else "value")
 
 
+def _kineto_rows(report: AnalysisReport, table: str) -> list[dict[str, Any]]:
+    """The rows of ``kineto_<table>``: the all-ranks rows (``rank`` None) when there are any, else every rank's."""
+    rows = report.tables.get(f"kineto_{table}") or []
+    combined = [r for r in rows if r.get("rank") is None]
+    return combined or list(rows)
+
+
 def kernel_rows(report: AnalysisReport) -> tuple[list[dict[str, Any]], str]:
-    """Kernels by total GPU time (name, total, unit): the Kineto kernel table, else the ``kernel:`` operations."""
-    for key in sorted(report.tables):
-        if key.startswith("kineto.") and "kernel" in key and "top" in key:
-            rows = [r for r in report.tables[key] if r.get("name") is not None]
-            value_key = next((k for k in ("total_ms", "total_us", "total", "duration_us", "duration")
-                              if rows and k in rows[0]), None)
-            if rows and value_key is not None:
-                unit = "us" if value_key.endswith("_us") else "ms"
-                return [{"name": r["name"], "total": r[value_key], "unit": unit} for r in rows], key
+    """Kernels by total GPU time (name, total, unit): ``kineto_top_kernels`` summed over ranks, else ``kernel:`` operations."""
+    kineto = _kineto_rows(report, "top_kernels")
+    if kineto:
+        totals: dict[str, float] = {}
+        for r in kineto:
+            value = _num(r.get("total_us"))
+            if r.get("name") is not None and value is not None:
+                totals[str(r["name"])] = totals.get(str(r["name"]), 0.0) + value
+        return [{"name": k, "total": v / 1e3, "unit": "ms"} for k, v in totals.items()], "kineto_top_kernels"
     rows = [{"name": str(r["name"])[len("kernel:"):], "total": r.get("total"), "unit": r.get("unit", "ms")}
             for r in report.tables.get("operations") or [] if str(r.get("name", "")).startswith("kernel:")]
     return rows, "operations"
+
+
+def _stacked(chart_id: str, title: str, categories: Sequence[str], series: Mapping[str, Sequence[float]],
+             y_title: str, note: str = "") -> Chart:
+    """Stacked vertical bars: one trace per series, one bar per category in each (missing values are 0)."""
+    traces = [{"type": "bar", "name": plot_text(name), "x": [plot_text(c) for c in categories], "y": list(values)}
+              for name, values in series.items()]
+    layout = _layout(title, "", y_title, barmode="stack", xaxis={"type": "category"})
+    return Chart(chart_id, title, {"data": traces, "layout": layout}, "bar", len(categories) * len(series), note)
+
+
+def _per_rank(rows: Sequence[Mapping[str, Any]], key: str, value: str) -> tuple[list[str], dict[str, list[float]]]:
+    """``rows`` (rank, key, value) pivoted: rank labels and, per ``key`` value, the summed ``value`` per rank."""
+    ranks = sorted({r.get("rank") for r in rows}, key=lambda x: (x is None, x if x is not None else 0))
+    index = {rank: i for i, rank in enumerate(ranks)}
+    series: dict[str, list[float]] = {}
+    for r in rows:
+        v = _num(r.get(value))
+        if v is None:
+            continue
+        column = series.setdefault(str(r.get(key)), [0.0] * len(ranks))
+        column[index[r.get("rank")]] += v
+    labels = [_rank_text(rank) if rank is not None else "all ranks" for rank in ranks]
+    return labels, series
+
+
+def temporal_chart(report: AnalysisReport) -> Chart | None:
+    """Kineto temporal breakdown per rank: idle, compute and non-compute shares of the GPU's span."""
+    rows = list(report.tables.get("kineto_temporal") or [])
+    if not rows:
+        return None
+    long = [{"rank": r.get("rank"), "part": part.replace("_", "-"), "pct": r.get(f"{part}_pct")}
+            for r in rows for part in ("compute", "non_compute", "idle")]
+    labels, series = _per_rank(long, "part", "pct")
+    return _stacked("chart-temporal", "GPU time: compute / non-compute / idle (%)", labels, series, "% of span")
+
+
+def kernel_kinds_chart(report: AnalysisReport) -> Chart | None:
+    """Kineto kernel breakdown per rank: computation, communication and memory kernels."""
+    rows = list(report.tables.get("kineto_kernel_kinds") or [])
+    if not rows:
+        return None
+    labels, series = _per_rank(rows, "kind", "total_us")
+    series = {k: [v / 1e3 for v in values] for k, values in series.items()}
+    return _stacked("chart-kernel-kinds", "GPU kernel time by kind (ms)", labels, series, "ms")
+
+
+def idle_chart(report: AnalysisReport) -> Chart | None:
+    """Kineto idle-time breakdown per rank (all streams): host wait, kernel wait, other."""
+    rows = list(report.tables.get("kineto_idle") or [])
+    if not rows:
+        return None
+    labels, series = _per_rank(rows, "category", "idle_us")
+    series = {k.replace("_", " "): [v / 1e3 for v in values] for k, values in series.items()}
+    return _stacked("chart-idle", "GPU idle time by cause (ms)", labels, series, "ms")
 
 
 def kernels_chart(report: AnalysisReport) -> Chart | None:
@@ -245,5 +307,6 @@ def kernels_chart(report: AnalysisReport) -> Chart | None:
 
 def build_charts(report: AnalysisReport) -> list[Chart]:
     """Every chart the report's data allows, in reading order."""
-    makers = (scores_chart, step_time_chart, sections_chart, ranks_chart, memory_chart, kernels_chart)
+    makers = (scores_chart, step_time_chart, sections_chart, ranks_chart, memory_chart, kernels_chart,
+              temporal_chart, kernel_kinds_chart, idle_chart)
     return [c for c in (make(report) for make in makers) if c is not None]

@@ -98,8 +98,8 @@ def build_context(report: AnalysisReport) -> dict[str, Any]:
                                  ["series", "steps", "unit", "mean", "median", "p90", "min", "max", "cv"]))
     if report.tables.get("ranks"):
         tables.append(table_view("Ranks", report.tables["ranks"]))
-    kineto = [table_view(f"Kineto: {name[len('kineto.'):].replace('_', ' ')}", rows)
-              for name, rows in sorted(report.tables.items()) if name.startswith("kineto.") and rows]
+    kineto = [table_view(f"Kineto: {name[len('kineto_'):].replace('_', ' ')}", rows)
+              for name, rows in report.tables.items() if name.startswith("kineto_") and rows]
     ops = report.tables.get("operations") or []
     return {
         "title": f"Analysis report: {report.workload or 'run'}",
