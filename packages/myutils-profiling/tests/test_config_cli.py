@@ -52,6 +52,14 @@ def test_analyze_command_and_workloads(tmp_path: Path) -> None:
     pre = AnalysisReport.load(tmp_path / "pretrain")
     inf = AnalysisReport.load(tmp_path / "inference")
     assert len(inf.findings) >= len(pre.findings)  # inference thresholds are tighter
+    # default formats: the JSON report and, rendered from it, Markdown and HTML
+    result = _cli("analyze", "--events", str(events), "--output-dir", str(tmp_path / "all"), "-q", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    written = sorted(p.name for p in (tmp_path / "all").iterdir())
+    assert written == ["analysis_report.html", "analysis_report.json", "analysis_report.md"]
+    report = AnalysisReport.load(tmp_path / "all")
+    markdown = (tmp_path / "all" / "analysis_report.md").read_text().replace("\\", "")  # Markdown escapes
+    assert report.findings and all(f.title in markdown for f in report.findings)
 
 
 def _analysis_config(tmp_path: Path, analysis: object) -> Path:
