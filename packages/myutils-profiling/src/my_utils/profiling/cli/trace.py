@@ -1,1 +1,105 @@
-"""``myutils-profile trace``: registered on the shared app by this module (issue 10 builds it)."""
+"""``myutils-profile trace``: metric events (+ torch traces) of many ranks → one merged Chrome/Perfetto trace.
+
+Exit 0 when every input was read and every part written; 2 for bad input (nothing is
+written then). Warnings (missing clock records, clock uncertainty above the gaps it would
+compare) go to stderr and into ``otherData.warnings``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from my_utils.core.cli.guard import exit_on_error
+from my_utils.profiling.cli._app import app
+
+if TYPE_CHECKING:
+    from my_utils.core.events import MetricEvent
+
+
+@app.command("trace")
+@exit_on_error
+def trace(
+    events: Path = typer.Option(..., "--events", help="metrics_events.jsonl (or its folder), or profile_rank_<r>.csv "
+                                "files (a file or a folder) whose CLOCK_SYNC rows carry the measured offsets."),
+    output: Path = typer.Option(..., "--output", help="Merged trace: T.json or T.json.gz."),
+    auto_align_ranks: bool = typer.Option(False, "--auto-align-ranks", help="Put every rank on the reference "
+                                          "rank's clock with its measured offset (clock_sync records); never by "
+                                          "heuristics, so a consistently late rank stays late."),
+    reference_rank: int = typer.Option(0, "--reference-rank", help="The rank whose clock the timeline uses."),
+    torch_trace: list[Path] = typer.Option([], "--torch-trace", help="A torch.profiler trace of the same run "
+                                           "(repeatable; default: the traces the events name, found beside them)."),
+    max_mb: float | None = typer.Option(None, "--max-mb", help="Split the output into parts of at most this many "
+                                        "MB of JSON each, so every part opens in a viewer."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr."),
+) -> None:
+    """Merge every rank's MyTimer regions and torch traces into one timeline, one process per rank."""
+    from my_utils.core.errors import InputError, UsageError
+    from my_utils.core.progress import progress
+    from my_utils.profiling.trace.merge import events_with_traces, merge_trace
+    from my_utils.profiling.trace.torch_trace import read_torch_trace
+    from my_utils.profiling.trace.write import write_trace
+
+    if max_mb is not None and max_mb <= 0:
+        raise UsageError(f"--max-mb {max_mb:g}: expected a positive size in MB")
+    if not output.name.endswith((".json", ".json.gz")):
+        raise UsageError(f"--output {output}: expected a .json or .json.gz file name")
+    source, csvs = _resolve_events(events)
+    for t in torch_trace:
+        if not t.is_file():
+            raise InputError(str(t), None, "an existing torch.profiler trace (.json or .json.gz)")
+    traces_to_read = list(torch_trace) or (events_with_traces(source) if source is not None else [])
+    with progress(len(traces_to_read) + 1, "trace", enabled=not quiet) as bar:
+        torch_traces = []
+        for path in traces_to_read:
+            torch_traces.append(read_torch_trace(path))
+            bar.advance()
+        stream = _csv_events(csvs) if csvs else _jsonl_events(source)
+        merged = merge_trace(stream, torch_traces, reference_rank=reference_rank, auto_align=auto_align_ranks,
+                             sources=[str(p) for p in ([source] if source else csvs)])
+        bar.advance()
+    if not merged.events:
+        raise InputError(str(events), None, "MyTimer regions (source 'mytimer', kind 'duration') or a torch trace "
+                                            "to put on the timeline; found none")
+    for warning in merged.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    paths = write_trace(merged, output, max_mb)
+    for p in paths:
+        typer.echo(f"wrote {p}")
+
+
+def _resolve_events(path: Path) -> tuple[Path | None, list[Path]]:
+    """(metrics_events.jsonl, []) or (None, profile CSVs)."""
+    from my_utils.core.errors import InputError
+    from my_utils.core.events import EVENTS_FILE_NAME
+
+    if path.is_dir():
+        if (path / EVENTS_FILE_NAME).is_file():
+            return path / EVENTS_FILE_NAME, []
+        csvs = sorted(path.glob("profile_rank_*.csv"))
+        if csvs:
+            return None, csvs
+        raise InputError(str(path), None, f"a folder holding {EVENTS_FILE_NAME} or profile_rank_<r>.csv files")
+    if not path.is_file():
+        raise InputError(str(path), None, f"an existing {EVENTS_FILE_NAME} or profile CSV")
+    if path.suffix == ".csv":
+        return None, [path]
+    return path, []
+
+
+def _jsonl_events(path: Path | None) -> Iterator[MetricEvent]:
+    from my_utils.core.events import iter_events
+
+    return iter_events(path) if path is not None else iter(())
+
+
+def _csv_events(paths: list[Path]) -> Iterator[MetricEvent]:
+    from my_utils.profiling.providers.mytimer import read_profile_csv_events
+    from my_utils.profiling.trace.clock import clock_sync_events
+
+    for p in paths:
+        yield from read_profile_csv_events(p)
+        yield from clock_sync_events(p)
