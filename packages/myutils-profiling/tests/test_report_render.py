@@ -229,3 +229,14 @@ def test_collector_export_report_writes_each_format_beside_the_events(tmp_path: 
     assert "Plotly.newPlot" in paths["html"].read_text("utf-8")
     assert "## Findings" in paths["markdown"].read_text("utf-8")
     assert collector.export_report(fmt="md", path=tmp_path / "x.md") == tmp_path / "x.md"  # last report reused
+
+
+def test_importing_the_reports_loads_neither_jinja2_nor_plotly() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, my_utils.profiling.reports as r, my_utils.profiling.reports.render, "
+            "my_utils.profiling.reports.charts; r.render_report; "
+            "print(sorted(m for m in ('jinja2', 'plotly', 'pandas', 'numpy', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
