@@ -4,9 +4,10 @@ Every consumer of profile CSVs (``csv_to_trace``, the profiling providers) reads
 ``iter_profile_rows``: it validates the header, skips a torn last record (a killed writer) and
 reports anything else malformed as ``file:line N: what was expected`` (``InputError``).
 
-The writer side (``ProfileCsvWriter`` in ``profile_csv_writer``, used by ``GlobalLogger``) builds
-its lines with the helpers here, so that what is written is exactly what the reader accepts:
-real CSV (fields with a comma, quote or newline are quoted) and every record ends with ``\\n``.
+The writer side (``GlobalLogger``: packed step records rendered by ``step_log``, or
+``ProfileCsvWriter`` on the direct path) builds its lines with the helpers here, so that what is
+written is exactly what the reader accepts: real CSV (fields with a comma, quote or newline are
+quoted) and every record ends with ``\\n``.
 """
 
 from __future__ import annotations
@@ -279,6 +280,12 @@ def iter_profile_rows(path: str | Path) -> Iterator[ProfileRow]:
     file, the line and what was expected. An empty file has no rows.
     """
     where = Path(path)
+    # MyTimer persists steps in a packed log beside the CSV and renders them into it a moment
+    # later; bring the CSV up to date first, so that a run whose writer (and helper) was killed
+    # reads complete, and an in-process read needs no flush(). No log: nothing happens.
+    from my_utils.core.step_log import sync_profile_csv
+
+    sync_profile_csv(where)
     try:
         fh = open(where, "rb")  # noqa: SIM115 - generator, closed in finally
     except OSError as exc:
