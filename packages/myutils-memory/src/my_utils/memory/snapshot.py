@@ -4,8 +4,9 @@ The first ``start()`` turns allocator history on, every ``stop()`` dumps everyth
 recorded since (so a nested snapshot holds its parents' history up to that point), and the
 last ``stop()`` turns history off and frees it. Files are
 ``<output_dir>/<name>__<YYYYmmdd_HHMMSS>__rank<rank>.pt``: a pickle of the snapshot dict at
-protocol 4 (memory_viz renders protocol-5 pickles empty), loadable with ``pickle.load`` or
-``torch.load(..., weights_only=False)``.
+protocol 4 (memory_viz renders protocol-5 pickles empty), read by memory_viz,
+``my_utils.memory.load_snapshot`` or ``pickle.load`` (not by ``torch.load``, which expects its
+own header).
 
 Active only when ``ENABLE_MEMORY_SNAPSHOT=1`` (or ``enabled=True``). Without CUDA it warns
 once and does nothing; an allocator error is reported once and switches it off, never
