@@ -20,6 +20,8 @@ def test_readme_has_examples() -> None:
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_example_runs(index: int, tmp_path: Path) -> None:
+    if index == 3:
+        pytest.importorskip("matplotlib", reason="the monitor example draws its PNG (the [charts] extra)")
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "MYUTILS_OOM_RECORDER")}
     proc = subprocess.run([sys.executable, "-c", BLOCKS[index]], cwd=tmp_path, capture_output=True, text=True,
                           timeout=300, check=False, env=env)
