@@ -1,0 +1,135 @@
+"""ProfilerWrapper with real torch.profiler windows on the CPU; the memory pickle through the allocator seam."""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+
+from my_utils.core.errors import UsageError
+from my_utils.legacy.profiler_wrapper import ProfilerWrapper
+from my_utils.memory.cuda_memory import RecordingCudaMemory
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _train(profiler: ProfilerWrapper, windows: int, width: int = 32) -> None:
+    model = torch.nn.Linear(width, width)
+    for _ in range(windows):
+        with profiler:
+            model(torch.randn(16, width)).pow(2).mean().backward()
+
+
+def test_every_output_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    wrapper = ProfilerWrapper(is_st=True, profile_memory=False, log_dir=tmp_path / "prof",
+                              enabled_record_cuda_average_time=True, enable_record_cuda_mm=True, rank=0)
+    _train(wrapper, 3)
+    result = wrapper.leave()
+    assert [r.window for r in wrapper.time_records] == [1, 2, 3] and len(wrapper.memory_records) == 3
+    assert all(0 < r.op_time_ms for r in wrapper.time_records)
+    assert wrapper.average_time_ms == pytest.approx(sum(r.op_time_ms for r in wrapper.time_records) / 3)
+    assert result.trace == tmp_path / "prof" / "st_trace.json"
+    names = {e.get("name") for e in json.loads(result.trace.read_text())["traceEvents"]}
+    assert {"aten::linear", "aten::mm"} <= names or "aten::addmm" in names
+    for png in (result.cuda_time_plot, result.memory_chart):
+        assert png is not None and png.read_bytes()[:8] == PNG_MAGIC
+    assert result.cuda_time_plot.name == "st_cuda_time_plot.png"
+    assert result.memory_chart.name == "st_memory_usage_line_chart.png"
+    log = (tmp_path / "prof" / "st_rank_0.log").read_text()
+    if not torch.cuda.is_available():
+        assert "no CUDA device: times are CPU times" in log and "process RSS" in log
+    assert log.count("\n     1  ") + log.count("\n     2  ") >= 2 and "aten::addmm" in log
+    assert result.memory_pickle is None and result.problems == []
+    assert sorted(p.name for p in (tmp_path / "prof").iterdir()) == [
+        "st_cuda_time_plot.png", "st_memory_usage_line_chart.png", "st_rank_0.log", "st_trace.json"]
+
+
+def test_recorders_only_when_asked(tmp_path: Path) -> None:
+    wrapper = ProfilerWrapper(log_dir=tmp_path, rank=0)
+    _train(wrapper, 2)
+    assert wrapper.time_records == [] and wrapper.memory_records == []
+    assert wrapper.record_cuda_average_time() is not None  # the seed's methods can be called by hand
+    result = wrapper.leave()
+    assert result.cuda_time_plot is not None and result.memory_chart is None
+
+
+def test_memory_pickle_through_the_seam(tmp_path: Path) -> None:
+    seam = RecordingCudaMemory(state={"segments": [{"total_size": 1 << 20}], "device_traces": [[]]})
+    wrapper = ProfilerWrapper(profile_memory=True, log_dir=tmp_path / "log", mem_dir=tmp_path / "mem",
+                              cuda_memory=seam, rank=0)
+    _train(wrapper, 2)
+    result = wrapper.leave()
+    assert result.memory_pickle is not None and result.memory_pickle.parent == tmp_path / "mem"
+    assert result.memory_pickle.name.startswith("mt_mem_") and result.memory_pickle.suffix == ".pickle"
+    with result.memory_pickle.open("rb") as fh:
+        assert pickle.load(fh) == seam.state
+    assert [c[0] for c in seam.calls if c[0] != "unavailable_reason"] == ["start_history", "snapshot", "stop_history"]
+
+
+def test_no_cuda_memory_is_said_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    seam = RecordingCudaMemory(unavailable="no CUDA here")
+    wrapper = ProfilerWrapper(profile_memory=True, log_dir=tmp_path, cuda_memory=seam, rank=0)
+    with caplog.at_level(logging.WARNING, logger="my_utils.legacy"):
+        _train(wrapper, 3)
+        assert wrapper.leave().memory_pickle is None
+    assert [r.getMessage() for r in caplog.records].count(
+        "ProfilerWrapper: no memory pickle will be written: no CUDA here") == 1
+
+
+def test_ranks_do_not_share_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    wrapper = ProfilerWrapper(log_dir=tmp_path)
+    _train(wrapper, 1)
+    wrapper.leave()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mt_r1_rank_1.log", "mt_r1_trace.json"]
+
+
+def test_misuse_raises_and_training_errors_propagate(tmp_path: Path) -> None:
+    wrapper = ProfilerWrapper(log_dir=tmp_path, enabled_record_cuda_average_time=True)
+    with wrapper:
+        with pytest.raises(UsageError, match="already open"):
+            wrapper.__enter__()
+        with pytest.raises(UsageError, match="inside `with profiler:`"):
+            wrapper.leave()
+    with pytest.raises(ZeroDivisionError), wrapper:
+        1 / 0  # noqa: B018
+    assert len(wrapper.time_records) == 1  # the failed window is not recorded
+
+
+def test_unwritable_folder_is_reported_not_raised(tmp_path: Path) -> None:
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("x")
+    wrapper = ProfilerWrapper(log_dir=blocker, enabled_record_cuda_average_time=True)
+    _train(wrapper, 1)
+    result = wrapper.leave()
+    assert result.trace is None and result.log is None and result.cuda_time_plot is None
+    assert {p.split(":")[0] for p in result.problems} == {"trace", "log"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["not_a_dir"]
+
+
+def test_print_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wrapper = ProfilerWrapper(log_dir=tmp_path, enable_print_summary=True, rank=0)
+    _train(wrapper, 1)
+    wrapper.leave()
+    assert "operators of the last window:" in capsys.readouterr().out
+
+
+@pytest.mark.cuda
+def test_cuda_times_and_memory(tmp_path: Path) -> None:
+    wrapper = ProfilerWrapper(profile_memory=True, log_dir=tmp_path, enabled_record_cuda_average_time=True,
+                              enable_record_cuda_mm=True, rank=0)
+    model = torch.nn.Linear(512, 512).cuda()
+    for _ in range(3):
+        with wrapper:
+            model(torch.randn(256, 512, device="cuda")).sum().backward()
+    result = wrapper.leave()
+    assert wrapper.use_cuda and all(r.op_time_ms > 0 for r in wrapper.time_records)
+    assert all(r.current_mib > 0 and r.reserved_mib for r in wrapper.memory_records)
+    assert result.memory_pickle is not None and result.memory_pickle.stat().st_size > 0
+    assert "times are CUDA (device) times" in (tmp_path / "mt_rank_0.log").read_text()
