@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from my_utils.core.events import MetricEvent, write_events
 from my_utils.profiling.analysis import AnalysisReport, MetricsAnalyzer
@@ -187,3 +189,28 @@ def test_kineto_tables_join_the_report_from_traces_found_beside_the_events(real_
     assert "capture" in report.scores and report.scores["capture"] < 100
     alone = MetricsAnalyzer(events, traces=[]).analyze()  # told there are none: no Kineto part
     assert not any(k.startswith("kineto_") for k in alone.tables) and "capture" not in alone.scores
+
+
+_EVENTS = st.builds(
+    MetricEvent,
+    name=st.sampled_from(["step_time", "forward", "kernel:gemm", "memory.allocated", "cpu_op:aten::mm", "x"]),
+    value=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**6, 10**6)),
+    kind=st.sampled_from(["duration", "counter", "gauge", "ratio", "info"]),
+    unit=st.sampled_from(["ms", "bytes", ""]),
+    source=st.sampled_from(["mytimer", "torch_profiler", ""]),
+    rank=st.one_of(st.none(), st.integers(0, 3)),
+    step=st.one_of(st.none(), st.integers(0, 30)),
+    attrs=st.one_of(st.just({}), st.fixed_dictionaries({"depth": st.integers(0, 2)})),
+)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.lists(_EVENTS, max_size=80))
+@example([MetricEvent("step_time", 0.0, "duration", "ms", "mytimer", None, 1),  # statistics.pstdev overflowed here
+          MetricEvent("step_time", 2.68e154, "duration", "ms", "mytimer", None, 0)])
+def test_any_events_give_a_valid_report_and_no_rule_error(events: list[MetricEvent]) -> None:
+    report = MetricsAnalyzer(events, traces=[]).analyze()
+    assert report.summary["rule_errors"] == []
+    text = report.to_json()  # strict JSON: NaN and infinities become null
+    assert AnalysisReport.from_json(text).findings == report.findings
+    assert all(0.0 <= v <= 100.0 for v in report.scores.values())

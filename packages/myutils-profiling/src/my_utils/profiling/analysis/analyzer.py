@@ -33,7 +33,7 @@ from my_utils.profiling.analysis.rules._series import (
     is_gpu_family,
     is_memory,
 )
-from my_utils.profiling.analysis.rules._stats import cv, quantile
+from my_utils.profiling.analysis.rules._stats import cv, pstdev, quantile
 from my_utils.profiling.analysis.rules.suggestions import suggest
 from my_utils.profiling.analysis.scores import compute_scores
 from my_utils.profiling.analysis.workloads import DEFAULT_WORKLOAD, WorkloadProfile, get_workload
@@ -334,7 +334,7 @@ def _tables(series: Mapping[Any, Any], agg: EventAggregate) -> dict[str, list[di
         total = float(sum(values))
         denom = row.pop("denominator")
         row["ranks"] = sorted(r for r in row["ranks"] if r is not None)
-        row.update(steps=len(values), total=total, mean=total / len(values), std=statistics.pstdev(values),
+        row.update(steps=len(values), total=total, mean=total / len(values), std=pstdev(values),
                    min=values[0], max=values[-1], median=quantile(values, 0.5), p90=quantile(values, 0.9),
                    cv=cv(values), share=(total / denom) if denom > 0 and row["name"] != STEP_TIME else None)
         op_rows.append(row)

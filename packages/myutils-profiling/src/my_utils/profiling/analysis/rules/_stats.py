@@ -78,12 +78,27 @@ def robust_cv(values: Sequence[float]) -> float:
     return MAD_TO_SIGMA * mad(values) / abs(med) if med else 0.0
 
 
+def pstdev(values: Sequence[float], mean: float | None = None) -> float:
+    """Population standard deviation in plain floats (inf on overflow, NaN with non-finite input).
+
+    ``statistics.pstdev`` works in exact fractions and fails on sums that overflow a float
+    (CPython raises AttributeError there); measurements from outside must never crash a report.
+    """
+    if len(values) < 2:
+        return 0.0
+    m = statistics.fmean(values) if mean is None else mean
+    try:
+        return math.sqrt(math.fsum((v - m) ** 2 for v in values) / len(values))
+    except (OverflowError, ValueError):
+        return math.inf
+
+
 def cv(values: Sequence[float]) -> float:
     """Population standard deviation over the mean (0 for fewer than 2 values or a zero mean)."""
     if len(values) < 2:
         return 0.0
     mean = statistics.fmean(values)
-    return statistics.pstdev(values, mean) / abs(mean) if mean else 0.0
+    return pstdev(values, mean) / abs(mean) if mean else 0.0
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:

@@ -35,7 +35,7 @@ from my_utils.profiling.analysis.rules._series import (
     series_id,
     step_ranges,
 )
-from my_utils.profiling.analysis.rules._stats import MAD_TO_SIGMA, mad
+from my_utils.profiling.analysis.rules._stats import MAD_TO_SIGMA, mad, pstdev
 from my_utils.profiling.analysis.rules.suggestions import suggest
 
 METHODS = ("sigma", "mad", "either", "both")
@@ -88,7 +88,7 @@ class AnomalyRule:
     def _check(self, s: Series, steps: list[int], values: list[float]) -> dict[str, Any] | None:
         name, rank, unit = s.name, s.rank, s.unit
         mean = statistics.fmean(values)
-        std = statistics.pstdev(values, mean)
+        std = pstdev(values, mean)
         med = statistics.median(values)
         scale = MAD_TO_SIGMA * mad(values)
         rows: list[dict[str, Any]] = []
