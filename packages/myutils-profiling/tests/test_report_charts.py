@@ -120,3 +120,26 @@ def test_kineto_tables_become_stacked_bars_per_rank_and_summed_top_kernels() -> 
     kernels = charts["chart-kernels"].figure["data"][0]  # largest on top: plotly draws bottom-up
     assert dict(zip(kernels["y"], kernels["x"], strict=True)) == {"gemm": 8.0, "&lt;b&gt;relu&lt;/b&gt;": 2.0}
     assert "kineto_top_kernels" in charts["chart-kernels"].note
+
+
+_JSON = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8) | st.lists(
+    st.integers(), max_size=2) | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)
+_KEYS = st.sampled_from(["name", "rank", "step", "source", "unit", "value", "total", "step_time", "mean_step_time",
+                         "kind", "category", "total_us", "idle_us", "compute_pct", "idle_pct", "count", "share"])
+_TABLES = st.sampled_from(["steps", "ranks", "memory", "operations", "totals", "kineto_temporal",
+                           "kineto_kernel_kinds", "kineto_idle", "kineto_top_kernels", "ncu_rules", "kineto_health"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(_TABLES, st.lists(st.dictionaries(_KEYS, _JSON, max_size=6), max_size=4), max_size=4))
+def test_any_table_rows_from_a_file_render_without_error(tables: dict[str, list[dict[str, object]]]) -> None:
+    """Tables come from analysis_report.json files (untrusted): odd types are skipped, never a crash."""
+    from my_utils.profiling.reports.render import render_text
+
+    report = AnalysisReport.from_dict({"schema_version": "1.1", "workload": "pretrain", "scores": {"overall": 1},
+                                       "findings": [], "summary": {"step_time": {"x": {"mean": "?"}}},
+                                       "tables": tables})
+    for chart in build_charts(report):
+        json.loads(chart.figure_json())
+        assert chart.marks >= 0
+    assert "## Findings (0)" in render_text(report, "markdown")

@@ -87,10 +87,17 @@ def _layout(title: str, x_title: str, y_title: str, **extra: Any) -> dict[str, A
     return layout
 
 
+def _label(value: Any) -> int | str | None:
+    """A grouping key from a table cell: ints and None as they are, anything else as text (rows are untrusted)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
 def _group(rows: Iterable[Mapping[str, Any]], keys: Sequence[str]) -> dict[tuple[Any, ...], list[Mapping[str, Any]]]:
     out: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for row in rows:
-        out.setdefault(tuple(row.get(k) for k in keys), []).append(row)
+        out.setdefault(tuple(_label(row.get(k)) for k in keys), []).append(row)
     return out
 
 
@@ -166,8 +173,8 @@ def _is_section(name: str) -> bool:
 
 def sections_chart(report: AnalysisReport) -> Chart | None:
     """Where the time goes: total per section (timed region or operator), the largest first."""
-    rows = [r for r in report.tables.get("operations") or [] if _is_section(str(r.get("name", "")))
-            and _num(r.get("total")) is not None]
+    rows = [r for r in report.tables.get("operations") or [] if isinstance(r.get("name"), str) and r["name"]
+            and _is_section(r["name"]) and _num(r.get("total")) is not None]
     if not rows:
         return None
     rows.sort(key=lambda r: -float(r["total"]))
@@ -248,15 +255,17 @@ def _stacked(chart_id: str, title: str, categories: Sequence[str], series: Mappi
 
 def _per_rank(rows: Sequence[Mapping[str, Any]], key: str, value: str) -> tuple[list[str], dict[str, list[float]]]:
     """``rows`` (rank, key, value) pivoted: rank labels and, per ``key`` value, the summed ``value`` per rank."""
-    ranks = sorted({r.get("rank") for r in rows}, key=lambda x: (x is None, x if x is not None else 0))
+    # ranks read from a file may be anything: ints in order, then the rest by text, then None
+    ranks = sorted({_label(r.get("rank")) for r in rows},
+                   key=lambda x: (x is None, not isinstance(x, int), x if isinstance(x, int) else 0, str(x)))
     index = {rank: i for i, rank in enumerate(ranks)}
     series: dict[str, list[float]] = {}
     for r in rows:
         v = _num(r.get(value))
         if v is None:
             continue
-        column = series.setdefault(str(r.get(key)), [0.0] * len(ranks))
-        column[index[r.get("rank")]] += v
+        column = series.setdefault(str(_label(r.get(key))), [0.0] * len(ranks))
+        column[index[_label(r.get("rank"))]] += v
     labels = [_rank_text(rank) if rank is not None else "all ranks" for rank in ranks]
     return labels, series
 
