@@ -240,3 +240,12 @@ def test_importing_the_reports_loads_neither_jinja2_nor_plotly() -> None:
             "print(sorted(m for m in ('jinja2', 'plotly', 'pandas', 'numpy', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("fmt", ["html", "markdown"])
+def test_a_table_added_by_a_plugin_is_listed(fmt: str, tmp_path: Path) -> None:
+    rows = [{"layer": f"block{i}", "<i>flops</i>": i * 1e9} for i in range(60)]
+    report = AnalysisReport("1.1", "pretrain", {"overall": 90.0}, [], {}, tables={"my_plugin_layers": rows})
+    text = render_report(report, fmt, tmp_path / f"r.{fmt}").read_text("utf-8")
+    assert "my plugin layers" in text and "block49" in text and "block50" not in text
+    assert "first 50 of 60 rows" in text and "<i>flops" not in text

@@ -22,6 +22,8 @@ MAX_OPERATION_ROWS = 30
 MAX_TABLE_ROWS = 50
 #: Columns of a generic (Kineto) table.
 MAX_COLUMNS = 12
+#: Tables of other names (third-party rules) listed at most.
+MAX_OTHER_TABLES = 20
 #: Characters of one evidence value.
 MAX_VALUE_CHARS = 400
 _OPERATION_COLUMNS = ("name", "source", "unit", "count", "steps", "total", "mean", "p90", "cv", "share")
@@ -100,6 +102,10 @@ def build_context(report: AnalysisReport) -> dict[str, Any]:
         tables.append(table_view("Ranks", report.tables["ranks"]))
     kineto = [table_view(f"Kineto: {name[len('kineto_'):].replace('_', ' ')}", rows)
               for name, rows in report.tables.items() if name.startswith("kineto_") and rows]
+    # tables another rule or analysis added: listed too, so a plugin's data reaches the reader
+    shown = {"operations", "steps", "memory", "ranks", "totals", "ncu_rules"}
+    other = [table_view(name.replace("_", " "), rows) for name, rows in report.tables.items()
+             if name not in shown and not name.startswith("kineto_") and rows][:MAX_OTHER_TABLES]
     ops = report.tables.get("operations") or []
     return {
         "title": f"Analysis report: {report.workload or 'run'}",
@@ -112,6 +118,7 @@ def build_context(report: AnalysisReport) -> dict[str, Any]:
         if ops else None,
         "tables": tables,
         "kineto": kineto,
+        "other_tables": other,
         "kineto_note": str(summary.get("kineto", "")),
         "ncu": _ncu_rules(report),
         "overhead": _key_values(report.overhead),
