@@ -57,6 +57,13 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     if "trace" in {c.name for c in app.registered_commands}:
         assert_valid_trace(out / "merged_trace.json")
         assert str(out / "merged_trace.json") in proc.stdout
+        merged = json.loads((out / "merged_trace.json").read_text())["traceEvents"]
+        iters = {e["args"]["step"]: e["ts"] for e in merged if e.get("cat") == "mytimer" and e["name"] == "iter"}
+        steps = {int(e["name"].split("#")[1]): e["ts"] for e in merged
+                 if str(e.get("name", "")).startswith("ProfilerStep#")}
+        assert steps and set(steps) <= set(iters)
+        for step, ts in steps.items():  # one clock: torch's step starts where MyTimer's iter does
+            assert abs(ts - iters[step]) < 20_000, (step, ts, iters[step])
 
 
 def test_demo_rejects_bad_arguments(tmp_path: Path) -> None:

@@ -134,14 +134,15 @@ def run(steps: int, output_dir: Path, collect_every: int = 10) -> dict[str, Path
             written[f"report_{fmt}"] = collector.export_report(fmt=fmt, report=report)
         except UsageError as exc:  # Markdown/HTML need the reports part
             logger.info("demo: %s report skipped: %s", fmt, exc)
-    merged = _merged_trace(collector.events_path, output_dir / "merged_trace.json")
+    merged = _merged_trace(collector.events_path, sorted(trace_dir.glob("*.json")), output_dir / "merged_trace.json")
     if merged is not None:
         written["merged_trace"] = merged
     return written
 
 
-def _merged_trace(events: Path, output: Path) -> Path | None:
-    """Run ``myutils-profile trace`` on the events (the seed's flags) when that command is installed."""
+def _merged_trace(events: Path, torch_traces: list[Path], output: Path) -> Path | None:
+    """Run ``myutils-profile trace`` (the seed's flags) when that command is installed: MyTimer
+    regions and the torch.profiler window of this run on one clock."""
     import subprocess
 
     from my_utils.profiling.cli import app
@@ -150,7 +151,8 @@ def _merged_trace(events: Path, output: Path) -> Path | None:
         return None
     proc = subprocess.run(
         [sys.executable, "-c", "from my_utils.profiling.cli import main; main()", "trace", "--events", str(events),
-         "--output", str(output), "--auto-align-ranks", "--reference-rank", "0"],
+         "--output", str(output), "--auto-align-ranks", "--reference-rank", "0",
+         *[arg for t in torch_traces for arg in ("--torch-trace", str(t))]],
         capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         print(f"merged trace not written: {proc.stderr.strip()}", file=sys.stderr)
