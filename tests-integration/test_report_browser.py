@@ -117,3 +117,15 @@ def test_a_name_carrying_script_shows_as_text_and_does_not_run(report_html: tupl
     assert any(EVIL in t for t in ticks)  # and so does the chart's axis label
     assert (log.console_errors, log.page_errors, log.blocked) == ([], [], [])
     assert len(p.locator(".finding").all()) == len(report.findings)
+
+
+def test_the_page_fixture_would_catch_a_cdn_report(page: tuple[Any, Any], tmp_path: Path) -> None:
+    """The control: a report that loads plotly.js from a CDN is blocked, errs, and draws nothing here."""
+    p, log = page
+    html = tmp_path / "cdn.html"
+    html.write_text('<html><body><div id="c"></div><script src="https://cdn.plot.ly/plotly-2.35.2.min.js"></script>'
+                    '<script>Plotly.newPlot("c", [{type: "bar", y: [1]}]);</script></body></html>', encoding="utf-8")
+    p.goto(html.resolve().as_uri(), wait_until="load")
+    assert any("cdn.plot.ly" in url for url in log.blocked)
+    assert any("Plotly is not defined" in e for e in log.page_errors)
+    assert p.locator("#c .point").count() == 0
