@@ -97,9 +97,9 @@ def test_bad_ops_raise_before_running(tmp_path: Path) -> None:
 def test_block_errors_propagate_and_disk_errors_do_not(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with caplog.at_level(logging.WARNING, logger="test.dit"):
-        with create_profiler_context("DIT", LOG, OPS, base_output_dir=blocker):
-            _work(1, 1)
+    with caplog.at_level(logging.WARNING, logger="test.dit"), \
+            create_profiler_context("DIT", LOG, OPS, base_output_dir=blocker):
+        _work(1, 1)
     assert any("outputs under" in r.getMessage() and "not written" in r.getMessage() for r in caplog.records)
     with pytest.raises(KeyError), create_profiler_context("DIT", LOG, OPS, base_output_dir=tmp_path / "ok"):
         raise KeyError("training bug")

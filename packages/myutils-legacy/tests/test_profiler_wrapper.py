@@ -31,15 +31,15 @@ def test_every_output_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     _train(wrapper, 3)
     result = wrapper.leave()
     assert [r.window for r in wrapper.time_records] == [1, 2, 3] and len(wrapper.memory_records) == 3
-    assert all(0 < r.op_time_ms for r in wrapper.time_records)
+    assert all(r.op_time_ms > 0 for r in wrapper.time_records)
     assert wrapper.average_time_ms == pytest.approx(sum(r.op_time_ms for r in wrapper.time_records) / 3)
     assert result.trace == tmp_path / "prof" / "st_trace.json"
     names = {e.get("name") for e in json.loads(result.trace.read_text())["traceEvents"]}
-    assert {"aten::linear", "aten::mm"} <= names or "aten::addmm" in names
+    assert {"aten::linear", "aten::addmm"} <= names
     for png in (result.cuda_time_plot, result.memory_chart):
         assert png is not None and png.read_bytes()[:8] == PNG_MAGIC
-    assert result.cuda_time_plot.name == "st_cuda_time_plot.png"
-    assert result.memory_chart.name == "st_memory_usage_line_chart.png"
+    assert result.cuda_time_plot == tmp_path / "prof" / "st_cuda_time_plot.png"
+    assert result.memory_chart == tmp_path / "prof" / "st_memory_usage_line_chart.png"
     log = (tmp_path / "prof" / "st_rank_0.log").read_text()
     if not torch.cuda.is_available():
         assert "no CUDA device: times are CPU times" in log and "process RSS" in log
