@@ -4,6 +4,9 @@ Files: ``.json`` / ``.json.gz`` Chrome traces written by ``export_chrome_trace``
 ``tensorboard_trace_handler`` (a file, or a folder of rank files parsed in parallel).
 The rank comes from ``distributedInfo.rank``, else from the file name (``rank-3``,
 ``worker0``), else from the ``rank`` option; several files claiming one rank are refused.
+Where rank files are parsed is the ``executor`` option (``providers.parallel.run_many``):
+``"process"`` (default for several files), ``"serial"``, ``"dask"`` (the scheduler in
+``$DASK_SCHEDULER_ADDRESS``, else a local cluster), a scheduler address, or a ``distributed.Client``.
 
 Live: pass the ``torch.profiler.profile`` object; each ``collect()`` returns the metrics
 of the profiling cycle finished since the previous call. With a schedule, build the
