@@ -133,6 +133,17 @@ def _runner(code: str, arg: Path, cwd: Path, timeout: float) -> Callable[[], Sam
     return run
 
 
+def _logged(label: str, tool: str, call: Callable[[], Sample | str]) -> Callable[[], Sample | str]:
+    """``call``, printing its sample to stderr as soon as it is taken (a long run shows progress)."""
+
+    def run() -> Sample | str:
+        sample = call()
+        print(f"bench_kineto_analysis: {label}: {tool}: {sample}", file=sys.stderr, flush=True)
+        return sample
+
+    return run
+
+
 def _folder(tmp: Path, name: str, trace: Path) -> Path:
     """A folder holding only ``trace`` (HTA reads every trace in a folder); a link keeps the file in place."""
     folder = tmp / name
@@ -161,7 +172,7 @@ def _measure(report: Report, label: str, arg_ours: Path, arg_hta: Path, rounds: 
     tools = {"my_utils": _runner(OURS, arg_ours, tmp, timeout)}
     if have_hta is None:
         tools["HTA"] = _runner(HTA, arg_hta, tmp, timeout)
-    samples = interleave(tools, rounds)
+    samples = interleave({name: _logged(label, name, call) for name, call in tools.items()}, rounds)
     good: dict[str, list[Sample]] = {}
     for tool in ("my_utils", "HTA"):
         if tool not in samples:

@@ -308,9 +308,20 @@ def test_every_rank_present_is_analysed_and_merged(real_fixtures: Any, tmp_path:
     both = analyze_traces(tmp_path, executor="process")
     assert isinstance(both, KinetoAnalysis)
     assert both.ranks == (0, 1)
-    assert [t.rank for t in both.temporal] == [0, 1] and [o.rank for o in both.overlap] == [0, 1]
+    assert [t.rank for t in both.temporal] == [0, 1, None] and [o.rank for o in both.overlap] == [0, 1, None]
     singles = [analyze_traces(tmp_path / f"trace_filter__sampled_rank-{r}.json.gz", executor="serial")
                for r in (0, 1)]
+    assert [t.rank for s in singles for t in s.temporal] == [0, 1]  # one rank: no all-ranks row
+    every = both.temporal[-1]
+    assert every.span_us == approx(sum(s.temporal[0].span_us for s in singles))
+    assert every.idle_pct == approx(100 * sum(s.temporal[0].idle_us for s in singles) / every.span_us)
+    ov = both.overlap[-1]
+    assert ov.overlap_pct == approx(100 * sum(s.overlap[0].overlap_us for s in singles)
+                                    / sum(s.overlap[0].communication_us for s in singles))
+    for cat in ("host_wait", "kernel_wait", "other"):
+        merged_idle = [i for i in both.idle if i.rank is None and i.category == cat]
+        assert len(merged_idle) == 1 and merged_idle[0].stream is None
+        assert merged_idle[0].idle_us == approx(sum(i.idle_us for s in singles for i in s.idle if i.category == cat))
     for kind_name in {k.kind for k in both.kernel_kinds}:
         merged = [k for k in both.kernel_kinds if k.rank is None and k.kind == kind_name]
         per_rank = [k for s in singles for k in s.kernel_kinds if k.kind == kind_name]
@@ -349,3 +360,42 @@ def test_bad_input_names_the_file_and_the_place(tmp_path: Path) -> None:
         analyze_file(wrong)
     with pytest.raises(InputError, match="no such file or folder"):
         analyze_traces(tmp_path / "absent")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["hta/trace_filter__sampled_rank-0.json.gz", "hta/nccl_parser_config__nccl_data.json.gz"])
+def test_figures_agree_with_holistic_trace_analysis(real_fixtures: Any, tmp_path: Path, name: str) -> None:
+    """Where our definitions are HTA's, HTA itself (a bench anchor, when installed) gives the same figures."""
+    pytest.importorskip("hta", reason="holistictraceanalysis is a bench anchor (bench/requirements.txt)")
+    import logging
+    import warnings
+
+    path = real_fixtures / "kineto" / name
+    (tmp_path / path.name).symlink_to(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # HTA's own deprecation noise is not ours to fail on
+        logging.disable(logging.WARNING)
+        try:
+            from hta.trace_analysis import TraceAnalysis
+
+            hta = TraceAnalysis(trace_dir=str(tmp_path), include_last_profiler_step=True)
+            rank = next(iter(hta.t.traces))
+            temporal = hta.get_temporal_breakdown(visualize=False).iloc[0]
+            overlap = hta.get_comm_comp_overlap(visualize=False).iloc[0]
+            idle = hta.get_idle_time_breakdown(ranks=[rank], visualize=False)[0]
+            launch = hta.get_cuda_kernel_launch_stats(ranks=[rank], visualize=False)[rank]
+        finally:
+            logging.disable(logging.NOTSET)
+    ours = analyze_file(path)
+    t = ours.temporal
+    assert (t.idle_us, t.compute_us, t.non_compute_us, t.span_us) == (
+        approx(temporal["idle_time(us)"]), approx(temporal["compute_time(us)"]),
+        approx(temporal["non_compute_time(us)"]), approx(temporal["kernel_time(us)"]))
+    assert ours.overlap.overlap_pct == approx(100 * overlap["comp_comm_overlap_ratio"])
+    for cat in ("host_wait", "kernel_wait", "other"):
+        theirs = float(idle.loc[idle["idle_category"] == cat, "idle_time"].sum())
+        assert sum(r.idle_us for r in ours.idle if r.category == cat) == approx(theirs)
+    assert ours.launch.launches == len(launch)
+    assert ours.launch.delay_mean_us == approx(float(launch["launch_delay"].mean()))
+    assert ours.launch.short_kernels == int(((launch["cpu_duration"] <= 50)
+                                             & (launch["gpu_duration"] < launch["cpu_duration"])).sum())

@@ -84,7 +84,7 @@ class TraceCollector:
     def _rel(self, ts: Any) -> float:
         if self.base is None:
             self.base = float(ts)
-        return ts - self.base  # type: ignore[no-any-return]
+        return ts - self.base
 
     def _lane(self, table: dict[tuple[Any, Any], int], key: tuple[Any, Any]) -> int:
         lid = table.get(key)

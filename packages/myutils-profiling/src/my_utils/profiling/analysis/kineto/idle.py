@@ -11,6 +11,7 @@ default threshold (30 on its µs timestamps) is ours.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,3 +75,13 @@ def idle_breakdown(d: RankData, lanes: list[tuple[Any, Any]],
 
 def _scalars(lane: tuple[Any, Any]) -> tuple[int | str | None, int | str | None]:
     return tuple(v if v is None or isinstance(v, (int, str)) else str(v) for v in lane)  # type: ignore[return-value]
+
+
+def merge_idle(rows: Iterable[IdleRow]) -> list[IdleRow]:
+    """All ranks and streams together (``rank``, ``device`` and ``stream`` None), one row per category."""
+    acc = {c: [0.0, 0] for c in CATEGORIES}
+    for r in rows:
+        acc[r.category][0] += r.idle_us
+        acc[r.category][1] += r.gaps
+    total = sum(a[0] for a in acc.values())
+    return [IdleRow(None, None, None, c, a[0], int(a[1]), pct(a[0], total)) for c, a in acc.items()]

@@ -7,6 +7,7 @@ Holistic Trace Analysis' ``get_comm_comp_overlap``. A rank without communication
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from my_utils.profiling.analysis.kineto import intervals
@@ -36,3 +37,10 @@ def comm_comp_overlap(d: RankData) -> OverlapRow:
     comp_us = float((b[1] - b[0]).sum())
     both = intervals.overlap_length(a, b)
     return OverlapRow(d.rank, comm_us, comp_us, both, pct(both, comm_us))
+
+
+def merge_overlap(rows: Sequence[OverlapRow]) -> OverlapRow:
+    """All ranks together (``rank`` None): overlapped communication time over all communication time."""
+    comm = sum(r.communication_us for r in rows)
+    both = sum(r.overlap_us for r in rows)
+    return OverlapRow(None, comm, sum(r.computation_us for r in rows), both, pct(both, comm))

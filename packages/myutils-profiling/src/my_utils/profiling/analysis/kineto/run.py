@@ -21,7 +21,7 @@ TOP_KERNELS = 10
 _PATTERNS = ("*.json", "*.json.gz")
 
 
-def analyze_file(path: str | Path, rank: int | None = None, top: int = TOP_KERNELS) -> RankAnalysis:
+def analyze_file(path: str | Path, rank: int | None = None) -> RankAnalysis:
     """Every analysis of one trace file. Module-level so that worker processes can import it.
 
     The rank comes from ``distributedInfo.rank``, else from the file name, else ``rank``.
@@ -93,22 +93,28 @@ def analyze_traces(paths: str | Path | Iterable[str | Path], ranks: Sequence[int
 def combine(results: Sequence[RankAnalysis], top: int = TOP_KERNELS) -> KinetoAnalysis:
     """Merge per-rank results (sorted by rank) and add the all-ranks rows (``rank`` None)."""
     from my_utils.profiling.analysis.kineto.annotations import merge_annotations
+    from my_utils.profiling.analysis.kineto.idle import merge_idle
     from my_utils.profiling.analysis.kineto.kernels import merge_kind_rows, merge_stats, top_kernels
+    from my_utils.profiling.analysis.kineto.overlap import merge_overlap
+    from my_utils.profiling.analysis.kineto.temporal import merge_temporal
 
     results = sorted(results, key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.file))
     kinds = [k for r in results for k in r.kernel_kinds]
     stats = [s for r in results for s in r.kernel_stats]
     anns = [a for r in results for a in r.annotations]
+    temporal = [r.temporal for r in results if r.temporal is not None]
+    idle = [i for r in results for i in r.idle]
+    overlap = [r.overlap for r in results]
     many = len(results) > 1
     inputs: tuple[dict[str, Any], ...] = tuple(
         {"file": r.file, "rank": r.rank, "rank_source": r.rank_source, "events": r.events} for r in results)
     return KinetoAnalysis(
         ranks=tuple(r.rank for r in results), inputs=inputs,
-        temporal=tuple(r.temporal for r in results if r.temporal is not None),
+        temporal=tuple(temporal + ([merge_temporal(temporal)] if many and temporal else [])),
         kernel_kinds=tuple(kinds + (merge_kind_rows(kinds) if many else [])),
         top_kernels=tuple(top_kernels(stats + (merge_stats(stats) if many else []), top)),
-        idle=tuple(i for r in results for i in r.idle),
-        overlap=tuple(r.overlap for r in results),
+        idle=tuple(idle + (merge_idle(idle) if many and idle else [])),
+        overlap=tuple(overlap + ([merge_overlap(overlap)] if many else [])),
         launch=tuple(r.launch for r in results if r.launch is not None),
         launch_outliers=tuple(o for r in results for o in r.launch_outliers),
         annotations=tuple(anns + (merge_annotations(anns) if many else [])),

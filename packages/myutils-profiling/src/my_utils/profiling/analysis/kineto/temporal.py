@@ -9,6 +9,7 @@ to the span, as in Holistic Trace Analysis' ``get_temporal_breakdown``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from my_utils.profiling.analysis.kineto import intervals
@@ -43,3 +44,13 @@ def temporal_breakdown(d: RankData) -> TemporalRow | None:
     non_compute = busy - compute
     return TemporalRow(d.rank, span, idle, compute, non_compute,
                        pct(idle, span), pct(compute, span), pct(non_compute, span))
+
+
+def merge_temporal(rows: Sequence[TemporalRow]) -> TemporalRow:
+    """All ranks together (``rank`` None): the µs summed over ranks, the shares of the summed span."""
+    span = sum(r.span_us for r in rows)
+    idle = sum(r.idle_us for r in rows)
+    compute = sum(r.compute_us for r in rows)
+    non_compute = sum(r.non_compute_us for r in rows)
+    return TemporalRow(None, span, idle, compute, non_compute, pct(idle, span), pct(compute, span),
+                       pct(non_compute, span))
