@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,8 +71,13 @@ class LeaveResult:
 
 
 def _host_rss_mib() -> tuple[float, float]:
-    """(current, peak) resident memory of this process in MiB."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+    """(current, peak) resident memory of this process in MiB (Linux; zeros where unreadable)."""
+    try:
+        import resource  # POSIX only
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+    except (ImportError, OSError):
+        peak = 0.0
     try:
         with open("/proc/self/statm", encoding="ascii") as fh:
             current = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / MIB
@@ -293,7 +297,7 @@ class ProfilerWrapper:
         """The last window's operator table (torch's ``key_averages().table``), sorted by CUDA or CPU time."""
         if self._last_prof is None:
             return "(no profiled window)"
-        sort_by = "self_cuda_time_total" if self.use_cuda else "self_cpu_time_total"
+        sort_by = "self_device_time_total" if self.use_cuda else "self_cpu_time_total"
         return str(self._last_prof.key_averages().table(sort_by=sort_by, row_limit=row_limit))
 
     def _log_text(self) -> str:
