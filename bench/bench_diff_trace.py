@@ -121,6 +121,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--fixtures", type=Path, default=None, metavar="DIR",
                         help="read the real files from DIR instead of the fixture registry")
     parser.add_argument("--skip-dask", action="store_true", help="only the diff comparison")
+    parser.add_argument("--skip-diff", action="store_true", help="only Dask vs the process pool")
     parser.add_argument("--workers", type=int, default=2, help="worker processes for Dask and the pool")
     args = parser.parse_args(argv)
     require("my_utils.profiling", "bench_diff_trace")
@@ -143,15 +144,18 @@ def main(argv: list[str]) -> int:
             (folder / path.name).symlink_to(path.resolve())
             folders.append(folder)
         tools = {"my_utils": _runner(OURS, [str(control), str(test), str(tmp / "diff.json")], tmp, 900)}
-        if find_spec("hta") is not None:
+        if args.skip_diff:
+            tools = {}
+        elif find_spec("hta") is not None:
             tools["HTA"] = _runner(HTA, [str(folders[0]), str(folders[1])], tmp, 900)
         else:
             report.skip("trace diff: HTA", "holistictraceanalysis not installed (pip install -r bench/requirements.txt)")
-        samples = interleave(tools, rounds)
+        samples = interleave(tools, rounds) if tools else {}
         _add(report, "diff control/test", samples, "my_utils", "HTA",
              at_most_times(0.25, "issue 10: >= 4x faster than HTA TraceDiff"), ("s", "rss_mb"))
         rows = {t: next((s["rows"] for s in v if isinstance(s, dict)), None) for t, v in samples.items()}
-        report.label("diff rows", ", ".join(f"{t} {n}" for t, n in rows.items()))
+        if rows:
+            report.label("diff rows", ", ".join(f"{t} {n}" for t, n in rows.items()))
         if not args.skip_dask:
             if find_spec("distributed") is None:
                 report.skip("dask", "dask.distributed not installed (pip install 'myutils-profiling[dask]')")
