@@ -102,17 +102,18 @@ def test_kineto_tables_become_stacked_bars_per_rank_and_summed_top_kernels() -> 
     report = _report()
     report.tables.update({
         "kineto_temporal": [{"rank": r, "compute_pct": 60.0, "non_compute_pct": 25.0, "idle_pct": 15.0}
-                            for r in (0, 5)],
+                            for r in (0, 5, None)],
         "kineto_kernel_kinds": [{"rank": r, "kind": k, "total_us": 1000.0 * (r + 1)} for r in (0, 5)
                                 for k in ("computation", "communication", "memory")],
-        "kineto_idle": [{"rank": 0, "stream": s, "category": c, "idle_us": 500.0} for s in (7, 20)
+        "kineto_idle": [{"rank": r, "stream": s, "category": c, "idle_us": 500.0} for r in (0, None) for s in (7, 20)
                         for c in ("host_wait", "kernel_wait", "other")],
         "kineto_top_kernels": [{"rank": r, "kind": "computation", "name": n, "total_us": t} for r in (0, 5)
                                for n, t in (("gemm", 4000.0), ("<b>relu</b>", 1000.0))],
     })
     charts = {c.id: c for c in build_charts(report)}
     temporal = charts["chart-temporal"]
-    assert temporal.marks == 6 and [t["x"] for t in temporal.figure["data"]] == [["rank 0", "rank 5"]] * 3
+    # shares: the all-ranks bar stands beside the ranks; times: only the ranks (a sum would dwarf them)
+    assert temporal.marks == 9 and [t["x"] for t in temporal.figure["data"]] == [["rank 0", "rank 5", "all ranks"]] * 3
     kinds = charts["chart-kernel-kinds"].figure["data"]
     assert [t["y"] for t in kinds] == [[1.0, 6.0]] * 3  # ms per rank, one trace per kind
     idle = charts["chart-idle"].figure["data"]

@@ -253,8 +253,15 @@ def _stacked(chart_id: str, title: str, categories: Sequence[str], series: Mappi
     return Chart(chart_id, title, {"data": traces, "layout": layout}, "bar", len(categories) * len(series), note)
 
 
-def _per_rank(rows: Sequence[Mapping[str, Any]], key: str, value: str) -> tuple[list[str], dict[str, list[float]]]:
-    """``rows`` (rank, key, value) pivoted: rank labels and, per ``key`` value, the summed ``value`` per rank."""
+def _per_rank(rows: Sequence[Mapping[str, Any]], key: str, value: str,
+              all_ranks: bool = False) -> tuple[list[str], dict[str, list[float]]]:
+    """``rows`` (rank, key, value) pivoted: rank labels and, per ``key`` value, the summed ``value`` per rank.
+
+    The all-ranks rows (``rank`` None) are kept only with ``all_ranks`` (shares) or when no
+    rank has its own rows: beside per-rank times, a sum over ranks would dwarf them.
+    """
+    if not all_ranks and any(r.get("rank") is not None for r in rows):
+        rows = [r for r in rows if r.get("rank") is not None]
     # ranks read from a file may be anything: ints in order, then the rest by text, then None
     ranks = sorted({_label(r.get("rank")) for r in rows},
                    key=lambda x: (x is None, not isinstance(x, int), x if isinstance(x, int) else 0, str(x)))
@@ -277,7 +284,7 @@ def temporal_chart(report: AnalysisReport) -> Chart | None:
         return None
     long = [{"rank": r.get("rank"), "part": part.replace("_", "-"), "pct": r.get(f"{part}_pct")}
             for r in rows for part in ("compute", "non_compute", "idle")]
-    labels, series = _per_rank(long, "part", "pct")
+    labels, series = _per_rank(long, "part", "pct", all_ranks=True)
     return _stacked("chart-temporal", "GPU time: compute / non-compute / idle (%)", labels, series, "% of span")
 
 
