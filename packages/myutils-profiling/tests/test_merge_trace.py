@@ -207,6 +207,28 @@ def test_profile_csvs_with_real_clock_sync_rows(tmp_path: Path) -> None:
     assert len(_starts(doc)[1]) == 3
 
 
+def test_ingested_events_carry_the_clock_sync_rows(tmp_path: Path) -> None:
+    """CSV -> metrics_events.jsonl (the mytimer provider) -> trace: the offsets survive ingest."""
+    pytest.importorskip("my_utils.distributed")
+    from my_utils.core.providers import run_provider_on_input
+
+    logs = tmp_path / "logs"
+    for rank, offset in ((0, 0.0), (1, 2.5)):
+        subprocess.run([sys.executable, "-c", MAKE_CSV, str(logs), str(rank), str(offset)], check=True,
+                       capture_output=True, timeout=120)
+    events_path, _ = run_provider_on_input("mytimer", logs, tmp_path / "events", {})
+    from my_utils.core.events import read_events
+
+    syncs = sorted((e.rank, e.value, e.attrs["reference_rank"]) for e in read_events(events_path)
+                   if e.name == "clock_sync")
+    assert syncs == [(0, 0.0, "0"), (1, 2.5, "0")]
+    out = tmp_path / "merged.json"
+    res = _run("trace", "--events", str(events_path), "--output", str(out), "--auto-align-ranks")
+    assert res.exit_code == 0, res.output
+    clocks = json.loads(out.read_text())["otherData"]["clock_offsets"]
+    assert clocks["1"]["offset_s"] == 2.5 and clocks["1"]["applied"] is True
+
+
 def test_max_mb_splits_into_parts_that_each_open(tmp_path: Path) -> None:
     events = [_region(r, s, T0 + s * 0.001, 0.5) for r in range(4) for s in range(3000)]
     path = tmp_path / "metrics_events.jsonl"

@@ -58,7 +58,11 @@ def read_profile_csv_events(path: Path, rank: int | None = None) -> list[MetricE
     file_rank = rank if rank is not None else rank_from_name(path)
     by_rank: dict[int | None, list[tuple[str, int, float, float | None, float | None, dict[str, Any]]]] = {}
     paths: dict[tuple[int, int], str] = {}
+    clock_syncs: list[MetricEvent] = []
     for row in iter_profile_rows(path):
+        if row.event_type == "CLOCK_SYNC":
+            clock_syncs.append(_clock_sync_event(row, path, rank, file_rank))
+            continue
         if row.event_type not in ("START", "END"):
             continue
         meta = row.metadata_dict()
@@ -89,7 +93,32 @@ def read_profile_csv_events(path: Path, rank: int | None = None) -> list[MetricE
     out: list[MetricEvent] = []
     for r, rows in by_rank.items():
         out.extend(_region_events(rows, r))
+    out.extend(clock_syncs)
     return out
+
+
+def _clock_sync_event(row: Any, path: Path, rank: int | None, file_rank: int | None) -> MetricEvent:
+    """A ``CLOCK_SYNC`` mark row (myutils-distributed's measured offset) as a ``clock_sync`` event.
+
+    ``value`` is the offset in seconds; ``attrs`` keep every metadata field (``offset_s``,
+    ``uncertainty_s``, ``reference_rank``, ``applied``...) plus the file, line and host, which is
+    what the merged trace reads to put every rank on the reference clock.
+    """
+    from my_utils.core.errors import InputError
+
+    attrs: dict[str, Any] = dict(row.metadata_dict())
+    m = _MACHINE_RANK.search(row.machine_id)
+    attrs.update(file=path.name, line=row.line, host=row.machine_id[: m.start()] if m else row.machine_id)
+    try:
+        offset = float(attrs.get("offset_s", ""))
+    except ValueError:
+        offset = float("nan")
+    if offset != offset or offset in (float("inf"), float("-inf")):
+        raise InputError(path, f"line {row.line}",
+                         f"a finite offset_s=<seconds> in the metadata of a CLOCK_SYNC row, got {row.metadata!r}")
+    r = int(m.group(1)) if m and rank is None else file_rank
+    return MetricEvent(name="clock_sync", value=offset, kind="info", unit="s", source="mytimer",
+                       rank=r, step=row.step, ts=row.timestamp_unix, attrs=attrs)
 
 
 class MyTimerMetricsProvider(FileProviderBase):

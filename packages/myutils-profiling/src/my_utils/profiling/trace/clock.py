@@ -19,7 +19,6 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from my_utils.core.errors import InputError, UsageError
 from my_utils.core.events import MetricEvent
@@ -120,20 +119,20 @@ def uncertainty_warnings(offsets: Mapping[int, ClockSync], step_starts: Mapping[
 
 
 def clock_sync_events(path: str | Path) -> list[MetricEvent]:
-    """The ``CLOCK_SYNC`` rows of a profile CSV as ``clock_sync`` metric events (host from the machine id)."""
-    from my_utils.core.profile_csv import iter_profile_rows
+    """The ``CLOCK_SYNC`` rows of a profile CSV as ``clock_sync`` metric events, validated.
+
+    The MyTimer provider turns the rows into events (one reader of profile CSVs); this checks
+    that each carries a rank and the fields alignment needs.
+    """
+    from my_utils.profiling.providers.mytimer import read_profile_csv_events
 
     out: list[MetricEvent] = []
-    for row in iter_profile_rows(path):
-        if row.event_type != "CLOCK_SYNC":
+    for event in read_profile_csv_events(Path(path)):
+        if event.name != CLOCK_SYNC_NAME:
             continue
-        m = _MACHINE_RANK.search(row.machine_id)
-        if m is None:
-            raise InputError(str(path), f"line {row.line}", f"a machine_id ending in _rank<r> on a CLOCK_SYNC row, "
-                                                            f"got {row.machine_id!r}")
-        attrs: dict[str, Any] = dict(row.metadata_dict())
-        attrs.update(file=Path(path).name, line=row.line, host=row.machine_id[: m.start()])
-        sync = clock_sync_from_attrs(int(m.group(1)), attrs, f"{path}:{row.line}")
-        out.append(MetricEvent(name=CLOCK_SYNC_NAME, value=sync.offset_s, kind="info", unit="s", source="mytimer",
-                               rank=sync.rank, step=row.step, ts=row.timestamp_unix, attrs=attrs))
+        where = f"{path}:{event.attrs.get('line')}"
+        if event.rank is None:
+            raise InputError(where, "CLOCK_SYNC row", "a machine_id ending in _rank<r> (or a rank in the file name)")
+        clock_sync_from_attrs(event.rank, event.attrs, where)
+        out.append(event)
     return out
