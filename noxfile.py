@@ -20,7 +20,7 @@ MEMBER_DEPS = {
     "tracing": ["core", "tracing"],
     "hooks": ["core", "tracing", "hooks"],
     "distributed": ["core", "distributed[etcd]"],
-    "memory": ["core", "memory[nvml,system]"],
+    "memory": ["core", "memory[nvml,system,charts]"],
     "profiling": ["core", "profiling[dask]"],
     "legacy": MEMBERS,
 }

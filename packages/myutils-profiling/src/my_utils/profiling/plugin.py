@@ -30,8 +30,9 @@ PROVIDER_OPTIONS: dict[str, tuple[OptionSpec, ...]] = {
     "torch_profiler": (
         RANK,
         OptionSpec("executor", str, None,
-                   "where rank files are parsed: 'serial', 'process' (default for several files) "
-                   "or a Dask scheduler address such as tcp://host:8786 (needs the [dask] extra)"),
+                   "where rank files are parsed: 'serial', 'process' (default for several files), "
+                   "'dask' (joins $DASK_SCHEDULER_ADDRESS, else starts a local cluster on 127.0.0.1) "
+                   "or a Dask scheduler address such as tcp://host:8786 (Dask needs the [dask] extra)"),
     ),
     "module_profiler": (RANK,),
     "table_csv": (
