@@ -78,6 +78,14 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site with MkDocs, every warning an error (output in build/site)."""
+    # all seven installed: the command reference is generated from the installed CLIs and plugins
+    session.install("-r", "requirements-dev.txt")
+    session.run("python", "-m", "mkdocs", "build", "--strict", *session.posargs)
+
+
+@nox.session
 def wheels(session: nox.Session) -> None:
     """Build every wheel and check what each one ships."""
     _pytest_in_dev_env(session, "tests-integration/test_wheels.py")

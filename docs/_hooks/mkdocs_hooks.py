@@ -11,7 +11,7 @@ from mkdocs.exceptions import PluginError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # MkDocs loads hooks by path, not as a package
 
-import reference_gen  # noqa: E402
+import reference_gen
 
 CLI_MARKER = "<!-- generated: cli -->"
 CHECKLIST = Path("docs/MIGRATION_CHECKLIST.md")

@@ -101,18 +101,17 @@ def _env_reads_in_python(tree: ast.AST) -> set[str]:
         return None
 
     def is_environ(node: ast.expr) -> bool:
-        src = ast.unparse(node)
-        return src.endswith("environ") or src.endswith("environ)")
+        # os.environ, a passed-in ``environ`` mapping, or ``(os.environ if e is None else e)``
+        return "environ" in ast.unparse(node)
 
     for node in ast.walk(tree):
         arg: ast.expr | None = None
         if isinstance(node, ast.Call) and node.args:
             func = node.func
-            if isinstance(func, ast.Attribute) and func.attr == "get" and is_environ(func.value):
-                arg = node.args[0]
-            elif isinstance(func, ast.Attribute) and func.attr == "getenv":
-                arg = node.args[0]
-            elif isinstance(func, ast.Name) and "env" in func.id.lower():
+            environ_get = isinstance(func, ast.Attribute) and func.attr == "get" and is_environ(func.value)
+            getenv = isinstance(func, ast.Attribute) and func.attr == "getenv"
+            helper = isinstance(func, ast.Name) and "env" in func.id.lower()  # env_int("RANK"), _env_flag(...)
+            if environ_get or getenv or helper:
                 arg = node.args[0]
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and is_environ(node.value):
             arg = node.slice
