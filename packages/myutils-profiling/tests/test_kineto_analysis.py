@@ -387,15 +387,26 @@ def test_figures_agree_with_holistic_trace_analysis(real_fixtures: Any, tmp_path
         finally:
             logging.disable(logging.NOTSET)
     ours = analyze_file(path)
+
+    # HTA truncates times to whole µs while these traces carry ns fractions: each activity's start
+    # and end may move by under 1 µs, so a sum over n activities may differ by up to 2n µs
+    n = sum(k.count for k in ours.kernel_kinds)
+
+    def near(x: float, per_item: float = 2.0 * n) -> Any:
+        return pytest.approx(x, abs=per_item + 1.0)
+
     t = ours.temporal
     assert (t.idle_us, t.compute_us, t.non_compute_us, t.span_us) == (
-        approx(temporal["idle_time(us)"]), approx(temporal["compute_time(us)"]),
-        approx(temporal["non_compute_time(us)"]), approx(temporal["kernel_time(us)"]))
-    assert ours.overlap.overlap_pct == approx(100 * overlap["comp_comm_overlap_ratio"])
+        near(temporal["idle_time(us)"]), near(temporal["compute_time(us)"]),
+        near(temporal["non_compute_time(us)"]), near(temporal["kernel_time(us)"]))
+    assert (t.idle_pct, t.compute_pct) == (pytest.approx(temporal["idle_time_pctg"], abs=1.0),
+                                           pytest.approx(temporal["compute_time_pctg"], abs=1.0))
+    assert ours.overlap.overlap_pct == pytest.approx(float(overlap["comp_comm_overlap_pctg"]), abs=1.0)
     for cat in ("host_wait", "kernel_wait", "other"):
         theirs = float(idle.loc[idle["idle_category"] == cat, "idle_time"].sum())
-        assert sum(r.idle_us for r in ours.idle if r.category == cat) == approx(theirs)
+        assert sum(r.idle_us for r in ours.idle if r.category == cat) == near(theirs)
     assert ours.launch.launches == len(launch)
-    assert ours.launch.delay_mean_us == approx(float(launch["launch_delay"].mean()))
-    assert ours.launch.short_kernels == int(((launch["cpu_duration"] <= 50)
-                                             & (launch["gpu_duration"] < launch["cpu_duration"])).sum())
+    assert ours.launch.delay_mean_us == near(float(launch["launch_delay"].mean()), 2.0)
+    # "shorter than its launch" flips for a few pairs once both durations are cut to whole µs
+    theirs_short = int(((launch["cpu_duration"] <= 50) & (launch["gpu_duration"] < launch["cpu_duration"])).sum())
+    assert abs(ours.launch.short_kernels - theirs_short) <= 0.05 * len(launch)
