@@ -1,0 +1,90 @@
+"""``MyUtilsLightningCallback`` on a real Lightning ``Trainer`` fitting a tiny CPU model."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+pytest.importorskip("lightning", reason="the Lightning integration needs lightning (requirements-test.txt)")
+
+import lightning as L  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+from my_utils.core.logger import GlobalLogger  # noqa: E402
+from my_utils.hooks.integrations import MyUtilsLightningCallback  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from integrations_shared import ACCUMULATE, STEPS, check_outputs, write_config  # noqa: E402
+
+# Lightning's advice about DataLoader workers on a 4-sample CPU run is not our subject, and
+# lightning 2.6.6 still builds torch's LeafSpec, which torch 2.13 deprecates (FutureWarning)
+pytestmark = pytest.mark.filterwarnings("ignore::lightning.fabric.utilities.warnings.PossibleUserWarning",
+                                        "ignore:.*does not have many workers.*:UserWarning",
+                                        "ignore:.*LeafSpec.*is deprecated:FutureWarning")
+
+
+@pytest.fixture(autouse=True)
+def fresh_logger() -> Iterator[None]:
+    GlobalLogger._reset_for_tests()
+    yield
+    GlobalLogger._reset_for_tests()
+
+
+class Tiny(L.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+        self.seen: list[tuple[int, int]] = []  # (global_step, batch_idx) of every microbatch
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.seen.append((self.trainer.global_step, batch_idx))
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.net(x), y)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def fit(tmp_path: Path, callback: MyUtilsLightningCallback) -> Tiny:
+    torch.manual_seed(0)
+    data = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=2)
+    model = Tiny()
+    trainer = L.Trainer(accelerator="cpu", max_steps=STEPS, accumulate_grad_batches=ACCUMULATE, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        default_root_dir=tmp_path, callbacks=[callback])
+    trainer.fit(model, data)
+    return model
+
+
+def test_lightning_fit_is_profiled_from_the_shared_config(tmp_path: Path) -> None:
+    callback = MyUtilsLightningCallback(write_config(tmp_path, "lightning"))
+    model = fit(tmp_path, callback)
+    # 3 optimizer steps of 2 microbatches: 6 batches over two epochs of 4
+    assert len(model.seen) == STEPS * ACCUMULATE
+    assert callback.session is not None
+    check_outputs(callback.session, tmp_path / "out", leaf_modules=3)
+    assert not callback.session.module_profiler.attached  # hooks removed when training ended
+
+
+def test_training_error_closes_the_capture(tmp_path: Path) -> None:
+    class Failing(Tiny):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            if self.trainer.global_step == 1:
+                raise RuntimeError("boom in step 1")
+            return super().training_step(batch, batch_idx)
+
+    callback = MyUtilsLightningCallback(write_config(tmp_path, "failing"))
+    data = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=2)
+    trainer = L.Trainer(accelerator="cpu", max_steps=STEPS, accumulate_grad_batches=ACCUMULATE, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        default_root_dir=tmp_path, callbacks=[callback])
+    with pytest.raises(RuntimeError, match="boom in step 1"):
+        trainer.fit(Failing(), data)
+    session = callback.session
+    assert session is not None and session.controller is not None
+    assert session.controller.active is None and not session.module_profiler.attached
