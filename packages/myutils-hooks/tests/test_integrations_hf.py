@@ -1,0 +1,91 @@
+"""``MyUtilsTrainerCallback`` on a real Hugging Face ``Trainer`` (a tiny BERT built from a config: no download)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytest.importorskip("transformers", reason="the HF integration needs transformers (requirements-test.txt)")
+
+from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments  # noqa: E402
+
+from my_utils.core.errors import UsageError  # noqa: E402
+from my_utils.core.logger import GlobalLogger  # noqa: E402
+from my_utils.hooks.integrations import HFStepMapper, MyUtilsTrainerCallback  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from integrations_shared import ACCUMULATE, STEPS, check_outputs, write_config  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def fresh_logger() -> Iterator[None]:
+    GlobalLogger._reset_for_tests()
+    yield
+    GlobalLogger._reset_for_tests()
+
+
+class Rows(torch.utils.data.Dataset[dict[str, torch.Tensor]]):
+    def __init__(self, n: int) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.ids = torch.randint(0, 32, (n, 6), generator=g)
+        self.labels = torch.randint(0, 2, (n,), generator=g)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.ids[i], "labels": self.labels[i]}
+
+
+def tiny_bert() -> Any:
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=16, num_labels=2)
+    return BertForSequenceClassification(config)
+
+
+def test_trainer_is_profiled_from_the_shared_config(tmp_path: Path) -> None:
+    callback = MyUtilsTrainerCallback(write_config(tmp_path, "hf"))
+    args = TrainingArguments(output_dir=str(tmp_path / "hf"), per_device_train_batch_size=2,
+                             gradient_accumulation_steps=ACCUMULATE, max_steps=STEPS, use_cpu=True,
+                             report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True,
+                             dataloader_num_workers=0)
+    trainer = Trainer(model=tiny_bert(), args=args, train_dataset=Rows(16), callbacks=[callback])
+    trainer.train()
+    # global_step counted optimizer updates; the session saw 2 microbatches in each
+    assert trainer.state.global_step == STEPS
+    assert callback.session is not None
+    check_outputs(callback.session, tmp_path / "out", leaf_modules=None)
+    names = callback.session.summary_path.read_text(encoding="utf-8")  # type: ignore[union-attr]
+    assert "bert.embeddings.word_embeddings" in names and "classifier" in names
+
+
+@given(st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=8))
+def test_mapper_turns_hf_callbacks_into_step_and_microbatch(accumulations: list[int]) -> None:
+    mapper = HFStepMapper()
+    seen: list[tuple[int, int]] = []
+    for global_step, n in enumerate(accumulations):  # the Trainer's order for n microbatches
+        seen.append(mapper.begin(global_step))
+        for _ in range(n - 1):
+            ended, begun = mapper.substep()
+            assert ended == seen[-1]
+            seen.append(begun)
+        assert mapper.end() == seen[-1]
+    expected = [(s, mb) for s, n in enumerate(accumulations) for mb in range(n)]
+    assert seen == expected
+
+
+def test_mapper_rejects_callbacks_out_of_order() -> None:
+    mapper = HFStepMapper()
+    with pytest.raises(UsageError, match="on_substep_end came before on_step_begin"):
+        mapper.substep()
+    mapper.begin(0)
+    with pytest.raises(UsageError, match="while step 0 is open"):
+        mapper.begin(1)
