@@ -4,6 +4,14 @@ One ``MetricEvent`` per line in ``metrics_events.jsonl``. The file is append-onl
 flushed per batch, so a killed process loses at most the line being written; the reader
 tolerates a torn last line and reports any other malformed line as ``file:line: ...``.
 Fields this version does not know are kept in ``extra`` and written back unchanged.
+
+Speed (a big run writes millions of lines): JSON goes through ``orjson`` when it is
+installed (an optional speed-up, never a dependency: the stdlib ``json`` is the fallback
+and the judge of anything orjson refuses), and a decoded line whose fields already have the
+expected types is accepted with one ``type() is`` test per field; only a line that fails
+those tests takes the slow path, which explains what is wrong. ``iter_event_rows`` yields
+the validated objects themselves, for consumers that fold millions of events and have no
+use for one ``MetricEvent`` each.
 """
 
 from __future__ import annotations
@@ -20,6 +28,11 @@ from typing import Any
 from my_utils.core.atomic import atomic_write
 from my_utils.core.errors import InputError, UsageError
 
+try:  # optional: ~10x faster JSON; every result it gives is also what the stdlib would give
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - depends on the environment
+    _orjson = None
+
 SCHEMA_VERSION = 1
 EVENTS_FILE_NAME = "metrics_events.jsonl"
 
@@ -27,6 +40,9 @@ _KNOWN = (
     "schema_version", "run_id", "source", "rank", "step", "name", "kind", "value", "unit",
     "ts", "attrs",
 )
+_KNOWN_SET = frozenset(_KNOWN)
+#: Value types both JSON encoders write alike (orjson differs on Enums, datetimes, dataclasses...).
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +176,80 @@ def _check_slow(event: MetricEvent) -> None:
             raise _bad_field(event, key, "a mapping (dict)")
 
 
+def _fast_row(data: Any) -> bool:
+    """True when ``data`` is an event object whose known fields all have their usual types.
+
+    Normalises in place what the slow path would (integer ``value``/``ts`` become floats, a
+    null ``value`` NaN). False sends the object to ``MetricEvent.from_dict``, which either
+    accepts it (a missing field, an empty ``kind``) or names what is wrong.
+    """
+    try:
+        name = data["name"]
+        value = data["value"]
+        rank = data["rank"]
+        step = data["step"]
+        ts = data["ts"]
+        if (type(name) is not str or not name or type(data["attrs"]) is not dict
+                or type(data["kind"]) is not str or not data["kind"] or type(data["unit"]) is not str
+                or type(data["source"]) is not str or type(data["run_id"]) is not str
+                or type(data["schema_version"]) is not int
+                or (rank is not None and type(rank) is not int) or (step is not None and type(step) is not int)):
+            return False
+    except (KeyError, TypeError, IndexError):  # not a dict, or a field is missing
+        return False
+    if type(value) is not float:
+        if type(value) is int:
+            data["value"] = float(value)
+        elif value is None:
+            data["value"] = math.nan
+        else:
+            return False
+    if ts is not None and type(ts) is not float:
+        if type(ts) is not int:
+            return False
+        data["ts"] = float(ts)
+    return True
+
+
+def _event_of(data: dict[str, Any]) -> MetricEvent:
+    """The event of a ``_fast_row``-checked object.
+
+    The fields are already checked, so the slot descriptors are set directly: the dataclass
+    ``__init__`` plus ``__post_init__`` cost about twice as much, a third of a read.
+    """
+    extra = {k: v for k, v in data.items() if k not in _KNOWN_SET} if len(data) != 11 else {}
+    event = _new(MetricEvent)
+    _set_name(event, data["name"])
+    _set_value(event, data["value"])
+    _set_kind(event, data["kind"])
+    _set_unit(event, data["unit"])
+    _set_source(event, data["source"])
+    _set_rank(event, data["rank"])
+    _set_step(event, data["step"])
+    _set_ts(event, data["ts"])
+    _set_run_id(event, data["run_id"])
+    _set_attrs(event, data["attrs"])
+    _set_schema_version(event, data["schema_version"])
+    _set_extra(event, extra)
+    return event
+
+
+_new = object.__new__
+_slots = vars(MetricEvent)  # the slot descriptors (mypy types the names as fields)
+_set_name = _slots["name"].__set__
+_set_value = _slots["value"].__set__
+_set_kind = _slots["kind"].__set__
+_set_unit = _slots["unit"].__set__
+_set_source = _slots["source"].__set__
+_set_rank = _slots["rank"].__set__
+_set_step = _slots["step"].__set__
+_set_ts = _slots["ts"].__set__
+_set_run_id = _slots["run_id"].__set__
+_set_attrs = _slots["attrs"].__set__
+_set_schema_version = _slots["schema_version"].__set__
+_set_extra = _slots["extra"].__set__
+
+
 def _finite(obj: Any) -> Any:
     """``obj`` with every NaN/Infinity float replaced by None (JSON has no such numbers)."""
     if isinstance(obj, float):
@@ -171,8 +261,22 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
+def _plain(mapping: Mapping[str, Any]) -> bool:
+    """Only str keys and scalar values both encoders write alike (checked, not assumed)."""
+    return all(type(k) is str and type(v) in _PLAIN for k, v in mapping.items())
+
+
 def _dumps(event: MetricEvent) -> str:
     data = event.to_dict()
+    value = event.value
+    if (_orjson is not None and (type(value) is not float or value - value == 0.0)
+            and _plain(event.attrs) and (not event.extra or _plain(event.extra))):
+        # orjson writes a non-finite attrs float as null, as _finite below does; a non-finite
+        # ``value`` needs ``value_text``, so it takes the stdlib path
+        try:
+            return _orjson.dumps(data).decode()
+        except (TypeError, _orjson.JSONEncodeError):  # e.g. a lone surrogate: the stdlib decides
+            pass
     try:
         # strict JSON: other tools (jq, JavaScript, Go) refuse bare NaN/Infinity
         return json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str, allow_nan=False)
@@ -225,21 +329,24 @@ def write_events(path: str | Path, events: Iterable[MetricEvent]) -> int:
     return count
 
 
-def iter_events(path: str | Path) -> Iterator[MetricEvent]:
-    """Stream the events of a ``metrics_events.jsonl`` file.
-
-    A last line without its newline that does not parse is a torn write and is skipped;
-    any other bad line raises InputError naming the file and line.
-    """
+def _decoded(path: str | Path) -> Iterator[tuple[Any, int]]:
+    """(decoded JSON, line number) per non-blank line; the torn-last-line and bad-JSON rules live here."""
     p = Path(path)
     try:
         fh = open(p, "rb")  # noqa: SIM115 - closed in finally, generator
     except OSError as exc:
         raise InputError(p, None, f"cannot open the events file ({exc.strerror or exc})") from None
+    fast = _orjson.loads if _orjson is not None else None
     try:
         lineno = 0
         for raw in fh:
             lineno += 1
+            if fast is not None:
+                try:
+                    yield fast(raw), lineno
+                    continue
+                except ValueError:  # blank, or something orjson refuses (NaN, huge ints, a BOM): ask json
+                    pass
             stripped = raw.strip()
             if not stripped:
                 continue
@@ -249,9 +356,42 @@ def iter_events(path: str | Path) -> Iterator[MetricEvent]:
                 if not raw.endswith(b"\n") and fh.read(1) == b"":
                     return  # torn last line of a killed writer
                 raise InputError(p, f"line {lineno}", "expected one JSON object per line (a metric event)") from None
-            yield MetricEvent.from_dict(data, str(p), f"line {lineno}")
+            yield data, lineno
     finally:
         fh.close()
+
+
+def iter_events(path: str | Path) -> Iterator[MetricEvent]:
+    """Stream the events of a ``metrics_events.jsonl`` file.
+
+    A last line without its newline that does not parse is a torn write and is skipped;
+    any other bad line raises InputError naming the file and line.
+    """
+    where = str(Path(path))
+    for data, lineno in _decoded(path):
+        if _fast_row(data):
+            yield _event_of(data)
+        else:
+            yield MetricEvent.from_dict(data, where, f"line {lineno}")
+
+
+def iter_event_rows(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Stream the events of a file as validated JSON objects, without building ``MetricEvent``s.
+
+    Each object holds every known field with the type ``MetricEvent`` gives it (``value`` a
+    float, NaN for null; ``ts`` a float or None; ``attrs`` a dict) plus any unknown fields;
+    the same lines are refused, with the same messages, as by ``iter_events``. The objects
+    are fresh: the consumer may keep or change them.
+    """
+    where = str(Path(path))
+    for data, lineno in _decoded(path):
+        if _fast_row(data):
+            yield data
+        else:
+            event = MetricEvent.from_dict(data, where, f"line {lineno}")
+            row = event.to_dict()
+            row["value"] = event.value  # to_dict keeps NaN as NaN; only the writer turns it into null
+            yield row
 
 
 def read_events(path: str | Path) -> list[MetricEvent]:
