@@ -28,6 +28,7 @@ from typing import Any
 from my_utils.core.atomic import atomic_write
 from my_utils.core.errors import InputError, UsageError
 
+_orjson: Any
 try:  # optional: ~10x faster JSON; every result it gives is also what the stdlib would give
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
