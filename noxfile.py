@@ -22,7 +22,7 @@ MEMBER_DEPS = {
     "distributed": ["core", "distributed[etcd]"],
     "memory": ["core", "memory[nvml,system,charts]"],
     "profiling": ["core", "profiling[dask]"],
-    "legacy": MEMBERS,
+    "legacy": [*MEMBERS[:-1], "legacy[charts]"],
 }
 
 
