@@ -74,14 +74,17 @@ OURS = SAMPLER + """
 t0 = time.perf_counter()
 from my_utils.profiling.analysis.kineto import analyze_traces
 a = analyze_traces(sys.argv[1], executor="process")
+# per-rank rows only (rank None rows are the all-ranks sums), as HTA reports them
+temporal = [t for t in a.temporal if t.rank is not None] or list(a.temporal)
+overlap = [o for o in a.overlap if o.rank is not None] or list(a.overlap)
 _done(t0, {
     "ranks": len(a.ranks),
-    "idle_pct": round(sum(t.idle_pct for t in a.temporal) / max(len(a.temporal), 1), 2),
-    "compute_pct": round(sum(t.compute_pct for t in a.temporal) / max(len(a.temporal), 1), 2),
-    "overlap_pct": round(sum((o.overlap_pct or 0) for o in a.overlap if o.overlap_pct == o.overlap_pct)
-                         / max(len(a.overlap), 1), 2),
+    "idle_pct": round(sum(t.idle_pct for t in temporal) / max(len(temporal), 1), 2),
+    "compute_pct": round(sum(t.compute_pct for t in temporal) / max(len(temporal), 1), 2),
+    "overlap_pct": round(sum(o.overlap_pct for o in overlap if o.overlap_pct == o.overlap_pct)
+                         / max(len(overlap), 1), 2),
     "launches": sum(r.launches for r in a.launch),
-    "idle_us": round(sum(i.idle_us for i in a.idle)),
+    "idle_us": round(sum(i.idle_us for i in a.idle if i.rank is not None)),
 })
 """
 
