@@ -221,6 +221,25 @@ def test_checklist_claims_hold() -> None:
         assert set(re.findall(r"--[\w-]+", opts)) <= have, (sub, opts)
 
 
+def test_checklist_no_distribution_requires_torch_and_scores_have_overall() -> None:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # requirements-test.txt brings tomli there
+        import tomli as tomllib
+
+    from my_utils.core.events import MetricEvent
+    from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
+
+    for member in MEMBERS:
+        project = tomllib.loads((REPO / f"packages/myutils-{member}/pyproject.toml").read_text())["project"]
+        assert not [d for d in project["dependencies"] if re.match(r"torch\b", d)], member
+        assert "torch" in project["optional-dependencies"], f"myutils-{member} has no [torch] extra"
+    events = [MetricEvent(name="iter", value=0.1 + 0.001 * (i % 3), kind="timer", unit="s", source="mytimer",
+                          rank=0, step=i) for i in range(20)]
+    scores = MetricsAnalyzer(events).analyze().scores
+    assert "overall" in scores and len(scores) > 1  # overall plus one per dimension
+
+
 def test_checklist_report_keeps_unknown_fields_and_refuses_newer_major() -> None:
     from my_utils.profiling.analysis.model import AnalysisReport
 
