@@ -14,14 +14,14 @@ from hypothesis import strategies as st
 
 pytest.importorskip("transformers", reason="the HF integration needs transformers (requirements-test.txt)")
 
-from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments  # noqa: E402
+from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
 
-from my_utils.core.errors import UsageError  # noqa: E402
-from my_utils.core.logger import GlobalLogger  # noqa: E402
-from my_utils.hooks.integrations import HFStepMapper, MyUtilsTrainerCallback  # noqa: E402
+from my_utils.core.errors import UsageError
+from my_utils.core.logger import GlobalLogger
+from my_utils.hooks.integrations import HFStepMapper, MyUtilsTrainerCallback
 
 sys.path.insert(0, str(Path(__file__).parent))
-from integrations_shared import ACCUMULATE, STEPS, check_outputs, write_config  # noqa: E402
+from integrations_shared import ACCUMULATE, STEPS, check_outputs, write_config
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +47,7 @@ class Rows(torch.utils.data.Dataset[dict[str, torch.Tensor]]):
 def tiny_bert() -> Any:
     torch.manual_seed(0)
     config = BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=16, num_labels=2)
+                        intermediate_size=32, max_position_embeddings=16)  # 2 labels by default
     return BertForSequenceClassification(config)
 
 

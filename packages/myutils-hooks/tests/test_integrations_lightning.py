@@ -12,14 +12,14 @@ import torch
 
 pytest.importorskip("lightning", reason="the Lightning integration needs lightning (requirements-test.txt)")
 
-import lightning as L  # noqa: E402
-from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+import lightning as L
+from torch.utils.data import DataLoader, TensorDataset
 
-from my_utils.core.logger import GlobalLogger  # noqa: E402
-from my_utils.hooks.integrations import MyUtilsLightningCallback  # noqa: E402
+from my_utils.core.logger import GlobalLogger
+from my_utils.hooks.integrations import MyUtilsLightningCallback
 
 sys.path.insert(0, str(Path(__file__).parent))
-from integrations_shared import ACCUMULATE, STEPS, check_outputs, write_config  # noqa: E402
+from integrations_shared import ACCUMULATE, STEPS, check_outputs, write_config
 
 # Lightning's advice about DataLoader workers on a 4-sample CPU run is not our subject, and
 # lightning 2.6.6 still builds torch's LeafSpec, which torch 2.13 deprecates (FutureWarning)

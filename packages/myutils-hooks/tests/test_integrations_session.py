@@ -16,7 +16,7 @@ from my_utils.core.logger import GlobalLogger
 from my_utils.hooks.integrations import IntegrationConfig, ProfilingSession
 
 sys.path.insert(0, str(Path(__file__).parent))
-from integrations_shared import ACCUMULATE, STEPS, check_outputs, write_config  # noqa: E402
+from integrations_shared import ACCUMULATE, STEPS, check_outputs, write_config
 
 
 @pytest.fixture(autouse=True)
@@ -99,7 +99,7 @@ def test_json_config_and_missing_file(tmp_path: Path) -> None:
     path.write_text(json.dumps({"output_dir": "o", "monitor": {"enabled": True, "interval": 2}}), encoding="utf-8")
     cfg = IntegrationConfig.from_file(path)
     assert cfg.output_dir == tmp_path / "o" and cfg.monitor.interval == 2.0 and cfg.monitor.enabled
-    with pytest.raises(ConfigError, match="missing.yaml"):
+    with pytest.raises(ConfigError, match=r"missing\.yaml"):
         IntegrationConfig.from_file(tmp_path / "missing.yaml")
 
 

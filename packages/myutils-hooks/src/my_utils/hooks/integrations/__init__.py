@@ -30,5 +30,7 @@ if TYPE_CHECKING:
     from my_utils.hooks.integrations.config import IntegrationConfig as IntegrationConfig
     from my_utils.hooks.integrations.hf_callback import HFStepMapper as HFStepMapper
     from my_utils.hooks.integrations.hf_callback import MyUtilsTrainerCallback as MyUtilsTrainerCallback
-    from my_utils.hooks.integrations.lightning_callback import MyUtilsLightningCallback as MyUtilsLightningCallback
+    from my_utils.hooks.integrations.lightning_callback import (
+        MyUtilsLightningCallback as MyUtilsLightningCallback,
+    )
     from my_utils.hooks.integrations.session import ProfilingSession as ProfilingSession

@@ -57,7 +57,7 @@ class HFStepMapper:
         return ended
 
 
-class MyUtilsTrainerCallback(TrainerCallback):  # type: ignore[misc]  # transformers' base class is untyped
+class MyUtilsTrainerCallback(TrainerCallback):
     """Times, captures, profiles modules and monitors a ``Trainer`` run from one ``IntegrationConfig``.
 
     ``config`` is an ``IntegrationConfig`` or a path to its YAML/JSON file; ``backend``

@@ -20,7 +20,7 @@ from my_utils.hooks.integrations.session import ProfilingSession
 __all__ = ["MyUtilsLightningCallback"]
 
 
-class MyUtilsLightningCallback(Callback):  # type: ignore[misc]  # lightning ships no stubs for Callback's base
+class MyUtilsLightningCallback(Callback):
     """Times, captures, profiles modules and monitors a Lightning fit from one ``IntegrationConfig``.
 
     ``config`` is an ``IntegrationConfig`` or a path to its YAML/JSON file; ``backend``
