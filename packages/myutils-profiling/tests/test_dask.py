@@ -49,7 +49,7 @@ def test_scheduler_address_from_the_environment_joins_that_cluster(real_fixtures
     distributed = pytest.importorskip("distributed")
     files = [(str(real_fixtures / rel), None) for rel in RANKS]
     with distributed.LocalCluster(host="127.0.0.1", n_workers=1, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster:
+                                  dashboard_address=":0", local_directory=str(tmp_path)) as cluster:
         monkeypatch.setenv(DASK_ENV, cluster.scheduler_address)
         before = cluster.scheduler.transition_counter
         results = run_many(parse_trace_file, files, "dask")

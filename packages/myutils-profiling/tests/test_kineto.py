@@ -180,7 +180,7 @@ def test_dask_local_cluster(real_fixtures: Path, tmp_path: Path) -> None:
     for r in (0, 1):
         _link(tmp_path, real_fixtures / f"kineto/hta/trace_filter__sampled_rank-{r}.json.gz", f"rank_{r}.json.gz")
     with distributed.LocalCluster(host="127.0.0.1", n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0") as cluster:  # never the fixed 8787
+                                  dashboard_address=":0", local_directory=str(tmp_path)) as cluster:  # never 8787
         events = TorchProfilerMetricsProvider.from_input(tmp_path, executor=cluster.scheduler_address).collect()
     local = TorchProfilerMetricsProvider.from_input(tmp_path, executor="serial").collect()
     assert sorted((e.rank, e.name, e.step, e.value) for e in events) == sorted(

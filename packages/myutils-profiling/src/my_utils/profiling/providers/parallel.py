@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import multiprocessing
 import os
+import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
@@ -135,8 +136,11 @@ def _run_local_cluster(func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
     # the system and memory monitors. Measured on 4 tasks over 2 workers, slowing them
     # cut the tasks' wall time from 29-31 s to 19-23 s on a loaded 2-core machine (the
     # nanny hands this config to the worker processes; set it on a remote cluster's workers too).
-    with dask.config.set(_QUIET_WORKERS), LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None, silence_logs=40) as cluster, \
+    # ":0": the scheduler's HTTP routes bind a free port (None still binds the fixed 8787);
+    # local_directory: the workers' scratch space goes with the call, never left in the cwd
+    with tempfile.TemporaryDirectory(prefix="myutils-dask-") as scratch, dask.config.set(_QUIET_WORKERS), \
+            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                         dashboard_address=":0", silence_logs=40, local_directory=scratch) as cluster, \
             client_class(cluster, set_as_default=False) as client:
         return _gather(client, func, calls, warm=True)
 
