@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import ast
+import html
 import inspect
 import json
 import re
@@ -62,12 +63,14 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_guide_page_is_the_readme(site: Path, member: str) -> None:
     readme = (REPO / f"packages/myutils-{member}/README.md").read_text(encoding="utf-8")
     page = (site / "guide" / member / "index.html").read_text(encoding="utf-8")
-    headings = re.findall(r"^#{1,3} (.+)$", readme, re.M)
+    # headings outside code blocks; a "# comment" inside a fence is code, not a section
+    prose = re.sub(r"^```.*?^```", "", readme, flags=re.S | re.M)
+    headings = re.findall(r"^#{1,4} (.+)$", prose, re.M)
     assert headings
-    for heading in headings:  # every section of the README made it into the page
-        text = re.sub(r"[`*]", "", heading).split("(")[0].strip()
-        plain = re.sub(r"<[^>]+>", "", page)
-        assert text.split()[0] in plain, (member, heading)
+    plain = html.unescape(re.sub(r"<[^>]+>", "", page))
+    for heading in headings:  # every section of the README made it into the page, in full
+        text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "").replace("*", "").strip()
+        assert text in plain, (member, heading)
 
 
 @pytest.mark.slow
@@ -214,6 +217,14 @@ def test_checklist_claims_hold() -> None:
             "hardware"} <= report_fields
     assert "workload" in inspect.signature(MetricsCollector.analyze).parameters
     assert "ignore_provider_errors" in inspect.signature(MetricsCollector.from_config).parameters
+    # the default rules it names are registered analysis-rule plugins
+    from my_utils.core.plugin_types import PluginKind
+    from my_utils.core.plugins import get_registry
+
+    rules = set(get_registry().descriptions(PluginKind.ANALYSIS_RULE))
+    assert {"bottleneck", "memory_growth", "anomalies", "variability", "rank_imbalance", "suggestions"} <= rules
+    for workload in re.findall(r'analyze\(workload="(\w+)"\)', text):
+        MetricsCollector().analyze(workload=workload)
     # the seed's commands keep the options it lists
     commands = reference_gen.cli_commands()
     for program, sub, opts in re.findall(r"`(myutils-profile) (\w+) ((?:--[\w-]+(?: \.\.\.)? ?)+)`", text):
