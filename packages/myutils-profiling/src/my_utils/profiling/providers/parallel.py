@@ -138,7 +138,8 @@ def _run_local_cluster(func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
     # nanny hands this config to the worker processes; set it on a remote cluster's workers too).
     # ":0": the scheduler's HTTP routes bind a free port (None still binds the fixed 8787);
     # local_directory: the workers' scratch space goes with the call, never left in the cwd
-    with tempfile.TemporaryDirectory(prefix="myutils-dask-") as scratch, dask.config.set(_QUIET_WORKERS), \
+    with tempfile.TemporaryDirectory(prefix="myutils-dask-") as scratch, \
+            dask.config.set({**_QUIET_WORKERS, "temporary-directory": scratch}), \
             LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                          dashboard_address=":0", silence_logs=40, local_directory=scratch) as cluster, \
             client_class(cluster, set_as_default=False) as client:
