@@ -105,8 +105,7 @@ def test_events_are_streamed_into_cells(tmp_path: Path) -> None:
     tracemalloc.stop()
     assert agg.events == 20_000 and len(agg.cells) == 20 * 2 * 10
     assert peak < 2 * 2**20  # the events as objects would take over 10 MB
-    cell = agg.cells[("op3", 7, 1, "mytimer")]
-    assert cell == [50, 200.0, 4.0, 4.0]
+    assert agg.cell(("op3", 7, 1, "mytimer")) == (50, 200.0, 4.0, 4.0)
 
 
 def test_a_failing_rule_is_reported_and_the_others_still_run(tmp_path: Path) -> None:

@@ -20,11 +20,11 @@ import logging
 import math
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
-from my_utils.core.events import MetricEvent, iter_events
+from my_utils.core.events import MetricEvent, iter_event_rows, trusted_event
 from my_utils.profiling.analysis.model import REPORT_SCHEMA_VERSION, SEVERITIES, AnalysisReport, Finding
 from my_utils.profiling.analysis.overhead import overhead_statement
 from my_utils.profiling.analysis.rules._series import (
@@ -41,8 +41,15 @@ from my_utils.profiling.analysis.workloads import DEFAULT_WORKLOAD, WorkloadProf
 _log = logging.getLogger("my_utils.profiling.analysis")
 #: Rows kept in the ``operations`` table (largest totals first); the rest are counted in the summary.
 MAX_OPERATION_ROWS = 1000
+#: Rows kept per series (one source, rank and name) in the ``steps`` and ``memory`` tables. A
+#: longer series is cut into ``MAX_SERIES_ROWS // 2`` buckets of consecutive steps, each keeping
+#: its lowest and its highest step, so a spike survives and a 1M-event run still makes a
+#: report of a few MB; the rules and the ``ranks``/``operations`` tables still see every step.
+MAX_SERIES_ROWS = 1000
 
-_Cell = list  # [count, sum, min, max]
+#: A cell: one measured value as a bare float (most cells of a big run: a quarter of the
+#: memory of a list), else ``[count, sum, min, max]`` (count 0: only NaN values were seen).
+_Cell = float | list[Any]
 
 
 class EventAggregate:
@@ -57,51 +64,117 @@ class EventAggregate:
         self.trace_files: set[str] = set()
         self.first_ts: float | None = None
         self.last_ts: float | None = None
+        self.table_limits: dict[str, Any] = {}  # filled by the tables: rows kept per table and how
+
+    def cell(self, key: tuple[str, int | None, int | None, str]) -> tuple[int, float, float, float]:
+        """``(count, sum, min, max)`` of the cell ``(name, step, rank, source)`` (KeyError when absent)."""
+        return _stats(self.cells[key])
 
     def add(self, e: MetricEvent) -> None:
         """Fold one event in."""
+        self.fold(e.name, float(e.value), e.kind, e.unit, e.source, e.rank, e.step, e.ts, e.run_id, e.attrs)
+
+    def add_row(self, row: Mapping[str, Any]) -> None:
+        """Fold in one validated event object (``iter_event_rows``): no ``MetricEvent`` is built."""
+        self.fold(row["name"], row["value"], row["kind"], row["unit"], row["source"], row["rank"], row["step"],
+                  row["ts"], row["run_id"], row["attrs"])
+
+    def fold(self, name: str, v: float, kind: str, unit: str, source: str, rank: int | None, step: int | None,
+             ts: float | None, run_id: str, attrs: Mapping[str, Any]) -> None:
+        """Fold in one event given by its fields (the hot loop of a big run: ~1M calls)."""
         self.events += 1
-        self.by_source[e.source] += 1
-        if e.run_id:
-            self.run_ids.add(e.run_id)
-        key = (e.name, e.step, e.rank, e.source)
-        cell = self.cells.get(key)
-        v = e.value
+        self.by_source[source] += 1
+        if run_id and run_id not in self.run_ids:
+            self.run_ids.add(run_id)
+        key = (name, step, rank, source)
+        cells = self.cells
+        cell = cells.get(key)
         if cell is None:
-            self.cells[key] = [1, v, v, v] if v == v else [0, 0.0, math.inf, -math.inf]
-            mk = (e.name, e.source)
+            cells[key] = v if v == v else [0, 0.0, math.inf, -math.inf]
+            mk = (name, source)
             if mk not in self.meta:
-                depth = e.attrs.get("depth")
-                self.meta[mk] = (e.kind, e.unit, depth if isinstance(depth, int) else None)
-                if e.source == "torch_profiler" and isinstance(e.attrs.get("file"), str):
-                    self.trace_files.add(e.attrs["file"])
-        elif v == v:  # NaN: a provider that could not measure; counted as an event, not as a value
+                depth = attrs.get("depth")
+                self.meta[mk] = (kind, unit, depth if isinstance(depth, int) else None)
+                if source == "torch_profiler" and isinstance(attrs.get("file"), str):
+                    self.trace_files.add(attrs["file"])
+        elif v != v:  # NaN: a provider that could not measure; counted as an event, not as a value
+            pass
+        elif isinstance(cell, float):
+            cells[key] = [2, cell + v, v if v < cell else cell, v if v > cell else cell]
+        else:
             cell[0] += 1
             cell[1] += v
             if v < cell[2]:
                 cell[2] = v
             if v > cell[3]:
                 cell[3] = v
-        if e.ts is not None:
-            if self.first_ts is None or e.ts < self.first_ts:
-                self.first_ts = e.ts
-            if self.last_ts is None or e.ts > self.last_ts:
-                self.last_ts = e.ts
+        if ts is not None:
+            if self.first_ts is None or ts < self.first_ts:
+                self.first_ts = ts
+            if self.last_ts is None or ts > self.last_ts:
+                self.last_ts = ts
 
-    def aggregated(self) -> list[MetricEvent]:
+    def aggregated(self) -> AggregatedEvents:
         """One event per cell: the sum (duration, counter), peak (gauge) or mean (ratio, info)."""
-        out: list[MetricEvent] = []
-        for (name, step, rank, source), (count, total, lo, hi) in self.cells.items():
+        return AggregatedEvents(self)
+
+    def iter_aggregated(self) -> Iterator[MetricEvent]:
+        """The events of :meth:`aggregated`, built one at a time."""
+        meta = self.meta
+        for (name, step, rank, source), cell in self.cells.items():
+            count, total, lo, hi = _stats(cell)
             if count == 0:
                 continue
-            kind, unit, depth = self.meta[(name, source)]
+            kind, unit, depth = meta[(name, source)]
             value = hi if kind == "gauge" else total / count if kind in ("ratio", "info") else total
             attrs: dict[str, Any] = {"count": count, "min": lo, "max": hi}
             if depth is not None:
                 attrs["depth"] = depth
-            out.append(MetricEvent(name=name, value=float(value), kind=kind, unit=unit, source=source,
-                                   rank=rank, step=step, attrs=attrs))
-        return out
+            # the fields were checked when read (or built); only the value is computed here
+            yield trusted_event(name, float(value), kind, unit, source, rank, step, None, "", attrs)
+
+
+def _stats(cell: _Cell) -> tuple[int, float, float, float]:
+    if type(cell) is list:
+        return cell[0], cell[1], cell[2], cell[3]
+    return 1, cell, cell, cell  # type: ignore[return-value]  # a bare float: one value
+
+
+class AggregatedEvents(Sequence[MetricEvent]):
+    """The aggregated events as a sequence that builds them on each pass instead of holding them.
+
+    Every rule reads the events once (``build_series``); holding one ``MetricEvent`` per cell
+    for all of them would double the analyzer's memory on a big run (1M cells: ~400 MB).
+    Indexing works but walks the cells: rules iterate.
+    """
+
+    def __init__(self, agg: EventAggregate) -> None:
+        self._agg = agg
+        self._len = sum(1 for c in agg.cells.values() if type(c) is not list or c[0])
+
+    def __iter__(self) -> Iterator[MetricEvent]:
+        return self._agg.iter_aggregated()
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> MetricEvent: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[MetricEvent]: ...
+
+    def __getitem__(self, index: int | slice) -> MetricEvent | list[MetricEvent]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError(f"aggregated event index {index} out of range ({self._len} events)")
+        for i, event in enumerate(self):
+            if i == index:
+                return event
+        raise IndexError(index)  # pragma: no cover - the cells changed while indexing
 
 
 class MetricsAnalyzer:
@@ -135,17 +208,13 @@ class MetricsAnalyzer:
         from my_utils.core.progress import progress
 
         agg = EventAggregate()
-        stream = iter_events(self.source) if isinstance(self.source, (str, Path)) else self.source
-        add = agg.add
+        # from a file, validated JSON objects are folded directly: a MetricEvent per line
+        # would cost more than the folding itself
         with progress(None, "analyze: events", enabled=self.progress) as bar:
-            chunk = 0
-            for e in stream:
-                add(e)
-                chunk += 1
-                if chunk == 65536:
-                    bar.advance(chunk)
-                    chunk = 0
-            bar.advance(chunk)
+            if isinstance(self.source, (str, Path)):
+                _drain(iter_event_rows(self.source), agg.add_row, bar.advance)
+            else:
+                _drain(self.source, agg.add, bar.advance)
         return agg
 
     # -- the report ------------------------------------------------------------------
@@ -176,7 +245,7 @@ class MetricsAnalyzer:
             overhead=self._overhead(series), inputs=self._inputs(agg), hardware=self.hardware,
         )
 
-    def _run_rules(self, events: list[MetricEvent]) -> tuple[list[Finding], list[str], list[dict[str, str]]]:
+    def _run_rules(self, events: Sequence[MetricEvent]) -> tuple[list[Finding], list[str], list[dict[str, str]]]:
         from my_utils.core.plugin_types import PluginKind
         from my_utils.core.plugins import get_registry, load_component
 
@@ -254,6 +323,18 @@ class MetricsAnalyzer:
             _log.warning("Kineto analyses of %s failed: %s: %s", [str(p) for p in paths], type(exc).__name__, exc)
             return {}, f"Kineto analyses failed: {type(exc).__name__}: {exc}"
         return _kineto_tables(result), f"Kineto analyses of {len(paths)} trace file(s)"
+
+
+def _drain(stream: Iterable[Any], add: Callable[[Any], None], advance: Callable[[int], object]) -> None:
+    """``add`` every item of ``stream``, advancing the progress bar every 65536 items."""
+    chunk = 0
+    for item in stream:
+        add(item)
+        chunk += 1
+        if chunk == 65536:
+            advance(chunk)
+            chunk = 0
+    advance(chunk)
 
 
 def _software() -> dict[str, str]:
@@ -339,9 +420,10 @@ def _tables(series: Mapping[Any, Any], agg: EventAggregate) -> dict[str, list[di
                    cv=cv(values), share=(total / denom) if denom > 0 and row["name"] != STEP_TIME else None)
         op_rows.append(row)
     op_rows.sort(key=lambda r: -r["total"])
-    steps = [{"step": step, "rank": rank, "source": source, "step_time": value,
+    limits: dict[str, Any] = {}
+    steps = [{"step": s.steps[i], "rank": rank, "source": source, "step_time": s.values[i],
               "regions": None} for (name, rank, source), s in series.items() if name == STEP_TIME
-             for step, value in zip(s.steps, s.values, strict=True)]
+             for i in _kept(s.values, "steps", limits)]
     depth0: dict[tuple[int, int | None, str], float] = {}
     for (name, rank, source), s in series.items():
         if s.depth == 0 and s.kind == "duration" and name != STEP_TIME:
@@ -350,9 +432,10 @@ def _tables(series: Mapping[Any, Any], agg: EventAggregate) -> dict[str, list[di
     for row in steps:
         row["regions"] = depth0.get((row["step"], row["rank"], row["source"]))
     steps.sort(key=lambda r: (r["source"], -1 if r["rank"] is None else r["rank"], r["step"]))
-    memory = [{"name": name, "step": step, "rank": rank, "source": source, "value": value, "unit": s.unit}
+    memory = [{"name": name, "step": s.steps[i], "rank": rank, "source": source, "value": s.values[i],
+               "unit": s.unit}
               for (name, rank, source), s in series.items() if is_memory(s)
-              for step, value in zip(s.steps, s.values, strict=True)]
+              for i in _kept(s.values, "memory", limits)]
     memory.sort(key=lambda r: (r["name"], -1 if r["rank"] is None else r["rank"], r["step"]))
     ranks: dict[int | None, list[float]] = {}
     for (name, rank, _source), s in series.items():
@@ -361,14 +444,44 @@ def _tables(series: Mapping[Any, Any], agg: EventAggregate) -> dict[str, list[di
     rank_rows = [{"rank": r, "steps": len(v), "mean_step_time": statistics.fmean(v),
                   "median_step_time": statistics.median(v), "total_time": float(sum(v))}
                  for r, v in sorted(ranks.items(), key=lambda kv: -1 if kv[0] is None else kv[0]) if v]
-    no_step = [{"name": name, "rank": rank, "source": source, "count": c[0], "total": c[1], "min": c[2], "max": c[3],
+    no_step: list[dict[str, Any]] = [{"name": name, "rank": rank, "source": source, "count": c[0], "total": c[1], "min": c[2], "max": c[3],
                 "unit": agg.meta[(name, source)][1]}
-               for (name, step, rank, source), c in agg.cells.items() if step is None and c[0]]
+               for (name, step, rank, source), cell in agg.cells.items() if step is None
+               for c in (_stats(cell),) if c[0]]
     no_step.sort(key=lambda r: -r["total"])
     tables = {"operations": op_rows[:MAX_OPERATION_ROWS], "steps": steps, "memory": memory, "ranks": rank_rows}
     if no_step:
         tables["totals"] = no_step[:MAX_OPERATION_ROWS]
+    for name in ("steps", "memory"):
+        entry = limits.setdefault(name, {"series": 0, "series_downsampled": 0, "points": 0})
+        entry.update(rows=len(tables[name]), max_rows_per_series=MAX_SERIES_ROWS,
+                     method="beyond the cap, the lowest and highest step of each bucket of consecutive steps")
+    agg.table_limits = limits
     return tables
+
+
+def _kept(values: Sequence[float], table: str, limits: dict[str, Any]) -> list[int]:
+    """Indices of the points of one series kept in ``table`` (all up to ``MAX_SERIES_ROWS``), counted in ``limits``."""
+    n = len(values)
+    entry = limits.setdefault(table, {"series": 0, "series_downsampled": 0, "points": 0})
+    entry["series"] += 1
+    entry["points"] += n
+    if n <= MAX_SERIES_ROWS:
+        return list(range(n))
+    entry["series_downsampled"] += 1
+    buckets = MAX_SERIES_ROWS // 2
+    kept: list[int] = []
+    for b in range(buckets):
+        start, stop = b * n // buckets, (b + 1) * n // buckets
+        lo = hi = start
+        for i in range(start + 1, stop):
+            v = values[i]
+            if v < values[lo]:
+                lo = i
+            elif v > values[hi]:
+                hi = i
+        kept.extend((lo, hi) if lo < hi else (hi, lo) if hi < lo else (lo,))
+    return kept
 
 
 def _summary(agg: EventAggregate, series: Mapping[Any, Any], findings: list[Finding], ran: list[str],
@@ -390,5 +503,5 @@ def _summary(agg: EventAggregate, series: Mapping[Any, Any], findings: list[Find
         "steps": {"count": len(steps), "first": steps[0] if steps else None, "last": steps[-1] if steps else None},
         "ranks": ranks, "step_time_name": STEP_TIME, "time_unit": "ms", "step_time": step_time,
         "findings": {sev: by_severity.get(sev, 0) for sev in SEVERITIES},
-        "rules": ran, "rule_errors": errors,
+        "rules": ran, "rule_errors": errors, "table_limits": agg.table_limits,
     }
