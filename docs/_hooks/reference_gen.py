@@ -7,6 +7,7 @@ Used by the MkDocs hook (``docs/_hooks/mkdocs_hooks.py``) at build time and by
 from __future__ import annotations
 
 import ast
+import html
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,8 +40,16 @@ def _option_text(param: Any) -> str:
     if param.param_type_name == "argument":
         return f"`{(param.name or '').upper()}` (argument{', required' if param.required else ''})"
     names = " / ".join(f"`{opt}`" for opt in [*param.opts, *param.secondary_opts])
-    help_text = " ".join((getattr(param, "help", None) or "").split())
+    help_text = _escape(" ".join((getattr(param, "help", None) or "").split()))
+    default = getattr(param, "default", None)
+    if default not in (None, False, (), []) and not getattr(param, "is_flag", False):
+        help_text += f" (default: `{default}`)"
     return f"{names}: {help_text}" if help_text else names
+
+
+def _escape(text: str) -> str:
+    """Help texts name placeholders like ``profile_rank_<r>.csv``: Markdown would take ``<r>`` for HTML."""
+    return html.escape(text, quote=False)
 
 
 def cli_commands() -> dict[str, Any]:
@@ -66,7 +75,7 @@ def cli_reference_markdown() -> str:
         lines += [f"### `{path}`", ""]
         text = (command.help or command.short_help or "").strip()
         if text:
-            lines += [text.replace("\b\n", ""), ""]
+            lines += [_escape(text.replace("\b\n", "")), ""]
         params = [p for p in command.params if not (isinstance(p, click.Option) and p.name == "help")]
         lines += [f"- {_option_text(p)}" for p in params if not getattr(p, "hidden", False)]
         lines.append("")
