@@ -66,6 +66,7 @@ def test_lightning_fit_is_profiled_from_the_shared_config(tmp_path: Path) -> Non
     model = fit(tmp_path, callback)
     # 3 optimizer steps of 2 microbatches: 6 batches over two epochs of 4
     assert len(model.seen) == STEPS * ACCUMULATE
+    assert [step for step, _ in model.seen] == [0, 0, 1, 1, 2, 2]  # global_step counts optimizer steps
     assert callback.session is not None
     check_outputs(callback.session, tmp_path / "out", leaf_modules=3)
     assert not callback.session.module_profiler.attached  # hooks removed when training ended

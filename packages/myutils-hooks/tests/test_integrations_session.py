@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -108,3 +109,22 @@ def test_import_stays_light() -> None:
             "bad = [m for m in ('torch', 'lightning', 'transformers', 'pandas') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_monitor_without_myutils_memory_is_reported_once_and_the_run_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setitem(sys.modules, "my_utils.memory.gpu_tracker", None)  # import fails as if not installed
+    cfg = IntegrationConfig.from_dict({"output_dir": str(tmp_path), "monitor": {"enabled": True}})
+    log = logging.getLogger("my_utils.hooks.integrations")
+    log.addHandler(caplog.handler)  # GlobalLogger may stop my_utils records from reaching the root logger
+    try:
+        with ProfilingSession(cfg).start() as session:
+            with session.microbatch(0, 0):
+                pass
+            session.end_step(0)
+    finally:
+        log.removeHandler(caplog.handler)
+    assert session.monitor is None
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 1 and "pip install myutils-memory" in messages[0]
+    assert ",train_step,END," in (tmp_path / "profile_rank_0.csv").read_text(encoding="utf-8")
