@@ -37,10 +37,11 @@ def _command_rows(command: Any, path: str) -> Iterator[tuple[str, Any]]:
 
 def _option_text(param: Any) -> str:
     # typer's parameter classes are not always click's subclasses: ask the kind by name
-    if param.param_type_name == "argument":
-        return f"`{(param.name or '').upper()}` (argument{', required' if param.required else ''})"
-    names = " / ".join(f"`{opt}`" for opt in [*param.opts, *param.secondary_opts])
     help_text = _escape(" ".join((getattr(param, "help", None) or "").split()))
+    if param.param_type_name == "argument":
+        kind = f"(argument{', required' if param.required else ''})"
+        return f"`{(param.name or '').upper()}` {kind}" + (f": {help_text}" if help_text else "")
+    names = " / ".join(f"`{opt}`" for opt in [*param.opts, *param.secondary_opts])
     default = getattr(param, "default", None)
     if default not in (None, False, (), []) and not getattr(param, "is_flag", False):
         help_text += f" (default: `{default}`)"
