@@ -107,6 +107,16 @@ def test_build_refuses_an_env_table_missing_a_variable() -> None:
         mkdocs_hooks.on_page_markdown(table.replace("`MYUTILS_DISABLE_PLUGINS`", "`X_Y_Z`"), page, None, None)
 
 
+def test_hooks_row_names_real_integrations() -> None:
+    """The README and the docs index name the trainer callbacks: they must exist and load lazily."""
+    import my_utils.hooks.integrations as integrations
+
+    assert {"IntegrationConfig", "MyUtilsLightningCallback", "MyUtilsTrainerCallback"} <= set(integrations.__all__)
+    for text in ((REPO / "README.md").read_text(encoding="utf-8"), (DOCS / "README.md").read_text(encoding="utf-8")):
+        row = next(line for line in text.splitlines() if "myutils-hooks" in line and line.startswith("|"))
+        assert "Lightning" in row and "Hugging Face" in row
+
+
 # --- environment variables ---------------------------------------------------------------------
 
 def _env_table() -> set[str]:
