@@ -182,3 +182,130 @@ def test_no_bare_nan_or_infinity_in_the_file(tmp_path: Path) -> None:
     back = read_events(path)
     assert math.isnan(back[0].value) and math.isnan(back[1].value) and back[2].value == 1.5
     assert len(back) == 4
+
+
+# -- the fast paths: orjson when installed, one type test per field, rows without MetricEvents --
+
+import datetime  # noqa: E402 - grouped with the tests that need them
+import enum  # noqa: E402
+
+from my_utils.core import events as events_module  # noqa: E402
+from my_utils.core.events import iter_event_rows, trusted_event  # noqa: E402
+
+
+@pytest.fixture(params=["orjson", "stdlib"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with orjson (when installed) and with the stdlib fallback core must work with."""
+    if request.param == "orjson":
+        pytest.importorskip("orjson", reason="orjson is an optional speed-up; the stdlib run covers the rest")
+    else:
+        monkeypatch.setattr(events_module, "_orjson", None)
+        monkeypatch.setattr(events_module, "_loads", json.loads)
+    return str(request.param)
+
+
+def _written(path: Path, evs: list[MetricEvent], monkeypatch: pytest.MonkeyPatch, fast: bool) -> list[str]:
+    """The lines ``write_events`` writes with orjson (``fast``) or with the stdlib alone."""
+    with monkeypatch.context() as m:
+        if not fast:
+            m.setattr(events_module, "_orjson", None)
+        write_events(path, evs)
+    return path.read_text(encoding="utf-8").split("\n")[:-1]  # not splitlines: \x85 is inside a line
+
+
+@given(st.lists(events, max_size=10))
+@settings(max_examples=40, deadline=None)
+def test_orjson_writes_what_the_stdlib_writes(tmp_path_factory: pytest.TempPathFactory,
+                                              batch: list[MetricEvent]) -> None:
+    pytest.importorskip("orjson", reason="orjson not installed: only the stdlib writes")
+    folder = tmp_path_factory.mktemp("w")
+    with pytest.MonkeyPatch.context() as mp:
+        fast = _written(folder / "fast.jsonl", batch, mp, fast=True)
+        slow = _written(folder / "slow.jsonl", batch, mp, fast=False)
+    assert [json.loads(line) for line in fast] == [json.loads(line) for line in slow]
+
+
+class _Colour(enum.Enum):
+    RED = "red"
+
+
+def test_values_the_encoders_disagree_on_are_written_by_the_stdlib(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """orjson writes an Enum by value and a datetime with a 'T'; the stdlib's ``str()`` is the contract."""
+    when = datetime.datetime(2026, 1, 2, 3, 4, 5)
+    evs = [MetricEvent(name="x", value=1.0, attrs={"colour": _Colour.RED, "when": when, 3: "int key"}),
+           MetricEvent(name="y", value=-math.inf, attrs={"nested": {"a": math.nan}})]
+    fast = _written(tmp_path / "fast.jsonl", evs, monkeypatch, fast=True)
+    slow = _written(tmp_path / "slow.jsonl", evs, monkeypatch, fast=False)
+    assert fast == slow
+    assert json.loads(fast[0])["attrs"] == {"colour": "_Colour.RED", "when": "2026-01-02 03:04:05", "3": "int key"}
+    assert json.loads(fast[1])["attrs"] == {"nested": {"a": None}, "value_text": "-inf"}
+
+
+@pytest.mark.parametrize(("line", "value", "extra"), [
+    (b'{"name":"a","value":NaN}', math.nan, {}),  # the stdlib reads a bare NaN; orjson refuses it
+    # orjson reads an integer beyond 64 bits as a float: exact with the stdlib
+    (b'{"name":"a","value":1,"big":123456789012345678901234567890}', 1.0, {"big": 123456789012345678901234567890}),
+    (b'{"name":"a","value":1,"low":-9223372036854775809}', 1.0, {"low": -9223372036854775809}),
+    (b'\xef\xbb\xbf{"name":"a","value":2}', 2.0, {}),  # a UTF-8 BOM
+    (b'  {"name":"a","value":3}  ', 3.0, {}),
+])
+def test_lines_orjson_refuses_are_read_as_the_stdlib_reads_them(tmp_path: Path, backend: str, line: bytes,
+                                                                value: float, extra: dict[str, object]) -> None:
+    path = tmp_path / "e.jsonl"
+    path.write_bytes(b"\n" + line + b"\n\n")
+    (event,) = read_events(path)
+    assert event.name == "a" and event.extra == extra
+    assert math.isnan(event.value) if math.isnan(value) else event.value == value
+
+
+def test_bad_lines_name_the_place_with_either_backend(tmp_path: Path, backend: str) -> None:
+    path = tmp_path / "e.jsonl"
+    good = json.dumps({"name": "a", "value": 1.0})
+    path.write_text(f"{good}\n{{not json\n{good}\n")
+    with pytest.raises(InputError, match=r"e\.jsonl.*line 2.*one JSON object per line"):
+        read_events(path)
+    path.write_text(f'{good}\n{{"name": "a", "value": "12"}}\n')
+    with pytest.raises(InputError, match=r"line 2.*'value' must be a number or null"):
+        list(iter_event_rows(path))
+    path.write_text(f"{good}\n{good[:-3]}")  # torn last line
+    assert len(read_events(path)) == 1 and len(list(iter_event_rows(path))) == 1
+
+
+rows = st.fixed_dictionaries(
+    {"name": names},
+    optional={
+        "value": st.none() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False),
+        "kind": st.sampled_from(["", "gauge", "duration"]), "unit": st.sampled_from(["", "ms"]),
+        "source": st.text(max_size=5), "rank": st.none() | st.integers(0, 64), "step": st.none() | st.integers(0, 99),
+        "ts": st.none() | st.integers(0, 2**31) | st.floats(0, 2e9), "run_id": st.text(max_size=5),
+        "attrs": st.none() | st.dictionaries(st.text(max_size=5), json_scalars, max_size=3),
+        "schema_version": st.integers(1, 3), "future": json_scalars,
+    },
+)
+
+
+@given(st.lists(rows, min_size=1, max_size=10))
+@settings(max_examples=60, deadline=None)
+def test_rows_and_events_agree(tmp_path_factory: pytest.TempPathFactory, batch: list[dict[str, object]]) -> None:
+    """The fast path and the slow path (missing fields, ints, nulls) build the same events and rows."""
+    path = tmp_path_factory.mktemp("r") / "e.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in batch))
+    expected = [MetricEvent.from_dict(r) for r in batch]
+
+    def same(a: float, b: float) -> bool:
+        return (math.isnan(a) and math.isnan(b)) or a == b
+
+    got = read_events(path)
+    assert [e.to_dict() | {"value": 0} for e in got] == [e.to_dict() | {"value": 0} for e in expected]
+    assert all(same(a.value, b.value) and type(a.value) is float for a, b in zip(got, expected, strict=True))
+    for row, event in zip(iter_event_rows(path), expected, strict=True):
+        assert {**row, "value": 0} == event.to_dict() | {"value": 0}
+        assert same(row["value"], event.value) and type(row["value"]) is float
+        assert row["ts"] is None or type(row["ts"]) is float
+
+
+def test_trusted_event_is_the_checked_event() -> None:
+    args = ("n", 1.5, "duration", "ms", "mytimer", 2, 7, 1.7e9, "run", {"depth": 0})
+    assert trusted_event(*args) == MetricEvent(*args)
+    assert trusted_event(*args, 2, {"x": 1}) == MetricEvent(*args, 2, {"x": 1})
