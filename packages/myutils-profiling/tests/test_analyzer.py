@@ -13,7 +13,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from my_utils.core.events import MetricEvent, write_events
+from my_utils.core.events import MetricEvent, read_events, write_events
 from my_utils.profiling.analysis import AnalysisReport, MetricsAnalyzer
 from my_utils.profiling.analysis.scores import PENALTY, compute_scores
 from my_utils.profiling.analysis.workloads import WORKLOADS, get_workload
@@ -213,3 +213,66 @@ def test_any_events_give_a_valid_report_and_no_rule_error(events: list[MetricEve
     text = report.to_json()  # strict JSON: NaN and infinities become null
     assert AnalysisReport.from_json(text).findings == report.findings
     assert all(0.0 <= v <= 100.0 for v in report.scores.values())
+
+
+def _long_run(path: Path, steps: int, spike_step: int, leak_step: int) -> list[float]:
+    """One rank: step time 10 ms with one 500 ms spike, memory flat then jumping by 1 GB; returns the step times."""
+    rng = random.Random(3)
+    times = [10.0 + rng.random() for _ in range(steps)]
+    times[spike_step] = 500.0
+    events: list[MetricEvent] = []
+    for step, value in enumerate(times):
+        events.append(MetricEvent("step_time", value, "duration", "ms", "mytimer", 0, step))
+        events.append(MetricEvent("forward", value * 0.6, "duration", "ms", "mytimer", 0, step, attrs={"depth": 0}))
+        memory = 2e9 + (1e9 if step >= leak_step else 0.0) + rng.random()
+        events.append(MetricEvent("memory.allocated", memory, "gauge", "bytes", "mytimer", 0, step))
+    write_events(path, events)
+    return times
+
+
+def test_long_runs_keep_bounded_step_and_memory_tables_where_spikes_survive(tmp_path: Path) -> None:
+    from my_utils.profiling.analysis.analyzer import MAX_SERIES_ROWS
+
+    steps = 3 * MAX_SERIES_ROWS + 7
+    path = tmp_path / "metrics_events.jsonl"
+    times = _long_run(path, steps, spike_step=1234, leak_step=2000)
+    report = MetricsAnalyzer(path).analyze()
+    rows = report.tables["steps"]
+    assert len(rows) <= MAX_SERIES_ROWS and len(report.tables["memory"]) <= MAX_SERIES_ROWS
+    kept = {r["step"]: r["step_time"] for r in rows}
+    assert kept[1234] == 500.0 and all(times[s] == v for s, v in kept.items())  # real points, the spike among them
+    assert [r["step"] for r in rows] == sorted(kept)  # in step order, each once
+    assert kept[min(kept)] == times[min(kept)] and max(kept) >= steps - steps // (MAX_SERIES_ROWS // 2)
+    assert all(r["regions"] == pytest.approx(times[r["step"]] * 0.6) for r in rows)
+    memory = {r["step"]: r["value"] for r in report.tables["memory"]}
+    assert max(memory.values()) > 3e9 > 2.5e9 > min(memory.values())  # both levels shown
+    limits = report.summary["table_limits"]
+    assert limits["steps"] == {"series": 1, "series_downsampled": 1, "points": steps, "rows": len(rows),
+                               "max_rows_per_series": MAX_SERIES_ROWS, "method": limits["steps"]["method"]}
+    # the rules and the other tables still saw every step
+    assert report.tables["ranks"][0]["steps"] == steps
+    assert report.summary["step_time"]["mytimer:rank0"]["max"] == 500.0
+    assert any("1234" in json.dumps(f.evidence) + f.detail for f in report.findings if f.category == "anomaly")
+    assert json.loads(report.to_json())["summary"]["table_limits"]["memory"]["series_downsampled"] == 1
+
+
+def test_short_runs_keep_every_row(tmp_path: Path) -> None:
+    path = tmp_path / "metrics_events.jsonl"
+    _long_run(path, 50, spike_step=7, leak_step=25)
+    report = MetricsAnalyzer(path).analyze()
+    assert [r["step"] for r in report.tables["steps"]] == list(range(50))
+    assert report.summary["table_limits"]["steps"]["series_downsampled"] == 0
+
+
+def test_rules_get_a_sequence_that_rebuilds_the_same_events(tmp_path: Path) -> None:
+    path = tmp_path / "metrics_events.jsonl"
+    _long_run(path, 20, spike_step=3, leak_step=10)
+    agg = MetricsAnalyzer(path).aggregate()
+    events = agg.aggregated()
+    as_list = list(events)
+    assert len(events) == len(as_list) == 60 and list(events) == as_list  # every pass gives the same events
+    assert events[0] == as_list[0] and events[-1] == as_list[-1] and events[2:5] == as_list[2:5]
+    with pytest.raises(IndexError, match="out of range"):
+        events[60]
+    from_objects = MetricsAnalyzer(read_events(path))  # MetricEvents fold into the same cells as rows
+    assert list(from_objects.aggregate().aggregated()) == as_list

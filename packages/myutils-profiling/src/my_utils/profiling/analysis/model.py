@@ -17,6 +17,13 @@ importing analysis code. The analyzer fills these names (others may add more):
     in ``summary["time_unit"]``) and ``regions`` (summed duration of the other regions).
 ``memory``
     one row per (name, step, rank) of a memory gauge: ``name``, ``step``, ``rank``, ``value``, ``unit``.
+
+``steps`` and ``memory`` keep at most ``MAX_SERIES_ROWS`` (analyzer) rows per series: a
+longer series is cut into buckets of consecutive steps, each keeping its lowest and highest
+step, so a spike stays visible and the report stays a few MB on a 1M-event run.
+``summary["table_limits"]`` states it per table: ``max_rows_per_series``, ``series``,
+``series_downsampled``, ``points`` (before) and ``rows`` (kept). The rules, ``ranks`` and
+``operations`` always see every step.
 ``ranks``
     one row per rank: ``rank``, ``steps``, ``mean_step_time``, ``total_time``.
 """
