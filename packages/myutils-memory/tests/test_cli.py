@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from my_utils.core.cli import build_app
@@ -40,9 +42,15 @@ def test_cut_writes_a_smaller_snapshot(snap_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "small.pt"
     result = _run("memory", "cut", str(snap_file), "--from", "1.5", "--to", "3.5", "-o", str(out))
     assert result.exit_code == 0, result.output
-    assert "2 trace entries" in result.output
-    data = pickle.loads(out.read_bytes())
-    assert len(data["device_traces"][0]) == 2 and out.read_bytes()[:2] == b"\x80\x04"
+    assert "2 trace entries" in result.output and "small.pickle" in result.output
+    data = torch.load(out)  # weights_only=True, torch's default
+    assert len(data["device_traces"][0]) == 2 and out.read_bytes()[:2] == b"PK"
+    viz = out.with_suffix(".pickle")
+    assert viz.read_bytes()[:2] == b"\x80\x04" and pickle.loads(viz.read_bytes()) == data
+    again = tmp_path / "again.pickle"  # the .pickle reads back too, and a .pickle name writes that alone
+    result = _run("memory", "cut", str(viz), "--from", "0", "--to", "100", "-o", str(again))
+    assert result.exit_code == 0, result.output
+    assert pickle.loads(again.read_bytes()) == data and not again.with_suffix(".pt").exists()
 
 
 def _one_line_exit_2(result: Any, *fragments: str) -> None:
@@ -58,13 +66,21 @@ class _Evil:
         return (os.system, ("touch PWNED",))
 
 
+def _torch_saved(obj: object) -> bytes:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
 @pytest.mark.parametrize(("content", "fragments"), [
-    (b"not a pickle", ("byte 0", "expected a pickled memory snapshot")),
-    (b"PK\x03\x04zip", ("torch.save",)),
+    (b"not a pickle", ("byte 0", "expected a memory snapshot (a torch.save zip or a pickle)")),
+    (b"PK\x03\x04zip", (":zip:", "torch.save'd memory snapshot")),
     (pickle.dumps([1, 2]), ("top level", "expected a dict")),
     (pickle.dumps({"segments": [], "device_traces": [[{"size": 1}]]}), ("device_traces[0][0]",)),
     (pickle.dumps({"segments": []})[:-3], ("expected a pickled memory snapshot",)),
     (pickle.dumps({"x": _Evil()}), ("refused to load posix.system",)),
+    (_torch_saved({"segments": [], "x": _Evil()}), (":zip:", "unsupported GLOBAL posix.system")),
+    (_torch_saved([1, 2]), ("top level", "expected a dict")),
 ])
 def test_bad_snapshot_one_line_exit_2(tmp_path: Path, content: bytes, fragments: tuple[str, ...],
                                       monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,7 +90,7 @@ def test_bad_snapshot_one_line_exit_2(tmp_path: Path, content: bytes, fragments:
     _one_line_exit_2(_run("memory", "summarize", str(bad)), "bad.pt", *fragments)
     out = tmp_path / "out.pt"
     _one_line_exit_2(_run("memory", "cut", str(bad), "--from", "0", "--to", "1", "-o", str(out)), "bad.pt")
-    assert not out.exists() and not (tmp_path / "PWNED").exists()
+    assert not out.exists() and not out.with_suffix(".pickle").exists() and not (tmp_path / "PWNED").exists()
 
 
 def test_missing_file_and_bad_range(tmp_path: Path, snap_file: Path) -> None:
@@ -91,5 +107,5 @@ def test_console_script_no_traceback(tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("myutils")
     proc = subprocess.run([str(exe), "memory", "summarize", str(bad)], capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines() == [f"error: {bad}:byte 0: expected a pickled memory snapshot, "
-                                               "found not a pickle"]
+    assert proc.stderr.strip().splitlines() == [f"error: {bad}:byte 0: expected a memory snapshot (a torch.save "
+                                               "zip or a pickle), found neither"]

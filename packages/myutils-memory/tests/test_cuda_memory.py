@@ -32,7 +32,7 @@ def test_cpu_build_answers_with_a_reason_while_torch_itself_raises() -> None:
 
 @pytest.mark.cuda
 def test_real_history_and_snapshot_files(tmp_path: Path) -> None:
-    """Nested regions on a GPU: real dumps, loadable by our reader and by pickle, history off at the end."""
+    """Nested regions on a GPU: real dumps, loadable by our reader, torch.load and pickle, history off at the end."""
     snap = MemorySnapshotter(tmp_path, enabled=True, rank=0)
     snap.start("outer")
     a = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
@@ -43,7 +43,8 @@ def test_real_history_and_snapshot_files(tmp_path: Path) -> None:
     outer = snap.stop("outer")
     assert inner is not None and outer is not None
     data = load_snapshot(outer)
-    assert pickle.loads(outer.read_bytes())["device_traces"] == data["device_traces"]
+    assert torch.load(outer)["device_traces"] == data["device_traces"]  # the seed's call, weights_only=True
+    assert pickle.loads(outer.with_suffix(".pickle").read_bytes())["device_traces"] == data["device_traces"]
     summary = summarize_snapshot(data)
     assert summary.peak_bytes >= 24 << 20 and [r.name for r in summary.regions] == ["inner", "outer"]
     # the last stop turned history off and freed it

@@ -37,8 +37,10 @@ def test_guard_records_and_reraises_the_same_error(tmp_path: Path, hand_snapshot
     assert info.value is error and str(info.value) == MESSAGE
     (bundle,) = recorder.bundles
     assert bundle.parent == tmp_path and bundle.name.startswith("oom__") and bundle.name.endswith("__rank1")
-    assert _bundle_files(bundle) == ["allocator_stats.json", "largest_blocks.json", "snapshot.pt", "summary.txt"]
-    assert pickle.loads((bundle / "snapshot.pt").read_bytes())["segments"] == hand_snapshot["segments"]
+    assert _bundle_files(bundle) == ["allocator_stats.json", "largest_blocks.json", "snapshot.pickle", "snapshot.pt",
+                                     "summary.txt"]
+    assert torch.load(bundle / "snapshot.pt")["segments"] == hand_snapshot["segments"]
+    assert pickle.loads((bundle / "snapshot.pickle").read_bytes())["segments"] == hand_snapshot["segments"]
     stats = json.loads((bundle / "allocator_stats.json").read_text())
     assert stats["memory_stats"]["num_ooms"] == 1 and stats["mem_get_info"] == [3 * MiB, 80 * MiB]
     blocks = json.loads((bundle / "largest_blocks.json").read_text())
@@ -64,7 +66,7 @@ def test_cpu_build_bundle_says_why_there_is_no_snapshot(tmp_path: Path) -> None:
     with pytest.raises(torch.OutOfMemoryError), recorder.guard():
         raise torch.OutOfMemoryError(MESSAGE)
     (bundle,) = recorder.bundles
-    assert "snapshot.pt" not in _bundle_files(bundle)
+    assert "snapshot.pt" not in _bundle_files(bundle) and "snapshot.pickle" not in _bundle_files(bundle)
     assert "CUDA is unavailable (torch.cuda.is_available() is False" in (bundle / "summary.txt").read_text()
 
 
@@ -159,5 +161,5 @@ def test_real_cuda_oom_writes_a_bundle(tmp_path: Path) -> None:
     finally:
         recorder.uninstall()
     (bundle,) = recorder.bundles
-    assert (bundle / "snapshot.pt").stat().st_size > 0
+    assert torch.load(bundle / "snapshot.pt")["segments"] and (bundle / "snapshot.pickle").stat().st_size > 0
     assert "error raised: OutOfMemoryError" in (bundle / "summary.txt").read_text()

@@ -31,7 +31,8 @@ def test_readme_example_runs(index: int, tmp_path: Path) -> None:
         assert lines == ["None"]
         assert "CUDA memory history is unavailable" in proc.stderr and list(tmp_path.iterdir()) == []
     elif index == 1:
-        assert lines == ["True", "True"] and (tmp_path / "cpu_profile.pt").read_bytes()[:2] == b"\x80\x04"
+        assert lines == ["True", "True"] and (tmp_path / "cpu_profile.pt").read_bytes()[:2] == b"PK"
+        assert (tmp_path / "cpu_profile.pickle").read_bytes()[:2] == b"\x80\x04"
     elif index == 2:
         assert lines == ["OutOfMemoryError True"]
         assert len(list((tmp_path / "oom_reports").iterdir())) == 1

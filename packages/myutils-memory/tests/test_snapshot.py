@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from my_utils.core.errors import UsageError
 from my_utils.memory.cuda_memory import RecordingCudaMemory, TorchCudaMemory
-from my_utils.memory.snapshot import ENV_SWITCH, REGIONS_KEY, MemorySnapshotter, snapshot_file_name
+from my_utils.memory.snapshot import ENV_SWITCH, REGIONS_KEY, MemorySnapshotter, save_snapshot, snapshot_file_name
+from my_utils.memory.snapshot_io import load_snapshot
 
 NAME = re.compile(r"^(?P<name>.+)__(?P<stamp>\d{8}_\d{6})__rank(?P<rank>\d+)\.pt$")
 
@@ -44,17 +47,19 @@ def test_nested_regions_history_on_first_start_off_at_last_stop(tmp_path: Path) 
     assert snap.saved == paths
 
 
-def test_file_is_a_protocol_4_pickle_with_the_regions(tmp_path: Path, hand_snapshot: dict) -> None:
+def test_pt_loads_with_torch_load_and_pickle_sibling_is_protocol_4(tmp_path: Path, hand_snapshot: dict) -> None:
     snap, cuda = _snapshotter(tmp_path)
     cuda.state = hand_snapshot
     snap.start("outer")
     snap.start("inner")
     snap.stop("inner")
     path = snap.stop("outer")
-    assert path is not None
-    raw = path.read_bytes()
+    assert path is not None and path.suffix == ".pt" and path.read_bytes()[:2] == b"PK"
+    data = torch.load(path)  # the seed's call: weights_only=True by default
+    raw = path.with_suffix(".pickle").read_bytes()
     assert raw[:2] == b"\x80\x04"  # protocol 5 renders empty in memory_viz
-    data = pickle.loads(raw)
+    assert pickle.loads(raw) == data
+    assert load_snapshot(path) == load_snapshot(path.with_suffix(".pickle")) == data
     assert data["device_traces"] == hand_snapshot["device_traces"]
     assert [r["name"] for r in data[REGIONS_KEY]] == ["inner", "outer"]
     inner, outer = data[REGIONS_KEY]
@@ -162,6 +167,45 @@ def test_seed_example_adapted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, h
         global_snapshotter.stop("backward")
         global_snapshotter.stop("epoch")
     global_snapshotter.stop("training_loop")
-    names = sorted(NAME.match(p.name).group("name") for p in tmp_path.iterdir())  # type: ignore[union-attr]
+    pts = sorted(tmp_path.glob("*.pt"))
+    names = sorted(NAME.match(p.name).group("name") for p in pts)  # type: ignore[union-attr]
     assert set(names) == {"forward", "backward", "epoch", "training_loop"}
+    assert sorted(tmp_path.iterdir()) == sorted([*pts, *(p.with_suffix(".pickle") for p in pts)])
+    forward = next(p for p in pts if p.name.startswith("forward__"))
+    assert torch.load(forward)["segments"] == hand_snapshot["segments"]  # the seed's analysis step
     assert [c[0] for c in cuda.calls].count("snapshot") == 7
+
+
+def test_both_files_or_neither(tmp_path: Path, hand_snapshot: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure writing either file leaves no .pt, no .pickle and no temporary file behind."""
+    import my_utils.memory.snapshot as mod
+
+    def no_pickle(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(mod.pickle, "dump", no_pickle)
+        with pytest.raises(OSError, match="No space"):
+            save_snapshot(tmp_path / "a.pt", hand_snapshot)
+    assert list(tmp_path.iterdir()) == []
+
+    real_replace = os.replace
+
+    def pt_rename_fails(src: str, dst: str) -> None:
+        if str(dst).endswith(".pt"):
+            raise OSError(5, "Input/output error")
+        real_replace(src, dst)
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "replace", pt_rename_fails)
+        with pytest.raises(OSError, match="Input/output"):
+            save_snapshot(tmp_path / "b.pt", hand_snapshot)
+    assert list(tmp_path.iterdir()) == []
+    assert save_snapshot(tmp_path / "c.pt", hand_snapshot) == tmp_path / "c.pt"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pickle", "c.pt"]
+
+
+def test_other_names_get_the_pickle_alone(tmp_path: Path, hand_snapshot: dict) -> None:
+    path = save_snapshot(tmp_path / "small.pickle", hand_snapshot)
+    assert [p.name for p in tmp_path.iterdir()] == ["small.pickle"] and path.read_bytes()[:2] == b"\x80\x04"
+    assert load_snapshot(path)["segments"] == hand_snapshot["segments"]

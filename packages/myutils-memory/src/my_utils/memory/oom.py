@@ -12,8 +12,9 @@ which records and re-raises the very same exception object.
 (default ``./oom_reports``); ``MYUTILS_OOM_RECORDER=0`` makes ``install_oom_recorder`` do
 nothing, so a job can switch it off without a code change.
 
-A bundle, ``<dir>/oom__<YYYYmmdd_HHMMSS>__rank<rank>[_n]/``: ``snapshot.pt`` (protocol-4
-pickle, when CUDA history is available), ``allocator_stats.json`` (``memory_stats()`` and
+A bundle, ``<dir>/oom__<YYYYmmdd_HHMMSS>__rank<rank>[_n]/``: ``snapshot.pt`` (``torch.save``'s zip,
+for ``torch.load``) and ``snapshot.pickle`` (the same dict as a protocol-4 pickle, for
+memory_viz), when CUDA history is available; ``allocator_stats.json`` (``memory_stats()`` and
 ``mem_get_info()``), ``largest_blocks.json`` (the largest live blocks with their stacks) and
 ``summary.txt`` (the error, the requested size, free/total memory, the largest blocks).
 Recording never raises: a failure is logged once and the original error still propagates.

@@ -44,7 +44,7 @@ def myutils_cli(app: "typer.Typer") -> None:
 
     @exit_on_error
     def summarize(
-        snapshot: Annotated[Path, typer.Argument(help="a snapshot pickle (snapshotter .pt, _dump_snapshot)")],
+        snapshot: Annotated[Path, typer.Argument(help="a snapshot: snapshotter .pt or .pickle, _dump_snapshot")],
         top: Annotated[int, typer.Option(help="how many allocation stacks to list")] = 10,
         stack_depth: Annotated[int, typer.Option(help="innermost frames that identify a stack")] = 4,
         windows: Annotated[int, typer.Option(help="time windows when the file records no regions")] = 10,
@@ -59,20 +59,22 @@ def myutils_cli(app: "typer.Typer") -> None:
 
     @exit_on_error
     def cut(
-        snapshot: Annotated[Path, typer.Argument(help="a snapshot pickle")],
+        snapshot: Annotated[Path, typer.Argument(help="a snapshot (.pt or .pickle)")],
         start: Annotated[float, typer.Option("--from", help="seconds since the first trace entry")],
         stop: Annotated[float, typer.Option("--to", help="seconds since the first trace entry")],
-        output: Annotated[Path, typer.Option("--output", "-o", help="the smaller snapshot to write")],
+        output: Annotated[Path, typer.Option("--output", "-o", help="the smaller snapshot: NAME.pt writes NAME.pt (torch.load) and NAME.pickle (memory_viz); "
+                                   "any other name, the pickle alone")],
     ) -> None:
         """Write the trace between --from and --to (and the allocator state at --to) to OUTPUT."""
-        from my_utils.memory.snapshot import save_snapshot
+        from my_utils.memory.snapshot import TORCH_SUFFIX, save_snapshot, viz_pickle_path
         from my_utils.memory.snapshot_cut import cut_snapshot
         from my_utils.memory.snapshot_io import load_snapshot
 
         smaller = cut_snapshot(load_snapshot(snapshot), start, stop)
         save_snapshot(output, smaller)
         kept = sum(len(t) for t in smaller["device_traces"])
-        typer.echo(f"wrote {output}: {kept} trace entries between {start} s and {stop} s")
+        written = f"{output} and {viz_pickle_path(output)}" if output.suffix == TORCH_SUFFIX else str(output)
+        typer.echo(f"wrote {written}: {kept} trace entries between {start} s and {stop} s")
 
     memory_app.command("summarize")(summarize)
     memory_app.command("cut")(cut)

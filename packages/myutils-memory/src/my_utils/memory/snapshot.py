@@ -1,12 +1,18 @@
-"""``MemorySnapshotter`` and ``global_snapshotter``: nested regions of CUDA allocator history, one file per stop.
+"""``MemorySnapshotter`` and ``global_snapshotter``: nested regions of CUDA allocator history, one file pair per stop.
 
 The first ``start()`` turns allocator history on, every ``stop()`` dumps everything
 recorded since (so a nested snapshot holds its parents' history up to that point), and the
-last ``stop()`` turns history off and frees it. Files are
-``<output_dir>/<name>__<YYYYmmdd_HHMMSS>__rank<rank>.pt``: a pickle of the snapshot dict at
-protocol 4 (memory_viz renders protocol-5 pickles empty), read by memory_viz,
-``my_utils.memory.load_snapshot`` or ``pickle.load`` (not by ``torch.load``, which expects its
-own header).
+last ``stop()`` turns history off and frees it. Each stop writes two files holding the same
+snapshot dict, both or neither:
+
+- ``<output_dir>/<name>__<YYYYmmdd_HHMMSS>__rank<rank>.pt``: ``torch.save``'s zip format, so
+  the seed's ``torch.load(path)`` (``weights_only=True``, torch's default) reads it: the dict
+  holds only plain data;
+- ``<output_dir>/<name>__<YYYYmmdd_HHMMSS>__rank<rank>.pickle``: a plain protocol-4 pickle for
+  memory_viz (pytorch.org/memory_viz and ``python -m torch.cuda._memory_viz``), which needs a
+  bare pickle and renders protocol-5 ones empty.
+
+``my_utils.memory.load_snapshot`` and ``myutils memory summarize``/``cut`` read either file.
 
 Active only when ``ENABLE_MEMORY_SNAPSHOT=1`` (or ``enabled=True``). Without CUDA it warns
 once and does nothing; an allocator error is reported once and switches it off, never
@@ -28,10 +34,13 @@ from my_utils.core.dist_env import env_rank
 from my_utils.core.errors import UsageError
 from my_utils.memory.cuda_memory import CudaMemory, default_cuda_memory
 
-__all__ = ["ENV_SWITCH", "PICKLE_PROTOCOL", "REGIONS_KEY", "MemorySnapshotter", "global_snapshotter"]
+__all__ = ["ENV_SWITCH", "PICKLE_PROTOCOL", "REGIONS_KEY", "MemorySnapshotter", "global_snapshotter", "save_snapshot",
+           "snapshot_file_name", "viz_pickle_path"]
 
 ENV_SWITCH = "ENABLE_MEMORY_SNAPSHOT"
-PICKLE_PROTOCOL = 4
+PICKLE_PROTOCOL = 4  # memory_viz renders protocol-5 pickles empty
+TORCH_SUFFIX = ".pt"  # torch.save's zip, for torch.load
+VIZ_SUFFIX = ".pickle"  # the plain pickle, for memory_viz
 # Extra key in the saved dict: the regions closed so far (memory_viz ignores unknown keys;
 # ``myutils memory summarize`` reports a delta per region).
 REGIONS_KEY = "my_utils_regions"
@@ -41,23 +50,54 @@ _log = logging.getLogger("my_utils.memory")
 
 
 def snapshot_file_name(name: str, rank: int, when: float | None = None) -> str:
-    """``<name>__<YYYYmmdd_HHMMSS>__rank<rank>.pt``, the name made safe for a file system."""
+    """``<name>__<YYYYmmdd_HHMMSS>__rank<rank>.pt`` (its ``.pickle`` sibling has the same stem), the name made safe."""
     safe = _UNSAFE.sub("_", name).strip("._") or "region"
     stamp = time.strftime("%Y%m%d_%H%M%S", time.localtime(time.time() if when is None else when))
     return f"{safe}__{stamp}__rank{rank}.pt"
 
 
+def viz_pickle_path(path: str | Path) -> Path:
+    """The memory_viz sibling of a ``.pt`` snapshot file: the same stem, ``.pickle``."""
+    return Path(path).with_suffix(VIZ_SUFFIX)
+
+
 def save_snapshot(path: str | Path, snapshot: dict[str, Any]) -> Path:
-    """Write ``snapshot`` atomically as a protocol-4 pickle; return the path."""
+    """Write ``snapshot`` atomically and return ``path``.
+
+    A ``.pt`` path gets ``torch.save``'s zip format (what ``torch.load`` reads) plus the
+    protocol-4 ``.pickle`` sibling memory_viz opens, both or neither; any other name gets the
+    protocol-4 pickle alone (torch is then not needed).
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(target, "wb", encoding=None) as fh:
-        pickle.dump(snapshot, fh, protocol=PICKLE_PROTOCOL)
+    if target.suffix != TORCH_SUFFIX:
+        with atomic_write(target, "wb", encoding=None) as fh:
+            pickle.dump(snapshot, fh, protocol=PICKLE_PROTOCOL)
+        return target
+    try:
+        import torch  # lazily: ``import my_utils.memory`` stays light
+    except ImportError:
+        raise UsageError(f"{target}: writing a .pt snapshot needs torch (it is torch.save's format); install "
+                         f"torch or name the file {target.with_suffix(VIZ_SUFFIX).name}") from None
+    viz = viz_pickle_path(target)
+    viz_written = False
+    try:
+        # Both are written to temporary files first; the .pickle is renamed into place just
+        # before the .pt, and removed again should the .pt's rename fail.
+        with atomic_write(target, "wb", encoding=None) as pt:
+            torch.save(snapshot, pt)
+            with atomic_write(viz, "wb", encoding=None) as fh:
+                pickle.dump(snapshot, fh, protocol=PICKLE_PROTOCOL)
+            viz_written = True
+    except BaseException:
+        if viz_written:
+            viz.unlink(missing_ok=True)
+        raise
     return target
 
 
 class MemorySnapshotter:
-    """Nested memory-history regions; ``stop(name)`` saves a snapshot file and returns its path.
+    """Nested memory-history regions; ``stop(name)`` saves a ``.pt``/``.pickle`` pair and returns the ``.pt``.
 
     ``enabled=None`` reads ``ENABLE_MEMORY_SNAPSHOT`` at each outermost ``start``; ``rank``
     defaults to torchrun's ``RANK`` (else 0); ``cuda`` is the allocator seam (tests pass a
@@ -136,7 +176,7 @@ class MemorySnapshotter:
         return True
 
     def stop(self, name: str) -> Path | None:
-        """Close region ``name`` (the innermost open one); save and return its snapshot file."""
+        """Close region ``name`` (the innermost open one); save its snapshot pair and return the ``.pt`` path."""
         if not self._stack:
             if not self.enabled:
                 return None

@@ -1,10 +1,12 @@
-"""Reading snapshot pickles the user named: no code runs while loading, and the shape is checked.
+"""Reading snapshot files the user named: no code runs while loading, and the shape is checked.
 
-A snapshot is a pickle, and unpickling can run arbitrary code; ``load_snapshot`` is only
-ever called on a file the user names on the command line or in Python, and even then its
-unpickler refuses every global except a few plain containers (a memory snapshot holds only
-dicts, lists, tuples, strings and numbers). Anything else is an ``InputError`` naming the
-file, the place and what was expected.
+A snapshot comes in two forms: ``torch.save``'s zip (the snapshotter's ``.pt``) and a plain
+pickle (its ``.pickle`` sibling, torch's ``_dump_snapshot`` output). Unpickling can run
+arbitrary code; ``load_snapshot`` is only ever called on a file the user names on the command
+line or in Python, and even then it refuses every global except a few plain containers (a
+memory snapshot holds only dicts, lists, tuples, strings and numbers): the zip through
+``torch.load(weights_only=True)`` (torch imported only then), the pickle through a restricted
+unpickler. Anything else is an ``InputError`` naming the file, the place and what was expected.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class _PlainUnpickler(pickle.Unpickler):
 
 
 def load_snapshot(path: str | Path) -> dict[str, Any]:
-    """The snapshot dict in ``path`` (a ``_dump_snapshot`` / snapshotter pickle), checked."""
+    """The snapshot dict in ``path`` (a snapshotter ``.pt`` or ``.pickle``, a ``_dump_snapshot`` pickle), checked."""
     p = Path(path)
     try:
         fh = open(p, "rb")  # noqa: SIM115 - closed below; OSError reported as input
@@ -40,17 +42,42 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
         raise InputError(p, None, f"cannot open the snapshot ({exc.strerror or exc})") from None
     with fh:
         head = fh.read(2)
-        if head[:1] != b"\x80":
-            what = "a zip archive (torch.save); save the snapshot dict with pickle" if head == b"PK" else \
-                "not a pickle"
-            raise InputError(p, "byte 0", f"expected a pickled memory snapshot, found {what}")
-        fh.seek(0)
-        try:
-            data = _PlainUnpickler(fh).load()
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError) as exc:
-            raise InputError(p, f"byte {fh.tell()}", f"expected a pickled memory snapshot ({exc})") from None
+        if head == b"PK":
+            data = _load_torch_zip(p)
+        elif head[:1] != b"\x80":
+            raise InputError(p, "byte 0", "expected a memory snapshot (a torch.save zip or a pickle), "
+                                          "found neither")
+        else:
+            fh.seek(0)
+            try:
+                data = _PlainUnpickler(fh).load()
+            except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError) as exc:
+                raise InputError(p, f"byte {fh.tell()}", f"expected a pickled memory snapshot ({exc})") from None
     validate_snapshot(data, p)
     return data
+
+
+def _load_torch_zip(path: Path) -> Any:
+    """A ``torch.save`` zip, loaded with ``weights_only=True``: plain data and tensors only, never code."""
+    try:
+        import torch  # only for this form: reading pickles needs no torch
+    except ImportError:
+        raise InputError(path, "byte 0", "a torch.save zip needs torch to read; install torch or open its "
+                                         ".pickle sibling") from None
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch reports refused globals and broken zips with several types
+        raise InputError(path, "zip", f"expected a torch.save'd memory snapshot of plain data "
+                                      f"({_torch_reason(exc)})") from None
+
+
+def _torch_reason(exc: Exception) -> str:
+    """The telling sentence of a ``torch.load`` error (not its advice to turn ``weights_only`` off)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        if "unsupported" in line.lower():
+            return line.rstrip(".")
+    return lines[0].split(". ")[0].rstrip(".") if lines else type(exc).__name__
 
 
 def validate_snapshot(data: Any, where: str | Path) -> None:
