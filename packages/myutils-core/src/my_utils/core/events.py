@@ -349,18 +349,33 @@ def _open(path: str | Path) -> tuple[Path, BinaryIO]:
         raise InputError(p, None, f"cannot open the events file ({exc.strerror or exc})") from None
 
 
+_loads: Callable[[bytes], Any] = _orjson.loads if _orjson is not None else json.loads
 _long_number = re.compile(rb"\d{19}").search
+_EXACT = frozenset({str, int, bool, type(None)})
 
 
-def _fast_loads(raw: bytes) -> Any:
-    """orjson, except for a line with 19+ digits in a row: orjson reads an integer beyond 64 bits
-    as a float where the stdlib keeps it exact (a nanosecond timestamp only costs the slower parse)."""
-    if _long_number(raw) is not None:
-        return json.loads(raw)
-    return _orjson.loads(raw)
+def _as_stdlib(data: Any, raw: bytes) -> Any:
+    """``data`` as the stdlib would have read ``raw``.
+
+    orjson reads an integer beyond 64 bits as a float where the stdlib keeps it exact. That can
+    only matter where a float may sit: the known numeric fields are floats anyway (``rank``
+    or ``step`` as a float fails ``_fast_row`` and comes here), so only a row with unknown
+    fields, a float or a container in ``attrs``, or a failed fast check is looked at, and
+    re-read only when it has 19 digits in a row.
+    """
+    if _loads is json.loads or _long_number(raw) is None:
+        return data
+    return json.loads(raw)
 
 
-_loads: Callable[[bytes], Any] = _fast_loads if _orjson is not None else json.loads
+def _exact(data: dict[str, Any]) -> bool:
+    """True when orjson's reading of a ``_fast_row`` object is certainly the stdlib's."""
+    if len(data) != 11:
+        return False
+    for v in data["attrs"].values():  # noqa: SIM110 - all() over a generator costs more than the test
+        if type(v) not in _EXACT:
+            return False
+    return True
 _BLANK = object()  # a blank line: skipped
 _TORN = object()  # the torn last line of a killed writer: the end
 
@@ -399,10 +414,12 @@ def iter_events(path: str | Path) -> Iterator[MetricEvent]:
                     continue
                 if data is _TORN:
                     return
-            if _fast_row(data):
-                yield _event_of(data)
-            else:
-                yield MetricEvent.from_dict(data, where, f"line {lineno}")
+            if not (_fast_row(data) and _exact(data)):
+                data = _as_stdlib(data, raw)
+                if not _fast_row(data):
+                    yield MetricEvent.from_dict(data, where, f"line {lineno}")
+                    continue
+            yield _event_of(data)
     finally:
         fh.close()
 
@@ -430,13 +447,13 @@ def iter_event_rows(path: str | Path) -> Iterator[dict[str, Any]]:
                     continue
                 if data is _TORN:
                     return
-            if _fast_row(data):
-                yield data
-            else:
-                event = MetricEvent.from_dict(data, where, f"line {lineno}")
-                row = event.to_dict()
-                row["value"] = event.value  # to_dict keeps NaN as NaN; only the writer turns it into null
-                yield row
+            if not (_fast_row(data) and _exact(data)):
+                data = _as_stdlib(data, raw)
+                if not _fast_row(data):
+                    event = MetricEvent.from_dict(data, where, f"line {lineno}")
+                    data = event.to_dict()
+                    data["value"] = event.value  # to_dict keeps NaN as NaN; only the writer turns it into null
+            yield data
     finally:
         fh.close()
 
