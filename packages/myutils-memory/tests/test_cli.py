@@ -109,3 +109,14 @@ def test_console_script_no_traceback(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [f"error: {bad}:byte 0: expected a memory snapshot (a torch.save "
                                                "zip or a pickle), found neither"]
+
+
+def test_memory_viz_cli_renders_the_pickle_of_a_cut(snap_file: Path, tmp_path: Path) -> None:
+    """The .pickle half of a pair is what ``python -m torch.cuda._memory_viz`` (and the web page) read."""
+    out = tmp_path / "small.pt"
+    assert _run("memory", "cut", str(snap_file), "--from", "0", "--to", "10", "-o", str(out)).exit_code == 0
+    html = tmp_path / "viz.html"
+    proc = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", "trace_plot", str(out.with_suffix(".pickle")),
+                           "-o", str(html)], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "const local_files" in html.read_text(encoding="utf-8")

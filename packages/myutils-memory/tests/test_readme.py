@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,3 +40,16 @@ def test_readme_example_runs(index: int, tmp_path: Path) -> None:
     else:
         assert lines == ["True experiment_1_rank0_performance_profile.png", "['monitor/host_cpu_pct', "
                          "'monitor/host_rss_bytes']"]
+
+
+def test_readme_analysis_block_runs_on_a_saved_snapshot(tmp_path: Path, hand_snapshot: dict[str, Any]) -> None:
+    """The README's analysis block (the seed's torch.load line, then trace_plot) on a snapshotter .pt."""
+    from my_utils.memory.snapshot import save_snapshot
+
+    (block,) = [b for b in re.findall(r"```text\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+                if "torch.load(" in b]
+    save_snapshot(tmp_path / "forward__20260303_120000__rank0.pt", hand_snapshot)
+    proc = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "const local_files" in (tmp_path / "memory_viz.html").read_text(encoding="utf-8")

@@ -13,7 +13,13 @@ import torch
 
 from my_utils.core.errors import UsageError
 from my_utils.memory.cuda_memory import RecordingCudaMemory, TorchCudaMemory
-from my_utils.memory.snapshot import ENV_SWITCH, REGIONS_KEY, MemorySnapshotter, save_snapshot, snapshot_file_name
+from my_utils.memory.snapshot import (
+    ENV_SWITCH,
+    REGIONS_KEY,
+    MemorySnapshotter,
+    save_snapshot,
+    snapshot_file_name,
+)
 from my_utils.memory.snapshot_io import load_snapshot
 
 NAME = re.compile(r"^(?P<name>.+)__(?P<stamp>\d{8}_\d{6})__rank(?P<rank>\d+)\.pt$")
