@@ -21,7 +21,7 @@ from my_utils.core.events import (
     write_events,
 )
 
-names = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30)
+names = st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=30)
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.text(max_size=10))
 events = st.builds(
     MetricEvent,
@@ -233,7 +233,7 @@ def test_values_the_encoders_disagree_on_are_written_by_the_stdlib(tmp_path: Pat
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """orjson writes an Enum by value and a datetime with a 'T'; the stdlib's ``str()`` is the contract."""
     when = datetime.datetime(2026, 1, 2, 3, 4, 5)
-    evs = [MetricEvent(name="x", value=1.0, attrs={"colour": _Colour.RED, "when": when, 3: "int key"}),
+    evs = [MetricEvent(name="x", value=1.0, attrs={"colour": _Colour.RED, "when": when, 3: "int key"}),  # type: ignore[dict-item]
            MetricEvent(name="y", value=-math.inf, attrs={"nested": {"a": math.nan}})]
     fast = _written(tmp_path / "fast.jsonl", evs, monkeypatch, fast=True)
     slow = _written(tmp_path / "slow.jsonl", evs, monkeypatch, fast=False)
