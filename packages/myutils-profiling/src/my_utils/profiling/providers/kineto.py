@@ -38,6 +38,17 @@ _log = logging.getLogger("my_utils.profiling.providers.kineto")
 TRACE_PATTERNS = ("*.json", "*.json.gz")
 
 
+def trace_rank(path: Path, metadata: dict[str, Any], rank: int | None) -> tuple[int | None, str]:
+    """The rank of one trace and where it came from: ``distributedInfo``, the file name, or ``rank``."""
+    info = metadata.get("distributedInfo")
+    info_rank = info.get("rank") if isinstance(info, dict) else None
+    if isinstance(info_rank, int) and not isinstance(info_rank, bool):
+        return info_rank, "distributedInfo"
+    if (by_name := rank_from_name(path)) is not None:
+        return by_name, "file name"
+    return rank, ("option" if rank is not None else "unknown")
+
+
 def parse_trace_file(path: str | Path, rank: int | None = None) -> list[MetricEvent]:
     """Stream one trace file and return its aggregated metric events.
 
@@ -52,15 +63,7 @@ def parse_trace_file(path: str | Path, rank: int | None = None) -> list[MetricEv
     add = agg.add
     for ev in stream.events():
         add(ev)
-    info = stream.metadata.get("distributedInfo")
-    info_rank = info.get("rank") if isinstance(info, dict) else None
-    found: int | None
-    if isinstance(info_rank, int) and not isinstance(info_rank, bool):
-        found, source = info_rank, "distributedInfo"
-    elif (by_name := rank_from_name(p)) is not None:
-        found, source = by_name, "file name"
-    else:
-        found, source = rank, ("option" if rank is not None else "unknown")
+    found, source = trace_rank(p, stream.metadata, rank)
     return agg.finish(stream.metadata, found, source)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from my_utils.core.errors import InputError
 from my_utils.profiling.analysis.kineto.model import KinetoAnalysis, RankAnalysis
 from my_utils.profiling.providers._files import check_distinct_ranks, find_inputs, rank_from_name
+from my_utils.profiling.providers.kineto import trace_rank
 from my_utils.profiling.providers.parallel import Executor, run_many
 
 TOP_KERNELS = 10
@@ -43,15 +44,7 @@ def analyze_file(path: str | Path, rank: int | None = None) -> RankAnalysis:
     add = col.add
     for ev in stream.events():
         add(ev)
-    info = stream.metadata.get("distributedInfo")
-    info_rank = info.get("rank") if isinstance(info, dict) else None
-    found: int | None
-    if isinstance(info_rank, int) and not isinstance(info_rank, bool):
-        found, source = info_rank, "distributedInfo"
-    elif (by_name := rank_from_name(p)) is not None:
-        found, source = by_name, "file name"
-    else:
-        found, source = rank, ("option" if rank is not None else "unknown")
+    found, source = trace_rank(p, stream.metadata, rank)
     d = build(col, found)
     del col  # the columns now live in numpy arrays
     launch, outliers = launch_stats(d)
