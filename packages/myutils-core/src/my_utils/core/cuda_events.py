@@ -11,7 +11,25 @@ from __future__ import annotations
 import sys
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["CudaEvents", "TorchCudaEvents", "default_cuda_events"]
+__all__ = ["CudaEvents", "TorchCudaEvents", "default_cuda_events", "torch_cuda_or_reason"]
+
+
+def torch_cuda_or_reason() -> tuple[Any, str | None]:
+    """``(torch, None)`` when CUDA is usable here, else ``(None, why)``; never raises.
+
+    The one probe behind every CUDA seam (timer events, memory history): importing torch,
+    then ``torch.cuda.is_available()``, which raises on some broken driver set-ups.
+    """
+    try:
+        import torch
+    except ImportError as exc:
+        return None, f"torch cannot be imported ({exc})"
+    try:
+        if not torch.cuda.is_available():
+            return None, "torch.cuda.is_available() is False (no CUDA device or a CPU-only torch build)"
+    except Exception as exc:  # a broken driver raises from is_available on some builds
+        return None, f"torch.cuda.is_available() failed ({type(exc).__name__}: {exc})"
+    return torch, None
 
 
 @runtime_checkable
@@ -51,17 +69,10 @@ class TorchCudaEvents:
         """Why CUDA events cannot be used here, or None (never raises)."""
         if not self._import_torch and "torch" not in sys.modules:
             return "torch is not imported by this program"
-        try:
-            import torch
-        except ImportError as exc:
-            return f"torch cannot be imported ({exc})"
-        try:
-            if not torch.cuda.is_available():
-                return "torch.cuda.is_available() is False (no CUDA device or a CPU-only torch build)"
-        except Exception as exc:  # a broken driver raises from is_available on some builds
-            return f"torch.cuda.is_available() failed ({type(exc).__name__}: {exc})"
-        self._torch = torch
-        return None
+        torch, reason = torch_cuda_or_reason()
+        if torch is not None:
+            self._torch = torch
+        return reason
 
     def new_event(self) -> Any:
         """A timing-enabled ``torch.cuda.Event``."""

@@ -13,6 +13,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from my_utils.core.cuda_events import torch_cuda_or_reason
+
 __all__ = ["CudaMemory", "RecordingCudaMemory", "TorchCudaMemory", "default_cuda_memory"]
 
 
@@ -53,17 +55,10 @@ class TorchCudaMemory:
 
     def unavailable_reason(self) -> str | None:
         """Why CUDA memory history cannot be recorded here, or None (never raises)."""
-        try:
-            import torch
-        except ImportError as exc:
-            return f"torch cannot be imported ({exc})"
-        try:
-            if not torch.cuda.is_available():
-                return "torch.cuda.is_available() is False (no CUDA device or a CPU-only torch build)"
-        except Exception as exc:  # a broken driver raises from is_available on some builds
-            return f"torch.cuda.is_available() failed ({type(exc).__name__}: {exc})"
-        self._torch = torch
-        return None
+        torch, reason = torch_cuda_or_reason()
+        if torch is not None:
+            self._torch = torch
+        return reason
 
     def _cuda(self) -> Any:
         if self._torch is None and self.unavailable_reason() is not None:
