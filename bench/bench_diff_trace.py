@@ -14,14 +14,13 @@ The tools alternate round by round, so paired ratios come from the same stretch 
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from collections.abc import Callable
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from _child import child_sample
 from _fixtures import Unavailable, fetch, where
 from _report import Report, at_most_times, common_args, interleave, interpreter_label, require, versions_label
 from _temp import bench_tempdir
@@ -80,19 +79,7 @@ def _runner(code: str, args: list[str], cwd: Path, timeout: float) -> Callable[[
     failure: list[str] = []
 
     def run() -> Sample | str:
-        if failure:
-            return failure[0]
-        try:
-            proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                                  timeout=timeout, cwd=cwd)
-        except subprocess.TimeoutExpired:
-            failure.append(f"timed out after {timeout:.0f} s")
-            return failure[0]
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-            failure.append(f"exited {proc.returncode}: {last[:160]}")
-            return failure[0]
-        result: Sample = json.loads(proc.stdout.strip().splitlines()[-1])
+        result: Sample | str = child_sample(code, list(args), timeout=timeout, cwd=cwd, failure=failure)
         return result
     return run
 

@@ -14,8 +14,6 @@ run here, which is how they are judged on a slower or busier machine. ``--quick`
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import make_big_trace
+from _child import child_sample
 from _fixtures import Unavailable, fetch, where
 from _report import (
     Goal,
@@ -100,17 +99,7 @@ def _runner(code: str, trace: Path, tmp: Path, timeout: float, via_folder: bool)
             if not link.exists():
                 link.symlink_to(trace.resolve())
             arg = str(folder)
-        try:
-            proc = subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True,
-                                  timeout=timeout, cwd=tmp)
-        except subprocess.TimeoutExpired:
-            failure.append(f"timed out after {timeout:.0f} s")
-            return failure[0]
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-            failure.append(f"exited {proc.returncode}: {last[:160]}")
-            return failure[0]
-        result: Sample = json.loads(proc.stdout.strip().splitlines()[-1])
+        result: Sample | str = child_sample(code, [arg], timeout=timeout, cwd=tmp, failure=failure)
         return result
     return run
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import gzip
 import json
 import statistics
-import subprocess
 import sys
 from collections.abc import Callable
 from importlib.util import find_spec
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import make_big_trace
+from _child import child_sample
 from _fixtures import Unavailable, fetch, where
 from _report import (
     Report,
@@ -119,19 +119,8 @@ def _runner(code: str, arg: Path, cwd: Path, timeout: float) -> Callable[[], Sam
     failure: list[str] = []
 
     def run() -> Sample | str:
-        if failure:
-            return failure[0]
-        try:
-            proc = subprocess.run([sys.executable, "-c", code, str(arg)], capture_output=True, text=True,
-                                  timeout=timeout, cwd=cwd)
-        except subprocess.TimeoutExpired:
-            failure.append(f"timed out after {timeout:.0f} s")
-            return failure[0]
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-            failure.append(f"exit {proc.returncode}: {last[:200]}")
-            return failure[0]
-        return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+        result: Sample | str = child_sample(code, [str(arg)], timeout=timeout, cwd=cwd, failure=failure)
+        return result
 
     return run
 
