@@ -14,17 +14,16 @@ compared with "no timer" of the same round.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from _report import Report, at_least_times, common_args, interleave, interpreter_label, versions_label
+from bench_timer import _cpu_s, sink  # the same sink swap and /proc reader as the pair bench
 
 LAYERS = 24
 WIDTH = 32
@@ -73,23 +72,8 @@ def loop(torch: Any, timer: Any | None, steps: int) -> Callable[[], float]:
     return run
 
 
-@contextlib.contextmanager
-def sink(manager: Any, writer: Any) -> Iterator[None]:
-    old = manager._writer
-    manager._writer = writer
-    try:
-        yield
-    finally:
-        manager._writer = old
 
 
-def _cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds of process ``pid`` (Linux /proc), None elsewhere."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
