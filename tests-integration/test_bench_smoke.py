@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -127,7 +128,9 @@ def test_missing_anchor_is_skipped_with_a_reason(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupted_bench_removes_its_temp_folder(sig: signal.Signals, tmp_path: Path) -> None:
+def test_interrupted_bench_removes_its_temp_folder(sig: signal.Signals, tmp_path: Path, real_fixtures: Any) -> None:
+    # the Kineto bench must be running when the signal comes: without its real trace it skips at once
+    real_fixtures / "kineto/hta/df_index_resolver.json.gz"  # fetched, or this test skips saying why
     tmpdir = tmp_path / "tmpdir"
     env = _env(tmp_path)
     proc = subprocess.Popen([sys.executable, str(BENCH / "bench_kineto.py"), "--quick", "--samples", "5"],
