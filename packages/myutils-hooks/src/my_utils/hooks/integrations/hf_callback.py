@@ -12,7 +12,9 @@ from one of those callbacks to the next, so it holds the forward and backward of
 
 from __future__ import annotations
 
+import logging
 import os
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +25,8 @@ from my_utils.hooks.integrations.config import IntegrationConfig
 from my_utils.hooks.integrations.session import ProfilingSession
 
 __all__ = ["HFStepMapper", "MyUtilsTrainerCallback"]
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -69,13 +73,23 @@ class MyUtilsTrainerCallback(TrainerCallback):
         self._backend = backend
         self.session: ProfilingSession | None = None
         self.mapper = HFStepMapper()
+        self._finalizer: weakref.finalize | None = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-        """Start the session on ``model`` with ``gradient_accumulation_steps`` microbatches per step."""
+        """Start the session on ``model`` with ``gradient_accumulation_steps`` microbatches per step.
+
+        A session still open from a ``train()`` that raised is closed first (its files written).
+        """
+        if self._finalizer is not None and self._finalizer.alive:
+            _log.warning("MyUtilsTrainerCallback: the previous train() ended without on_train_end "
+                         "(it raised); closing its profiling session before starting a new one")
+            self.close()
         self.session = ProfilingSession(self.config, backend=self._backend,
                                         num_microbatches=int(args.gradient_accumulation_steps))
         self.session.start(model)
         self.mapper = HFStepMapper()
+        # closes the session at garbage collection or interpreter exit if on_train_end never comes
+        self._finalizer = weakref.finalize(self, _close_quietly, self.session)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Microbatch 0 of update ``state.global_step`` begins."""
@@ -98,5 +112,20 @@ class MyUtilsTrainerCallback(TrainerCallback):
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Close the session: capture stopped, module summary and monitor files written."""
+        self.close()
+
+    def close(self) -> None:
+        """Close the running session now (after ``train()`` raised, say); safe to call again."""
+        if self._finalizer is not None:
+            self._finalizer.detach()  # closed here, errors and all; not again at exit
         if self.session is not None:
             self.session.close()
+        self.mapper = HFStepMapper()
+
+
+def _close_quietly(session: ProfilingSession) -> None:
+    # also runs at interpreter exit, after the training error was printed: never raise there
+    try:
+        session.close()
+    except Exception:
+        _log.exception("MyUtilsTrainerCallback: closing the profiling session failed")
