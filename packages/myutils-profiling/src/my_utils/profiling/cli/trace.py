@@ -1,8 +1,9 @@
 """``myutils-profile trace``: metric events (+ torch traces) of many ranks → one merged Chrome/Perfetto trace.
 
 Exit 0 when every input was read and every part written; 2 for bad input (nothing is
-written then). Warnings (missing clock records, clock uncertainty above the gaps it would
-compare) go to stderr and into ``otherData.warnings``.
+written then, and the temporary files are gone). Warnings (missing clock records, clock
+uncertainty above the gaps it would compare, what ``--overflow trim`` dropped) go to stderr
+and into ``otherData.warnings``.
 """
 
 from __future__ import annotations
@@ -32,19 +33,38 @@ def trace(
     reference_rank: int = typer.Option(0, "--reference-rank", help="The rank whose clock the timeline uses."),
     torch_trace: list[Path] = typer.Option([], "--torch-trace", help="A torch.profiler trace of the same run "
                                            "(repeatable; default: the traces the events name, found beside them)."),
-    max_mb: float | None = typer.Option(None, "--max-mb", help="Split the output into parts of at most this many "
-                                        "MB of JSON each, so every part opens in a viewer."),
+    max_mb: float | None = typer.Option(None, "--max-mb", help="Keep every output file under this many MB of "
+                                        "JSON, so that it opens in a viewer (they fail near 1 GB); see --overflow."),
+    overflow: str = typer.Option("split", "--overflow", help="What --max-mb does with a larger trace: 'split' "
+                                 "writes T.part1.json, T.part2.json, ... (contiguous time ranges, each a complete "
+                                 "trace); 'trim' writes one file, dropping flow arrows first, then the shortest "
+                                 "torch events, never MyTimer regions (otherData.trimmed counts what went)."),
+    executor: str | None = typer.Option(None, "--executor", help="Where ranks and torch traces are laid out: "
+                                        "'serial', 'process' (default for several), 'dask' (joins "
+                                        "$DASK_SCHEDULER_ADDRESS, else starts a local cluster) or a Dask scheduler "
+                                        "address such as tcp://host:8786 (its workers must see $TMPDIR)."),
+    workers: int | None = typer.Option(None, "--workers", help="Processes (or Dask workers of a local cluster) "
+                                       "to use; default: one per CPU."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr."),
 ) -> None:
-    """Merge every rank's MyTimer regions and torch traces into one timeline, one process per rank."""
+    """Merge every rank's MyTimer regions and torch traces into one timeline, one process per rank.
+
+    Streams: each rank's regions and each torch trace are laid out by their own task (the
+    local-process / Dask path of ingest) and merged from sorted temporary files, so the
+    memory of this process does not grow with the rank count.
+    """
     from my_utils.core.errors import InputError, UsageError
     from my_utils.core.progress import progress
-    from my_utils.profiling.trace.merge import events_with_traces, merge_trace
-    from my_utils.profiling.trace.torch_trace import read_torch_trace
-    from my_utils.profiling.trace.write import write_trace
+    from my_utils.profiling.trace.merge import events_with_traces
+    from my_utils.profiling.trace.stream import planned
+    from my_utils.profiling.trace.write import OVERFLOW_MODES, write_output
 
     if max_mb is not None and max_mb <= 0:
         raise UsageError(f"--max-mb {max_mb:g}: expected a positive size in MB")
+    if overflow not in OVERFLOW_MODES:
+        raise UsageError(f"--overflow {overflow}: expected one of {', '.join(OVERFLOW_MODES)}")
+    if workers is not None and workers <= 0:
+        raise UsageError(f"--workers {workers}: expected a positive number")
     if not output.name.endswith((".json", ".json.gz")):
         raise UsageError(f"--output {output}: expected a .json or .json.gz file name")
     source, csvs = _resolve_events(events)
@@ -52,21 +72,22 @@ def trace(
         if not t.is_file():
             raise InputError(str(t), None, "an existing torch.profiler trace (.json or .json.gz)")
     traces_to_read = list(torch_trace) or (events_with_traces(source) if source is not None else [])
-    with progress(len(traces_to_read) + 1, "trace", enabled=not quiet) as bar:
-        torch_traces = []
-        for path in traces_to_read:
-            torch_traces.append(read_torch_trace(path))
-            bar.advance()
+    with progress(3, "trace", enabled=not quiet) as bar:
         stream = _csv_events(csvs) if csvs else _jsonl_events(source)
-        merged = merge_trace(stream, torch_traces, reference_rank=reference_rank, auto_align=auto_align_ranks,
-                             sources=[str(p) for p in ([source] if source else csvs)])
-        bar.advance()
-    if not merged.events:
-        raise InputError(str(events), None, "MyTimer regions (source 'mytimer', kind 'duration') or a torch trace "
-                                            "to put on the timeline; found none")
-    for warning in merged.warnings:
-        typer.echo(f"warning: {warning}", err=True)
-    paths = write_trace(merged, output, max_mb)
+        with planned(stream, [str(p) for p in traces_to_read], reference_rank=reference_rank,
+                     auto_align=auto_align_ranks, sources=[str(p) for p in ([source] if source else csvs)],
+                     executor=executor, max_workers=workers) as plan:
+            bar.advance()
+            if not plan.events:
+                raise InputError(str(events), None, "MyTimer regions (source 'mytimer', kind 'duration') or a "
+                                                    "torch trace to put on the timeline; found none")
+            for warning in plan.warnings:
+                typer.echo(f"warning: {warning}", err=True)
+            bar.advance()
+            paths, trimmed = write_output(plan, output, max_mb, overflow)
+            bar.advance()
+    if trimmed:
+        typer.echo(f"warning: {trimmed}", err=True)
     for p in paths:
         typer.echo(f"wrote {p}")
 

@@ -29,6 +29,7 @@ class TorchTrace:
     events: list[dict[str, Any]] = field(default_factory=list)
     thread_names: dict[tuple[Any, Any], str] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
+    base_ns: int | None = None  # the exact base when the trace gives one (base_us, a float, rounds to 1/4 µs)
 
 
 def read_torch_trace(path: str | Path, rank: int | None = None) -> TorchTrace:
@@ -60,8 +61,9 @@ def read_torch_trace(path: str | Path, rank: int | None = None) -> TorchTrace:
     base_ns = meta.get("baseTimeNanoseconds")
     if isinstance(base_ns, (int, float)) and not isinstance(base_ns, bool) and base_ns > 0:
         base_us = float(base_ns) / 1e3
+        exact_ns: int | None = int(base_ns)
     elif not events or min_ts >= _EPOCH_US_MIN:
-        base_us = 0.0
+        base_us, exact_ns = 0.0, 0
     else:
         raise InputError(p, "baseTimeNanoseconds", "a trace written by torch >= 2.1 (it records the unix time of its "
                                                    "zero), or with unix-epoch µs timestamps; this one has neither")
@@ -72,4 +74,4 @@ def read_torch_trace(path: str | Path, rank: int | None = None) -> TorchTrace:
     if found is None:
         found = rank
     host = meta.get("hostname") or meta.get("host_name") or ""
-    return TorchTrace(p, found, str(host), base_us, events, names, dropped)
+    return TorchTrace(p, found, str(host), base_us, events, names, dropped, exact_ns)

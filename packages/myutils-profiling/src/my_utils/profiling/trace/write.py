@@ -1,95 +1,227 @@
-"""Write a merged trace, split into parts that each stay under ``max_mb`` so that viewers open them.
+"""Write a merged trace so that every file opens: split into parts, or trim to one file, under ``max_mb``.
 
 Viewers fail near 1 GB of JSON (the browser's string and heap limits), whatever the gzip
-size, so the budget counts uncompressed bytes. Each part is a complete trace: every
-metadata event (process and lane names), ``otherData`` with ``part`` (index, count,
-time range), and a contiguous time range of the events; a flow's end travels with its
-start, so no part has half a flow. Every file is written atomically.
+size, so the budget counts uncompressed bytes. The events are streamed (from
+:meth:`my_utils.profiling.trace.stream.Plan.records` or an in-memory :class:`MergedTrace`);
+nothing but the open files' buffers is held.
+
+``overflow="split"`` (the default): each part is a complete trace — every metadata event
+(process and lane names), ``otherData`` with ``part`` (index, count, files) — holding a
+contiguous time range of the events; a flow travels as one record, so no part has half a
+flow. ``overflow="trim"``: one file; what is least informative is dropped until it fits —
+every flow first, then torch events shorter than a duration threshold, the smallest one
+that fits according to the tasks' duration histograms. MyTimer regions and metadata are
+never dropped; when they alone do not fit, a ``UsageError`` says which limit would.
+``otherData.trimmed`` records the threshold and the kept and dropped counts by kind.
+Every file is written atomically, and nothing is left behind on an error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
-import json
+import math
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from my_utils.core.atomic import atomic_write
 from my_utils.core.errors import UsageError
 from my_utils.profiling.trace.merge import MergedTrace
+from my_utils.profiling.trace.stream import THRESHOLDS_US, Plan, Sizes, bucket, dump
 
 _MB = 1 << 20
-
-
-def _dump(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str)
+_TAIL_RESERVE = 4096  # otherData grows by `part` or `trimmed` (and the trim warning) after the budget is set
+_FLUSH_BYTES = 1 << 20
+OVERFLOW_MODES = ("split", "trim")
+Records = Callable[[], Iterator[tuple[str, float, list[str]]]]
 
 
 def part_paths(output: Path, count: int) -> list[Path]:
     """``T.json`` for one part; ``T.part1.json`` … ``T.partN.json`` (same suffixes) for several."""
     if count == 1:
         return [output]
+    return [_part_path(output, i) for i in range(1, count + 1)]
+
+
+def _part_path(output: Path, i: int) -> Path:
     name = output.name
     suffix = ".json.gz" if name.endswith(".json.gz") else ".json" if name.endswith(".json") else ""
     stem = name[: len(name) - len(suffix)] if suffix else name
-    return [output.with_name(f"{stem}.part{i}{suffix}") for i in range(1, count + 1)]
+    return output.with_name(f"{stem}.part{i}{suffix}")
 
 
-def _chunks(trace: MergedTrace, budget: int | None) -> list[list[str]]:
-    """Serialised events per part (flows grouped with their start)."""
-    flows: dict[Any, list[dict[str, Any]]] = {}
-    plain: list[dict[str, Any]] = []
-    for ev in trace.events:
-        if ev.get("ph") in ("s", "t", "f") and "id" in ev:
-            flows.setdefault((ev.get("cat"), ev["id"]), []).append(ev)
-        else:
-            plain.append(ev)
-    # a flow is placed where its first event falls in time: one item, never split
-    items: list[tuple[float, list[dict[str, Any]]]] = [(ev["ts"], [ev]) for ev in plain]
-    items += [(min(e["ts"] for e in group), group) for group in flows.values()]
-    items.sort(key=lambda it: it[0])
-    parts: list[list[str]] = [[]]
-    size = 0
-    for _ts, group in items:
-        texts = [_dump(e) for e in group]
-        n = sum(len(t) + 1 for t in texts)
-        if budget is not None and size + n > budget and parts[-1]:
-            parts.append([])
-            size = 0
-        parts[-1].extend(texts)
-        size += n
-    return parts
+def write_trace(trace: MergedTrace | Plan, output: str | Path, max_mb: float | None = None,
+                overflow: str = "split") -> list[Path]:
+    """Write ``trace`` to ``output`` (``.json`` or ``.json.gz``); returns the files written.
+
+    Above ``max_mb`` MB of JSON it is split into parts (``overflow="split"``) or trimmed to one
+    file (``overflow="trim"``, see the module doc; its warning is in ``otherData.warnings``).
+    """
+    return write_output(trace, output, max_mb, overflow)[0]
 
 
-def write_trace(trace: MergedTrace, output: str | Path, max_mb: float | None = None) -> list[Path]:
-    """Write ``trace`` to ``output`` (``.json`` or ``.json.gz``), in parts when it exceeds ``max_mb``."""
+def write_output(trace: MergedTrace | Plan, output: str | Path, max_mb: float | None = None,
+                 overflow: str = "split") -> tuple[list[Path], str | None]:
+    """:func:`write_trace`, also returning the trim warning (None when nothing was dropped)."""
     out = Path(output)
     if not (out.name.endswith(".json") or out.name.endswith(".json.gz")):
         raise UsageError(f"--output {out}: expected a .json or .json.gz file name")
-    head_text = ",".join(_dump(m) for m in trace.metadata)
+    if overflow not in OVERFLOW_MODES:
+        raise UsageError(f"--overflow {overflow}: expected one of {', '.join(OVERFLOW_MODES)}")
+    if isinstance(trace, Plan):
+        return _write(trace.metadata, trace.other, trace.records, trace.sizes, out, max_mb, overflow)
+    records, sizes = _in_memory(trace)
+    return _write(trace.metadata, trace.other, records, sizes, out, max_mb, overflow)
+
+
+def _in_memory(trace: MergedTrace) -> tuple[Records, Sizes]:
+    """Records and sizes of an in-memory trace, grouped and classified as the streaming merge does."""
+    flows: dict[Any, list[dict[str, Any]]] = {}
+    items: list[tuple[float, str, float, list[dict[str, Any]]]] = []
+    for ev in trace.events:
+        if ev.get("ph") in ("s", "t", "f") and "id" in ev:
+            flows.setdefault((ev.get("cat"), ev["id"]), []).append(ev)
+        elif ev.get("cat") == "mytimer":
+            items.append((ev["ts"], "m", float(ev.get("dur", 0.0)), [ev]))
+        else:
+            x = ev.get("ph") == "X"
+            items.append((ev["ts"], "t" if x else "i", float(ev.get("dur", 0.0)) if x else 0.0, [ev]))
+    items += [(min(e["ts"] for e in group), "f", 0.0, group) for group in flows.values()]
+    items.sort(key=lambda it: it[0])
+    texts = [(kind, dur, [dump(e) for e in group]) for _ts, kind, dur, group in items]
+    hist = [[0, 0] for _ in THRESHOLDS_US]
+    counts = {"m": [0, 0], "f": [0, 0]}
+    for kind, dur, group_texts in texts:
+        size = sum(len(t.encode()) for t in group_texts)
+        cell = hist[bucket(dur)] if kind in ("t", "i") else counts[kind]
+        cell[0] += len(group_texts)
+        cell[1] += size
+    sizes = Sizes(1, (counts["m"][0], counts["m"][1]), (counts["f"][0], counts["f"][1]),
+                  [(c, b) for c, b in hist])
+    return (lambda: iter(texts)), sizes
+
+
+class _Part:
+    """One output file being written (inside ``atomic_write``); the tail is added when all parts are known."""
+
+    def __init__(self, raw: IO[bytes], gz: bool, head: bytes) -> None:
+        self.raw = raw
+        self.fh: Any = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if gz else raw
+        self.buf: list[bytes] = [b'{"traceEvents":[', head]
+        self.pending = len(head)
+        self.first = not head
+        self.size = 0
+
+    def add(self, data: list[bytes], size: int) -> None:
+        for d in data:
+            if not self.first:
+                self.buf.append(b",")
+            self.first = False
+            self.buf.append(d)
+        self.pending += size
+        self.size += size
+        if self.pending >= _FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        self.fh.write(b"".join(self.buf))
+        self.buf, self.pending = [], 0
+
+    def close(self, other: dict[str, Any]) -> None:
+        self.buf.append(b'],"displayTimeUnit":"ms","otherData":' + dump(other).encode() + b"}\n")
+        self.flush()
+        if self.fh is not self.raw:
+            self.fh.close()
+
+
+def _write(metadata: list[dict[str, Any]], other: dict[str, Any], records: Records, sizes: Sizes, out: Path,
+           max_mb: float | None, overflow: str) -> tuple[list[Path], str | None]:
+    head = ",".join(dump(m) for m in metadata).encode()
     budget = None
     if max_mb is not None:
-        budget = int(max_mb * _MB) - len(head_text) - len(_dump(trace.other)) - 4096
-        if budget <= 0:
-            raise UsageError(f"--max-mb {max_mb:g}: smaller than the trace's own metadata "
-                             f"({len(head_text) / _MB:.2f} MB); give a larger limit")
-    parts = _chunks(trace, budget)
-    paths = part_paths(out, len(parts))
-    for i, (path, texts) in enumerate(zip(paths, parts, strict=True)):
-        other = dict(trace.other)
-        if len(parts) > 1:
-            other["part"] = {"index": i + 1, "count": len(parts), "files": [p.name for p in paths]}
-        with atomic_write(path, "wb") as raw:
-            fh: Any = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) \
-                if path.name.endswith(".gz") else raw
-            fh.write(b'{"traceEvents":[')
-            fh.write(head_text.encode())
-            for j, text in enumerate(texts):
-                fh.write(b"," if (head_text or j) else b"")
-                fh.write(text.encode())
-            fh.write(b'],"displayTimeUnit":"ms","otherData":')
-            fh.write(_dump(other).encode())
-            fh.write(b"}\n")
-            if fh is not raw:
-                fh.close()
-    return paths
+        budget = int(max_mb * _MB) - len(head) - len(dump(other)) - _TAIL_RESERVE
+    everything = sizes.bound(sizes.mytimer) + sizes.bound(sizes.flows) + sizes.bound(sizes.torch_from(0))
+    if budget is not None and overflow == "trim":
+        return _write_trimmed(metadata, other, records, sizes, out, max_mb or 0.0, budget, head, everything)
+    if budget is not None and budget <= 0:
+        raise UsageError(f"--max-mb {max_mb:g}: smaller than the trace's own metadata "
+                         f"({(len(head) + len(dump(other))) / _MB:.2f} MB); give a larger limit")
+    split = budget is not None and everything > budget
+    gz = out.name.endswith(".gz")
+    with contextlib.ExitStack() as stack:
+        parts: list[_Part] = []
+        paths: list[Path] = []
+
+        def new_part() -> _Part:
+            path = _part_path(out, len(parts) + 1) if split else out
+            parts.append(_Part(stack.enter_context(atomic_write(path, "wb")), gz, head))
+            paths.append(path)
+            return parts[-1]
+
+        part = new_part()
+        for _kind, _dur, texts in records():
+            data = [t.encode() for t in texts]
+            size = sum(len(d) + 1 for d in data)
+            if split and budget is not None and part.size + size > budget and part.size:
+                part.flush()
+                part = new_part()
+            part.add(data, size)
+        for i, p in enumerate(parts):
+            extra = other
+            if len(parts) > 1:
+                extra = {**other, "part": {"index": i + 1, "count": len(parts), "files": [q.name for q in paths]}}
+            p.close(extra)
+    if split and len(parts) == 1:
+        # the size bound said "several parts" but the exact sizes fit in one: it is the whole trace
+        os.replace(paths[0], out)
+        paths = [out]
+    return paths, None
+
+
+def _write_trimmed(metadata: list[dict[str, Any]], other: dict[str, Any], records: Records, sizes: Sizes,
+                   out: Path, max_mb: float, budget: int, head: bytes,
+                   everything: int) -> tuple[list[Path], str | None]:
+    kept_min = sizes.bound(sizes.mytimer)
+    if kept_min > budget:
+        need = (int(max_mb * _MB) - budget + kept_min) / _MB
+        raise UsageError(f"--max-mb {max_mb:g} --overflow trim: the metadata and MyTimer regions alone (never "
+                         f"trimmed) need {need:.2f} MB; give --max-mb {math.ceil(need * 100) / 100:g} or more, "
+                         "or --overflow split")
+    drop_flows = everything > budget
+    j = 0
+    if drop_flows:
+        room = budget - kept_min
+        j = next((k for k in range(len(THRESHOLDS_US) + 1) if sizes.bound(sizes.torch_from(k)) <= room),
+                 len(THRESHOLDS_US))
+    threshold = THRESHOLDS_US[j] if j < len(THRESHOLDS_US) else math.inf
+    kept = {"m": 0, "t": 0, "i": 0, "f": 0}
+    dropped = {"m": 0, "t": 0, "i": 0, "f": 0}
+    with atomic_write(out, "wb") as raw:
+        part = _Part(raw, out.name.endswith(".gz"), head)
+        for kind, dur, texts in records():
+            if (kind == "f" and drop_flows) or (kind in ("t", "i") and not dur >= threshold):
+                dropped[kind] += len(texts)
+                continue
+            kept[kind] += len(texts)
+            data = [t.encode() for t in texts]
+            part.add(data, sum(len(d) + 1 for d in data))
+        warning = None
+        if drop_flows:
+            cut = "every torch event" if j == len(THRESHOLDS_US) else \
+                f"torch events shorter than {threshold:g} µs" if threshold > 0 else "no torch event"
+            warning = (f"--max-mb {max_mb:g} --overflow trim: dropped {dropped['f']} flow events and "
+                       f"{dropped['t'] + dropped['i']} torch events ({cut}) so that the trace fits; "
+                       "otherData.trimmed has the counts (--overflow split keeps everything)")
+        trimmed = {"max_mb": max_mb, "torch_min_duration_us": None if threshold == math.inf else threshold,
+                   "flows_dropped": drop_flows,
+                   "kept": {"mytimer_regions": kept["m"], "torch_slices": kept["t"], "torch_other": kept["i"],
+                            "flow_events": kept["f"]},
+                   "dropped": {"torch_slices": dropped["t"], "torch_other": dropped["i"],
+                               "flow_events": dropped["f"]}}
+        final = {**other, "trimmed": trimmed}
+        if warning:
+            final["warnings"] = [*other.get("warnings", []), warning]
+        part.close(final)
+    return [out], warning

@@ -1,0 +1,487 @@
+"""The streaming merge: each rank's regions and each torch trace laid out by its own task, then k-way merged.
+
+Memory of the main process does not grow with the rank count. It makes one pass over the
+metric events: every MyTimer region goes to its rank's spill file (buffered, at most
+``_FLUSH_LINES`` lines held for all ranks together), the few ``clock_sync`` records and
+each rank's step starts (for the uncertainty warning) stay in memory. Then one task per
+rank's regions and one per torch trace (:func:`layout_regions`, :func:`layout_torch`) run
+through :func:`my_utils.profiling.providers.parallel.run_many`, the local-process / Dask
+path of ingest. A task holds one rank's regions or one trace's events: it packs them into
+lanes (:func:`my_utils.profiling.trace.lanes.pack`) and writes them to its own spill file
+*sorted by time*, one record a line::
+
+    <unix ns on the rank's clock>\\t<lane index>\\t<kind>\\t<dur µs>\\t<JSON of the event without ts/pid/tid>
+
+``kind`` is ``m`` (a MyTimer region), ``t`` (a torch ``X`` slice), ``i`` (another torch event:
+instant, counter) or ``f`` (every ``s``/``t``/``f`` event of one flow of one file, as one
+record: a JSON list of ``[ns after the record's time, lane, JSON]``, so no output part ever
+holds half a flow). A task returns small metadata only (rank, host, lane names, first and
+last time, event counts and byte/duration histograms, which ``--overflow trim`` uses).
+
+The main process then assigns pids (rank + 1) and tids (unique, above every pid, in the
+order of the in-memory layout), picks the time origin and ``heapq.merge``-s the sorted spill
+files, shifted by each rank's clock offset, into the output: :meth:`Plan.records` yields each
+record's finished JSON texts, writing ``ts`` (µs since ``time_origin_unix_s``, exact to the
+ns), ``pid`` and ``tid`` in front of the stored text without parsing it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import json
+import math
+import resource
+import shutil
+import tempfile
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from my_utils.core.events import MetricEvent
+from my_utils.profiling.trace.clock import (
+    CLOCK_SYNC_NAME,
+    ClockSync,
+    clock_sync_from_attrs,
+    latest_per_rank,
+    rebase,
+    uncertainty_warnings,
+)
+from my_utils.profiling.trace.lanes import pack
+
+TRACE_SCHEMA_VERSION = "1.0"
+NO_RANK = -1
+# candidate duration thresholds of --overflow trim (µs): 0, then 1-2-5 steps from 1 ns to 50 s
+THRESHOLDS_US: tuple[float, ...] = (0.0,) + tuple(m * 10.0 ** e for e in range(-3, 8) for m in (1, 2, 5))
+_FLUSH_LINES = 50_000  # region lines buffered in the main process (all ranks together) before they are spilled
+_FLOW_PHASES = ("s", "t", "f")
+
+
+def dump(obj: Any) -> str:
+    """Compact JSON, as written into the trace."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str)
+
+
+def us_to_ns(us: float) -> int:
+    """µs (int or float, possibly ~1e15 unix µs) → integer ns, without going through a ~1e18 float."""
+    if isinstance(us, int):
+        return us * 1000
+    whole = math.floor(us)
+    return int(whole) * 1000 + round((us - whole) * 1000)
+
+
+def format_us(ns: int) -> str:
+    """Integer ns → µs with 3 decimals, exactly (a float would lose ns at unix-epoch magnitudes)."""
+    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
+    return f"{sign}{ns // 1000}.{ns % 1000:03d}"
+
+
+def bucket(dur_us: float) -> int:
+    """Index into :data:`THRESHOLDS_US` of the largest threshold ``<= dur_us`` (0 for negative)."""
+    return max(bisect_right(THRESHOLDS_US, dur_us) - 1, 0)
+
+
+def _thread_label(ev: dict[str, Any]) -> str:
+    pid, tid = ev.get("pid"), ev.get("tid")
+    return f"{pid}/{tid}" if pid not in (None, "") or tid not in (None, "") else "process-wide"
+
+
+def flow_id(old: Any, unit: int) -> Any:
+    """A flow id unique to its file: ids of different files must not pair up."""
+    # viewers want integers where there were integers (and below 2**53)
+    if isinstance(old, int) and not isinstance(old, bool) and 0 <= old < 10**9:
+        return (unit + 1) * 10**9 + old
+    return f"f{unit}.{old}"
+
+
+class _Unit:
+    """Collects one task's records and metadata (inside the worker)."""
+
+    def __init__(self) -> None:
+        self.lanes: list[tuple[str, int]] = []  # (base label, overlap index); index in this list = lane index
+        self.records: list[tuple[int, int, str, float, str]] = []  # ns, lane, kind, dur_us, text
+        self.hist = [[0, 0] for _ in THRESHOLDS_US]  # per duration bucket: torch events, text bytes
+        self.counts = {"m": [0, 0], "f": [0, 0]}  # events, text bytes
+
+    def lane(self, label: str, j: int) -> int:
+        self.lanes.append((label, j))
+        return len(self.lanes) - 1
+
+    def add(self, ns: int, lane: int, kind: str, dur: float, text: str, events: int = 1, size: int = 0) -> None:
+        self.records.append((ns, lane, kind, dur, text))
+        size = size or len(text.encode())
+        if kind in ("t", "i"):
+            cell = self.hist[bucket(dur)]
+            cell[0] += 1
+            cell[1] += size
+        else:
+            self.counts[kind][0] += events
+            self.counts[kind][1] += size
+
+    def finish(self, out: str, **meta: Any) -> dict[str, Any]:
+        self.records.sort(key=lambda r: r[0])  # stable: same-time records keep the lane order
+        with open(out, "w", encoding="utf-8") as fh:
+            fh.writelines(f"{ns}\t{lane}\t{kind}\t{dur!r}\t{text}\n" for ns, lane, kind, dur, text in self.records)
+        starts = [r[0] for r in self.records]
+        return {**meta, "lanes": self.lanes, "records": len(self.records),
+                "min_ns": min(starts) if starts else None, "max_ns": self._max_ns() if starts else None,
+                "hist": self.hist, "counts": self.counts}
+
+    def _max_ns(self) -> int:
+        last = self.records[-1][0]
+        flows = [r for r in self.records if r[2] == "f"]
+        return max([last] + [r[0] + max(d for d, _l, _t in json.loads(r[4])) for r in flows])
+
+
+def layout_regions(spill: str, out: str) -> dict[str, Any]:
+    """Task: one rank's MyTimer regions (the spill file of :func:`distribute`) → lanes → sorted records."""
+    by_lane: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    with open(spill, encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            lane, ts_s, ms, name, args = json.loads(line)
+            ns = us_to_ns(ts_s * 1e6)
+            by_lane[lane].append({"ns": ns, "dur": round(ms * 1e3, 3), "name": name, "args": args, "i": i})
+    base = min((e["ns"] for evs in by_lane.values() for e in evs), default=0)
+    unit = _Unit()
+    for name in sorted(by_lane):
+        evs = by_lane[name]
+        for e in evs:
+            e["ts"] = (e["ns"] - base) / 1e3
+        for j, lane_events in enumerate(pack(evs)):
+            idx = unit.lane(name, j)
+            for e in lane_events:
+                unit.add(e["ns"], idx, "m", e["dur"], dump({"ph": "X", "cat": "mytimer", "name": e["name"],
+                                                           "dur": e["dur"], "args": e["args"]}))
+    return unit.finish(out, kind="regions")
+
+
+def layout_torch(path: str, out: str, index: int) -> dict[str, Any]:
+    """Task: read one torch trace (its events only in this process) → lanes → sorted records."""
+    from my_utils.profiling.trace.torch_trace import read_torch_trace
+
+    return torch_records(read_torch_trace(path), out, index)
+
+
+def torch_records(tt: Any, out: str, index: int) -> dict[str, Any]:
+    """Lay out a read :class:`~my_utils.profiling.trace.torch_trace.TorchTrace`; ``index`` makes its flow ids unique."""
+    base_ns = tt.base_ns if getattr(tt, "base_ns", None) is not None else us_to_ns(tt.base_us)
+    slices: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    others: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+    flows: dict[tuple[Any, Any], list[tuple[int, str, dict[str, Any]]]] = {}
+    for ev in tt.events:
+        thread = tt.thread_names.get((ev.get("pid"), ev.get("tid"))) or _thread_label(ev)
+        ns = base_ns + us_to_ns(ev["ts"])
+        ph = ev.get("ph")
+        if ph == "X":
+            slices[thread].append({"ns": ns, "ts": ev["ts"], "dur": ev["dur"], "ev": ev})
+        elif ph in _FLOW_PHASES and "id" in ev:
+            flows.setdefault((ev.get("cat"), ev["id"]), []).append((ns, thread, ev))
+            others.setdefault(thread, [])
+        else:
+            others[thread].append((ns, ev))
+    unit = _Unit()
+    first_lane: dict[str, int] = {}
+    for thread in sorted(set(slices) | set(others)):
+        for j, lane_events in enumerate(pack(slices.get(thread, [])) or [[]]):
+            idx = unit.lane(thread, j)
+            if j == 0:
+                first_lane[thread] = idx
+            for s in lane_events:
+                unit.add(s["ns"], idx, "t", float(s["dur"]), dump(_strip(s["ev"])))
+        for ns, ev in others.get(thread, []):
+            unit.add(ns, first_lane[thread], "i", 0.0, dump(_strip(ev)))
+    for group in flows.values():
+        start = min(ns for ns, _t, _e in group)
+        items = [[ns - start, first_lane[thread], dump(_strip(ev, flow_id(ev["id"], index)))]
+                 for ns, thread, ev in group]
+        unit.add(start, -1, "f", 0.0, dump(items), events=len(items), size=sum(len(t.encode()) for _d, _l, t in items))
+    return unit.finish(out, kind="torch", rank=tt.rank, host=tt.host, path=str(tt.path))
+
+
+def _strip(ev: dict[str, Any], new_id: Any = None) -> dict[str, Any]:
+    out = {k: v for k, v in ev.items() if k not in ("ts", "pid", "tid")}
+    if new_id is not None:
+        out["id"] = new_id
+    return out
+
+
+@dataclass
+class _Rank:
+    host: str = ""
+    regions: Path | None = None
+    step_starts: dict[int, float] = field(default_factory=dict)  # unix s, before alignment
+    units: list[int] = field(default_factory=list)  # indexes into Plan.units
+
+
+def distribute(events: Iterable[MetricEvent], folder: Path) -> tuple[dict[int, _Rank], list[ClockSync]]:
+    """The one pass over the events: regions to per-rank spill files, clock records and step starts kept."""
+    ranks: dict[int, _Rank] = {}
+    syncs: list[ClockSync] = []
+    buffers: dict[int, list[str]] = defaultdict(list)
+    pending = 0
+
+    def rank_of(r: int | None) -> _Rank:
+        key = NO_RANK if r is None else r
+        if key not in ranks:
+            ranks[key] = _Rank()
+        return ranks[key]
+
+    def flush() -> None:
+        for key, lines in buffers.items():
+            path = ranks[key].regions
+            assert path is not None
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write("\n".join(lines) + "\n")
+        buffers.clear()
+
+    for e in events:
+        if e.name == CLOCK_SYNC_NAME:
+            if e.rank is not None:
+                syncs.append(clock_sync_from_attrs(e.rank, e.attrs, str(e.attrs.get("file", "events"))))
+                rank_of(e.rank).host = rank_of(e.rank).host or str(e.attrs.get("host", "") or "")
+            continue
+        if e.source != "mytimer" or e.kind != "duration" or e.ts is None or e.name == "step_time":
+            continue  # aggregates (one value per step) are not spans of a timeline
+        key = NO_RANK if e.rank is None else e.rank
+        r = rank_of(e.rank)
+        r.host = r.host or str(e.attrs.get("host", "") or "")
+        if r.regions is None:
+            r.regions = folder / f"regions_{key}.jsonl"
+        lane = "mytimer cuda" if e.attrs.get("clock") == "cuda" else "mytimer"
+        args = {"step": e.step, "duration_ms": e.value}
+        args.update({k: v for k, v in e.attrs.items() if k in ("path", "depth", "node_id", "file")})
+        buffers[key].append(dump([lane, e.ts, e.value, e.name, args]))
+        pending += 1
+        if pending >= _FLUSH_LINES:
+            flush()
+            pending = 0
+        if lane == "mytimer" and e.attrs.get("depth") == 0 and e.step is not None:
+            r.step_starts[e.step] = min(r.step_starts.get(e.step, math.inf), e.ts)
+    flush()
+    return ranks, syncs
+
+
+@dataclass
+class Unit:
+    """One task's spill file and what the main process decided for it."""
+
+    rank: int
+    spill: Path
+    meta: dict[str, Any]
+    shift_ns: int = 0
+    lane_ids: list[tuple[int, int]] = field(default_factory=list)  # lane index → (pid, tid)
+
+
+@dataclass
+class Sizes:
+    """Upper bounds of what each kind of event adds to the output, for splitting and trimming."""
+
+    overhead: int  # bytes an event adds besides its stored text (ts, pid, tid, separator), at most
+    mytimer: tuple[int, int]  # events, text bytes
+    flows: tuple[int, int]
+    torch_hist: list[tuple[int, int]]  # per THRESHOLDS_US bucket: events, text bytes
+
+    def bound(self, kept: tuple[int, int]) -> int:
+        """Bytes of ``kept`` = (events, text bytes) in the output, at most."""
+        return kept[1] + kept[0] * self.overhead
+
+    def torch_from(self, j: int) -> tuple[int, int]:
+        """Torch events (and their bytes) at least ``THRESHOLDS_US[j]`` µs long; ``j = len`` keeps none."""
+        cells = self.torch_hist[j:]
+        return sum(c for c, _b in cells), sum(b for _c, b in cells)
+
+
+@dataclass
+class Plan:
+    """A merge laid out and ready to stream: metadata, otherData, and the sorted spill files."""
+
+    metadata: list[dict[str, Any]]
+    other: dict[str, Any]
+    warnings: list[str]
+    units: list[Unit]
+    origin_ns: int
+    sizes: Sizes
+    events: int  # events (not metadata) the output will hold, untrimmed
+
+    def records(self) -> Iterator[tuple[str, float, list[str]]]:
+        """(kind, dur µs, finished JSON texts) in time order: one text, or every event of one flow."""
+        streams = [self._stream(u) for u in self.units if u.meta["records"]]
+        _raise_open_file_limit(len(streams) + 64)
+        origin = self.origin_ns
+        for key, _u, lane_ids, rest in heapq.merge(*streams, key=lambda r: (r[0], r[1])):
+            lane, kind, dur, text = rest.rstrip("\n").split("\t", 3)
+            if kind == "f":
+                texts = []
+                for delta, flane, ftext in json.loads(text):
+                    pid, tid = lane_ids[flane]
+                    texts.append(f'{{"ts":{format_us(key + delta - origin)},"pid":{pid},"tid":{tid},{ftext[1:]}')
+                yield kind, 0.0, texts
+            else:
+                pid, tid = lane_ids[int(lane)]
+                yield kind, float(dur), [f'{{"ts":{format_us(key - origin)},"pid":{pid},"tid":{tid},{text[1:]}']
+
+    @staticmethod
+    def _stream(unit: Unit) -> Iterator[tuple[int, int, list[tuple[int, int]], str]]:
+        shift, index, lane_ids = unit.shift_ns, unit.meta["index"], unit.lane_ids
+        with open(unit.spill, encoding="utf-8") as fh:
+            for line in fh:
+                ns, rest = line.split("\t", 1)
+                yield int(ns) + shift, index, lane_ids, rest
+
+
+def _raise_open_file_limit(needed: int) -> None:
+    # the k-way merge holds one open spill file per task: thousands of ranks can pass the soft limit
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < needed:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (needed if hard == resource.RLIM_INFINITY
+                                                        else min(needed, hard), hard))
+
+
+@contextlib.contextmanager
+def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, reference_rank: int = 0,
+            auto_align: bool = True, sources: Sequence[str] = (), executor: Any = None,
+            max_workers: int | None = None, generator: str = "my_utils.profiling.trace.merge_trace") -> Iterator[Plan]:
+    """Lay the merge out in a temporary folder; the :class:`Plan` is valid inside the block.
+
+    ``torch_traces`` are paths (read by the tasks) or already read ``TorchTrace`` objects (laid out
+    in this process). The folder and every spill file are removed when the block ends, however.
+    """
+    from my_utils.profiling.providers.parallel import run_many
+
+    folder = Path(tempfile.mkdtemp(prefix="myutils-trace-"))
+    try:
+        ranks, syncs = distribute(events, folder)
+        region_keys = sorted(k for k, r in ranks.items() if r.regions is not None)
+        calls: list[tuple[Any, ...]] = [(str(ranks[k].regions), str(folder / f"unit_{i}.tsv"))
+                                        for i, k in enumerate(region_keys)]
+        n = len(calls)
+        paths = [t for t in torch_traces if not hasattr(t, "events")]
+        read = [t for t in torch_traces if hasattr(t, "events")]
+        metas = run_many(_task, [("regions", *c) for c in calls]
+                         + [("torch", str(p), str(folder / f"unit_{n + i}.tsv"), n + i) for i, p in enumerate(paths)],
+                         executor, max_workers)
+        metas += [torch_records(t, str(folder / f"unit_{n + len(paths) + i}.tsv"), n + len(paths) + i)
+                  for i, t in enumerate(read)]
+        units: list[Unit] = []
+        for i, meta in enumerate(metas):
+            meta["index"] = i
+            if meta["kind"] == "regions":
+                key = region_keys[i]
+            else:
+                key = NO_RANK if meta["rank"] is None else meta["rank"]
+                if key not in ranks:
+                    ranks[key] = _Rank()
+                ranks[key].host = ranks[key].host or meta["host"]
+            ranks[key].units.append(i)
+            units.append(Unit(key, folder / f"unit_{i}.tsv", meta))
+        yield _plan(ranks, syncs, units, reference_rank, auto_align, sources, generator)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _task(kind: str, *args: Any) -> dict[str, Any]:
+    """One task of :func:`planned` (module level: process pools and Dask workers import it)."""
+    return layout_regions(*args) if kind == "regions" else layout_torch(*args)
+
+
+def _pid(rank: int, ranks: dict[int, _Rank]) -> int:
+    return rank + 1 if rank != NO_RANK else max([k for k in ranks if k != NO_RANK], default=-1) + 2
+
+
+def _plan(ranks: dict[int, _Rank], syncs: list[ClockSync], units: list[Unit], reference_rank: int,
+          auto_align: bool, sources: Sequence[str], generator: str) -> Plan:
+    warnings: list[str] = []
+    measured = latest_per_rank(syncs)
+    offsets = rebase(measured, reference_rank) if auto_align else {}
+    if auto_align and len([k for k in ranks if k != NO_RANK]) > 1:
+        missing = sorted(k for k in ranks if k not in offsets and k not in (NO_RANK, reference_rank))
+        if missing:
+            warnings.append(f"ranks {missing} have no clock_sync record: their timestamps are used as recorded "
+                            "(call my_utils.distributed.align_clocks on every rank to measure the offsets)")
+    shifts: dict[int, tuple[float, float]] = {}  # rank -> (shift for MyTimer, shift for torch), seconds
+    for k in ranks:
+        s = offsets.get(k)
+        shifts[k] = (0.0, 0.0) if s is None else (0.0 if s.applied else s.offset_s, s.offset_s)
+    aligned_starts = {k: {step: t + shifts[k][0] for step, t in r.step_starts.items()} for k, r in ranks.items()}
+    warnings += uncertainty_warnings(offsets, aligned_starts, reference_rank)
+    for u in units:
+        u.shift_ns = us_to_ns(shifts[u.rank][0 if u.meta["kind"] == "regions" else 1] * 1e6)
+    starts = [u.meta["min_ns"] + u.shift_ns for u in units if u.meta["min_ns"] is not None]
+    origin_s = math.floor(min(starts) / 1e9) if starts else 0
+    origin_ns = origin_s * 1_000_000_000
+    metadata = _layout(ranks, units)
+    torch_paths = {k: [units[i].meta["path"] for i in r.units if units[i].meta["kind"] == "torch"]
+                   for k, r in ranks.items()}
+    other = {
+        "schema_version": TRACE_SCHEMA_VERSION,
+        "generator": generator,
+        "time_base": "microseconds since time_origin_unix_s on the reference rank's clock",
+        "time_origin_unix_s": origin_s,
+        "reference_rank": reference_rank,
+        "auto_align_ranks": auto_align,
+        "clock_offsets": {str(k): {**(offsets[k].to_dict() if k in offsets else
+                                      {"offset_s": None, "uncertainty_s": None, "reference_rank": None,
+                                       "applied": None}),
+                                   "shift_mytimer_s": shifts[k][0], "shift_torch_s": shifts[k][1]}
+                          for k in sorted(ranks) if k != NO_RANK},
+        "ranks": [{"rank": None if k == NO_RANK else k, "pid": _pid(k, ranks), "host": r.host or None,
+                   "torch_traces": torch_paths[k]} for k, r in sorted(ranks.items())],
+        "sources": list(sources) + [u.meta["path"] for u in units if u.meta["kind"] == "torch"],
+        "warnings": warnings,
+    }
+    return Plan(metadata, other, warnings, units, origin_ns, _sizes(units, metadata, origin_ns),
+                sum(u.meta["counts"]["m"][0] + u.meta["counts"]["f"][0] + sum(c for c, _b in u.meta["hist"])
+                    for u in units))
+
+
+def _layout(ranks: dict[int, _Rank], units: list[Unit]) -> list[dict[str, Any]]:
+    """Process and lane metadata; fills each unit's lane → (pid, tid) (the in-memory layout's order)."""
+    metadata: list[dict[str, Any]] = []
+    next_tid = max((_pid(k, ranks) for k in ranks), default=0) + 1
+    for sort_index, (k, r) in enumerate(sorted(ranks.items(), key=lambda kv: (kv[0] == NO_RANK, kv[0]))):
+        pid = _pid(k, ranks)
+        label = "rank unknown" if k == NO_RANK else f"rank {k}"
+        metadata.append({"ph": "M", "name": "process_name", "pid": pid, "tid": pid,
+                         "args": {"name": f"{label} ({r.host or 'unknown host'})"}})
+        metadata.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": pid,
+                         "args": {"sort_index": sort_index}})
+        n_torch = sum(units[i].meta["kind"] == "torch" for i in r.units)
+        lanes: list[tuple[str, int, Unit, int]] = []  # final base name, overlap index, unit, lane index
+        t = 0
+        for i in r.units:
+            u = units[i]
+            if u.meta["kind"] == "torch":
+                t += 1
+            u.lane_ids = [(0, 0)] * len(u.meta["lanes"])
+            for idx, (base, j) in enumerate(u.meta["lanes"]):
+                name = base if u.meta["kind"] == "regions" else f"torch{'' if n_torch == 1 else f' #{t}'}: {base}"
+                lanes.append((name, j, u, idx))
+        for name, j, u, idx in sorted(lanes, key=lambda x: (not x[0].startswith("mytimer"), x[0], x[1])):
+            tid, next_tid = next_tid, next_tid + 1
+            u.lane_ids[idx] = (pid, tid)
+            metadata.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                             "args": {"name": name if j == 0 else f"{name} (overlapping {j})"}})
+            metadata.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                             "args": {"sort_index": len(metadata)}})
+    return metadata
+
+
+def _sizes(units: list[Unit], metadata: list[dict[str, Any]], origin_ns: int) -> Sizes:
+    ends = [u.meta["max_ns"] + u.shift_ns for u in units if u.meta["max_ns"] is not None]
+    starts = [u.meta["min_ns"] + u.shift_ns for u in units if u.meta["min_ns"] is not None]
+    widest = max([len(format_us(t - origin_ns)) for t in ends + starts] or [0])
+    ids = [m["tid"] for m in metadata] + [m["pid"] for m in metadata]
+    digits = len(str(max(ids, default=0)))
+    # '{"ts":T,"pid":P,"tid":T,' replaces the text's '{', and a ',' separates events
+    overhead = len('{"ts":,"pid":,"tid":,') - 1 + widest + 2 * digits + 1
+    hist = [(sum(u.meta["hist"][b][0] for u in units), sum(u.meta["hist"][b][1] for u in units))
+            for b in range(len(THRESHOLDS_US))]
+
+    def total(kind: str) -> tuple[int, int]:
+        return (sum(u.meta["counts"][kind][0] for u in units), sum(u.meta["counts"][kind][1] for u in units))
+
+    return Sizes(overhead, total("m"), total("f"), hist)
