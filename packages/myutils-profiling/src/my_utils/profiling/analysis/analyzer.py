@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import Any, overload
 
@@ -29,6 +31,9 @@ from my_utils.profiling.analysis.model import REPORT_SCHEMA_VERSION, SEVERITIES,
 from my_utils.profiling.analysis.overhead import overhead_statement
 from my_utils.profiling.analysis.rules._series import (
     STEP_TIME,
+    Series,
+    SeriesKey,
+    SeriesSource,
     build_series,
     is_gpu_family,
     is_memory,
@@ -140,17 +145,56 @@ def _stats(cell: _Cell) -> tuple[int, float, float, float]:
     return 1, cell, cell, cell  # type: ignore[return-value]  # a bare float: one value
 
 
-class AggregatedEvents(Sequence[MetricEvent]):
+class AggregatedEvents(SeriesSource):
     """The aggregated events as a sequence that builds them on each pass instead of holding them.
 
-    Every rule reads the events once (``build_series``); holding one ``MetricEvent`` per cell
-    for all of them would double the analyzer's memory on a big run (1M cells: ~400 MB).
-    Indexing works but walks the cells: rules iterate.
+    Holding one ``MetricEvent`` per cell would double the analyzer's memory on a big run (1M
+    cells: ~400 MB). Indexing works but walks the cells: rules iterate. The built-in rules
+    read the events through ``build_series``, which builds the series of this sequence once,
+    straight from the cells (no event is built), and gives each rule its own copy.
     """
 
     def __init__(self, agg: EventAggregate) -> None:
         self._agg = agg
         self._len = sum(1 for c in agg.cells.values() if type(c) is not list or c[0])
+
+    def series_version(self) -> tuple[int, int]:
+        """Events folded and cells so far: both only grow, so the series memo is rebuilt after any ``fold``."""
+        return self._agg.events, len(self._agg.cells)
+
+    def build_series_now(self) -> dict[SeriesKey, Series]:
+        """``build_series`` of these events, from the cells: one value per step already, so no per-step folding."""
+        meta = self._agg.meta
+        out: dict[SeriesKey, Series] = {}
+        for (name, step, rank, source), cell in self._agg.cells.items():
+            if step is None:
+                continue
+            if type(cell) is list:
+                count, total, hi = cell[0], cell[1], cell[3]
+                if not count:
+                    continue
+            else:
+                count = 1
+                total = hi = cell
+            kind, unit, depth = meta[(name, source)]
+            # as iter_aggregated computes it; NaN (inf - inf in a sum) is left out as build_series does
+            value = float(hi if kind == "gauge" else total / count if kind in ("ratio", "info") else total)
+            if value != value:
+                continue
+            key = (name, rank, source)
+            series = out.get(key)
+            if series is None:
+                series = out[key] = Series(name, rank, kind, unit, source, depth)
+            series.steps.append(step)
+            series.values.append(value)
+            series.events += count
+        for series in out.values():
+            st = series.steps
+            if not all(map(operator.lt, st, islice(st, 1, None))):  # cells are usually in step order already
+                order = sorted(range(len(st)), key=st.__getitem__)
+                series.steps = [st[i] for i in order]
+                series.values = [series.values[i] for i in order]
+        return out
 
     def __iter__(self) -> Iterator[MetricEvent]:
         return self._agg.iter_aggregated()

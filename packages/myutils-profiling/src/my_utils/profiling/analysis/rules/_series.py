@@ -6,11 +6,19 @@ same series here, because values of one step combine by kind — ``duration``/``
 add up, a ``gauge`` keeps its peak, a ``ratio`` its mean. Series are keyed
 ``(name, rank, source)``: two providers both measuring ``step_time`` (MyTimer and
 torch.profiler in one run) are two series, never added together.
+
+Building the series is the analysis's largest cost on a big run (one pass over every
+aggregated event), and every built-in rule needs them: an events sequence that is a
+``SeriesSource`` (the analyzer's aggregated events) builds them once and ``build_series``
+hands each caller its own copy of the lists, so a rule that sorts or appends in place cannot
+change what the next rule reads. Any other sequence (a third party's list of raw events) is
+read afresh on every call, as before: the rule plugin contract is unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from abc import abstractmethod
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
@@ -66,7 +74,52 @@ SeriesKey: TypeAlias = "tuple[str, int | None, str]"
 
 
 def build_series(events: Iterable[MetricEvent]) -> dict[SeriesKey, Series]:
-    """Series keyed (name, rank, source), values per step combined by kind; events without a step are left out."""
+    """Series keyed (name, rank, source), values per step combined by kind; events without a step are left out.
+
+    From a ``SeriesSource`` the series built once for its current events, copied (see the
+    module docstring); from anything else, built from the events now.
+    """
+    if isinstance(events, SeriesSource):
+        return events.series()
+    return _build_series(events)
+
+
+def copy_series(series: dict[SeriesKey, Series]) -> dict[SeriesKey, Series]:
+    """Fresh ``Series`` with their own ``steps``/``values`` lists (a list copy: ~1 ms per 100k points)."""
+    return {key: Series(s.name, s.rank, s.kind, s.unit, s.source, s.depth, list(s.steps), list(s.values), s.events)
+            for key, s in series.items()}
+
+
+class SeriesSource(Sequence[MetricEvent]):
+    """An events sequence whose series ``build_series`` builds once and then hands out as copies.
+
+    A subclass implements the ``Sequence`` methods and ``series_version()``: a value that
+    changes whenever the events it yields change (the memo is rebuilt then), so a stale memo
+    is never returned. It may override ``build_series_now()`` with a faster build, which must
+    give what ``build_series`` gives for a plain list of the same events.
+    """
+
+    _series_memo: tuple[Hashable, dict[SeriesKey, Series]] | None = None
+
+    @abstractmethod
+    def series_version(self) -> Hashable:
+        """A token equal between two calls only if the events did not change in between."""
+
+    def build_series_now(self) -> dict[SeriesKey, Series]:
+        """The series of the events as they are now (no memo): one pass over them."""
+        return _build_series(self)
+
+    def series(self) -> dict[SeriesKey, Series]:
+        """The series of these events (``build_series``), built on the first call, a copy on each."""
+        version = self.series_version()
+        memo = self._series_memo
+        if memo is None or memo[0] != version:
+            memo = self._series_memo = (version, self.build_series_now())
+        return copy_series(memo[1])
+
+
+def _build_series(events: Iterable[MetricEvent]) -> dict[SeriesKey, Series]:
+    """``build_series`` of the events themselves: one pass over them."""
     acc: dict[SeriesKey, tuple[Series, dict[int, list[float]]]] = {}
     for e in events:
         if e.step is None or e.value != e.value:  # NaN: a provider that could not measure

@@ -1,0 +1,141 @@
+"""The analyzer builds the step series once per analysis and shares them with the rules.
+
+The report must be the same, field for field, as when every rule builds its own series from
+the events (the behaviour before the sharing); a rule that changes its series in place must
+not change what the next rule reads; third-party rules (plain lists of events) are unaffected.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from my_utils.core.events import MetricEvent, write_events
+from my_utils.profiling.analysis import MetricsAnalyzer
+from my_utils.profiling.analysis.analyzer import AggregatedEvents
+from my_utils.profiling.analysis.rules import _series
+from my_utils.profiling.analysis.rules._series import SeriesSource, _build_series, build_series
+
+CONTROL = "kineto/hta/trace_diff__control.json.gz"  # a real torch.profiler trace: rank 3, 6 steps, ~9k kernels
+
+
+def _unshared(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ``build_series`` call reads the events again, through the generic fold (the old behaviour)."""
+    monkeypatch.setattr(SeriesSource, "series", lambda self: _build_series(iter(self)))
+
+
+def _report_json(path: Path | list[MetricEvent], **kwargs: Any) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(MetricsAnalyzer(path, **kwargs).analyze().to_json())
+    out["inputs"].pop("analyzed_with", None)  # versions only; the report carries no wall-clock stamp
+    return out
+
+
+@pytest.fixture(scope="module")
+def demo_events(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The events of a real run: the README's demo trains a small torch model (MyTimer + torch.profiler)."""
+    pytest.importorskip("torch", reason="the demo trains a model with torch")
+    out = tmp_path_factory.mktemp("demo")
+    proc = subprocess.run([sys.executable, "-m", "my_utils.profiling.examples.unified_metrics_demo", "--steps", "30",
+                           "--collect-every", "10", "--output-dir", str(out)], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return out / "metrics_events.jsonl"
+
+
+def test_a_real_runs_report_is_identical_with_and_without_sharing(demo_events: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    builds: list[int] = []
+    real_build = AggregatedEvents.build_series_now
+
+    def counting(self: AggregatedEvents) -> dict[Any, Any]:
+        builds.append(1)
+        return real_build(self)
+
+    monkeypatch.setattr(AggregatedEvents, "build_series_now", counting)
+    shared = _report_json(demo_events)
+    assert len(builds) == 1  # once for the analyzer and its 6 rules, not 7 times
+    assert shared["summary"]["rules"] and shared["summary"]["rule_errors"] == []
+    assert {s for s in shared["summary"]["sources"]} == {"mytimer", "torch_profiler"}
+    _unshared(monkeypatch)
+    unshared = _report_json(demo_events)
+    assert len(builds) == 1  # the unshared report never used the memo
+    assert shared == unshared
+
+
+def test_a_real_trace_report_is_identical_with_and_without_sharing(real_fixtures: Any, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from my_utils.profiling import TorchProfilerMetricsProvider
+
+    events = TorchProfilerMetricsProvider.from_input(real_fixtures / CONTROL).collect(None)
+    path = tmp_path / "metrics_events.jsonl"
+    write_events(path, events)
+    shared = _report_json(path, traces=[])
+    assert len(shared["findings"]) > 0  # the rules had something to say: the comparison is not of empty lists
+    _unshared(monkeypatch)
+    assert _report_json(path, traces=[]) == shared
+
+
+_EVENT = st.builds(
+    MetricEvent,
+    name=st.sampled_from(["step_time", "forward", "kernel:gemm", "memory.allocated", "x"]),
+    value=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**6, 10**6)),
+    kind=st.sampled_from(["duration", "counter", "gauge", "ratio", "info"]),
+    unit=st.sampled_from(["ms", "bytes", ""]),
+    source=st.sampled_from(["mytimer", "torch_profiler"]),
+    rank=st.one_of(st.none(), st.integers(0, 2)),
+    step=st.one_of(st.none(), st.integers(0, 12)),  # steps out of order and repeated: the cells must sort them
+    attrs=st.one_of(st.just({}), st.fixed_dictionaries({"depth": st.integers(0, 2)})),
+)
+
+
+def _plain(series: dict[Any, _series.Series]) -> list[tuple[Any, ...]]:
+    """Series as comparable tuples (NaN-safe: NaN values never reach a series, but compare by repr anyway)."""
+    return [(k, s.name, s.rank, s.kind, s.unit, s.source, s.depth, s.steps, [repr(v) for v in s.values], s.events)
+            for k, s in series.items()]
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(st.lists(_EVENT, max_size=60))
+def test_series_built_from_the_cells_equal_series_built_from_the_events(events: list[MetricEvent]) -> None:
+    agg = MetricsAnalyzer(events).aggregate()
+    aggregated = agg.aggregated()
+    assert _plain(aggregated.build_series_now()) == _plain(_build_series(list(aggregated)))
+    assert _plain(build_series(aggregated)) == _plain(_build_series(iter(aggregated)))
+
+
+def test_each_caller_gets_its_own_copy_and_a_fold_invalidates_the_memo() -> None:
+    events = [MetricEvent("step_time", float(10 + s), "duration", "ms", "mytimer", 0, s) for s in range(5)]
+    agg = MetricsAnalyzer(events).aggregate()
+    seq = agg.aggregated()
+    first = build_series(seq)
+    s = first[("step_time", 0, "mytimer")]
+    s.values.sort(reverse=True)  # a rule sorting in place...
+    s.steps.append(99)  # ...or appending
+    s.events = -1
+    again = build_series(seq)[("step_time", 0, "mytimer")]
+    assert again.steps == [0, 1, 2, 3, 4] and again.values == [10.0, 11.0, 12.0, 13.0, 14.0] and again.events == 5
+    agg.add(MetricEvent("step_time", 1.0, "duration", "ms", "mytimer", 0, 2))  # the events changed: rebuilt
+    after = build_series(seq)[("step_time", 0, "mytimer")]
+    assert after.values == [10.0, 11.0, 13.0, 13.0, 14.0] and after.events == 6
+
+
+def test_a_plain_list_is_read_on_every_call() -> None:
+    events = [MetricEvent("step_time", 1.0, "duration", "ms", "mytimer", 0, 0)]
+    assert build_series(events)[("step_time", 0, "mytimer")].values == [1.0]
+    events.append(MetricEvent("step_time", 2.0, "duration", "ms", "mytimer", 0, 0))  # a list has no memo
+    assert build_series(events)[("step_time", 0, "mytimer")].values == [3.0]
+
+
+def test_cells_out_of_step_order_give_sorted_series() -> None:
+    events = [MetricEvent("m", float(v), "gauge", "bytes", "mytimer", 1, s) for s, v in ((5, 1), (2, 7), (9, 3), (2, 9))]
+    s = build_series(MetricsAnalyzer(events).aggregate().aggregated())[("m", 1, "mytimer")]
+    assert s.steps == [2, 5, 9] and s.values == [9.0, 1.0, 3.0] and s.events == 4
+    assert not any(math.isnan(v) for v in s.values)
