@@ -2,7 +2,7 @@
 
 Memory of the main process does not grow with the rank count. It makes one pass over the
 metric events: every MyTimer region goes to its rank's spill file (buffered, at most
-``_FLUSH_LINES`` lines held for all ranks together), the few ``clock_sync`` records and
+``_FLUSH_BYTES`` held for all ranks together), the few ``clock_sync`` records and
 each rank's step starts (for the uncertainty warning) stay in memory. Then one task per
 rank's regions and one per torch trace (:func:`layout_regions`, :func:`layout_torch`) run
 through :func:`my_utils.profiling.providers.parallel.run_many`, the local-process / Dask
@@ -15,7 +15,9 @@ lanes (:func:`my_utils.profiling.trace.lanes.pack`) and writes them to its own s
 ``kind`` is ``m`` (a MyTimer region), ``t`` (a torch ``X`` slice), ``i`` (another torch event:
 instant, counter) or ``f`` (every ``s``/``t``/``f`` event of one flow of one file, as one
 record: a JSON list of ``[ns after the record's time, lane, JSON]``, so no output part ever
-holds half a flow). A task returns small metadata only (rank, host, lane names, first and
+holds half a flow). Real Kineto traces hold flows that cannot be drawn (an end whose start
+is outside the window, several ends for one start); they are left out and counted in
+``otherData.unpaired_flow_events_dropped``, so that the merged trace passes the checker. A task returns small metadata only (rank, host, lane names, first and
 last time, event counts and byte/duration histograms, which ``--overflow trim`` uses).
 
 The main process then assigns pids (rank + 1) and tids (unique, above every pid, in the
@@ -56,7 +58,7 @@ TRACE_SCHEMA_VERSION = "1.0"
 NO_RANK = -1
 # candidate duration thresholds of --overflow trim (µs): 0, then 1-2-5 steps from 1 ns to 50 s
 THRESHOLDS_US: tuple[float, ...] = (0.0,) + tuple(m * 10.0 ** e for e in range(-3, 8) for m in (1, 2, 5))
-_FLUSH_LINES = 50_000  # region lines buffered in the main process (all ranks together) before they are spilled
+_FLUSH_BYTES = 1 << 20  # region lines buffered in the main process (all ranks together) before they are spilled
 _FLOW_PHASES = ("s", "t", "f")
 
 
@@ -193,12 +195,18 @@ def torch_records(tt: Any, out: str, index: int) -> dict[str, Any]:
                 unit.add(s["ns"], idx, "t", float(s["dur"]), dump(_strip(s["ev"])))
         for ns, ev in others.get(thread, []):
             unit.add(ns, first_lane[thread], "i", 0.0, dump(_strip(ev)))
+    unpaired = 0
     for group in flows.values():
+        phases = sorted(ev["ph"] for _n, _t, ev in group)
+        if phases.count("s") != 1 or phases.count("f") != 1:
+            # an arrow without its start or with several ends (Kineto writes both): viewers cannot draw it
+            unpaired += len(group)
+            continue
         start = min(ns for ns, _t, _e in group)
         items = [[ns - start, first_lane[thread], dump(_strip(ev, flow_id(ev["id"], index)))]
                  for ns, thread, ev in group]
         unit.add(start, -1, "f", 0.0, dump(items), events=len(items), size=sum(len(t.encode()) for _d, _l, t in items))
-    return unit.finish(out, kind="torch", rank=tt.rank, host=tt.host, path=str(tt.path))
+    return unit.finish(out, kind="torch", rank=tt.rank, host=tt.host, path=str(tt.path), unpaired_flow_events=unpaired)
 
 
 def _strip(ev: dict[str, Any], new_id: Any = None) -> dict[str, Any]:
@@ -253,9 +261,10 @@ def distribute(events: Iterable[MetricEvent], folder: Path) -> tuple[dict[int, _
         lane = "mytimer cuda" if e.attrs.get("clock") == "cuda" else "mytimer"
         args = {"step": e.step, "duration_ms": e.value}
         args.update({k: v for k, v in e.attrs.items() if k in ("path", "depth", "node_id", "file")})
-        buffers[key].append(dump([lane, e.ts, e.value, e.name, args]))
-        pending += 1
-        if pending >= _FLUSH_LINES:
+        line = dump([lane, e.ts, e.value, e.name, args])
+        buffers[key].append(line)
+        pending += len(line) + 64  # the str object's own size, roughly
+        if pending >= _FLUSH_BYTES:
             flush()
             pending = 0
         if lane == "mytimer" and e.attrs.get("depth") == 0 and e.step is not None:
@@ -433,6 +442,9 @@ def _plan(ranks: dict[int, _Rank], syncs: list[ClockSync], units: list[Unit], re
         "sources": list(sources) + [u.meta["path"] for u in units if u.meta["kind"] == "torch"],
         "warnings": warnings,
     }
+    unpaired = sum(u.meta.get("unpaired_flow_events", 0) for u in units)
+    if unpaired:
+        other["unpaired_flow_events_dropped"] = unpaired
     return Plan(metadata, other, warnings, units, origin_ns, _sizes(units, metadata, origin_ns),
                 sum(u.meta["counts"]["m"][0] + u.meta["counts"]["f"][0] + sum(c for c, _b in u.meta["hist"])
                     for u in units))
