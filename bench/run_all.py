@@ -76,7 +76,7 @@ def _summary(results: list[dict[str, Any]]) -> list[str]:
 
 def main(argv: list[str]) -> int:
     parser = common_args(__doc__ or "")
-    parser.add_argument("names", nargs="*", help="benches to run by name (timer, nvtx, kineto, cli_startup)")
+    parser.add_argument("names", nargs="*", help="benches to run by name (timer, nvtx, kineto, cli_startup, trace, ...)")
     args = parser.parse_args(argv)
     scripts = sorted(HERE.glob("bench_*.py"))
     if args.names:

@@ -1,5 +1,10 @@
 """Merged timelines: metric events and torch traces of many ranks → one Chrome/Perfetto trace on one clock.
 
+``stream.planned`` lays the merge out with one task per rank's regions and per torch trace
+(process pool or Dask, as ingest) and streams the result from sorted temporary files, so
+memory does not grow with the rank count; ``write_trace`` writes it, split or trimmed under
+``--max-mb``; ``merge_trace`` is the small in-memory form of the same merge.
+
 Light to import: the names are resolved on first access.
 """
 
