@@ -203,7 +203,7 @@ def test_trim_drops_flows_then_short_torch_events_until_one_file_fits(real_fixtu
     assert kept["mytimer"] == full["mytimer"] == 2 * REGIONS and kept["M"] == full["M"]  # never trimmed
     assert kept["flow"] == 0 and trimmed["dropped"]["flow_events"] == full["flow"]
     dropped_torch = trimmed["dropped"]["torch_slices"] + trimmed["dropped"]["torch_other"]
-    assert 0 < dropped_torch and kept["torch"] + dropped_torch == full["torch"]
+    assert dropped_torch > 0 and kept["torch"] + dropped_torch == full["torch"]
     threshold = trimmed["torch_min_duration_us"]
     assert all(e["dur"] >= threshold for e in doc["traceEvents"] if e.get("ph") == "X")
     assert "--overflow trim: dropped" in res.stderr and doc["otherData"]["warnings"]

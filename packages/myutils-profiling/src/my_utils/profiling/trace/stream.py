@@ -57,7 +57,7 @@ from my_utils.profiling.trace.lanes import pack
 TRACE_SCHEMA_VERSION = "1.0"
 NO_RANK = -1
 # candidate duration thresholds of --overflow trim (µs): 0, then 1-2-5 steps from 1 ns to 50 s
-THRESHOLDS_US: tuple[float, ...] = (0.0,) + tuple(m * 10.0 ** e for e in range(-3, 8) for m in (1, 2, 5))
+THRESHOLDS_US: tuple[float, ...] = (0.0, *(m * 10.0 ** e for e in range(-3, 8) for m in (1, 2, 5)))
 _FLUSH_BYTES = 1 << 20  # region lines buffered in the main process (all ranks together) before they are spilled
 _FLOW_PHASES = ("s", "t", "f")
 
@@ -203,9 +203,10 @@ def torch_records(tt: Any, out: str, index: int) -> dict[str, Any]:
             unpaired += len(group)
             continue
         start = min(ns for ns, _t, _e in group)
-        items = [[ns - start, first_lane[thread], dump(_strip(ev, flow_id(ev["id"], index)))]
+        items = [(ns - start, first_lane[thread], dump(_strip(ev, flow_id(ev["id"], index))))
                  for ns, thread, ev in group]
-        unit.add(start, -1, "f", 0.0, dump(items), events=len(items), size=sum(len(t.encode()) for _d, _l, t in items))
+        unit.add(start, -1, "f", 0.0, dump(items), events=len(items),
+                 size=sum(len(text.encode()) for _d, _l, text in items))
     return unit.finish(out, kind="torch", rank=tt.rank, host=tt.host, path=str(tt.path), unpaired_flow_events=unpaired)
 
 
