@@ -94,3 +94,45 @@ def test_merged_trace_loads_with_every_slice_and_the_straggler_kept(perfetto: Pe
     assert first["2"] - first["0"] == pytest.approx(20e6, abs=1e3)  # ns: the straggler's 20 ms
     assert first["1"] - first["0"] == pytest.approx(1e6, abs=1e3)  # rank 1: 5 s of clock removed, 1 ms late
     assert torch_ops == sum(e.get("name") == "aten::addmm" for e in doc["traceEvents"]) > 0
+
+
+REAL = "kineto/hta/nccl_parser_config__nccl_data.json.gz"  # 40k events, baseTimeNanoseconds, flows, GPU streams
+
+
+@pytest.mark.parametrize("overflow", [None, "trim"])
+def test_real_multi_rank_merge_loads_with_every_slice(perfetto: PerfettoUI, real_fixtures: Any, tmp_path: Path,
+                                                      overflow: str | None) -> None:
+    """Two ranks of a real GPU trace through the streaming merge (and trimmed to half its size): no import error."""
+    doc = json.loads(gzip.decompress((real_fixtures / REAL).read_bytes()))
+    traces = []
+    for rank in (0, 1):
+        doc["distributedInfo"] = {"rank": rank, "world_size": 2}
+        traces += ["--torch-trace", str(tmp_path / f"trace_rank_{rank}.json")]
+        (tmp_path / f"trace_rank_{rank}.json").write_text(json.dumps(doc))
+    t0 = doc["baseTimeNanoseconds"] / 1e9
+    events = [MetricEvent(name="step", value=5.0, kind="duration", unit="ms", source="mytimer", rank=r, step=s,
+                          ts=t0 + s * 0.01, attrs={"depth": 0}) for r in (0, 1) for s in range(20)]
+    write_events(tmp_path / "metrics_events.jsonl", events)
+    full = tmp_path / "full.json"
+    args = ["trace", "--events", str(tmp_path / "metrics_events.jsonl"), *traces, "--executor", "process"]
+    res = CliRunner().invoke(app, [*args, "--output", str(full)])
+    assert res.exit_code == 0, res.output
+    out = full
+    if overflow:
+        out = tmp_path / "trimmed.json.gz"
+        limit = round(full.stat().st_size / 2 / (1 << 20), 2)
+        res = CliRunner().invoke(app, [*args, "--output", str(out), "--max-mb", str(limit), "--overflow", overflow])
+        assert res.exit_code == 0, res.output
+    merged = json.loads(gzip.decompress(out.read_bytes()) if out.name.endswith(".gz") else out.read_bytes())
+    assert check_trace(merged) == []
+    x_in_file = sum(e.get("ph") == "X" for e in merged["traceEvents"])
+    flows = sum(e.get("ph") in ("s", "f") for e in merged["traceEvents"])
+    with perfetto.open(out) as loaded:
+        assert loaded.import_errors() == []
+        assert loaded.log.page_errors == []
+        slices = loaded.query("select count(*) as n from slice")[0]["n"]
+        steps = loaded.query("select count(*) as n from slice where name = 'step'")[0]["n"]
+        arrows = loaded.query("select count(*) as n from flow")[0]["n"]
+    assert slices >= x_in_file and steps == len(events)  # every slice of the file, every MyTimer region
+    assert arrows == flows // 2  # every flow kept is drawn (the trimmed file keeps none)
+    assert (flows == 0) == (overflow == "trim")
