@@ -38,7 +38,7 @@ from my_utils.profiling.analysis.rules._series import (
     is_gpu_family,
     is_memory,
 )
-from my_utils.profiling.analysis.rules._stats import cv, pstdev, quantile
+from my_utils.profiling.analysis.rules._stats import cv, quantile, std_cv
 from my_utils.profiling.analysis.rules.suggestions import suggest
 from my_utils.profiling.analysis.scores import compute_scores
 from my_utils.profiling.analysis.workloads import DEFAULT_WORKLOAD, WorkloadProfile, get_workload
@@ -118,6 +118,72 @@ class EventAggregate:
                 self.first_ts = ts
             if self.last_ts is None or ts > self.last_ts:
                 self.last_ts = ts
+
+    def fold_rows(self, rows: Iterable[Mapping[str, Any]], advance: Callable[[int], object] = lambda n: None) -> None:
+        """``add_row`` every row, calling ``advance(n)`` every 65536 rows and at the end.
+
+        The same folding as ``fold``, written out in one loop with the state in locals: on a
+        1M-event run the two calls per row and the attribute lookups were a third of the reading.
+        """
+        cells = self.cells
+        meta = self.meta
+        run_ids = self.run_ids
+        by_source: dict[str, int] = {}
+        first, last = self.first_ts, self.last_ts
+        get = cells.get
+        chunk = total = 0
+        try:
+            for row in rows:
+                name = row["name"]
+                v = row["value"]
+                source = row["source"]
+                step = row["step"]
+                rank = row["rank"]
+                ts = row["ts"]
+                run_id = row["run_id"]
+                if source in by_source:
+                    by_source[source] += 1
+                else:
+                    by_source[source] = 1
+                if run_id and run_id not in run_ids:
+                    run_ids.add(run_id)
+                key = (name, step, rank, source)
+                cell = get(key)
+                if cell is None:
+                    cells[key] = v if v == v else [0, 0.0, math.inf, -math.inf]
+                    mk = (name, source)
+                    if mk not in meta:
+                        attrs = row["attrs"]
+                        depth = attrs.get("depth")
+                        meta[mk] = (row["kind"], row["unit"], depth if isinstance(depth, int) else None)
+                        if source == "torch_profiler" and isinstance(attrs.get("file"), str):
+                            self.trace_files.add(attrs["file"])
+                elif v != v:  # NaN: counted as an event, not as a value (as in fold)
+                    pass
+                elif type(cell) is float:
+                    cells[key] = [2, cell + v, v if v < cell else cell, v if v > cell else cell]
+                else:
+                    cell[0] += 1
+                    cell[1] += v
+                    if v < cell[2]:
+                        cell[2] = v
+                    if v > cell[3]:
+                        cell[3] = v
+                if ts is not None:
+                    if first is None or ts < first:
+                        first = ts
+                    if last is None or ts > last:
+                        last = ts
+                chunk += 1
+                if chunk == 65536:
+                    total += chunk
+                    advance(chunk)
+                    chunk = 0
+            advance(chunk)
+        finally:  # a bad line stops the fold: what was folded is still counted
+            self.events += total + chunk
+            self.by_source.update(by_source)
+            self.first_ts, self.last_ts = first, last
 
     def aggregated(self) -> AggregatedEvents:
         """One event per cell: the sum (duration, counter), peak (gauge) or mean (ratio, info)."""
@@ -256,7 +322,7 @@ class MetricsAnalyzer:
         # would cost more than the folding itself
         with progress(None, "analyze: events", enabled=self.progress) as bar:
             if isinstance(self.source, (str, Path)):
-                _drain(iter_event_rows(self.source), agg.add_row, bar.advance)
+                agg.fold_rows(iter_event_rows(self.source), bar.advance)
             else:
                 _drain(self.source, agg.add, bar.advance)
         return agg
@@ -459,9 +525,10 @@ def _tables(series: Mapping[Any, Any], agg: EventAggregate) -> dict[str, list[di
         total = float(sum(values))
         denom = row.pop("denominator")
         row["ranks"] = sorted(r for r in row["ranks"] if r is not None)
-        row.update(steps=len(values), total=total, mean=total / len(values), std=pstdev(values),
+        std, spread = std_cv(values)  # pstdev and cv share the mean: one pass less per row
+        row.update(steps=len(values), total=total, mean=total / len(values), std=std,
                    min=values[0], max=values[-1], median=quantile(values, 0.5), p90=quantile(values, 0.9),
-                   cv=cv(values), share=(total / denom) if denom > 0 and row["name"] != STEP_TIME else None)
+                   cv=spread, share=(total / denom) if denom > 0 and row["name"] != STEP_TIME else None)
         op_rows.append(row)
     op_rows.sort(key=lambda r: -r["total"])
     limits: dict[str, Any] = {}

@@ -64,18 +64,34 @@ def theil_sen(xs: Sequence[float], ys: Sequence[float], confidence: float = 0.95
     return Trend(slope, slopes[lo_i], slopes[hi_i], intercept, confidence, n)
 
 
-def mad(values: Sequence[float]) -> float:
-    """Median absolute deviation from the median (0 for fewer than 2 values)."""
+def median_sorted(sorted_values: Sequence[float]) -> float:
+    """``statistics.median`` of already sorted values (the same float), without sorting again."""
+    n = len(sorted_values)
+    if n == 0:
+        raise statistics.StatisticsError("no median for empty data")
+    if n % 2 == 1:
+        return sorted_values[n // 2]
+    i = n // 2
+    return (sorted_values[i - 1] + sorted_values[i]) / 2
+
+
+def mad(values: Sequence[float], med: float | None = None) -> float:
+    """Median absolute deviation from the median (0 for fewer than 2 values); ``med``: the median, when known."""
     if len(values) < 2:
         return 0.0
-    med = statistics.median(values)
-    return statistics.median(abs(v - med) for v in values)
+    if med is None:
+        med = statistics.median(values)
+    return statistics.median([abs(v - med) for v in values])  # a list: median sorts it; a generator costs more
 
 
-def robust_cv(values: Sequence[float]) -> float:
-    """σ estimated from the MAD over the median: a spread one outlier cannot inflate (0 when the median is 0)."""
-    med = statistics.median(values) if values else 0.0
-    return MAD_TO_SIGMA * mad(values) / abs(med) if med else 0.0
+def robust_cv(values: Sequence[float], med: float | None = None) -> float:
+    """σ estimated from the MAD over the median: a spread one outlier cannot inflate (0 when the median is 0).
+
+    ``med``: the median of ``values``, when the caller has it (saves a sort).
+    """
+    if med is None:
+        med = statistics.median(values) if values else 0.0
+    return MAD_TO_SIGMA * mad(values, med) / abs(med) if med else 0.0
 
 
 def pstdev(values: Sequence[float], mean: float | None = None) -> float:
@@ -88,9 +104,18 @@ def pstdev(values: Sequence[float], mean: float | None = None) -> float:
         return 0.0
     m = statistics.fmean(values) if mean is None else mean
     try:
-        return math.sqrt(math.fsum((v - m) ** 2 for v in values) / len(values))
+        return math.sqrt(math.fsum([(v - m) ** 2 for v in values]) / len(values))  # a list: ~2x a generator
     except (OverflowError, ValueError):
         return math.inf
+
+
+def std_cv(values: Sequence[float]) -> tuple[float, float]:
+    """``(pstdev(values), cv(values))`` with one pass for the mean and one for the spread."""
+    if len(values) < 2:
+        return 0.0, 0.0
+    mean = statistics.fmean(values)
+    std = pstdev(values, mean)
+    return std, (std / abs(mean) if mean else 0.0)
 
 
 def cv(values: Sequence[float]) -> float:

@@ -90,18 +90,24 @@ class AnomalyRule:
         mean = statistics.fmean(values)
         std = pstdev(values, mean)
         med = statistics.median(values)
-        scale = MAD_TO_SIGMA * mad(values)
+        scale = MAD_TO_SIGMA * mad(values, med)
+        sigma, mad_z, method = self.sigma, self.mad_z, self.method
+        excess = self.min_excess * abs(med)
         rows: list[dict[str, Any]] = []
         for step, v in zip(steps, values, strict=True):
             z = (v - mean) / std if std > 0 else 0.0
             rz = (v - med) / scale if scale > 0 else 0.0
-            by = [m for m, hit in (("sigma", abs(z) > self.sigma), ("mad", abs(rz) > self.mad_z)) if hit]
-            if self.method == "both" and len(by) < 2:
+            by_sigma = abs(z) > sigma
+            by_mad = abs(rz) > mad_z
+            if not (by_sigma or by_mad):  # the usual step: no test flags it, whatever the method
+                continue
+            by = [m for m, hit in (("sigma", by_sigma), ("mad", by_mad)) if hit]
+            if method == "both" and len(by) < 2:
                 by = []
-            elif self.method in ("sigma", "mad"):
-                by = [m for m in by if m == self.method]
+            elif method in ("sigma", "mad"):
+                by = [m for m in by if m == method]
             # a robust score over a near-constant series flags noise: require a visible excess too
-            if by and abs(v - med) > self.min_excess * abs(med):
+            if by and abs(v - med) > excess:
                 rows.append({"step": step, "value": v, "z": round(z, 3), "robust_z": round(rz, 3), "by": by})
         if not rows:
             return None

@@ -10,6 +10,7 @@ step itself (an ``iter`` wrapper) and is not reported.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from typing import Any
 
@@ -100,7 +101,7 @@ class BottleneckRule:
         rows.sort(key=lambda r: -r[0])
         rows = [r for r in rows if r[1].rank is not None] + [r for r in rows if r[1].rank is None]
         share, s, denom, of = rows[0]
-        worst = sorted(zip(s.values, s.steps, strict=True), reverse=True)[:5]
+        worst = heapq.nlargest(5, zip(s.values, s.steps, strict=True))  # sorted(..., reverse=True)[:5]
         ranks = [r[1].rank for r in rows]
         where = "all ranks" if len(rows) > 1 else (f"rank {s.rank}" if s.rank is not None else "the run")
         return {

@@ -41,14 +41,14 @@ class RankImbalanceRule:
             for rank, s in ranks:
                 for step, v in zip(s.steps, s.values, strict=True):
                     per_step.setdefault(step, {})[rank] = v
-            shared = {st: vals for st, vals in per_step.items() if len(vals) >= 2}
+            # the median of all ranks at each shared step, once (not once per rank), in step order
+            shared = [(st, vals, statistics.median(vals.values()))
+                      for st, vals in sorted(per_step.items()) if len(vals) >= 2]
             for rank, _s in sorted(ranks, key=lambda x: x[0]):
                 rows = []
-                for st, vals in sorted(shared.items()):
-                    if rank in vals:
-                        ref = statistics.median(vals.values())
-                        if ref > 0:
-                            rows.append((vals[rank] / ref - 1.0, st))
+                for st, vals, ref in shared:
+                    if rank in vals and ref > 0:
+                        rows.append((vals[rank] / ref - 1.0, st))
                 if len(rows) < self.min_steps:
                     continue
                 median_excess = statistics.median(r[0] for r in rows)

@@ -9,6 +9,7 @@ copies, by communication, or by many tiny kernels (launch overhead).
 
 from __future__ import annotations
 
+import heapq
 import re
 import statistics
 from collections.abc import Sequence
@@ -62,7 +63,7 @@ _BY_NAME: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.IGNO
 
 def _worst_steps(steps: list[int], values: list[float], n: int = 5) -> list[int]:
     """The ``n`` steps with the largest values, largest first."""
-    return [st for _, st in sorted(zip(values, steps, strict=True), reverse=True)[:n]]
+    return [st for _, st in heapq.nlargest(n, zip(values, steps, strict=True))]
 
 
 def suggest(category: str, name: str = "") -> str:

@@ -8,7 +8,7 @@ under ``min_share`` of the step time are left out (a 1 µs op jittering is not n
 
 from __future__ import annotations
 
-import statistics
+import heapq
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +22,7 @@ from my_utils.profiling.analysis.rules._series import (
     rank_label,
     series_id,
 )
-from my_utils.profiling.analysis.rules._stats import cv, quantile, robust_cv
+from my_utils.profiling.analysis.rules._stats import cv, median_sorted, quantile, robust_cv
 from my_utils.profiling.analysis.rules.suggestions import suggest
 
 
@@ -58,24 +58,25 @@ class VariabilityRule:
             steps, values = after_warmup(s, self.warmup_steps)
             if len(values) < self.min_steps:
                 continue
-            rcv = robust_cv(values)
+            ordered = sorted(values)  # one sort for the median, the quantiles and the spread
+            med = median_sorted(ordered)
+            rcv = robust_cv(values, med)
             if rcv <= self.cv:
                 continue
-            ordered = sorted(values)
-            pairs = sorted(zip(values, steps, strict=True))
+            plain_cv = cv(values)
+            slowest = [st for _, st in heapq.nlargest(5, zip(values, steps, strict=True))]
+            fastest = [st for _, st in heapq.nsmallest(5, zip(values, steps, strict=True))]
+            p10, p90 = quantile(ordered, 0.1), quantile(ordered, 0.9)
             found.append((rcv, {
                 "id": f"variability:{series_id(s)}",
                 "category": "variability",
                 "severity": "critical" if rcv >= self.critical_cv else "warning",
                 "title": f"{name} varies {rcv:.0%} from step to step on {rank_label(rank)}",
-                "detail": (f"robust CV {rcv:.3f} (plain CV {cv(values):.3f}) over {len(values)} steps; "
-                           f"p10 {quantile(ordered, 0.1):.4g}, median {statistics.median(values):.4g}, "
-                           f"p90 {quantile(ordered, 0.9):.4g} {s.unit}; threshold {self.cv:.0%}"),
+                "detail": (f"robust CV {rcv:.3f} (plain CV {plain_cv:.3f}) over {len(values)} steps; "
+                           f"p10 {p10:.4g}, median {med:.4g}, p90 {p90:.4g} {s.unit}; threshold {self.cv:.0%}"),
                 "evidence": {"names": [name], "ranks": [rank], "robust_cv": round(rcv, 4),
-                             "cv": round(cv(values), 4), "median": statistics.median(values),
-                             "p10": quantile(ordered, 0.1), "p90": quantile(ordered, 0.9), "unit": s.unit,
-                             "steps": [st for _, st in pairs[-5:]][::-1],
-                             "fastest_steps": [st for _, st in pairs[:5]], "steps_tested": len(values)},
+                             "cv": round(plain_cv, 4), "median": med, "p10": p10, "p90": p90, "unit": s.unit,
+                             "steps": slowest, "fastest_steps": fastest, "steps_tested": len(values)},
                 "suggestion": suggest("variability", name),
             }))
         found.sort(key=lambda kv: -kv[0])
