@@ -139,3 +139,44 @@ def test_cells_out_of_step_order_give_sorted_series() -> None:
     s = build_series(MetricsAnalyzer(events).aggregate().aggregated())[("m", 1, "mytimer")]
     assert s.steps == [2, 5, 9] and s.values == [9.0, 1.0, 3.0] and s.events == 4
     assert not any(math.isnan(v) for v in s.values)
+
+
+def _anomaly_rows_by_full_scan(rule: Any, steps: list[int], values: list[float]) -> list[dict[str, Any]]:
+    """The outlier rows as the rule found them before the sorted cut: every step scored and tested."""
+    import statistics
+
+    from my_utils.profiling.analysis.rules._stats import MAD_TO_SIGMA, mad, pstdev
+
+    mean = statistics.fmean(values)
+    std = pstdev(values, mean)
+    med = statistics.median(values)
+    scale = MAD_TO_SIGMA * mad(values)
+    rows = []
+    for step, v in zip(steps, values, strict=True):
+        z = (v - mean) / std if std > 0 else 0.0
+        rz = (v - med) / scale if scale > 0 else 0.0
+        by = [m for m, hit in (("sigma", abs(z) > rule.sigma), ("mad", abs(rz) > rule.mad_z)) if hit]
+        if rule.method == "both" and len(by) < 2:
+            by = []
+        elif rule.method in ("sigma", "mad"):
+            by = [m for m in by if m == rule.method]
+        if by and abs(v - med) > rule.min_excess * abs(med):
+            rows.append({"step": step, "value": v, "z": round(z, 3), "robust_z": round(rz, 3), "by": by})
+    return rows
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(values=st.lists(st.one_of(st.floats(-1e3, 1e3), st.sampled_from([0.0, 5.0, 5.0, 1e300, -1e300, math.inf])),
+                       min_size=3, max_size=40),
+       method=st.sampled_from(["sigma", "mad", "either", "both"]), sigma=st.sampled_from([0.5, 1.0, 3.0]))
+def test_anomaly_scores_only_the_ends_yet_flags_what_a_full_scan_flags(values: list[float], method: str,
+                                                                       sigma: float) -> None:
+    from my_utils.profiling.analysis.rules.anomalies import AnomalyRule
+
+    rule = AnomalyRule(sigma=sigma, mad_z=sigma + 0.5, method=method, min_excess=0.0)
+    steps = list(range(len(values)))
+    series = _series.Series("step_time", 0, "duration", "ms", "mytimer", None, steps, values, len(values))
+    finding = rule._check(series, steps, values)
+    expected = _anomaly_rows_by_full_scan(rule, steps, values)
+    got = finding["evidence"]["outliers"] if finding else []
+    assert json.dumps(got) == json.dumps(expected[:50])

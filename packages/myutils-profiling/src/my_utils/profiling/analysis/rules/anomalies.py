@@ -19,6 +19,7 @@ names the steps, their values and scores, and which tests flagged them.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from typing import Any
@@ -35,7 +36,7 @@ from my_utils.profiling.analysis.rules._series import (
     series_id,
     step_ranges,
 )
-from my_utils.profiling.analysis.rules._stats import MAD_TO_SIGMA, mad, pstdev
+from my_utils.profiling.analysis.rules._stats import MAD_TO_SIGMA, mad, median_sorted, pstdev
 from my_utils.profiling.analysis.rules.suggestions import suggest
 
 METHODS = ("sigma", "mad", "either", "both")
@@ -89,14 +90,36 @@ class AnomalyRule:
         name, rank, unit = s.name, s.rank, s.unit
         mean = statistics.fmean(values)
         std = pstdev(values, mean)
-        med = statistics.median(values)
+        ordered = sorted(values)
+        med = median_sorted(ordered)
         scale = MAD_TO_SIGMA * mad(values, med)
         sigma, mad_z, method = self.sigma, self.mad_z, self.method
         excess = self.min_excess * abs(med)
+
+        def scores(v: float) -> tuple[float, float]:
+            return (v - mean) / std if std > 0 else 0.0, (v - med) / scale if scale > 0 else 0.0
+
+        # Both scores grow with the value, so the steps a test can flag are the ends of the sorted
+        # values: find the cuts there and score only the steps beyond them (a few, not all).
+        # Non-finite statistics (an inf in the series) keep the plain loop over every step.
+        everything = not all(map(math.isfinite, (mean, std, med, scale)))
+        hi_cut = lo_cut = None
+        if not everything:
+            for v in reversed(ordered):
+                z, rz = scores(v)
+                if not (z > sigma or rz > mad_z):
+                    break
+                hi_cut = v
+            for v in ordered:
+                z, rz = scores(v)
+                if not (z < -sigma or rz < -mad_z):
+                    break
+                lo_cut = v
         rows: list[dict[str, Any]] = []
         for step, v in zip(steps, values, strict=True):
-            z = (v - mean) / std if std > 0 else 0.0
-            rz = (v - med) / scale if scale > 0 else 0.0
+            if not (everything or (hi_cut is not None and v >= hi_cut) or (lo_cut is not None and v <= lo_cut)):
+                continue
+            z, rz = scores(v)
             by_sigma = abs(z) > sigma
             by_mad = abs(rz) > mad_z
             if not (by_sigma or by_mad):  # the usual step: no test flags it, whatever the method
