@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +73,77 @@ def test_an_unknown_executor_string_is_refused() -> None:
     pytest.importorskip("distributed")
     with pytest.raises(UsageError, match="'threads' is not understood"):
         run_many(len, [([1],), ([2],)], "threads")
+
+
+# -- the local cluster's workers, asked from inside a task --------------------------------------------------
+
+
+@pytest.fixture
+def by_value() -> Iterator[None]:
+    """This module's functions travel by value: a worker could not import a test module by name."""
+    cloudpickle = pytest.importorskip("cloudpickle")
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    yield
+    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+def _worker_facts(n: int) -> dict[str, Any]:
+    import gc
+
+    import dask
+    from distributed import get_worker
+
+    worker = get_worker()
+    return {"n": n, "pid": os.getpid(), "nanny": worker.nanny,
+            "profile": dask.config.get("distributed.worker.profile.enabled"),
+            "gil_monitor": dask.config.get("distributed.admin.system-monitor.gil.enabled"),
+            "trim": os.environ.get("MALLOC_TRIM_THRESHOLD_"), "gc_callbacks": len(gc.callbacks),
+            "host": worker.address, "scratch": worker.local_directory}
+
+
+def _fails_on(n: int) -> int:
+    if n == 2:
+        raise KeyError(f"rank {n} has no trace")
+    return n
+
+
+def _dies(n: int) -> int:
+    os._exit(3)
+
+
+@pytest.mark.slow
+def test_local_cluster_workers_are_plain_quiet_processes(by_value: None, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("distributed")
+    monkeypatch.delenv(DASK_ENV, raising=False)
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    monkeypatch.chdir(tmp_path)
+    environ = dict(os.environ)
+    facts = run_many(_worker_facts, [(n,) for n in range(6)], "dask", max_workers=2)
+    assert [f["n"] for f in facts] == list(range(6))  # results in call order
+    assert len({f["pid"] for f in facts} | {os.getpid()}) >= 2  # worker processes, not this one
+    for f in facts:
+        # no nanny; no malloc trimming (83,000 page faults a parse); the event loop stays quiet
+        assert f["nanny"] is None and f["trim"] is None and f["profile"] is False and f["gil_monitor"] is False
+        assert f["host"].startswith("tcp://127.0.0.1:")  # loopback only
+        # the scratch space lay outside the cwd and went with the call
+        assert not Path(f["scratch"]).is_relative_to(tmp_path) and not Path(f["scratch"]).exists()
+    # nothing is left in the cwd, and nothing written into this process's environment
+    assert list(tmp_path.iterdir()) == []
+    assert dict(os.environ) == environ
+
+
+@pytest.mark.slow
+def test_a_failing_task_keeps_its_type_and_message(by_value: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("distributed")
+    monkeypatch.delenv(DASK_ENV, raising=False)
+    with pytest.raises(KeyError, match="rank 2 has no trace"):
+        run_many(_fails_on, [(n,) for n in range(4)], "dask", max_workers=2)
+
+
+@pytest.mark.slow
+def test_workers_that_all_die_are_reported_not_waited_for(by_value: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("distributed")
+    monkeypatch.delenv(DASK_ENV, raising=False)
+    with pytest.raises(UsageError, match=r"local Dask workers exited \(exit codes \[3\]\)"):
+        run_many(_dies, [(n,) for n in range(3)], "dask", max_workers=2)

@@ -22,8 +22,10 @@ import importlib
 import multiprocessing
 import os
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from importlib.util import find_spec
 from typing import Any, TypeVar
 
 from my_utils.core.errors import UsageError
@@ -130,44 +132,102 @@ def _run_dask(func: Callable[..., T], calls: Sequence[tuple[Any, ...]], executor
 
 def _run_local_cluster(func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
                        max_workers: int | None) -> list[T]:
-    """A local cluster for this call: one single-threaded worker process per core (parsing holds the GIL)."""
-    client_class = _dask_client_class()
-    import dask
-    from distributed import LocalCluster
+    """A local cluster for this call: a scheduler here and one single-threaded worker process per core.
 
+    The workers are plain ``distributed.Worker`` processes that we spawn ourselves, without
+    nannies, and they start before this process has imported ``distributed``: on a small
+    machine the three imports overlap instead of running one after the other.
+    """
+    if find_spec("distributed") is None:
+        _dask_client_class()  # raises the UsageError that says how to install it
     workers = max_workers or max(1, min(len(calls), os.cpu_count() or 1))
-    # loopback only and no dashboard: nothing is exposed, and no fixed port can clash.
-    # Each wake-up of a worker's event loop takes the GIL from the pure-Python parser: the
-    # statistical profiler (every 10 ms), the GIL monitor (1 ms), the tick watchdog (20 ms),
-    # the system and memory monitors. Measured on 4 tasks over 2 workers, slowing them
-    # cut the tasks' wall time from 29-31 s to 19-23 s on a loaded 2-core machine (the
-    # nanny hands this config to the worker processes; set it on a remote cluster's workers too).
-    # ":0": the scheduler's HTTP routes bind a free port (None still binds the fixed 8787);
+    # spawn: forking a process that holds threads (dask, torch) can deadlock the child
+    ctx = multiprocessing.get_context("spawn")
     # local_directory: the workers' scratch space goes with the call, never left in the cwd
-    # The nannies also write their environment into ours (os.environ.update before each
-    # spawn; PYTHONHASHSEED even when told nothing): it is put back when the call ends.
-    seed = os.environ.get("PYTHONHASHSEED")
+    with tempfile.TemporaryDirectory(prefix="myutils-dask-") as scratch:
+        procs: list[Any] = []
+        pipes: list[Any] = []
+        try:
+            for n in range(workers):
+                receive, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_local_worker, name=f"myutils-dask-worker-{n}", daemon=True,
+                                   args=(receive, getattr(func, "__module__", None), scratch,
+                                         {**_QUIET_WORKERS, "temporary-directory": scratch}))
+                proc.start()
+                receive.close()
+                procs.append(proc)
+                pipes.append(send)
+            client_class = _dask_client_class()
+            import dask
+            from distributed import LocalCluster
+
+            # loopback only; ":0": the scheduler's HTTP routes bind a free port (None still
+            # binds the fixed 8787); silence_logs: the scheduler's INFO lines stay quiet
+            with dask.config.set({"temporary-directory": scratch}), \
+                    LocalCluster(n_workers=0, host="127.0.0.1", dashboard_address=":0", silence_logs=40,
+                                 local_directory=scratch) as cluster:
+                for send in pipes:
+                    send.send(cluster.scheduler_address)
+                with client_class(cluster, set_as_default=False) as client:
+                    return _gather(client, func, calls, procs)
+        finally:
+            for send in pipes:
+                send.close()  # a worker still waiting for the address gives up
+            for proc in procs:
+                # the scheduler's close told every registered worker to stop; one that
+                # never registered (the call failed early) or hangs is ended
+                proc.join(timeout=3)
+                if proc.is_alive():
+                    proc.terminate()
+                    proc.join(timeout=5)
+
+
+def _local_worker(receive: Any, module: str | None, scratch: str, config: dict[str, Any]) -> None:
+    """One worker process of the local cluster: import, wait for the scheduler's address, serve."""
+    import asyncio
+    import logging
+
+    import dask
+    from distributed import Worker
+
+    if module:
+        try:  # the tasks' module is imported now, while the scheduler starts, not in the first task
+            importlib.import_module(module)
+        except Exception:  # the first task raises the real error, where it is reported
+            pass
     try:
-        with tempfile.TemporaryDirectory(prefix="myutils-dask-") as scratch, \
-                dask.config.set({**_QUIET_WORKERS, **_LOCAL_ENV, "temporary-directory": scratch}), \
-                LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                             dashboard_address=":0", silence_logs=40, local_directory=scratch) as cluster, \
-                client_class(cluster, set_as_default=False) as client:
-            return _gather(client, func, calls, warm=True)
-    finally:
-        if seed is None:
-            os.environ.pop("PYTHONHASHSEED", None)
-        else:
-            os.environ["PYTHONHASHSEED"] = seed
+        address = receive.recv()
+    except EOFError:  # the call ended before the scheduler started
+        return
+    # Each wake-up of the event loop takes the GIL from a pure-Python task: the statistical
+    # profiler (every 10 ms), the GIL monitor (1 ms), the tick watchdog (20 ms), the system
+    # and memory monitors. Under load, each one also waits for a core to hand the GIL back.
+    dask.config.set(config)
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+
+    async def serve() -> None:
+        async with Worker(address, nthreads=1, host="127.0.0.1", local_directory=scratch,
+                          name=f"{os.getpid()}") as worker:
+            await worker.finished()
+
+    asyncio.run(serve())
 
 
-def _import_module(name: str) -> None:
-    importlib.import_module(name)
-
-
-def _gather(client: Any, func: Callable[..., T], calls: Sequence[tuple[Any, ...]], warm: bool = False) -> list[T]:
-    if warm and getattr(func, "__module__", None):
-        # every worker imports the parser now, in parallel, instead of inside its first task
-        client.run(_import_module, func.__module__)
+def _gather(client: Any, func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
+            procs: Sequence[Any] = ()) -> list[T]:
     futures = [client.submit(_packed, func, *args, pure=False) for args in calls]
-    return [_unpack(r) for r in client.gather(futures)]
+    if not procs:
+        return [_unpack(r) for r in client.gather(futures)]
+    results = []
+    for future in futures:  # in call order: the first failing call is the one reported
+        done = threading.Event()
+        future.add_done_callback(lambda _, done=done: done.set())
+        while not done.wait(timeout=1):
+            # our own workers have no nanny to restart them: once all of them have exited,
+            # nothing will ever run the tasks, so say so instead of waiting forever
+            if not any(p.is_alive() for p in procs):
+                codes = sorted({p.exitcode for p in procs}, key=str)
+                raise UsageError(f"the local Dask workers exited (exit codes {codes}) before the tasks "
+                                 "finished; use executor='process', or a running cluster")
+        results.append(_unpack(future.result()))
+    return results
