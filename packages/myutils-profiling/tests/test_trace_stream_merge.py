@@ -252,3 +252,16 @@ def test_in_memory_merge_trace_is_the_streamed_result(four_ranks: tuple[Path, li
     assert _run("trace", "--events", str(events), "--torch-trace", str(traces[0]), "--torch-trace", str(traces[1]),
                 "--output", str(streamed), "--auto-align-ranks", "--executor", "serial").exit_code == 0
     assert _merged(_load(paths[0])) == _merged(_load(streamed))
+
+
+@pytest.mark.parametrize("args, message", [(["--overflow", "cut", "--max-mb", "1"], "--overflow cut: expected one of"),
+                                           (["--workers", "0"], "--workers 0: expected a positive number"),
+                                           (["--executor", "threads"], "executor 'threads' is not understood")])
+def test_bad_options_exit_2_and_write_nothing(tmp_path: Path, args: list[str], message: str) -> None:
+    events = tmp_path / "metrics_events.jsonl"
+    write_events(events, [MetricEvent(name="iter", value=1.0, kind="duration", source="mytimer", rank=r, step=0,
+                                      ts=1.7e9) for r in range(2)])
+    out = tmp_path / "t.json"
+    res = _run("trace", "--events", str(events), "--output", str(out), *args)
+    assert res.exit_code == 2, res.output
+    assert message in res.stderr and "Traceback" not in res.output and not out.exists()
