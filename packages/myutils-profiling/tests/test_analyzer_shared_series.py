@@ -180,3 +180,33 @@ def test_anomaly_scores_only_the_ends_yet_flags_what_a_full_scan_flags(values: l
     expected = _anomaly_rows_by_full_scan(rule, steps, values)
     got = finding["evidence"]["outliers"] if finding else []
     assert json.dumps(got) == json.dumps(expected[:50])
+
+
+_TIMER_EVENT = st.builds(
+    MetricEvent,
+    name=st.sampled_from(["step_time", "forward", "backward", "data", "cuda:forward"]),
+    value=st.floats(0, 100), kind=st.sampled_from(["duration", "duration", "gauge"]), unit=st.just("ms"),
+    source=st.sampled_from(["mytimer", "mytimer", "torch_profiler"]), rank=st.one_of(st.none(), st.integers(0, 2)),
+    step=st.integers(0, 15), attrs=st.one_of(st.just({}), st.fixed_dictionaries({"depth": st.integers(0, 1)})),
+)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(st.lists(_TIMER_EVENT, max_size=80))
+def test_region_counts_and_step_regions_are_the_step_by_step_sums(events: list[MetricEvent]) -> None:
+    from my_utils.profiling.analysis.analyzer import _mytimer_region_counts, _tables
+
+    agg = MetricsAnalyzer(events).aggregate()
+    series = build_series(agg.aggregated())
+    counts: dict[tuple[int, int | None], float] = {}  # every step of every region, one by one
+    depth0: dict[tuple[int, int | None, str], float] = {}
+    for (name, rank, source), s in series.items():
+        if source == "mytimer" and s.kind == "duration" and name != "step_time" and not name.startswith("cuda:"):
+            for step in s.steps:
+                counts[(step, rank)] = counts.get((step, rank), 0.0) + s.events / len(s.steps)
+        if s.depth == 0 and s.kind == "duration" and name != "step_time":
+            for step, value in zip(s.steps, s.values, strict=True):
+                depth0[(step, rank, source)] = depth0.get((step, rank, source), 0.0) + value
+    assert _mytimer_region_counts(series) == counts
+    rows = _tables(series, agg)["steps"]
+    assert [r["regions"] for r in rows] == [depth0.get((r["step"], r["rank"], r["source"])) for r in rows]

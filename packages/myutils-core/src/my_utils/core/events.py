@@ -256,7 +256,7 @@ class _EventSlots:
     ordinary, frozen ``MetricEvent`` (``type(e) is MetricEvent``, equal to the checked one).
     """
 
-    __slots__ = MetricEvent.__slots__  # type: ignore[attr-defined]
+    __slots__ = MetricEvent.__slots__
     name: str
     value: float
     kind: str
@@ -423,7 +423,7 @@ def _checked_row(data: Any, raw: bytes, where: str, lineno: int) -> dict[str, An
             event = MetricEvent.from_dict(data, where, f"line {lineno}")
             data = event.to_dict()
             data["value"] = event.value  # to_dict keeps NaN as NaN; only the writer turns it into null
-    return data  # type: ignore[no-any-return]
+    return data
 
 
 def iter_events(path: str | Path) -> Iterator[MetricEvent]:
@@ -477,7 +477,7 @@ def iter_events(path: str | Path) -> Iterator[MetricEvent]:
                     or (ts is not None and type(ts) is not float)):
                 yield _checked_event(data, raw, where, lineno)
                 continue
-            for v in attrs.values():  # noqa: SIM110 - as in _exact: a float or container may hide a big int
+            for v in attrs.values():  # as in _exact: a float or container may hide a big int
                 if type(v) not in exact:
                     break
             else:
@@ -494,7 +494,7 @@ def iter_events(path: str | Path) -> Iterator[MetricEvent]:
                 event.attrs = attrs
                 event.schema_version = version
                 event.extra = {}
-                event.__class__ = event_type
+                event.__class__ = event_type  # type: ignore[assignment]
                 yield event  # type: ignore[misc]
                 continue
             yield _checked_event(data, raw, where, lineno)
@@ -542,7 +542,7 @@ def iter_event_rows(path: str | Path) -> Iterator[dict[str, Any]]:
             except (KeyError, TypeError, IndexError):
                 plain = False
             if plain:
-                for v in attrs.values():  # noqa: SIM110
+                for v in attrs.values():  # as in _exact
                     if type(v) not in exact:
                         plain = False
                         break

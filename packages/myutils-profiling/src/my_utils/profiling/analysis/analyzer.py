@@ -20,6 +20,8 @@ import logging
 import math
 import operator
 import statistics
+import sys
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
@@ -131,12 +133,15 @@ class EventAggregate:
         by_source: dict[str, int] = {}
         first, last = self.first_ts, self.last_ts
         get = cells.get
+        intern = sys.intern
         chunk = total = 0
         try:
             for row in rows:
-                name = row["name"]
+                # one string object per distinct name and source: the decoder makes a new one per
+                # line, and each cell key would keep its own (~100 MB on a 1M-cell run)
+                name = intern(row["name"])
                 v = row["value"]
-                source = row["source"]
+                source = intern(row["source"])
                 step = row["step"]
                 rank = row["rank"]
                 ts = row["ts"]
@@ -160,7 +165,7 @@ class EventAggregate:
                             self.trace_files.add(attrs["file"])
                 elif v != v:  # NaN: counted as an event, not as a value (as in fold)
                     pass
-                elif type(cell) is float:
+                elif isinstance(cell, float):
                     cells[key] = [2, cell + v, v if v < cell else cell, v if v > cell else cell]
                 else:
                     cell[0] += 1
@@ -450,7 +455,6 @@ def _drain(stream: Iterable[Any], add: Callable[[Any], None], advance: Callable[
 def _software() -> dict[str, str]:
     """Versions of what produced the report (the analyzer's, and torch when it is already loaded)."""
     import platform
-    import sys
 
     from my_utils.profiling._version import __version__
 
@@ -463,13 +467,25 @@ def _software() -> dict[str, str]:
 
 def _mytimer_region_counts(series: Mapping[Any, Any]) -> dict[tuple[int, int | None], float]:
     """MyTimer regions opened per (step, rank): the count of CPU region events of each step."""
-    counts: dict[tuple[int, int | None], float] = {}
+    by_rank: dict[int | None, list[tuple[list[int], float]]] = {}
     for (name, rank, source), s in series.items():
         if source != "mytimer" or s.kind != "duration" or name == STEP_TIME or name.startswith("cuda:"):
             continue
         per_event = s.events / len(s.steps) if s.steps else 0.0  # regions of this name per step, on average
-        for step in s.steps:
-            counts[(step, rank)] = counts.get((step, rank), 0.0) + per_event
+        by_rank.setdefault(rank, []).append((s.steps, per_event))
+    counts: dict[tuple[int, int | None], float] = {}
+    for rank, entries in by_rank.items():
+        first = entries[0][0]
+        if all(steps == first for steps, _ in entries):  # the usual case: every region on every step
+            total = 0.0
+            for _, per_event in entries:  # the same additions, in the same order, as step by step below
+                total += per_event
+            for step in first:
+                counts[(step, rank)] = total
+            continue
+        for steps, per_event in entries:
+            for step in steps:
+                counts[(step, rank)] = counts.get((step, rank), 0.0) + per_event
     return counts
 
 
@@ -535,13 +551,19 @@ def _tables(series: Mapping[Any, Any], agg: EventAggregate) -> dict[str, list[di
     steps = [{"step": s.steps[i], "rank": rank, "source": source, "step_time": s.values[i],
               "regions": None} for (name, rank, source), s in series.items() if name == STEP_TIME
              for i in _kept(s.values, "steps", limits)]
-    depth0: dict[tuple[int, int | None, str], float] = {}
+    # the summed depth-0 regions of each kept row only (a few thousand rows, not every step of
+    # every region), added in series order as a sum over all steps would add them
+    depth0: dict[tuple[int | None, str], list[Any]] = {}
     for (name, rank, source), s in series.items():
         if s.depth == 0 and s.kind == "duration" and name != STEP_TIME:
-            for step, value in zip(s.steps, s.values, strict=True):
-                depth0[(step, rank, source)] = depth0.get((step, rank, source), 0.0) + value
+            depth0.setdefault((rank, source), []).append(s)
     for row in steps:
-        row["regions"] = depth0.get((row["step"], row["rank"], row["source"]))
+        step, regions = row["step"], None
+        for s in depth0.get((row["rank"], row["source"]), ()):
+            i = bisect_left(s.steps, step)
+            if i < len(s.steps) and s.steps[i] == step:
+                regions = (0.0 if regions is None else regions) + s.values[i]
+        row["regions"] = regions
     steps.sort(key=lambda r: (r["source"], -1 if r["rank"] is None else r["rank"], r["step"]))
     memory = [{"name": name, "step": s.steps[i], "rank": rank, "source": source, "value": s.values[i],
                "unit": s.unit}
