@@ -40,12 +40,6 @@ _QUIET_WORKERS = {"distributed.worker.profile.enabled": False,
                   "distributed.admin.tick.interval": "1s",
                   "distributed.admin.system-monitor.interval": "5s",
                   "distributed.worker.memory.monitor-interval": "1s"}
-# What the nannies export before spawning a local worker. Dask's default sets
-# MALLOC_TRIM_THRESHOLD_=65536, which also fixes glibc's mmap threshold: every buffer of the
-# streaming parser over 128 KiB is then mmap'ed and unmapped, ~83,000 page faults and
-# +0.2 s of kernel time a 54 MB trace (+30 % CPU a task). A worker that lives for one call
-# has no use for trimming; the workers inherit our environment, as the pool's do.
-_LOCAL_ENV = {"distributed.nanny.pre-spawn-environ": {}}
 _EVENT_FIELDS = ("name", "value", "kind", "unit", "source", "rank", "step", "ts", "run_id", "attrs",
                  "schema_version", "extra")
 
@@ -134,29 +128,37 @@ def _run_local_cluster(func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
                        max_workers: int | None) -> list[T]:
     """A local cluster for this call: a scheduler here and one single-threaded worker process per core.
 
-    The workers are plain ``distributed.Worker`` processes that we spawn ourselves, without
-    nannies, and they start before this process has imported ``distributed``: on a small
-    machine the three imports overlap instead of running one after the other.
+    The workers are plain ``distributed.Worker`` processes (no nannies) forked by
+    multiprocessing's fork server, which imports ``distributed`` once for all of them; they
+    start on a helper thread while this process imports ``distributed`` and starts the scheduler.
     """
     if find_spec("distributed") is None:
         _dask_client_class()  # raises the UsageError that says how to install it
     workers = max_workers or max(1, min(len(calls), os.cpu_count() or 1))
-    # spawn: forking a process that holds threads (dask, torch) can deadlock the child
-    ctx = multiprocessing.get_context("spawn")
+    module = getattr(func, "__module__", None)
+    # forkserver, not fork: forking this process, which holds threads (dask's loop, torch),
+    # can deadlock the child; the server is a fresh single-threaded interpreter. Preloaded
+    # there: distributed (0.6-0.8 s of imports each spawned worker would repeat) and our own
+    # modules; a module that fails to import would take the server down, so any other is
+    # imported by each worker. The preload applies to the first start of the server in this
+    # process; the server then stays up, and later calls start their workers in ~0.1 s.
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["distributed", __name__] + ([module] if module and module.startswith("my_utils.")
+                                                           else []))
     # local_directory: the workers' scratch space goes with the call, never left in the cwd
     with tempfile.TemporaryDirectory(prefix="myutils-dask-") as scratch:
-        procs: list[Any] = []
+        config = {**_QUIET_WORKERS, "temporary-directory": scratch}
         pipes: list[Any] = []
+        procs: list[Any] = []
+        for n in range(workers):
+            receive, send = ctx.Pipe(duplex=False)
+            procs.append(ctx.Process(target=_local_worker, name=f"myutils-dask-worker-{n}", daemon=True,
+                                     args=(receive, module, scratch, config, dict(os.environ))))
+            pipes.append(send)
+        failed: list[BaseException] = []
+        starter = threading.Thread(target=_start_all, args=(procs, failed), name="myutils-dask-start", daemon=True)
+        starter.start()
         try:
-            for n in range(workers):
-                receive, send = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_local_worker, name=f"myutils-dask-worker-{n}", daemon=True,
-                                   args=(receive, getattr(func, "__module__", None), scratch,
-                                         {**_QUIET_WORKERS, "temporary-directory": scratch}))
-                proc.start()
-                receive.close()
-                procs.append(proc)
-                pipes.append(send)
             client_class = _dask_client_class()
             import dask
             from distributed import LocalCluster
@@ -166,14 +168,20 @@ def _run_local_cluster(func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
             with dask.config.set({"temporary-directory": scratch}), \
                     LocalCluster(n_workers=0, host="127.0.0.1", dashboard_address=":0", silence_logs=40,
                                  local_directory=scratch) as cluster:
+                starter.join()
+                if failed:
+                    raise failed[0]
                 for send in pipes:
                     send.send(cluster.scheduler_address)
                 with client_class(cluster, set_as_default=False) as client:
                     return _gather(client, func, calls, procs)
         finally:
+            starter.join()
             for send in pipes:
                 send.close()  # a worker still waiting for the address gives up
             for proc in procs:
+                if proc.pid is None:
+                    continue
                 # the scheduler's close told every registered worker to stop; one that
                 # never registered (the call failed early) or hangs is ended
                 proc.join(timeout=3)
@@ -182,7 +190,17 @@ def _run_local_cluster(func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
                     proc.join(timeout=5)
 
 
-def _local_worker(receive: Any, module: str | None, scratch: str, config: dict[str, Any]) -> None:
+def _start_all(procs: Sequence[Any], failed: list[BaseException]) -> None:
+    """Start the worker processes (each start waits for the fork server); a failure is kept for the caller."""
+    try:
+        for proc in procs:
+            proc.start()
+    except BaseException as exc:  # re-raised on the calling thread
+        failed.append(exc)
+
+
+def _local_worker(receive: Any, module: str | None, scratch: str, config: dict[str, Any],
+                  environ: dict[str, str]) -> None:
     """One worker process of the local cluster: import, wait for the scheduler's address, serve."""
     import asyncio
     import logging
@@ -190,6 +208,9 @@ def _local_worker(receive: Any, module: str | None, scratch: str, config: dict[s
     import dask
     from distributed import Worker
 
+    # the fork server's environment is the one of its first start: the caller's of now wins
+    os.environ.clear()
+    os.environ.update(environ)
     if module:
         try:  # the tasks' module is imported now, while the scheduler starts, not in the first task
             importlib.import_module(module)
