@@ -2,7 +2,8 @@
 
     python bench/bench_kineto.py [--quick] [--samples N] [--json OUT] [--skip-big] [--big PATH]
 
-Every sample runs in its own interpreter so its peak RSS (ru_maxrss) is that of one parse
+Every sample runs in its own interpreter so its peak RSS (VmHWM; ru_maxrss would carry the bench
+process's own peak across exec) is that of one parse
 (imports included, for both tools); the two tools alternate, round by round, on each input.
 Inputs: the 54 MB / 216k-event real trace (fixture registry), and a generated ~430 MB /
 2.16M-event trace (make_big_trace.py, cached under bench/out/ and remade when stale).
@@ -38,23 +39,23 @@ from _report import (
 from _temp import bench_tempdir
 
 OURS = """
-import json, resource, sys, time
+import json, sys, time
 t = time.perf_counter()
 from my_utils.profiling.providers.kineto import parse_trace_file
 events = parse_trace_file(sys.argv[1])
-print(json.dumps({"s": time.perf_counter() - t, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+print(json.dumps({"s": time.perf_counter() - t, "rss_mb": [int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:")][0] / 1024,
                   "events": len(events)}))
 """
 
 HTA = """
-import json, logging, resource, sys, time, warnings
+import json, logging, sys, time, warnings
 warnings.simplefilter("ignore")
 logging.disable(logging.WARNING)
 t = time.perf_counter()
 from hta.trace_analysis import TraceAnalysis
 analysis = TraceAnalysis(trace_dir=sys.argv[1])
 n = sum(len(tr) for tr in analysis.t.traces.values())
-print(json.dumps({"s": time.perf_counter() - t, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+print(json.dumps({"s": time.perf_counter() - t, "rss_mb": [int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:")][0] / 1024,
                   "events": n}))
 """
 

@@ -8,7 +8,7 @@
   protocol-4 pickle entry by entry so the generator itself stays small. Each sample runs in
   its own interpreter, interleaved: the anchor loads the file with ``pickle.load``; ours runs
   what ``myutils memory summarize`` runs (checked load, replay, stacks, regions, trend,
-  rendering). Figures: wall time and the child's peak RSS (``ru_maxrss``). Goals (ours, issue
+  rendering). Figures: wall time and the child's peak RSS (``VmHWM``). Goals (ours, issue
   11 names no number): at most 2x the time and 1.25x the peak memory of ``pickle.load``, since
   a summary must at least load the pickle.
 * **Monitor.** A child interpreter runs ``GPU_Performance_Tracker`` at ``interval=0.1`` with
@@ -44,22 +44,22 @@ from _temp import bench_tempdir
 
 FRAMES = 8
 LOAD = """
-import json, pickle, resource, sys, time
+import json, pickle, sys, time
 t = time.perf_counter()
 with open(sys.argv[1], "rb") as f:
     data = pickle.load(f)
 n = len(data["device_traces"][0])
-print(json.dumps({"s": time.perf_counter() - t, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+print(json.dumps({"s": time.perf_counter() - t, "rss_mb": [int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:")][0] / 1024,
                   "n": n}))
 """
 SUMMARIZE = """
-import json, resource, sys, time
+import json, sys, time
 t = time.perf_counter()
 from my_utils.memory.snapshot_io import load_snapshot
 from my_utils.memory.snapshot_summary import summarize_snapshot
 from my_utils.memory.summary_render import render_summary
 text = render_summary(summarize_snapshot(load_snapshot(sys.argv[1])), sys.argv[1])
-print(json.dumps({"s": time.perf_counter() - t, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+print(json.dumps({"s": time.perf_counter() - t, "rss_mb": [int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:")][0] / 1024,
                   "lines": len(text.splitlines())}))
 """
 MONITOR = """
