@@ -136,3 +136,21 @@ def test_real_multi_rank_merge_loads_with_every_slice(perfetto: PerfettoUI, real
     assert slices >= x_in_file and steps == len(events)  # every slice of the file, every MyTimer region
     assert arrows == flows // 2  # every flow kept is drawn (the trimmed file keeps none)
     assert (flows == 0) == (overflow == "trim")
+
+
+def test_a_launch_of_several_kernels_draws_an_arrow_per_kernel(perfetto: PerfettoUI, real_fixtures: Any,
+                                                                tmp_path: Path) -> None:
+    """One flow start with an end per kernel (Kineto's multi-kernel launches) becomes arrows Perfetto draws."""
+    source = real_fixtures / "kineto/hta/mtia_inference_rank_0.json.gz"
+    write_events(tmp_path / "metrics_events.jsonl", [])
+    out = tmp_path / "merged.json"
+    res = CliRunner().invoke(app, ["trace", "--events", str(tmp_path / "metrics_events.jsonl"), "--torch-trace",
+                                   str(source), "--output", str(out), "--executor", "serial"])
+    assert res.exit_code == 0, res.output
+    merged = json.loads(out.read_bytes())
+    starts = sum(e.get("ph") == "s" for e in merged["traceEvents"])
+    assert starts == sum(e.get("ph") == "f" for e in merged["traceEvents"]) > 0
+    with perfetto.open(out) as loaded:
+        assert loaded.import_errors() == []
+        arrows = loaded.query("select count(*) as n from flow")[0]["n"]
+    assert arrows == starts

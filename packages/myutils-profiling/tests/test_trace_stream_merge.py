@@ -265,3 +265,30 @@ def test_bad_options_exit_2_and_write_nothing(tmp_path: Path, args: list[str], m
     res = _run("trace", "--events", str(events), "--output", str(out), *args)
     assert res.exit_code == 2, res.output
     assert message in res.stderr and "Traceback" not in res.output and not out.exists()
+
+
+def test_a_launch_with_several_kernels_keeps_an_arrow_per_kernel(real_fixtures: Any, tmp_path: Path) -> None:
+    """Kineto writes one 's' and an 'f' per kernel when one launch runs several: every end keeps its arrow."""
+    source = real_fixtures / "kineto/hta/mtia_inference_rank_0.json.gz"  # 110 launches with 2+ ends
+    groups: dict[tuple[Any, Any], list[str]] = {}
+    for ev in _load(source)["traceEvents"]:
+        if ev.get("ph") in ("s", "t", "f") and "id" in ev:
+            groups.setdefault((ev.get("cat"), ev["id"]), []).append(ev["ph"])
+    drawable = [g for g in groups.values() if g.count("s") == 1 and g.count("f") >= 1 and "t" not in g]
+    arrows = sum(g.count("f") for g in drawable)
+    assert arrows > len(drawable), "the fixture has launches with several ends"
+    out = tmp_path / "merged.json"
+    write_events(tmp_path / "metrics_events.jsonl", [])  # the torch trace alone
+    res = _run("trace", "--events", str(tmp_path / "metrics_events.jsonl"), "--torch-trace", str(source),
+               "--output", str(out), "--executor", "serial")
+    assert res.exit_code == 0, res.output
+    doc = _load(out)
+    phases = Counter(e["ph"] for e in doc["traceEvents"] if e.get("ph") in ("s", "t", "f"))
+    assert phases["s"] == phases["f"] == arrows and phases["t"] == 0
+    starts = {e["id"]: e for e in doc["traceEvents"] if e.get("ph") == "s"}
+    ends = {e["id"]: e for e in doc["traceEvents"] if e.get("ph") == "f"}
+    assert set(starts) == set(ends) and all(isinstance(i, int) and i < 2**53 for i in starts)
+    assert all(starts[i]["ts"] <= ends[i]["ts"] for i in starts)
+    unpaired = sum(len(g) for g in groups.values() if g not in drawable)
+    assert doc["otherData"].get("unpaired_flow_events_dropped", 0) == unpaired
+    assert check_trace(doc) == []

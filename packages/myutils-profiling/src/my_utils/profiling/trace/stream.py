@@ -15,9 +15,11 @@ lanes (:func:`my_utils.profiling.trace.lanes.pack`) and writes them to its own s
 ``kind`` is ``m`` (a MyTimer region), ``t`` (a torch ``X`` slice), ``i`` (another torch event:
 instant, counter) or ``f`` (every ``s``/``t``/``f`` event of one flow of one file, as one
 record: a JSON list of ``[ns after the record's time, lane, JSON]``, so no output part ever
-holds half a flow). Real Kineto traces hold flows that cannot be drawn (an end whose start
-is outside the window, several ends for one start); they are left out and counted in
-``otherData.unpaired_flow_events_dropped``, so that the merged trace passes the checker. A task returns small metadata only (rank, host, lane names, first and
+holds half a flow). Kineto writes one start and an end per kernel when one launch runs several
+kernels: each end becomes its own arrow from a copy of the start, since viewers pair one start
+with one end. An end whose start is outside the window cannot be drawn: such events are left
+out and counted in ``otherData.unpaired_flow_events_dropped``, so that the merged trace passes
+the checker. A task returns small metadata only (rank, host, lane names, first and
 last time, event counts and byte/duration histograms, which ``--overflow trim`` uses).
 
 The main process then assigns pids (rank + 1) and tids (unique, above every pid, in the
@@ -91,12 +93,13 @@ def _thread_label(ev: dict[str, Any]) -> str:
     return f"{pid}/{tid}" if pid not in (None, "") or tid not in (None, "") else "process-wide"
 
 
-def flow_id(old: Any, unit: int) -> Any:
-    """A flow id unique to its file: ids of different files must not pair up."""
-    # viewers want integers where there were integers (and below 2**53)
-    if isinstance(old, int) and not isinstance(old, bool) and 0 <= old < 10**9:
-        return (unit + 1) * 10**9 + old
-    return f"f{unit}.{old}"
+def flow_id(unit: int, arrow: int) -> int:
+    """The id of a file's ``arrow``-th flow: unique in the merged trace, an integer below 2**53 for viewers.
+
+    Ids are renumbered, not kept: ids of different files must not pair up, and Kineto's own
+    ids can pass 10**9 (a counter per correlation kind), so no fixed offset would keep them apart.
+    """
+    return (unit + 1) * 10**9 + arrow
 
 
 class _Unit:
@@ -196,17 +199,29 @@ def torch_records(tt: Any, out: str, index: int) -> dict[str, Any]:
         for ns, ev in others.get(thread, []):
             unit.add(ns, first_lane[thread], "i", 0.0, dump(_strip(ev)))
     unpaired = 0
+    arrows_made = 0
     for group in flows.values():
-        phases = sorted(ev["ph"] for _n, _t, ev in group)
-        if phases.count("s") != 1 or phases.count("f") != 1:
-            # an arrow without its start or with several ends (Kineto writes both): viewers cannot draw it
+        phases = [ev["ph"] for _n, _t, ev in group]
+        n_s, n_f = phases.count("s"), phases.count("f")
+        if n_s != 1 or n_f == 0 or (n_f > 1 and "t" in phases):
+            # an arrow without its start (it began before the window) or without an end: nothing to draw
             unpaired += len(group)
             continue
-        start = min(ns for ns, _t, _e in group)
-        items = [(ns - start, first_lane[thread], dump(_strip(ev, flow_id(ev["id"], index))))
-                 for ns, thread, ev in group]
-        unit.add(start, -1, "f", 0.0, dump(items), events=len(items),
-                 size=sum(len(text.encode()) for _d, _l, text in items))
+        if n_f == 1:
+            arrows = [group]
+        else:
+            # one launch, several kernels (Kineto writes one 's' and an 'f' per kernel): viewers pair one
+            # start with one end, so each end gets its own arrow from a copy of the start
+            s_item = next(item for item in group if item[2]["ph"] == "s")
+            arrows = [[s_item, end] for end in sorted((item for item in group if item[2]["ph"] == "f"),
+                                                      key=lambda item: item[0])]
+        for items_of in arrows:
+            new_id = flow_id(index, arrows_made)
+            arrows_made += 1
+            start = min(ns for ns, _t, _e in items_of)
+            items = [(ns - start, first_lane[thread], dump(_strip(ev, new_id))) for ns, thread, ev in items_of]
+            unit.add(start, -1, "f", 0.0, dump(items), events=len(items),
+                     size=sum(len(text.encode()) for _d, _l, text in items))
     return unit.finish(out, kind="torch", rank=tt.rank, host=tt.host, path=str(tt.path), unpaired_flow_events=unpaired)
 
 
