@@ -142,9 +142,12 @@ def _run_local_cluster(func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
     # modules; a module that fails to import would take the server down, so any other is
     # imported by each worker. The preload applies to the first start of the server in this
     # process; the server then stays up, and later calls start their workers in ~0.1 s.
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["distributed", __name__] + ([module] if module and module.startswith("my_utils.")
-                                                           else []))
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx: Any = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["distributed", __name__]
+                                   + ([module] if module and module.startswith("my_utils.") else []))
+    else:  # Windows: each worker imports distributed itself
+        ctx = multiprocessing.get_context("spawn")
     # local_directory: the workers' scratch space goes with the call, never left in the cwd
     with tempfile.TemporaryDirectory(prefix="myutils-dask-") as scratch:
         config = {**_QUIET_WORKERS, "temporary-directory": scratch}
