@@ -44,7 +44,8 @@ from my_utils.core.events import MetricEvent, iter_event_rows, iter_events, writ
 BEFORE = "read: before (the loop of 4720e2d: json + from_dict)"
 NAMES = ["step_time", *[f"layer_{i}" for i in range(8)], "memory.allocated"]
 
-# the child measures itself: its own peak RSS, not the bench's
+# the child measures itself: its own peak RSS (VmHWM of its memory map), not the bench's —
+# Linux keeps ru_maxrss across execve, so that figure could never drop below the bench's own RSS
 _ANALYZE = """
 import json, resource, sys, time
 from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
@@ -52,7 +53,11 @@ t, c = time.perf_counter(), time.process_time()
 report = MetricsAnalyzer(sys.argv[1]).analyze()
 cpu, wall = time.process_time() - c, time.perf_counter() - t
 path = report.write(sys.argv[2])
-print(json.dumps({"cpu": cpu, "wall": wall, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+try:
+    rss = [int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:")][0] / 1024
+except (OSError, IndexError):
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"cpu": cpu, "wall": wall, "rss_mb": rss,
                   "report_mb": path.stat().st_size / 1e6, "steps_rows": len(report.tables["steps"])}))
 """
 
