@@ -97,7 +97,7 @@ def _worker_facts(n: int) -> dict[str, Any]:
     return {"n": n, "pid": os.getpid(), "nanny": worker.nanny,
             "profile": dask.config.get("distributed.worker.profile.enabled"),
             "gil_monitor": dask.config.get("distributed.admin.system-monitor.gil.enabled"),
-            "trim": os.environ.get("MALLOC_TRIM_THRESHOLD_"), "gc_callbacks": len(gc.callbacks),
+            "trim": os.environ.get("MALLOC_TRIM_THRESHOLD_"), "frozen": gc.get_freeze_count(),
             "host": worker.address, "scratch": worker.local_directory,
             "probe": os.environ.get("MYUTILS_DASK_PROBE")}
 
@@ -130,6 +130,7 @@ def test_local_cluster_workers_are_plain_quiet_processes(by_value: None, tmp_pat
         assert f["nanny"] is None and f["trim"] is None and f["profile"] is False and f["gil_monitor"] is False
         assert f["host"].startswith("tcp://127.0.0.1:")  # loopback only
         assert f["probe"] == str(tmp_path)  # the caller's environment of now
+        assert f["frozen"] > 10_000  # distributed's own objects are out of the collector's way
         # the scratch space lay outside the cwd and went with the call
         assert not Path(f["scratch"]).is_relative_to(tmp_path) and not Path(f["scratch"]).exists()
     # nothing is left in the cwd, and nothing written into this process's environment
