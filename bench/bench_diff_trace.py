@@ -1,16 +1,17 @@
 """Run diff of two Kineto traces vs HTA's TraceDiff (anchor), and the Dask path vs the process pool.
 
     python bench/bench_diff_trace.py [--quick] [--samples N] [--json OUT] [--fixtures DIR] [--skip-dask]
+                                     [--skip-diff] [--workers N] [--ranks N]
 
 1. Diff end to end: ``myutils-profile diff --base-trace control --target-trace test --output X.json``
    against ``TraceDiff.compare_traces`` on the same real pair (kineto/hta/trace_diff__{control,test}),
    both over every iteration of the traces, each sample in a fresh interpreter (imports, parse,
    compare and, for us, writing the JSON). Goal (issue 10): ours >= 4x faster, i.e. <= 0.25x HTA.
-2. Dask: 8 rank files (links to the control trace) parsed by ``run_many`` with
+2. Dask: 8 rank files (``--ranks``; links to the control trace) parsed by ``run_many`` with
    ``executor="dask"`` (a local cluster started for the call) and with ``"process"`` (a spawn
    pool), same worker count, fresh interpreter each. Goal (issue 10): Dask within 15 % of the pool.
    Also printed: the CPU seconds of all the processes of a sample, which is what the wall time
-   follows when other work holds the cores (start-up costs CPU, the tasks cost the same on both).
+   follows when other work holds the cores: start-up is what Dask adds.
 The tools alternate round by round, so paired ratios come from the same stretch of time.
 """
 
@@ -128,6 +129,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--skip-dask", action="store_true", help="only the diff comparison")
     parser.add_argument("--skip-diff", action="store_true", help="only Dask vs the process pool")
     parser.add_argument("--workers", type=int, default=2, help="worker processes for Dask and the pool")
+    parser.add_argument("--ranks", type=int, default=8, help="rank files for Dask and the pool (issue 10: 8)")
     args = parser.parse_args(argv)
     require("my_utils.profiling", "bench_diff_trace")
     report = Report("bench_diff_trace", "trace diff vs HTA TraceDiff; Dask vs process pool", quick=args.quick)
@@ -167,7 +169,7 @@ def main(argv: list[str]) -> int:
             else:
                 ranks = tmp / "ranks"
                 ranks.mkdir()
-                for r in range(2 if args.quick else 8):
+                for r in range(2 if args.quick else args.ranks):
                     (ranks / f"rank_{r}.json.gz").symlink_to(control.resolve())
                 par = {mode: _runner(PARALLEL, [str(ranks), mode, str(args.workers)], tmp, 900)
                        for mode in ("dask", "process")}

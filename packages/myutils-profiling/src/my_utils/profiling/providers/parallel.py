@@ -18,13 +18,13 @@ wake-up takes the GIL from the parser.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import importlib
 import multiprocessing
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from importlib.util import find_spec
@@ -178,14 +178,11 @@ def _run_local_cluster(func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
                     raise failed[0]
                 for send in pipes:
                     send.send(cluster.scheduler_address)
-                with client_class(cluster, set_as_default=False) as client:
-                    try:
+                try:
+                    with client_class(cluster, set_as_default=False) as client:
                         return _gather(client, func, calls, procs)
-                    finally:
-                        # the workers close before the scheduler does: closing the scheduler
-                        # under them can catch a heartbeat in flight and print its traceback
-                        with contextlib.suppress(Exception):
-                            client.retire_workers(close_workers=True)
+                finally:
+                    _close_workers(cluster, procs)
         finally:
             starter.join()
             for send in pipes:
@@ -199,6 +196,26 @@ def _run_local_cluster(func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
                 if proc.is_alive():
                     proc.terminate()
                     proc.join(timeout=5)
+
+
+def _close_workers(cluster: Any, procs: Sequence[Any]) -> None:
+    """Stop the workers while the scheduler still runs, the client (and its results' keys) gone.
+
+    Closing the scheduler under running workers can catch a heartbeat in flight, which a
+    worker reports with a traceback on stderr; retiring them instead copies the results
+    still held from one worker to the other.
+    """
+    scheduler = cluster.scheduler
+
+    def close_all() -> None:
+        for address in list(scheduler.workers):
+            scheduler.close_worker(address)
+
+    cluster.loop.add_callback(close_all)
+    deadline = time.monotonic() + 5
+    for proc in procs:
+        if proc.pid is not None:
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 def _start_all(procs: Sequence[Any], failed: list[BaseException]) -> None:
