@@ -5,15 +5,45 @@ returns a small list of aggregated events, so the work spreads over processes (d
 or over Dask (install the ``[dask]`` extra): ``executor="dask"`` joins the scheduler named
 by ``DASK_SCHEDULER_ADDRESS`` or else starts a local cluster for the call; an address
 (``tcp://host:8786``) or a ``distributed.Client`` joins that cluster. Errors keep their
-type and message.
+type and message. A local cluster listens on 127.0.0.1 only, on free ports, keeps its
+scratch space in a temporary folder, and leaves one thing behind: multiprocessing's fork
+server, which ends with this process and lets the next call's workers start in ~0.1 s.
+On a real cluster the findings below apply to its workers too: set
+``distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_`` to ``null`` in their Dask
+config, and the settings of ``_QUIET_WORKERS``.
 
-Where Dask's time went (8 rank files; bench/bench_diff_trace.py measures it): a list of
-``MetricEvent`` dataclasses pickles at ~22 µs an event (frozen slotted dataclasses are
-rebuilt attribute by attribute), so results that are event lists travel as plain tuples
-(:func:`_packed`; 12 ms instead of 52 ms for a 2,358-event rank), for the pool and Dask
-alike; a local cluster's workers import ``func``'s module before the tasks arrive; and the
-workers' event loops wake up far less often (see ``_QUIET_WORKERS``), because every
-wake-up takes the GIL from the parser.
+Where Dask's time went (8 rank files, links to one 54 MB-class real trace, 2 workers on a
+shared 2-core machine, a fresh interpreter per sample; bench/bench_diff_trace.py measures
+wall time and the CPU seconds of all processes, Dask and pool interleaved):
+
+* Results: a list of ``MetricEvent`` dataclasses pickles at ~22 µs an event (frozen slotted
+  dataclasses are rebuilt attribute by attribute), so event lists travel as plain tuples
+  (:func:`_packed`; 12 ms instead of 52 ms for a 2,358-event rank), for the pool and Dask alike.
+* The tasks themselves, timed inside the task (thread CPU): 1.0-1.4 s a parse in a worker
+  started by a nanny against 0.6-0.8 s in a pool worker. Two causes. Dask's nannies export
+  ``MALLOC_TRIM_THRESHOLD_=65536``, which also pins glibc's mmap threshold: every buffer
+  over 128 KiB of the streaming parser was mmap'ed and unmapped, 83,000 page faults and
+  +0.2 s of kernel time a parse (the 8-rank run's kernel time fell from 3.5 s to 0.5 s once
+  the workers inherited our environment instead). And the ~65,000 objects ``distributed``
+  imports are walked by every full collection: +0.09 s of gc a parse (0.39 s against 0.12 s over 3 parses); ``gc.freeze()`` once the worker runs
+  takes them out, so a parse now costs less CPU in a Dask worker than in a pool worker.
+  The gc diagnosis callback Dask installs costs nothing measurable (it acts on full
+  collections only).
+* The workers' event loops: each wake-up takes the GIL from the pure-Python task and, on a
+  loaded machine, waits for a core to give it back; with the profiler, the GIL monitor and
+  the tick at their defaults a task's wall time was 1.84 s against 1.2-1.4 s quiet
+  (``_QUIET_WORKERS``; same CPU, 600-800 against 100-180 involuntary context switches).
+* Start-up, the rest: ``import distributed`` costs 0.6-0.8 s of CPU in every process that
+  needs it. With nannies, each worker process was spawned and imported it after this
+  process had (3 imports in a row on the critical path; 2.7-3.6 s CPU for an idle cluster).
+  Now the workers are plain ``Worker`` processes forked by a fork server that imports
+  ``distributed`` once, started on a helper thread while this process imports it and starts
+  the scheduler: 0.1 s of CPU a worker before its first task instead of 0.8 s, and closing
+  takes 0.05 s instead of 0.2-0.75 s. What is left is this process's import and scheduler
+  (about 1 s of CPU) and the fork server's import (about 0.8 s): some 1.5 s of CPU more than
+  the pool, whose workers import only the parser. It is paid once per call, so it weighs
+  less the more ranks there are; on 8 ranks (6 s of parsing) it kept Dask above the 15 %
+  goal whenever the two cores were busy (see the bench's figures).
 """
 
 from __future__ import annotations
