@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from my_utils.core.errors import UsageError
+from my_utils.profiling.providers import parallel
 from my_utils.profiling.providers.kineto import TorchProfilerMetricsProvider, parse_trace_file
 from my_utils.profiling.providers.parallel import DASK_ENV, _packed, _unpack, run_many
 
@@ -67,6 +68,16 @@ def test_a_malformed_address_names_the_variable(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv(DASK_ENV, value)
     with pytest.raises(UsageError, match=rf"\${DASK_ENV}={value!r} is not understood"):
         run_many(len, [([1],), ([2],)], "dask")
+
+
+def test_no_calls_start_no_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("distributed")
+    monkeypatch.delenv(DASK_ENV, raising=False)
+    def no_workers(*args: Any) -> None:
+        raise AssertionError("a cluster was started for no calls")
+
+    monkeypatch.setattr(parallel, "_start_all", no_workers)
+    assert run_many(len, [], "dask") == []
 
 
 def test_an_unknown_executor_string_is_refused() -> None:

@@ -166,6 +166,8 @@ def _run_local_cluster(func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
     """
     if find_spec("distributed") is None:
         _dask_client_class()  # raises the UsageError that says how to install it
+    if not calls:
+        return []
     workers = max_workers or max(1, min(len(calls), os.cpu_count() or 1))
     module = getattr(func, "__module__", None)
     # forkserver, not fork: forking this process, which holds threads (dask's loop, torch),
@@ -220,8 +222,8 @@ def _run_local_cluster(func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
             for proc in procs:
                 if proc.pid is None:
                     continue
-                # the scheduler's close told every registered worker to stop; one that
-                # never registered (the call failed early) or hangs is ended
+                # _close_workers stopped every registered worker; one that never
+                # registered (the call failed early) or hangs is ended
                 proc.join(timeout=3)
                 if proc.is_alive():
                     proc.terminate()
