@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from my_utils.profiling.providers.parallel import DASK_ENV, _packed, _unpack, ru
 RANKS = ("kineto/hta/trace_filter__sampled_rank-0.json.gz", "kineto/hta/trace_filter__sampled_rank-1.json.gz")
 
 
-def _key(events: list[Any]) -> list[tuple[Any, ...]]:
+def _key(events: Sequence[Any]) -> list[tuple[Any, ...]]:
     return sorted((e.rank, e.name, e.step, e.value, e.ts, tuple(sorted(e.attrs.items()))) for e in events)
 
 
