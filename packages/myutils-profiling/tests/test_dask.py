@@ -110,7 +110,7 @@ def _worker_facts(n: int) -> dict[str, Any]:
             "gil_monitor": dask.config.get("distributed.admin.system-monitor.gil.enabled"),
             "trim": os.environ.get("MALLOC_TRIM_THRESHOLD_"), "frozen": gc.get_freeze_count(),
             "host": worker.address, "scratch": worker.local_directory,
-            "probe": os.environ.get("MYUTILS_DASK_PROBE")}
+            "probe": os.environ.get("MYUTILS_DASK_PROBE"), "config_probe": dask.config.get("myutils.probe", None)}
 
 
 def _fails_on(n: int) -> int:
@@ -132,6 +132,7 @@ def test_local_cluster_workers_are_plain_quiet_processes(by_value: None, tmp_pat
     monkeypatch.chdir(tmp_path)
     # set now, after an earlier test may have started the fork server: the workers still see it
     monkeypatch.setenv("MYUTILS_DASK_PROBE", str(tmp_path))
+    monkeypatch.setenv("DASK_MYUTILS__PROBE", str(tmp_path))
     environ = dict(os.environ)
     facts = run_many(_worker_facts, [(n,) for n in range(6)], "dask", max_workers=2)
     assert [f["n"] for f in facts] == list(range(6))  # results in call order
@@ -140,7 +141,7 @@ def test_local_cluster_workers_are_plain_quiet_processes(by_value: None, tmp_pat
         # no nanny; no malloc trimming (83,000 page faults a parse); the event loop stays quiet
         assert f["nanny"] is None and f["trim"] is None and f["profile"] is False and f["gil_monitor"] is False
         assert f["host"].startswith("tcp://127.0.0.1:")  # loopback only
-        assert f["probe"] == str(tmp_path)  # the caller's environment of now
+        assert f["probe"] == str(tmp_path) == f["config_probe"]  # the caller's environment of now
         assert f["frozen"] > 10_000  # distributed's own objects are out of the collector's way
         # the scratch space lay outside the cwd and went with the call
         assert not Path(f["scratch"]).is_relative_to(tmp_path) and not Path(f["scratch"]).exists()

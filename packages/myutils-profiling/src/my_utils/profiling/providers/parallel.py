@@ -271,9 +271,14 @@ def _local_worker(receive: Any, module: str | None, scratch: str, config: dict[s
     import dask
     from distributed import Worker
 
-    # the fork server's environment is the one of its first start: the caller's of now wins
+    # the fork server's environment is the one of its first start: the caller's of now wins,
+    # and Dask's config, read from DASK_* variables at import, is read again if they changed
+    stale = {k: v for k, v in environ.items() if k.startswith("DASK_")} != \
+        {k: v for k, v in os.environ.items() if k.startswith("DASK_")}
     os.environ.clear()
     os.environ.update(environ)
+    if stale:
+        dask.config.refresh()
     if module:
         try:  # the tasks' module is imported now, while the scheduler starts, not in the first task
             importlib.import_module(module)
