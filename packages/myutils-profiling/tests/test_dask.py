@@ -113,6 +113,15 @@ def _worker_facts(n: int) -> dict[str, Any]:
             "probe": os.environ.get("MYUTILS_DASK_PROBE"), "config_probe": dask.config.get("myutils.probe", None)}
 
 
+def _results_held(n: int) -> int:
+    import time
+
+    from distributed import get_worker
+
+    time.sleep(0.2)  # the client fetches the previous result meanwhile
+    return len(get_worker().data)
+
+
 def _fails_on(n: int) -> int:
     if n == 2:
         raise KeyError(f"rank {n} has no trace")
@@ -148,6 +157,15 @@ def test_local_cluster_workers_are_plain_quiet_processes(by_value: None, tmp_pat
     # nothing is left in the cwd, and nothing written into this process's environment
     assert list(tmp_path.iterdir()) == []
     assert dict(os.environ) == environ
+
+
+@pytest.mark.slow
+def test_a_worker_drops_each_result_once_fetched(by_value: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("distributed")
+    monkeypatch.delenv(DASK_ENV, raising=False)
+    held = run_many(_results_held, [(n,) for n in range(8)], "dask", max_workers=1)
+    # kept until the end, the 8th task would see 7 earlier results (walked by every gc run)
+    assert max(held) <= 2, held
 
 
 @pytest.mark.slow

@@ -309,18 +309,20 @@ def _local_worker(receive: Any, module: str | None, scratch: str, config: dict[s
 def _gather(client: Any, func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
             procs: Sequence[Any] = ()) -> list[T]:
     futures = [client.submit(_packed, func, *args, pure=False) for args in calls]
-    if not procs:
-        return [_unpack(r) for r in client.gather(futures)]
     results = []
     for future in futures:  # in call order: the first failing call is the one reported
-        done = threading.Event()
-        future.add_done_callback(lambda _, done=done: done.set())
-        while not done.wait(timeout=1):
-            # our own workers have no nanny to restart them: once all of them have exited,
-            # nothing will ever run the tasks, so say so instead of waiting forever
-            if not any(p.is_alive() for p in procs):
-                codes = sorted({p.exitcode for p in procs}, key=str)
-                raise UsageError(f"the local Dask workers exited (exit codes {codes}) before the tasks "
-                                 "finished; use executor='process', or a running cluster")
+        if procs:
+            done = threading.Event()
+            future.add_done_callback(lambda _, done=done: done.set())
+            while not done.wait(timeout=1):
+                # our own workers have no nanny to restart them: once all of them have exited,
+                # nothing will ever run the tasks, so say so instead of waiting forever
+                if not any(p.is_alive() for p in procs):
+                    codes = sorted({p.exitcode for p in procs}, key=str)
+                    raise UsageError(f"the local Dask workers exited (exit codes {codes}) before the "
+                                     "tasks finished; use executor='process', or a running cluster")
         results.append(_unpack(future.result()))
+        # the worker drops its copy now: results kept there until the end are walked by each
+        # of its garbage collections (24 ranks: 1.2 s more CPU, 6 % more time)
+        future.release()
     return results
