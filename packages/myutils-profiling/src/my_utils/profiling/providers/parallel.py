@@ -25,8 +25,9 @@ wall time and the CPU seconds of all processes, Dask and pool interleaved):
   over 128 KiB of the streaming parser was mmap'ed and unmapped, 83,000 page faults and
   +0.2 s of kernel time a parse (the 8-rank run's kernel time fell from 3.5 s to 0.5 s once
   the workers inherited our environment instead). And the ~65,000 objects ``distributed``
-  imports are walked by every full collection: +0.09 s of gc a parse (0.39 s against 0.12 s over 3 parses); ``gc.freeze()`` once the worker runs
-  takes them out, so a parse now costs less CPU in a Dask worker than in a pool worker.
+  imports are walked by every full collection: +0.09 s of gc a parse (0.39 s against 0.12 s
+  over 3 parses); ``gc.freeze()`` once the worker runs takes them out, so a parse now costs
+  less CPU in a Dask worker than in a pool worker.
   The gc diagnosis callback Dask installs costs nothing measurable (it acts on full
   collections only).
 * The workers' event loops: each wake-up takes the GIL from the pure-Python task and, on a
@@ -42,11 +43,17 @@ wall time and the CPU seconds of all processes, Dask and pool interleaved):
   takes 0.05 s instead of 0.2-0.75 s. What is left is this process's import and scheduler
   (about 1 s of CPU) and the fork server's import (about 0.8 s): some 1.5 s of CPU more than
   the pool, whose workers import only the parser, and ~0.5 s more before the first task
-  starts. Measured with ``--samples 5`` (medians of paired ratios): Dask was 2x the pool
-  before (58 s against 29.7 s at load 10-13), now 1.14x (load 2.5), 1.16x (load 1) and
-  1.24x (load 2.9) on 8 ranks, and 1.17x on 24 ranks (``--ranks 24 --samples 3``); its CPU
-  was 1.13-1.2x the pool's. So the 15 % goal is met on a quiet machine and missed by up to
-  ~8 % when other work holds the cores: the start-up, not the tasks, is what is left.
+  starts.
+* Results kept on the workers: a future's result stayed in its worker until the end of the
+  call, and every later garbage collection there walked it again; each result is now
+  released as soon as the client has it (24 ranks: 1.2 s less CPU, 6 % less time).
+
+Measured with ``--samples 5`` (medians of paired ratios, Dask/pool): 2x before (58 s against
+29.7 s at load 10-13); 1.14x (load 2.5), 1.16x (load 1) and 1.24x (load 2.9) on 8 ranks with
+all but the last change; with it, 1.13x on 8 ranks (load 1.2-1.6; CPU 1.09x) and 1.13x on
+24 ranks (``--ranks 24 --samples 3``, load 1.6-2; CPU 1.14x). The 15 % goal is met on a
+quiet machine, just; what is left is the start-up, which costs more when other work holds
+the cores.
 """
 
 from __future__ import annotations
