@@ -24,7 +24,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from _child import child_sample
+from _child import TREE_RSS_SAMPLER, child_sample
 from _fixtures import Unavailable, fetch, where
 from _report import Report, at_most_times, common_args, interleave, interpreter_label, require, versions_label
 from _temp import bench_tempdir
@@ -32,29 +32,9 @@ from _temp import bench_tempdir
 CONTROL = "kineto/hta/trace_diff__control.json.gz"
 TEST = "kineto/hta/trace_diff__test.json.gz"
 
-# peak memory of the whole process tree: our diff parses the two traces in pool workers, so
-# the main process's own peak would leave them out. A thread sums the RSS of this process
-# and its descendants every 20 ms (shared pages count twice: against us, never for us).
-TREE_PEAK = """
-import threading, psutil
-_peak = [0]
-def _sample():
-    me = psutil.Process()
-    while True:
-        total = 0
-        for p in [me] + me.children(recursive=True):
-            try:
-                total += p.memory_info().rss
-            except psutil.Error:
-                pass
-        _peak[0] = max(_peak[0], total)
-        time.sleep(0.02)
-threading.Thread(target=_sample, daemon=True).start()
-"""
-
 OURS = """
 import json, sys, time
-""" + TREE_PEAK + """t = time.perf_counter()
+""" + TREE_RSS_SAMPLER + """t = time.perf_counter()
 from typer.testing import CliRunner
 from my_utils.profiling.cli import app
 res = CliRunner().invoke(app, ["diff", "--base-trace", sys.argv[1], "--target-trace", sys.argv[2],
@@ -67,7 +47,7 @@ print(json.dumps({"s": time.perf_counter() - t, "rss_mb": max(_peak[0] / 2**20, 
 
 HTA = """
 import json, logging, sys, time, warnings
-""" + TREE_PEAK + """warnings.simplefilter("ignore")
+""" + TREE_RSS_SAMPLER + """warnings.simplefilter("ignore")
 logging.disable(logging.WARNING)
 t = time.perf_counter()
 from hta.trace_diff import TraceDiff

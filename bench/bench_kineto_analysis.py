@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import make_big_trace
-from _child import child_sample
+from _child import TREE_RSS_SAMPLER, child_sample
 from _fixtures import Unavailable, fetch, where
 from _report import (
     Report,
@@ -47,24 +47,8 @@ from _report import (
 )
 from _temp import bench_tempdir
 
-# the tree-RSS sampler shared by both child scripts: a thread sums the RSS of this process
-# and its descendants every 20 ms and keeps the peak
-SAMPLER = """
-import json, sys, threading, time, psutil
-_peak = [0]
-_stop = threading.Event()
-def _sample():
-    me = psutil.Process()
-    while not _stop.is_set():
-        total = 0
-        for p in [me] + me.children(recursive=True):
-            try:
-                total += p.memory_info().rss
-            except psutil.Error:
-                pass
-        _peak[0] = max(_peak[0], total)
-        _stop.wait(0.02)
-threading.Thread(target=_sample, daemon=True).start()
+# both child scripts: the tree-RSS sampler of _child, and the last line they print
+SAMPLER = TREE_RSS_SAMPLER + """
 def _done(t0, figures):
     _stop.set()
     print(json.dumps({"s": time.perf_counter() - t0, "rss_mb": _peak[0] / 2**20, "figures": figures}))

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _child import child_sample
+from _child import TREE_RSS_SAMPLER, child_sample
 from _fixtures import Unavailable, fetch, where
 from _report import Report, at_most, common_args, interleave, interpreter_label, require, versions_label
 from _temp import bench_tempdir
@@ -39,24 +39,7 @@ SOURCE = "kineto/hta/nccl_parser_config__nccl_data.json.gz"
 QUICK_SOURCE = "kineto/hta/trace_filter__sampled_rank-0.json.gz"
 REGIONS = 2000
 
-SAMPLER = """
-import json, sys, threading, time, psutil
-_peak = [0, 0]  # process tree, this process
-_stop = threading.Event()
-def _sample():
-    me = psutil.Process()
-    while not _stop.is_set():
-        own = me.memory_info().rss
-        total = own
-        for p in me.children(recursive=True):
-            try:
-                total += p.memory_info().rss
-            except psutil.Error:
-                pass
-        _peak[0] = max(_peak[0], total)
-        _peak[1] = max(_peak[1], own)
-        _stop.wait(0.02)
-threading.Thread(target=_sample, daemon=True).start()
+SAMPLER = TREE_RSS_SAMPLER + """
 def _done(t0, out):
     _stop.set()
     size = sum(p.stat().st_size for p in out.parent.glob(out.name.split(".")[0] + "*"))
