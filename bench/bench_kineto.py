@@ -192,8 +192,6 @@ def main(argv: list[str]) -> int:
                 label = f"generated {big.stat().st_size / 1e6:.0f} MB"
                 _measure(report, Input(label, big, 10.0, 300, 38.0, 2500), big_rounds, have_hta, tmp, args.quick)
     report.note("time includes interpreter start and imports (both tools); RSS is each child's peak")
-    if args.quick:
-        report.note("quick inputs are small: start-up and imports dominate both tools; quote the full run")
     report.finish(args.json)
     return 0
 

@@ -241,8 +241,6 @@ def main(argv: list[str]) -> int:
     report.note("time includes interpreter start, imports and parsing (both tools); memory is the summed RSS "
                 "of each run's process tree (workers included), polled every 20 ms")
     report.note("my_utils spreads ranks over local processes (one per CPU); HTA parses ranks with its own pool")
-    if args.quick:
-        report.note("quick inputs are small: start-up and imports dominate; quote the full run")
     report.finish(args.json)
     return 0
 

@@ -184,8 +184,6 @@ def main(argv: list[str]) -> int:
                            [s["main_mb"] / low_anchor for s in good[f"{high} ranks: in-memory"]], "x",
                            note="anchor: grows with the rank count")
     report.note("time includes interpreter start and imports; the stream runs 2 worker processes")
-    if args.quick:
-        report.note("quick inputs are small: start-up and imports dominate; quote the full run")
     report.finish(args.json)
     return 0
 

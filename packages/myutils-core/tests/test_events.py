@@ -193,17 +193,6 @@ from my_utils.core import events as events_module  # noqa: E402
 from my_utils.core.events import iter_event_rows, trusted_event  # noqa: E402
 
 
-@pytest.fixture(params=["orjson", "stdlib"])
-def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run a test with orjson (when installed) and with the stdlib fallback core must work with."""
-    if request.param == "orjson":
-        pytest.importorskip("orjson", reason="orjson is an optional speed-up; the stdlib run covers the rest")
-    else:
-        monkeypatch.setattr(events_module, "_orjson", None)
-        monkeypatch.setattr(events_module, "_loads", json.loads)
-    return str(request.param)
-
-
 def _written(path: Path, evs: list[MetricEvent], monkeypatch: pytest.MonkeyPatch, fast: bool) -> list[str]:
     """The lines ``write_events`` writes with orjson (``fast``) or with the stdlib alone."""
     with monkeypatch.context() as m:

@@ -50,16 +50,6 @@ def _line(draw: st.DrawFn) -> dict[str, Any]:
     return row
 
 
-@pytest.fixture(params=["orjson", "stdlib"])
-def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "orjson":
-        pytest.importorskip("orjson", reason="orjson is an optional speed-up; the stdlib run covers the rest")
-    else:
-        monkeypatch.setattr(events_module, "_orjson", None)
-        monkeypatch.setattr(events_module, "_loads", json.loads)
-    return str(request.param)
-
-
 def _expected(line: str, where: str, lineno: int) -> MetricEvent | str:
     """What the checked reader gives for one line: the event, or the InputError's message."""
     try:

@@ -83,6 +83,11 @@ def format_us(ns: int) -> str:
     return f"{sign}{ns // 1000}.{ns % 1000:03d}"
 
 
+def utf8_len(text: str) -> int:
+    """Bytes of ``text`` in UTF-8, without encoding it when it is ASCII (most event texts are)."""
+    return len(text) if text.isascii() else len(text.encode())
+
+
 def bucket(dur_us: float) -> int:
     """Index into :data:`THRESHOLDS_US` of the largest threshold ``<= dur_us`` (0 for negative)."""
     return max(bisect_right(THRESHOLDS_US, dur_us) - 1, 0)
@@ -110,14 +115,19 @@ class _Unit:
         self.records: list[tuple[int, int, str, float, str]] = []  # ns, lane, kind, dur_us, text
         self.hist = [[0, 0] for _ in THRESHOLDS_US]  # per duration bucket: torch events, text bytes
         self.counts = {"m": [0, 0], "f": [0, 0]}  # events, text bytes
+        self.max_ns: int | None = None  # the latest event time (a flow's last event, not its record's time)
 
     def lane(self, label: str, j: int) -> int:
         self.lanes.append((label, j))
         return len(self.lanes) - 1
 
-    def add(self, ns: int, lane: int, kind: str, dur: float, text: str, events: int = 1, size: int = 0) -> None:
+    def add(self, ns: int, lane: int, kind: str, dur: float, text: str, events: int = 1, size: int = 0,
+            extent: int = 0) -> None:
+        """One record at ``ns``; ``extent``: ns from it to its last event (a flow's end)."""
         self.records.append((ns, lane, kind, dur, text))
-        size = size or len(text.encode())
+        if self.max_ns is None or ns + extent > self.max_ns:
+            self.max_ns = ns + extent
+        size = size or utf8_len(text)
         if kind in ("t", "i"):
             cell = self.hist[bucket(dur)]
             cell[0] += 1
@@ -130,15 +140,9 @@ class _Unit:
         self.records.sort(key=lambda r: r[0])  # stable: same-time records keep the lane order
         with open(out, "w", encoding="utf-8") as fh:
             fh.writelines(f"{ns}\t{lane}\t{kind}\t{dur!r}\t{text}\n" for ns, lane, kind, dur, text in self.records)
-        starts = [r[0] for r in self.records]
         return {**meta, "lanes": self.lanes, "records": len(self.records),
-                "min_ns": min(starts) if starts else None, "max_ns": self._max_ns() if starts else None,
+                "min_ns": self.records[0][0] if self.records else None, "max_ns": self.max_ns,
                 "hist": self.hist, "counts": self.counts}
-
-    def _max_ns(self) -> int:
-        last = self.records[-1][0]
-        flows = [r for r in self.records if r[2] == "f"]
-        return max([last] + [r[0] + max(d for d, _l, _t in json.loads(r[4])) for r in flows])
 
 
 def layout_regions(spill: str, out: str) -> dict[str, Any]:
@@ -221,7 +225,7 @@ def torch_records(tt: Any, out: str, index: int) -> dict[str, Any]:
             start = min(ns for ns, _t, _e in items_of)
             items = [(ns - start, first_lane[thread], dump(_strip(ev, new_id))) for ns, thread, ev in items_of]
             unit.add(start, -1, "f", 0.0, dump(items), events=len(items),
-                     size=sum(len(text.encode()) for _d, _l, text in items))
+                     size=sum(utf8_len(text) for _d, _l, text in items), extent=max(d for d, _l, _t in items))
     return unit.finish(out, kind="torch", rank=tt.rank, host=tt.host, path=str(tt.path), unpaired_flow_events=unpaired)
 
 

@@ -29,7 +29,7 @@ from typing import IO, Any
 from my_utils.core.atomic import atomic_write
 from my_utils.core.errors import UsageError
 from my_utils.profiling.trace.merge import MergedTrace
-from my_utils.profiling.trace.stream import THRESHOLDS_US, Plan, Sizes, bucket, dump
+from my_utils.profiling.trace.stream import THRESHOLDS_US, Plan, Sizes, bucket, dump, utf8_len
 
 _MB = 1 << 20
 _TAIL_RESERVE = 4096  # otherData grows by `part` or `trimmed` (and the trim warning) after the budget is set
@@ -94,7 +94,7 @@ def _in_memory(trace: MergedTrace) -> tuple[Records, Sizes]:
     hist = [[0, 0] for _ in THRESHOLDS_US]
     counts = {"m": [0, 0], "f": [0, 0]}
     for kind, dur, group_texts in texts:
-        size = sum(len(t.encode()) for t in group_texts)
+        size = sum(utf8_len(t) for t in group_texts)
         cell = hist[bucket(dur)] if kind in ("t", "i") else counts[kind]
         cell[0] += len(group_texts)
         cell[1] += size
