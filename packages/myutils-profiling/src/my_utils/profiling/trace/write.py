@@ -38,14 +38,8 @@ OVERFLOW_MODES = ("split", "trim")
 Records = Callable[[], Iterator[tuple[str, float, list[str]]]]
 
 
-def part_paths(output: Path, count: int) -> list[Path]:
-    """``T.json`` for one part; ``T.part1.json`` … ``T.partN.json`` (same suffixes) for several."""
-    if count == 1:
-        return [output]
-    return [_part_path(output, i) for i in range(1, count + 1)]
-
-
 def _part_path(output: Path, i: int) -> Path:
+    """``T.part<i>.json`` (or ``.json.gz``) beside ``T.json``."""
     name = output.name
     suffix = ".json.gz" if name.endswith(".json.gz") else ".json" if name.endswith(".json") else ""
     stem = name[: len(name) - len(suffix)] if suffix else name
