@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from my_utils.core.events import MetricEvent, iter_events, write_events
+from my_utils.core.events import MetricEvent, iter_events, read_events, write_events
 from my_utils.core.testing.trace_check import check_trace
 from my_utils.profiling.cli import app
 
@@ -292,3 +292,19 @@ def test_a_launch_with_several_kernels_keeps_an_arrow_per_kernel(real_fixtures: 
     unpaired = sum(len(g) for g in groups.values() if g not in drawable)
     assert doc["otherData"].get("unpaired_flow_events_dropped", 0) == unpaired
     assert check_trace(doc) == []
+
+
+def test_without_torch_trace_the_traces_the_events_name_beside_them_are_merged(real_fixtures: Any,
+                                                                                 tmp_path: Path) -> None:
+    events, traces = _ranks(tmp_path / "run", real_fixtures / FLAT, 1)
+    torch_rows = [MetricEvent(name="aten::mm", value=1.0, kind="duration", unit="ms", source="torch_profiler",
+                              rank=0, step=0, attrs={"file": f"/elsewhere/{name}"})
+                  for name in (traces[0].name, "not_here.json")]
+    found = [*read_events(events), *torch_rows]
+    write_events(events, found)
+    out = tmp_path / "merged.json"
+    res = _run("trace", "--events", str(events), "--output", str(out), "--executor", "serial")
+    assert res.exit_code == 0, res.output
+    doc = _load(out)
+    assert doc["otherData"]["ranks"][0]["torch_traces"] == [str(traces[0])]  # the one that exists, by name
+    assert _merged(doc) == _expected(events, traces)

@@ -55,7 +55,6 @@ def trace(
     """
     from my_utils.core.errors import InputError, UsageError
     from my_utils.core.progress import progress
-    from my_utils.profiling.trace.merge import events_with_traces
     from my_utils.profiling.trace.stream import planned
     from my_utils.profiling.trace.write import OVERFLOW_MODES, write_output
 
@@ -71,12 +70,13 @@ def trace(
     for t in torch_trace:
         if not t.is_file():
             raise InputError(str(t), None, "an existing torch.profiler trace (.json or .json.gz)")
-    traces_to_read = list(torch_trace) or (events_with_traces(source) if source is not None else [])
+    # without --torch-trace: the traces the events name, found beside them (in the same pass)
+    beside = source.parent if source is not None and not torch_trace else None
     with progress(3, "trace", enabled=not quiet) as bar:
         stream = _csv_events(csvs) if csvs else _jsonl_events(source)
-        with planned(stream, [str(p) for p in traces_to_read], reference_rank=reference_rank,
+        with planned(stream, [str(p) for p in torch_trace], reference_rank=reference_rank,
                      auto_align=auto_align_ranks, sources=[str(p) for p in ([source] if source else csvs)],
-                     executor=executor, max_workers=workers) as plan:
+                     executor=executor, max_workers=workers, traces_beside=beside) as plan:
             bar.advance()
             if not plan.events:
                 raise InputError(str(events), None, "MyTimer regions (source 'mytimer', kind 'duration') or a "

@@ -29,7 +29,7 @@ from my_utils.core.events import MetricEvent
 from my_utils.profiling.trace.stream import TRACE_SCHEMA_VERSION, planned
 from my_utils.profiling.trace.torch_trace import TorchTrace
 
-__all__ = ["TRACE_SCHEMA_VERSION", "MergedTrace", "events_with_traces", "merge_trace"]
+__all__ = ["TRACE_SCHEMA_VERSION", "MergedTrace", "merge_trace"]
 
 
 @dataclass
@@ -60,12 +60,3 @@ def merge_trace(events: Iterable[MetricEvent], torch_traces: Sequence[TorchTrace
                  executor=executor, max_workers=max_workers) as plan:
         out = [json.loads(text) for _kind, _dur, texts in plan.records() for text in texts]
         return MergedTrace(plan.metadata, out, plan.other, plan.warnings)
-
-
-def events_with_traces(events_path: Path) -> list[Path]:
-    """Torch traces named by the events' ``attrs.file`` that lie beside the events file."""
-    from my_utils.core.events import iter_events
-
-    names = {str(e.attrs.get("file")) for e in iter_events(events_path)
-             if e.source == "torch_profiler" and e.attrs.get("file")}
-    return sorted(p for n in names if (p := events_path.parent / Path(n).name).is_file())

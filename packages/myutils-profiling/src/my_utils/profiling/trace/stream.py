@@ -244,10 +244,13 @@ class _Rank:
     units: list[int] = field(default_factory=list)  # indexes into Plan.units
 
 
-def distribute(events: Iterable[MetricEvent], folder: Path) -> tuple[dict[int, _Rank], list[ClockSync]]:
-    """The one pass over the events: regions to per-rank spill files, clock records and step starts kept."""
+def distribute(events: Iterable[MetricEvent],
+               folder: Path) -> tuple[dict[int, _Rank], list[ClockSync], set[str]]:
+    """The one pass over the events: regions to per-rank spill files, clock records and step starts kept,
+    and the names of the torch traces the events came from (their ``attrs.file``)."""
     ranks: dict[int, _Rank] = {}
     syncs: list[ClockSync] = []
+    trace_names: set[str] = set()
     buffers: dict[int, list[str]] = defaultdict(list)
     pending = 0
 
@@ -272,6 +275,8 @@ def distribute(events: Iterable[MetricEvent], folder: Path) -> tuple[dict[int, _
                 rank_of(e.rank).host = rank_of(e.rank).host or str(e.attrs.get("host", "") or "")
             continue
         if e.source != "mytimer" or e.kind != "duration" or e.ts is None or e.name == "step_time":
+            if e.source == "torch_profiler" and e.attrs.get("file"):
+                trace_names.add(str(e.attrs["file"]))
             continue  # aggregates (one value per step) are not spans of a timeline
         key = NO_RANK if e.rank is None else e.rank
         r = rank_of(e.rank)
@@ -290,7 +295,7 @@ def distribute(events: Iterable[MetricEvent], folder: Path) -> tuple[dict[int, _
         if lane == "mytimer" and e.attrs.get("depth") == 0 and e.step is not None:
             r.step_starts[e.step] = min(r.step_starts.get(e.step, math.inf), e.ts)
     flush()
-    return ranks, syncs
+    return ranks, syncs, trace_names
 
 
 @dataclass
@@ -373,17 +378,23 @@ def _raise_open_file_limit(needed: int) -> None:
 @contextlib.contextmanager
 def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, reference_rank: int = 0,
             auto_align: bool = True, sources: Sequence[str] = (), executor: Any = None,
-            max_workers: int | None = None, generator: str = "my_utils.profiling.trace.merge_trace") -> Iterator[Plan]:
+            max_workers: int | None = None, generator: str = "my_utils.profiling.trace.merge_trace",
+            traces_beside: Path | None = None) -> Iterator[Plan]:
     """Lay the merge out in a temporary folder; the :class:`Plan` is valid inside the block.
 
     ``torch_traces`` are paths (read by the tasks) or already read ``TorchTrace`` objects (laid out
-    in this process). The folder and every spill file are removed when the block ends, however.
+    in this process). With ``traces_beside``, the torch traces the events name (``attrs.file``)
+    that lie in that folder are added, found in the same pass over the events. The folder and
+    every spill file are removed when the block ends, however.
     """
     from my_utils.profiling.providers.parallel import run_many
 
     folder = Path(tempfile.mkdtemp(prefix="myutils-trace-"))
     try:
-        ranks, syncs = distribute(events, folder)
+        ranks, syncs, trace_names = distribute(events, folder)
+        if traces_beside is not None:
+            torch_traces = [*torch_traces, *sorted(
+                p for n in trace_names if (p := traces_beside / Path(n).name).is_file())]
         region_keys = sorted(k for k, r in ranks.items() if r.regions is not None)
         calls: list[tuple[Any, ...]] = [(str(ranks[k].regions), str(folder / f"unit_{i}.tsv"))
                                         for i, k in enumerate(region_keys)]
