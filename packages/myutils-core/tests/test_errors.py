@@ -33,3 +33,31 @@ def test_one_line_keeps_plain_text_and_places() -> None:
 def test_provider_error_names_provider_input_and_cause() -> None:
     err = ProviderError("table_csv", "t.csv", KeyError("boom"))
     assert str(err) == "t.csv: metrics provider 'table_csv' failed: KeyError: 'boom'"
+
+
+def test_errors_cross_a_process_boundary_as_themselves() -> None:
+    """Raised in a pool or Dask worker, an error is pickled; before, InputError failed to unpickle
+    ("__init__() missing 2 required positional arguments") and the parent saw BrokenProcessPool."""
+    import pickle
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    class Unpicklable(Exception):
+        def __init__(self) -> None:
+            super().__init__("lock held")
+            self.lock = threading.Lock()
+
+    errors = [InputError(Path("t.json"), "byte 12", "a JSON value"), ConfigError("c.yaml", "key a", "a number"),
+              UsageError("stop() without start()"), ProviderError("kineto", "t.json", Unpicklable())]
+    for err in errors:
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is type(err) and str(back) == str(err)
+        assert back.__dict__.keys() == err.__dict__.keys()
+    assert isinstance(pickle.loads(pickle.dumps(errors[-1])).cause, RuntimeError)
+    with ProcessPoolExecutor(1) as pool, pytest.raises(InputError) as info:
+        pool.submit(_raise_input_error).result()
+    assert (info.value.where, info.value.place) == ("bad.csv", "line 4")
+
+
+def _raise_input_error() -> None:
+    raise InputError("bad.csv", "line 4", "8 columns")

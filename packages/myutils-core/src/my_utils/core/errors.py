@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 _BREAKS = re.compile(r"\s*[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+\s*")
 
@@ -25,11 +26,41 @@ def one_line(text: str) -> str:
     return _BREAKS.sub(" ", text).strip() if _BREAKS.search(text) else text
 
 
+def _rebuild(cls: type[MyUtilsError], args: tuple[Any, ...], state: dict[str, Any]) -> MyUtilsError:
+    """Unpickle a ``MyUtilsError`` without calling its ``__init__`` (whose signature varies)."""
+    exc = cls.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
+
+def _picklable(value: Any) -> Any:
+    """``value`` when pickle can carry it, else a ``RuntimeError`` with its type name and text."""
+    import pickle
+
+    try:
+        pickle.dumps(value)
+    except Exception:  # any failure of pickling: what crosses is the text
+        if isinstance(value, BaseException):
+            return RuntimeError(f"{type(value).__name__}: {value}")
+        return repr(value)
+    return value
+
+
 class MyUtilsError(Exception):
-    """Base class of every error my_utils raises on purpose; ``str()`` is always one line."""
+    """Base class of every error my_utils raises on purpose; ``str()`` is always one line.
+
+    Instances pickle with their attributes (``where``, ``place``, ...) whatever the
+    subclass's ``__init__`` takes, so an error raised in a process-pool or Dask worker
+    reaches the parent as itself, not as a ``BrokenProcessPool`` that names no file.
+    """
 
     def __str__(self) -> str:
         return one_line(super().__str__())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = {key: _picklable(value) for key, value in self.__dict__.items()}
+        return _rebuild, (type(self), self.args, state)
 
 
 class InputError(MyUtilsError, ValueError):
