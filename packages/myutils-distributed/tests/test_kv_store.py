@@ -1,4 +1,5 @@
-"""The etcd seam on a real etcd: keys come back as text, watches deliver puts, outages are StoreUnavailable."""
+"""The etcd seam: on a real etcd keys come back as text and watches deliver puts; without a server,
+calls are ``StoreUnavailable`` (no etcd binary needed for that: only the client, the ``[etcd]`` extra)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ import pytest
 
 from my_utils.distributed.kv_store import EtcdStore, StoreUnavailable, etcd_client_available, short_reason
 
-pytestmark = pytest.mark.etcd
-
 
 @pytest.fixture(scope="module")
 def etcd() -> Iterator[Any]:
@@ -22,6 +21,7 @@ def etcd() -> Iterator[Any]:
         yield server
 
 
+@pytest.mark.etcd
 def test_create_get_watch_delete(etcd: Any) -> None:
     a, b = EtcdStore(port=etcd.port), EtcdStore(port=etcd.port)
     assert a.create("/kv/x/1", "one") is True
@@ -42,9 +42,16 @@ def test_create_get_watch_delete(etcd: Any) -> None:
     a.close()
 
 
+def _needs_client() -> None:
+    ok, why = etcd_client_available()
+    if not ok:  # the one cause: the [etcd] extra is not installed (no server is needed)
+        pytest.skip(why)
+
+
 def test_no_server_is_store_unavailable() -> None:
     import socket
 
+    _needs_client()
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -55,8 +62,21 @@ def test_no_server_is_store_unavailable() -> None:
         store.watch_prefix("/x/")
 
 
-def test_client_is_available_here_and_reasons_are_short() -> None:
-    assert etcd_client_available() == (True, "")
+def test_client_availability_says_how_to_install() -> None:
+    import importlib.util
+    import subprocess
+    import sys
+
+    installed = importlib.util.find_spec("etcd3gw") is not None
+    assert etcd_client_available() == ((True, "") if installed else (False, etcd_client_available()[1]))
+    code = ("import sys; sys.modules['etcd3gw'] = None; "  # what an environment without the extra sees
+            "from my_utils.distributed.kv_store import etcd_client_available as a; ok, why = a(); print(ok, why)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("False etcd3gw is not installed") and "myutils-distributed[etcd]" in proc.stdout
+
+
+def test_reasons_are_short() -> None:
     long = ConnectionError("HTTPConnectionPool(host='127.0.0.1', port=1): Max retries exceeded with url: /v3/kv "
                            "(Caused by NewConnectionError(\"<urllib3.connection.HTTPConnection object>: Failed to "
                            "establish a new connection: [Errno 111] Connection refused\"))")
