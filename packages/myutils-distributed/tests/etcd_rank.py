@@ -1,9 +1,11 @@
 """One barrier rank in its own process (so a test can kill it): prints one JSON line per event.
 
     python etcd_rank.py --port P --name N --rank R --world W --rounds K [--timeout S] [--die-at G]
+                        [--ttl S] [--first-timeout S]
 
-Generation 0 waits up to 60 s whatever ``--timeout`` says: the ranks start at once, but a
-busy machine may take seconds to start an interpreter, and that is not what a test measures.
+Generation 0 waits up to ``--first-timeout`` (60 s) whatever ``--timeout`` says: the ranks start
+at once, but a busy machine may take seconds to start an interpreter, and that is not what a
+test measures (unless it sets ``--first-timeout``).
 
 ``--die-at G`` kills the process with SIGKILL just before it would arrive at generation G
 (a crashed rank: its lease is never revoked, it simply stops).
@@ -26,6 +28,7 @@ def main() -> None:
         ap.add_argument(name, type=int, default=30 if name == "--ttl" else None)
     ap.add_argument("--name", required=True)
     ap.add_argument("--timeout", type=float, default=30.0)
+    ap.add_argument("--first-timeout", type=float, default=60.0)
     ap.add_argument("--die-at", type=int, default=-1)
     a = ap.parse_args()
     barrier = EtcdBarrier(a.name, a.rank, a.world, port=a.port, ttl=a.ttl, timeout=a.timeout, poll_s=0.5)
@@ -35,14 +38,16 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         started = time.perf_counter()
         try:
-            done = barrier.wait(timeout=60.0 if generation == 0 else a.timeout)
+            done = barrier.wait(timeout=a.first_timeout if generation == 0 else a.timeout)
         except Exception as exc:
             print(json.dumps({"event": "error", "rank": a.rank, "type": type(exc).__name__, "message": str(exc),
-                              "missing": getattr(exc, "missing", None)}), flush=True)
+                              "missing": getattr(exc, "missing", None), "decided": getattr(exc, "decided", None),
+                              "ms": (time.perf_counter() - started) * 1e3}), flush=True)
             raise SystemExit(1) from None
         ms = (time.perf_counter() - started) * 1e3
         # the property under test: nobody leaves before everybody has arrived
-        here = len(barrier._store.get_prefix(f"{barrier.prefix}{done}/"))
+        where = f"{barrier.prefix}{done}/"
+        here = sum(1 for key in barrier._store.get_prefix(where) if key[len(where):].isdigit())
         print(json.dumps({"event": "left", "rank": a.rank, "generation": done, "ms": ms, "present": here}),
               flush=True)
     barrier.close()

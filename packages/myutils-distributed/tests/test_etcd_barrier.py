@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from my_utils.core.errors import UsageError
 from my_utils.distributed.etcd_barrier import BarrierTimeout, EtcdBarrier
@@ -69,7 +71,7 @@ def test_ranks_meet_generation_after_generation() -> None:
     assert _run_threads(3, body) == [[0, 1, 2, 3]] * 3
     # generations 0..2 were deleted by one rank each once the next was complete; 3 is the last
     keys = sorted(space.data)
-    assert keys == [f"/my_utils/barrier/train/3/{r}" for r in range(3)]
+    assert keys == [f"/my_utils/barrier/train/3/{r}" for r in range(3)] + ["/my_utils/barrier/train/3/outcome"]
 
 
 def test_timeout_lists_the_missing_ranks() -> None:
@@ -122,6 +124,54 @@ def test_same_rank_twice_is_refused() -> None:
     EtcdBarrier("t", 1, 2, store=InMemoryKeyValueStore(space))._arrive("/my_utils/barrier/t/0/", 1e18, 1)
     with pytest.raises(UsageError, match="rank 1 already arrived at generation 0 from another process"):
         EtcdBarrier("t", 1, 2, store=InMemoryKeyValueStore(space)).wait(timeout=1)
+
+
+def test_a_rank_whose_lease_expired_while_waiting_arrives_again() -> None:
+    space = InMemoryKeyValueStore.Space()
+    stores = [InMemoryKeyValueStore(space) for _ in range(2)]
+    first = EtcdBarrier("t", 0, 2, store=stores[0], poll_s=0.05, ttl=2)
+    result: list[Any] = []
+    waiter = threading.Thread(target=lambda: result.append(first.wait(timeout=10)))
+    waiter.start()
+    _until(lambda: "/my_utils/barrier/t/0/0" in space.data)
+    stores[0].expire_lease()  # a partition longer than the TTL: etcd dropped rank 0's arrival
+    assert "/my_utils/barrier/t/0/0" not in space.data
+    assert EtcdBarrier("t", 1, 2, store=stores[1], poll_s=0.05).wait(timeout=5) == 0
+    waiter.join(10)
+    assert result == [0]
+
+
+def _until(condition: Any, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
+@given(world=st.integers(2, 4), data=st.data())
+def test_every_rank_sees_the_same_outcome(world: int, data: st.DataObject) -> None:
+    """Arrivals around each other's deadlines: all ranks pass, or all fail naming the same missing ranks."""
+    ticks = st.integers(0, 8)  # 40 ms each: arrivals land before, at and after the others' deadlines
+    delays = [data.draw(ticks, label=f"delay of rank {r}") for r in range(world)]
+    timeouts = [data.draw(st.integers(1, 8), label=f"timeout of rank {r}") for r in range(world)]
+    absent = data.draw(st.sets(st.integers(0, world - 1), max_size=1), label="ranks that never come")
+    space = InMemoryKeyValueStore.Space()
+    barriers = {r: EtcdBarrier("p", r, world, store=InMemoryKeyValueStore(space), poll_s=0.02)
+                for r in range(world) if r not in absent}
+
+    def body(i: int) -> Any:
+        rank = sorted(barriers)[i]
+        time.sleep(delays[rank] * 0.04)
+        return barriers[rank].wait(timeout=timeouts[rank] * 0.04)
+
+    results = _run_threads(len(barriers), body)
+    if all(r == 0 for r in results):
+        assert not absent
+        return
+    assert all(isinstance(r, BarrierTimeout) and r.decided for r in results), results
+    assert len({(tuple(r.missing), tuple(r.arrived), str(r)) for r in results}) == 1, [str(r) for r in results]
+    assert set(absent) <= set(results[0].missing)
 
 
 @pytest.mark.parametrize(("name", "rank", "world"), [("a/b", 0, 2), ("", 0, 1), ("x", 2, 2), ("x", -1, 2)])
@@ -244,3 +294,78 @@ def _wait_arrived(port: int, prefix: str, count: int, timeout: float = 30) -> No
             time.sleep(0.05)
     finally:
         store.close()
+
+
+# -- partitions longer than the TTL, and one outcome for every rank -------------------------
+
+
+def _outcomes(results: list[tuple[int, list[dict[str, Any]]]]) -> list[tuple[Any, ...]]:
+    """What each rank saw, comparable across ranks: the generations it left, or the error's missing ranks."""
+    seen = []
+    for code, events in results:
+        left = tuple(e["generation"] for e in events if e["event"] == "left")
+        errors = [e for e in events if e["event"] == "error"]
+        seen.append((code, left, tuple(errors[-1]["missing"]) if errors else None))
+    return seen
+
+
+def _gone(port: int, key: str, timeout: float = 15) -> None:
+    """Wait until ``key`` no longer exists (its lease expired)."""
+    store = EtcdStore(port=port)
+    deadline = time.monotonic() + timeout
+    try:
+        while key in store.get_prefix(key):
+            assert time.monotonic() < deadline, f"{key} still exists after {timeout} s"
+            time.sleep(0.1)
+    finally:
+        store.close()
+
+
+@pytest.mark.etcd
+def test_etcd_paused_longer_than_the_ttl_does_not_split_the_ranks() -> None:
+    from my_utils.distributed.testing import EtcdServer
+
+    with EtcdServer() as server:
+        early = [_start_rank(server.port, "paused", r, 3, 2, ttl=2, first_timeout=20, timeout=20) for r in range(2)]
+        _wait_arrived(server.port, "/my_utils/barrier/paused/0/", 2)
+        with server.paused(4.0):  # twice the TTL: the leases of ranks 0 and 1 run out meanwhile
+            pass
+        late = _start_rank(server.port, "paused", 2, 3, 2, ttl=2, first_timeout=20, timeout=20)
+        results = _finish([*early, late])
+    assert _outcomes(results) == [(0, (0, 1), None)] * 3, results
+    for _, events in results:
+        assert all(e["present"] == 3 for e in events if e["event"] == "left"), events
+
+
+@pytest.mark.etcd
+def test_a_partitioned_rank_arrives_again_when_the_link_is_back() -> None:
+    from my_utils.distributed.testing import EtcdServer, TcpProxy
+
+    with EtcdServer() as server, TcpProxy(server.port) as proxy:
+        cut_off = _start_rank(proxy.port, "partition", 2, 3, 2, ttl=2, first_timeout=30, timeout=20)
+        _wait_arrived(server.port, "/my_utils/barrier/partition/0/", 1)
+        time.sleep(1.0)  # rank 2 has had the answer to its create: it is waiting, not arriving
+        proxy.cut()  # rank 2 loses etcd; its lease expires although it is alive and waiting
+        _gone(server.port, "/my_utils/barrier/partition/0/2")
+        others = [_start_rank(server.port, "partition", r, 3, 2, ttl=2, first_timeout=20, timeout=20)
+                  for r in range(2)]
+        _wait_arrived(server.port, "/my_utils/barrier/partition/0/", 2)
+        time.sleep(1.0)
+        assert proxy.refused > 0  # rank 2 kept trying while it was cut off
+        proxy.restore()
+        results = _finish([*others, cut_off])
+    assert _outcomes(results) == [(0, (0, 1), None)] * 3, results
+    for _, events in results:
+        assert all(e["present"] == 3 for e in events if e["event"] == "left"), events
+
+
+@pytest.mark.etcd
+def test_a_rank_arriving_after_the_others_gave_up_fails_with_them(etcd: Any) -> None:
+    prompt = [_start_rank(etcd.port, "late", r, 3, 1, first_timeout=3) for r in range(2)]
+    first = _finish(prompt)
+    late = _start_rank(etcd.port, "late", 2, 3, 1, first_timeout=30)
+    [(code, events)] = _finish([late])
+    assert _outcomes([*first, (code, events)]) == [(1, (), (2,))] * 3
+    messages = {events[-1]["message"] for _, events in [*first, (code, events)]}
+    assert len(messages) == 1, messages  # word for word the same on every rank
+    assert events[-1]["decided"] is True and events[-1]["ms"] < 10_000  # told at once, not after its own 30 s

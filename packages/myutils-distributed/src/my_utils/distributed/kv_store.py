@@ -53,14 +53,27 @@ class KeyValueStore(Protocol):
     def get_prefix(self, prefix: str) -> dict[str, str]:
         """Every key under ``prefix`` and its value."""
 
+    def read(self, key: str) -> tuple[str, int] | None:
+        """``key``'s value and modification revision, or None when it does not exist."""
+
+    def put_if_revision(self, key: str, value: str, revision: int,
+                        delete_ranges: tuple[tuple[str, str], ...] = ()) -> bool:
+        """In one transaction: if ``key``'s modification revision is ``revision`` (0: absent), put
+        ``value`` there without a lease (it outlives the rank) and delete every key in each
+        ``[start, end)`` of ``delete_ranges``; False, changing nothing, otherwise."""
+
     def watch_prefix(self, prefix: str) -> PrefixWatch:
         """Start watching ``prefix``; keys put after this returns are delivered."""
 
     def delete_prefix(self, prefix: str) -> None:
         """Delete every key under ``prefix``."""
 
-    def refresh_lease(self) -> None:
-        """Keep this rank's lease alive (called every TTL/3 by the barrier)."""
+    def refresh_lease(self) -> bool:
+        """Keep this rank's lease alive (called every TTL/3 by the barrier).
+
+        False when the server no longer knows the lease (it expired during an outage or a
+        partition, and the keys under it are gone): the next ``create`` takes a new lease,
+        and the caller re-creates what it still needs."""
 
     def close(self, revoke: bool = False) -> None:
         """Release the connection; ``revoke`` also deletes this rank's keys now."""
@@ -225,6 +238,23 @@ class EtcdStore:
         items = self._call(f"read {prefix}", self._client.get_prefix, prefix)
         return {_text(meta["key"]): _text(value) for value, meta in items}
 
+    def read(self, key: str) -> tuple[str, int] | None:
+        items = self._call(f"read {key}", self._client.get, key, metadata=True)
+        for value, meta in items:
+            return _text(value), int(meta.get("mod_revision", 0))
+        return None
+
+    def put_if_revision(self, key: str, value: str, revision: int,
+                        delete_ranges: tuple[tuple[str, str], ...] = ()) -> bool:
+        txn = {
+            "compare": [{"key": _b64(key), "result": "EQUAL", "target": "MOD", "mod_revision": revision}],
+            "success": [{"request_put": {"key": _b64(key), "value": _b64(value)}}]
+            + [{"request_delete_range": {"key": _b64(start), "range_end": _b64(end)}} for start, end in delete_ranges],
+            "failure": [],
+        }
+        result = self._call(f"decide {key}", self._client.transaction, txn)
+        return bool(result.get("succeeded", False))
+
     def watch_prefix(self, prefix: str) -> PrefixWatch:
         try:
             url = self._client.get_url("/watch")
@@ -236,10 +266,22 @@ class EtcdStore:
     def delete_prefix(self, prefix: str) -> None:
         self._call(f"delete {prefix}", self._client.delete_prefix, prefix)
 
-    def refresh_lease(self) -> None:
+    def refresh_lease(self) -> bool:
         lease = self._lease
-        if lease is not None:
-            self._call("lease refresh", lease.refresh)
+        if lease is None:
+            return True  # nothing created yet (or a new lease is due at the next create)
+        from etcd3gw import exceptions
+
+        try:
+            if int(self._call("lease refresh", lease.refresh)) > 0:
+                return True
+        except exceptions.Etcd3Exception as exc:
+            if "not found" not in f"{exc} {exc.detail_text}".lower():
+                raise
+        with self._lock:  # etcd answers TTL -1 (or 404): the lease expired and its keys are gone
+            if self._lease is lease:
+                self._lease = None
+        return False
 
     def close(self, revoke: bool = False) -> None:
         lease, self._lease = self._lease, None

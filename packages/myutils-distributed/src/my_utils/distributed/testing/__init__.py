@@ -1,4 +1,5 @@
-"""Test helpers users can import too: gloo ranks on loopback, a throw-away etcd server, an in-memory store."""
+"""Test helpers users can import too: gloo ranks on loopback, a throw-away etcd server, an in-memory store,
+a TCP proxy to cut one client off."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ _EXPORTS: dict[str, str] = {
     "listening_addresses": "my_utils.distributed.testing.gloo",
     "EtcdServer": "my_utils.distributed.testing.etcd_server",
     "InMemoryKeyValueStore": "my_utils.distributed.testing.memory_store",
+    "TcpProxy": "my_utils.distributed.testing.tcp_proxy",
     "write_synthetic_run": "my_utils.distributed.testing.synthetic",
 }
 
@@ -26,3 +28,4 @@ if TYPE_CHECKING:
     from my_utils.distributed.testing.gloo import run_gloo as run_gloo
     from my_utils.distributed.testing.memory_store import InMemoryKeyValueStore as InMemoryKeyValueStore
     from my_utils.distributed.testing.synthetic import write_synthetic_run as write_synthetic_run
+    from my_utils.distributed.testing.tcp_proxy import TcpProxy as TcpProxy

@@ -3,6 +3,7 @@
     with EtcdServer() as server:          # needs the `etcd` binary (Debian: etcd-server)
         EtcdBarrier("x", 0, 1, port=server.port).wait()
         server.restart()                  # same ports, same data: keys and leases survive
+        with server.paused(4.0): ...      # SIGSTOP: etcd answers nothing (a partition of every client)
 
 Readiness is the first successful write (polled every 50 ms); a server that exits early is
 reported with the tail of its log. ``stop()`` terminates (then kills) it; nothing waits unbounded.
@@ -10,11 +11,14 @@ reported with the tail of its log. ``stop()`` terminates (then kills) it; nothin
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -91,12 +95,35 @@ class EtcdServer:
         process, self.process = self.process, None
         if process is None:
             return
+        process.send_signal(signal.SIGCONT)  # a paused etcd cannot act on SIGTERM
         process.terminate()
         try:
             process.wait(10)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(10)
+
+    def pause(self) -> None:
+        """Freeze etcd (SIGSTOP): connections stay open, nothing is answered, leases keep ageing."""
+        if self.process is None:
+            raise UsageError("EtcdServer.pause(): the server is not running")
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Let a paused etcd run again (SIGCONT)."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGCONT)
+
+    @contextlib.contextmanager
+    def paused(self, seconds: float) -> Iterator[None]:
+        """Pause etcd, run the body, sleep what is left of ``seconds``, resume (also on error)."""
+        started = time.monotonic()
+        self.pause()
+        try:
+            yield
+            time.sleep(max(0.0, seconds - (time.monotonic() - started)))
+        finally:
+            self.resume()
 
     def restart(self, down_s: float = 0.0) -> None:
         """Stop, stay down ``down_s`` seconds, start again on the same ports with the same data."""

@@ -2,7 +2,9 @@
 
 Instances made with the same ``InMemoryKeyValueStore.Space()`` share keys; each instance is
 one rank's connection with its own "lease": ``expire_lease()`` drops that rank's keys as etcd
-would after a crash, ``set_unavailable(True)`` makes every call fail like a stopped server.
+would after a crash or a partition longer than the TTL (the next ``refresh_lease`` says so),
+``set_unavailable(True)`` makes every call fail like a stopped server. Keys put by
+``put_if_revision`` have no owner: no lease takes them away.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ __all__ = ["InMemoryKeyValueStore"]
 class _Space:
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.data: dict[str, tuple[str, int]] = {}  # key -> (value, owner instance id)
+        self.data: dict[str, tuple[str, int | None, int]] = {}  # key -> (value, owner id or None, mod revision)
+        self.revision = 0
         self.watchers: list[tuple[str, queue.Queue[str]]] = []
         self.unavailable = False
 
@@ -51,6 +54,7 @@ class InMemoryKeyValueStore:
     def __init__(self, space: _Space) -> None:
         self.space = space
         self.closed = False
+        self._lease_lost = False
 
     def _check(self) -> None:
         if self.space.unavailable:
@@ -68,7 +72,8 @@ class InMemoryKeyValueStore:
         with self.space.lock:
             if key in self.space.data:
                 return False
-            self.space.data[key] = (value, id(self))
+            self.space.revision += 1
+            self.space.data[key] = (value, id(self), self.space.revision)
             watchers = [q for prefix, q in self.space.watchers if key.startswith(prefix)]
         for q in watchers:
             q.put(key)
@@ -77,7 +82,30 @@ class InMemoryKeyValueStore:
     def get_prefix(self, prefix: str) -> dict[str, str]:
         self._check()
         with self.space.lock:
-            return {k: v for k, (v, _) in self.space.data.items() if k.startswith(prefix)}
+            return {k: v for k, (v, _, _) in self.space.data.items() if k.startswith(prefix)}
+
+    def read(self, key: str) -> tuple[str, int] | None:
+        self._check()
+        with self.space.lock:
+            item = self.space.data.get(key)
+        return None if item is None else (item[0], item[2])
+
+    def put_if_revision(self, key: str, value: str, revision: int,
+                        delete_ranges: tuple[tuple[str, str], ...] = ()) -> bool:
+        self._check()
+        with self.space.lock:
+            item = self.space.data.get(key)
+            if (item[2] if item is not None else 0) != revision:
+                return False
+            for start, end in delete_ranges:
+                for k in [k for k in self.space.data if start <= k < end]:
+                    del self.space.data[k]
+            self.space.revision += 1
+            self.space.data[key] = (value, None, self.space.revision)
+            watchers = [q for prefix, q in self.space.watchers if key.startswith(prefix)]
+        for q in watchers:
+            q.put(key)
+        return True
 
     def watch_prefix(self, prefix: str) -> _Watch:
         self._check()
@@ -89,14 +117,17 @@ class InMemoryKeyValueStore:
             for key in [k for k in self.space.data if k.startswith(prefix)]:
                 del self.space.data[key]
 
-    def refresh_lease(self) -> None:
+    def refresh_lease(self) -> bool:
         self._check()
+        lost, self._lease_lost = self._lease_lost, False
+        return not lost
 
     def expire_lease(self) -> None:
-        """Drop every key this instance created (a crashed rank's lease ran out)."""
+        """Drop every key this instance created (its lease ran out); the next refresh returns False."""
         with self.space.lock:
-            for key in [k for k, (_, owner) in self.space.data.items() if owner == id(self)]:
+            for key in [k for k, (_, owner, _) in self.space.data.items() if owner == id(self)]:
                 del self.space.data[key]
+        self._lease_lost = True
 
     def close(self, revoke: bool = False) -> None:
         self.closed = True
