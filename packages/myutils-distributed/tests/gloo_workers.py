@@ -100,6 +100,33 @@ def padding_cases(rank: int, world: int) -> list[dict[str, Any]]:
     return cases
 
 
+def bad_tensor_on_one_rank(rank: int, world: int) -> list[dict[str, Any]]:
+    """``all_gather_variable`` where one rank's tensor is wrong: every rank's error and how long it took."""
+    import torch
+
+    from my_utils.distributed.padding import all_gather_variable
+
+    cases = {
+        "9 dimensions on rank 1": torch.zeros([1] * 9) if rank == 1 else torch.zeros(2),
+        "sparse on rank 2": torch.zeros(3, 3).to_sparse() if rank == 2 else torch.zeros(3, 3),
+        "dtypes differ": torch.zeros(2, dtype=torch.int64 if rank == 2 else torch.float32),
+        "9 dimensions on ranks 0 and 2": torch.zeros([1] * 9) if rank != 1 else torch.zeros(1),
+    }
+    out = []
+    for name, tensor in cases.items():
+        started = time.monotonic()
+        try:
+            all_gather_variable(tensor)
+            error = None
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        out.append({"name": name, "error": error, "s": time.monotonic() - started})
+    # the group is still in step: a good gather after the refused ones
+    got = all_gather_variable(torch.full((rank + 1,), float(rank)))
+    out.append({"name": "after", "values": [t.tolist() for t in got]})
+    return out
+
+
 FOUR_RANK_SKEWS_NS = (0, 1_500_000, -700_000, 3_000_000)
 SECTIONS_MS = (("data", 5), ("forward", 20), ("backward", 20))
 

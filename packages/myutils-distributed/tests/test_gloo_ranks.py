@@ -115,8 +115,29 @@ def test_padding_gathers_unequal_tensors(pair: list[dict[str, Any]], four: dict[
     assert by_name["2-d, rows differ"]["values"] == [[float(r)] * 3 * r for r in range(world)]
     assert by_name["empty on rank 0"]["shapes"] == [[2 * r] for r in range(world)]
     assert by_name["all empty"]["shapes"] == [[0, 4]] * world
-    assert by_name["dtype mismatch"]["error"].startswith("UsageError: all_gather_variable: this rank's")
-    assert f"ranks {list(range(1, world))}" in cases[0][-1]["error"]
+    errors = {rank_cases[-1]["error"] for rank_cases in cases}
+    assert len(errors) == 1, errors  # the same message on every rank
+    assert by_name["dtype mismatch"]["error"] == (
+        "UsageError: all_gather_variable: the dtypes differ across ranks (torch.float32 on ranks [0]; "
+        f"torch.int64 on ranks {list(range(1, world))}; group order); convert every rank's tensor to one dtype first")
+
+
+def test_a_bad_tensor_on_one_rank_fails_every_rank_at_once() -> None:
+    # the ranks' process group times out after 60 s: a rank left waiting would show as a long case
+    results = run_gloo(f"{WORKERS}:bad_tensor_on_one_rank", 3, timeout=60)
+    expected = {
+        "9 dimensions on rank 1": "rank 1 has 9 dimensions (at most 8: reshape first)",
+        "sparse on rank 2": "rank 2 has a sparse or other non-strided tensor (call .to_dense() first)",
+        "dtypes differ": "the dtypes differ across ranks (torch.float32 on ranks [0, 1]; torch.int64 on ranks [2]",
+        "9 dimensions on ranks 0 and 2": "rank 0 has 9 dimensions (at most 8: reshape first); rank 2 has 9",
+    }
+    for index, (name, text) in enumerate(expected.items()):
+        per_rank = [r[index] for r in results]
+        assert all(case["name"] == name for case in per_rank)
+        assert len({case["error"] for case in per_rank}) == 1, per_rank  # word for word on every rank
+        assert per_rank[0]["error"].startswith("UsageError: all_gather_variable: ") and text in per_rank[0]["error"]
+        assert all(case["s"] < 20 for case in per_rank), per_rank
+    assert all(r[-1]["values"] == [[0.0], [1.0, 1.0], [2.0, 2.0, 2.0]] for r in results)
 
 
 def _stragglers(log_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
