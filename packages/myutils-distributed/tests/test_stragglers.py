@@ -164,3 +164,129 @@ def test_median_without_one_value(values: list[float], data: st.DataObject) -> N
     ordered = sorted(values)
     index = data.draw(st.integers(0, len(ordered) - 1))
     assert _median_without(ordered, index) == pytest.approx(statistics.median(ordered[:index] + ordered[index + 1:]))
+
+
+# -- untrusted input: FIFOs, numbers that overflow, bytes that are not UTF-8, names that are not text --------
+
+
+def _cli(log_dir: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``myutils stragglers`` as a real process (a hang fails the test at ``timeout``, it cannot block it)."""
+    return subprocess.run([sys.executable, "-m", "my_utils.core", "stragglers", str(log_dir), *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _refused(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-500:], proc.stderr[-2000:])
+    assert proc.stdout == "" and len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("error: "), proc.stderr
+    for needle in needles:
+        assert needle in proc.stderr, (needle, proc.stderr)
+    return proc.stderr
+
+
+@pytest.mark.parametrize("which", ["profile_rank_1.csv", "profile_rank_1.steplog"])
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path, which: str) -> None:
+    import os
+
+    write_synthetic_run(tmp_path, 2, 3)
+    fifo = tmp_path / which
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo)
+    _refused(_cli(tmp_path, timeout=30), str(fifo), "a regular file (this is a FIFO)")
+    with pytest.raises(InputError, match="this is a FIFO"):
+        analyze_stragglers(tmp_path)
+
+
+def _set_duration(path: Path, text: str, nth_end: int = 0) -> int:
+    """Put ``text`` in the duration_ms of the ``nth_end``-th END row of ``path``; return its line number."""
+    lines = path.read_text().splitlines(keepends=True)
+    ends = [i for i, line in enumerate(lines) if ",END," in line]
+    i = ends[nth_end]
+    fields = lines[i].split(",")
+    fields[6] = text
+    lines[i] = ",".join(fields)
+    path.write_text("".join(lines))
+    return i + 1
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999", "9" * 400, "-" + "9" * 400])
+def test_a_duration_that_is_not_finite_is_one_line(tmp_path: Path, value: str) -> None:
+    write_synthetic_run(tmp_path, 3, 4)
+    line = _set_duration(tmp_path / "profile_rank_1.csv", value, nth_end=4)
+    message = _refused(_cli(tmp_path, "--json"), f"profile_rank_1.csv:line {line}: a finite duration")
+    assert len(message) < 400 and "Traceback" not in message
+
+
+def test_an_end_minus_start_that_overflows_is_one_line(tmp_path: Path) -> None:
+    write_synthetic_run(tmp_path, 2, 2)
+    path = tmp_path / "profile_rank_1.csv"
+    lines = path.read_text().splitlines(keepends=True)
+    for i, stamp in ((1, "-1.7e308"), (2, "1.7e308")):  # START and END of 'data', step 0: both finite
+        fields = lines[i].split(",")
+        fields[0] = stamp
+        fields[6] = "0.0"  # no duration written: END minus START it is
+        lines[i] = ",".join(fields)
+    path.write_text("".join(lines))
+    _refused(_cli(tmp_path), "profile_rank_1.csv:line 3: a finite duration (END minus START) for 'data', got inf")
+
+
+def test_a_step_number_too_long_to_read_is_one_line(tmp_path: Path) -> None:
+    write_synthetic_run(tmp_path, 2, 2)
+    path = tmp_path / "profile_rank_0.csv"
+    lines = path.read_text().splitlines(keepends=True)
+    fields = lines[3].split(",")
+    fields[3] = "9" * 5000  # more digits than Python converts to int
+    lines[3] = ",".join(fields)
+    path.write_text("".join(lines))
+    _refused(_cli(tmp_path), "profile_rank_0.csv:line 4: expected an integer in column 'step'")
+
+
+def test_json_stays_strict_when_a_sum_overflows(tmp_path: Path) -> None:
+    write_synthetic_run(tmp_path, 3, 3)
+    for nth in (1, 4):  # 'forward' of steps 0 and 1: each finite, their sum is not
+        _set_duration(tmp_path / "profile_rank_2.csv", "1e308", nth_end=nth)
+    proc = _cli(tmp_path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout, parse_constant=lambda token: pytest.fail(f"bare {token} in the JSON"))
+    forward = next(s for s in doc["sections"] if s["section"] == "forward")
+    assert forward["max"] == {"rank": 2, "ms": None}  # overflowed: null, not Infinity
+    text = _cli(tmp_path).stdout
+    assert "inf (r2)" in text
+
+
+def test_a_file_with_bytes_that_are_not_utf8_is_read_with_them_escaped(tmp_path: Path) -> None:
+    # what older versions wrote for MyTimer regions named with os.fsdecode(b"layer_\xe9")
+    write_synthetic_run(tmp_path, 3, 5, slow=(1, "forward", 2.0))
+    expected = _independent_means(tmp_path)["forward"]
+    for path in tmp_path.glob("profile_rank_*.csv"):
+        path.write_bytes(path.read_bytes().replace(b"forward", b"layer_\xe9"))
+    proc = _cli(tmp_path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    layer = next(s for s in doc["sections"] if s["section"] == "layer_\\xe9")
+    assert layer["max"]["rank"] == 1 and layer["max"]["ms"] == pytest.approx(expected[1])
+    assert layer["min"]["ms"] == pytest.approx(min(expected.values())) and layer["steps"] == 5
+    assert doc["stragglers"] == [{"rank": 1, "section": "layer_\\xe9"}]
+    assert "persistent stragglers: rank 1 in layer_\\xe9" in _cli(tmp_path).stdout
+
+
+def test_a_bad_row_after_bytes_that_are_not_utf8_names_the_users_file(tmp_path: Path) -> None:
+    write_synthetic_run(tmp_path, 2, 3)
+    path = tmp_path / "profile_rank_0.csv"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[2] = lines[2].replace(b"data", b"d\xffta")
+    lines.insert(5, b"1.0,x,h,notastep,forward,END,1.0,\n")
+    path.write_bytes(b"".join(lines))
+    _refused(_cli(tmp_path), f"{path}:line 6: expected an integer in column 'step'")
+
+
+def test_names_cannot_break_the_text_table(tmp_path: Path) -> None:
+    evil = "fwd\x1b[2J\nrank 9 in everything\u2028x"
+    write_synthetic_run(tmp_path, 2, 3, sections=(("data", 2.0), (evil, 10.0)), slow=(0, evil, 3.0))
+    report = analyze_stragglers(tmp_path)
+    assert {s.section for s in report.sections} == {"data", evil}  # the data keeps the name as written
+    text = render_text(report)
+    assert "\x1b" not in text and "\u2028" not in text
+    assert "fwd\\x1b[2J\\nrank 9 in everything\\u2028x" in text
+    assert len(text.splitlines()) == 6  # title, clocks, header, 2 sections, verdict
+    doc = json.loads(_cli(tmp_path, "--json").stdout)
+    assert {s["section"] for s in doc["sections"]} == {"data", evil}

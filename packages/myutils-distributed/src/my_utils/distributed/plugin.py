@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 @hookimpl
 def myutils_cli(app: "typer.Typer") -> None:
     """Add ``myutils stragglers LOG_DIR`` (who is slow across ranks, from the profile CSVs)."""
-    import json
     from pathlib import Path
     from typing import Annotated
 
@@ -36,10 +35,12 @@ def myutils_cli(app: "typer.Typer") -> None:
             help="... and on average at least this many times the other ranks' median")] = 1.2,
     ) -> None:
         """Per section across ranks: min / median / max with their ranks, slowdown, persistent stragglers."""
+        from my_utils.core.safe_io import strict_json
         from my_utils.distributed.stragglers.analysis import analyze_stragglers
         from my_utils.distributed.stragglers.render import render_text
 
         report = analyze_stragglers(log_dir, persistent_fraction=persistent_fraction, min_slowdown=min_slowdown)
-        typer.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_text(report))
+        # strict: a time that overflowed is null, never a bare Infinity/NaN other tools refuse
+        typer.echo(strict_json(report.to_dict(), indent=2) if as_json else render_text(report))
 
     app.command("stragglers")(stragglers)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from my_utils.core.errors import InputError, UsageError
+from my_utils.core.safe_io import check_regular, utf8_text
 from my_utils.distributed.clock_record import ClockSyncRecord
 from my_utils.distributed.stragglers.model import RankClock, RankValue, SectionStats, StragglerReport
 from my_utils.distributed.stragglers.rank_stream import RankStep, iter_rank_steps
@@ -29,7 +30,11 @@ _RANK_FILE = re.compile(r"^profile_rank_(\d+)\.csv$")
 
 
 def find_rank_files(log_dir: str | Path) -> dict[int, Path]:
-    """``{rank: path}`` of the ``profile_rank_<rank>.csv`` files directly in ``log_dir``."""
+    """``{rank: path}`` of the ``profile_rank_<rank>.csv`` files directly in ``log_dir``.
+
+    Each must be a regular file: a FIFO, socket, device or folder of that name is an
+    ``InputError`` before anything is read (opening a FIFO would block forever).
+    """
     folder = Path(log_dir)
     if not folder.is_dir():
         raise InputError(folder, None, "a folder holding profile_rank_<rank>.csv files (it does not exist "
@@ -41,7 +46,10 @@ def find_rank_files(log_dir: str | Path) -> dict[int, Path]:
             files[int(match.group(1))] = path
     if not files:
         raise InputError(folder, None, "profile_rank_<rank>.csv files (GlobalLogger writes one per rank); found none")
-    return dict(sorted(files.items()))
+    ordered = dict(sorted(files.items()))
+    for path in ordered.values():
+        check_regular(path)
+    return ordered
 
 
 @dataclass
@@ -164,7 +172,8 @@ def analyze_stragglers(
         log_dir=str(log_dir),
         ranks=list(files),
         steps=steps,
-        sections=[s.stats(name, persistent_fraction, min_slowdown) for name, s in sections.items()],
+        # a name read from a file is text we print: never a lone surrogate that cannot be encoded
+        sections=[s.stats(utf8_text(name), persistent_fraction, min_slowdown) for name, s in sections.items()],
         clocks=[RankClock(rank, c.offset_s, c.uncertainty_s, c.reference_rank, c.applied)
                 for rank, records in clocks.items() for c in records[-1:]],
         persistent_fraction=persistent_fraction,
