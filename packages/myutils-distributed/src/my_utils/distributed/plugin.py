@@ -33,13 +33,19 @@ def myutils_cli(app: "typer.Typer") -> None:
             help="a straggler is slowest in at least this fraction of steps")] = 0.5,
         min_slowdown: Annotated[float, typer.Option(
             help="... and on average at least this many times the other ranks' median")] = 1.2,
+        executor: Annotated[str | None, typer.Option(
+            "--executor", help="'serial' (default: this process) or 'process' (parse the ranks in a process pool)")
+        ] = None,
+        workers: Annotated[int | None, typer.Option(
+            "--workers", min=1, help="processes for --executor process (default: one per CPU)")] = None,
     ) -> None:
         """Per section across ranks: min / median / max with their ranks, slowdown, persistent stragglers."""
         from my_utils.core.safe_io import strict_json
         from my_utils.distributed.stragglers.analysis import analyze_stragglers
         from my_utils.distributed.stragglers.render import render_text
 
-        report = analyze_stragglers(log_dir, persistent_fraction=persistent_fraction, min_slowdown=min_slowdown)
+        report = analyze_stragglers(log_dir, persistent_fraction=persistent_fraction, min_slowdown=min_slowdown,
+                                    executor=executor, max_workers=workers)
         # strict: a time that overflowed is null, never a bare Infinity/NaN other tools refuse
         typer.echo(strict_json(report.to_dict(), indent=2) if as_json else render_text(report))
 

@@ -14,6 +14,7 @@ import bisect
 import heapq
 import re
 import statistics
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,9 @@ from my_utils.core.errors import InputError, UsageError
 from my_utils.core.safe_io import check_regular, utf8_text
 from my_utils.distributed.clock_record import ClockSyncRecord
 from my_utils.distributed.stragglers.model import RankClock, RankValue, SectionStats, StragglerReport
+from my_utils.distributed.stragglers.open_files import open_file_budget
 from my_utils.distributed.stragglers.rank_stream import RankStep, iter_rank_steps
+from my_utils.distributed.stragglers.spool import EXECUTORS, read_spooled, spool_ranks
 
 __all__ = ["analyze_stragglers", "find_rank_files"]
 
@@ -145,19 +148,42 @@ def _merged(streams: dict[int, Iterator[RankStep]]) -> Iterator[tuple[int, dict[
 
 
 def analyze_stragglers(
-    log_dir: str | Path, *, persistent_fraction: float = 0.5, min_slowdown: float = 1.2
+    log_dir: str | Path, *, persistent_fraction: float = 0.5, min_slowdown: float = 1.2,
+    executor: str | None = None, max_workers: int | None = None,
 ) -> StragglerReport:
     """Read every ``profile_rank_<rank>.csv`` of ``log_dir`` and report, per section, who is slow.
 
     A section's straggler is the rank slowest in at least ``persistent_fraction`` of its steps
     whose time is on average at least ``min_slowdown`` times the median of the other ranks.
+
+    ``executor``: ``None`` or ``"serial"`` read in this process, streaming every rank file at
+    once when the open-file limit allows (its soft limit is raised toward the hard one when
+    needed) and else one rank at a time through temporary files; ``"process"`` parses the ranks
+    in a pool of ``max_workers`` processes (default: one per CPU) through temporary files.
+    The result is the same whichever path is taken.
     """
     if not 0 < persistent_fraction <= 1 or min_slowdown < 1:
         raise UsageError(f"analyze_stragglers(persistent_fraction={persistent_fraction}, min_slowdown={min_slowdown}):"
                          " expected 0 < persistent_fraction <= 1 and min_slowdown >= 1")
+    if executor not in (None, *EXECUTORS):
+        raise UsageError(f"analyze_stragglers(executor={executor!r}): expected None, {', '.join(map(repr, EXECUTORS))}"
+                         " (a Dask cluster would need the executors of myutils-profiling, which this "
+                         "distribution does not depend on)")
     files = find_rank_files(log_dir)
-    clocks: dict[int, list[ClockSyncRecord]] = {rank: [] for rank in files}
-    streams = {rank: iter_rank_steps(path, clocks[rank]) for rank, path in files.items()}
+    budget = open_file_budget(len(files))  # before any work: a run that cannot fit says so now
+    if budget.direct and executor != "process":
+        clocks: dict[int, list[ClockSyncRecord]] = {rank: [] for rank in files}
+        streams = {rank: iter_rank_steps(path, clocks[rank]) for rank, path in files.items()}
+        return _report(log_dir, files, streams, clocks, persistent_fraction, min_slowdown)
+    with tempfile.TemporaryDirectory(prefix="myutils-stragglers-") as scratch:
+        spooled, clocks = spool_ranks(files, Path(scratch), executor, budget.free, max_workers)
+        streams = {rank: read_spooled(path) for rank, path in spooled.items()}
+        return _report(log_dir, files, streams, clocks, persistent_fraction, min_slowdown)
+
+
+def _report(log_dir: str | Path, files: dict[int, Path], streams: dict[int, Iterator[RankStep]],
+            clocks: dict[int, list[ClockSyncRecord]], persistent_fraction: float,
+            min_slowdown: float) -> StragglerReport:
     sections: dict[str, _Section] = {}
     steps = 0
     for _, group in _merged(streams):

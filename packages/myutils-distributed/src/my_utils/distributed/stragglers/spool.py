@@ -1,0 +1,81 @@
+"""Ranks read one at a time into compact temporary files, then merged without holding them open.
+
+For runs with more ranks than open files (``open_files``) or with ``--executor process``:
+each rank's CSV is parsed once (``iter_rank_steps``, the same checks and messages) into a
+file of pickled chunks of ``CHUNK_STEPS`` steps, in this process or in a process pool; the
+merge then reads chunk by chunk, opening a rank's file, seeking to where it stopped and
+closing it again, so at most one spool file is open and memory holds one chunk per rank.
+The pickles are our own files in our own temporary folder, read back by this call only.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from my_utils.core.errors import UsageError
+from my_utils.distributed.clock_record import ClockSyncRecord
+from my_utils.distributed.stragglers.rank_stream import RankStep, iter_rank_steps
+
+__all__ = ["EXECUTORS", "read_spooled", "spool_rank", "spool_ranks"]
+
+CHUNK_STEPS = 32
+#: What ``--executor`` accepts here: in this process, or a local process pool.
+EXECUTORS = ("serial", "process")
+
+
+def spool_rank(path: str, out: str) -> list[ClockSyncRecord]:
+    """Parse the rank file ``path`` into ``out``; return its ``CLOCK_SYNC`` records (runs in a worker too)."""
+    clocks: list[ClockSyncRecord] = []
+    chunk: list[tuple[int, dict[str, list[float]]]] = []
+    with open(out, "wb") as fh:
+        for step in iter_rank_steps(Path(path), clocks):
+            chunk.append((step.step, step.sections))
+            if len(chunk) >= CHUNK_STEPS:
+                pickle.dump(chunk, fh, protocol=pickle.HIGHEST_PROTOCOL)
+                chunk = []
+        if chunk:
+            pickle.dump(chunk, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    return clocks
+
+
+def read_spooled(path: Path) -> Iterator[RankStep]:
+    """The steps ``spool_rank`` wrote, the file open only while a chunk is read."""
+    offset = 0
+    while True:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            try:
+                chunk = pickle.load(fh)
+            except EOFError:
+                return
+            offset = fh.tell()
+        for step, sections in chunk:
+            yield RankStep(step, sections)
+
+
+def spool_ranks(files: dict[int, Path], scratch: Path, executor: str | None, free_files: int,
+                max_workers: int | None = None) -> tuple[dict[int, Path], dict[int, list[ClockSyncRecord]]]:
+    """Spool every rank of ``files`` into ``scratch``: (rank -> spool file, rank -> its clock records)."""
+    if executor not in (None, *EXECUTORS):
+        raise UsageError(f"stragglers: executor {executor!r} is not understood here; use {' or '.join(EXECUTORS)}")
+    outs = {rank: scratch / f"rank_{rank}.spool" for rank in files}
+    calls: Sequence[tuple[int, str, str]] = [(rank, str(path), str(outs[rank])) for rank, path in files.items()]
+    # each worker costs this process a few descriptors (pipes, a sentinel)
+    workers = min(max_workers or os.cpu_count() or 1, len(calls), max(1, (free_files - 8) // 4))
+    if executor != "process" or workers <= 1:
+        return outs, {rank: spool_rank(path, out) for rank, path, out in calls}
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn: a forked copy of a process holding threads (torch, a logger) can deadlock
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {rank: pool.submit(spool_rank, path, out) for rank, path, out in calls}
+        try:
+            # in rank order: the first failing rank is the one reported (its InputError crosses intact)
+            return outs, {rank: future.result() for rank, future in futures.items()}
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)  # the other ranks' work is not needed any more
+            raise
