@@ -141,6 +141,24 @@ def test_a_rank_whose_lease_expired_while_waiting_arrives_again() -> None:
     assert result == [0]
 
 
+@pytest.mark.parametrize("first_run", ["passed", "failed"])
+def test_an_outcome_left_by_an_earlier_run_is_not_followed(first_run: str) -> None:
+    space = InMemoryKeyValueStore.Space()
+    ranks = 1 if first_run == "failed" else 2  # a failed first run: rank 1 never came
+    old = [EtcdBarrier("s", r, 2, store=InMemoryKeyValueStore(space), poll_s=0.02) for r in range(ranks)]
+    _run_threads(ranks, lambda r: old[r].wait(timeout=0.3))
+    for barrier in old:
+        barrier.close(revoke=True)  # the run ended: its arrivals are gone, its outcome stays
+    assert list(space.data) == ["/my_utils/barrier/s/0/outcome"]
+    new = [EtcdBarrier("s", r, 2, store=InMemoryKeyValueStore(space), poll_s=0.02) for r in range(2)]
+    with pytest.raises(BarrierTimeout, match=r"missing ranks \[1\]"):  # not the old verdict: it waits, alone
+        new[0].wait(timeout=0.3)
+    for barrier in new:
+        barrier.close(revoke=True)
+    again = [EtcdBarrier("s", r, 2, store=InMemoryKeyValueStore(space), poll_s=0.02) for r in range(2)]
+    assert _run_threads(2, lambda r: again[r].wait(timeout=5)) == [0, 0]  # nor the failure it just saw
+
+
 def _until(condition: Any, timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
     while not condition():

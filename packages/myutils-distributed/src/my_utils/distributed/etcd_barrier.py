@@ -257,13 +257,11 @@ class EtcdBarrier:
                 present[rank] = value
         if outcome_key not in items:
             return present, None, 0
-        found = self._store.read(outcome_key)
-        if found is None:
-            return present, None, 0
-        outcome = _Outcome.parse(*found)
+        outcome = _Outcome.parse(items[outcome_key], 0)
         if outcome is not None and self._of_this_run(outcome, present):
             return present, outcome, stale
-        return present, None, found[1]
+        found = self._store.read(outcome_key)  # an earlier run's: its revision, to replace it
+        return present, None, (found[1] if found is not None else 0)
 
     def _of_this_run(self, outcome: _Outcome, present: dict[int, str]) -> bool:
         """Whether ``outcome`` was written by this run (not left under the same name by an earlier one)."""
