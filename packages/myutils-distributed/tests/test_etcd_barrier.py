@@ -379,7 +379,7 @@ def test_a_partitioned_rank_arrives_again_when_the_link_is_back() -> None:
 
 @pytest.mark.etcd
 def test_a_rank_arriving_after_the_others_gave_up_fails_with_them(etcd: Any) -> None:
-    prompt = [_start_rank(etcd.port, "late", r, 3, 1, first_timeout=3) for r in range(2)]
+    prompt = [_start_rank(etcd.port, "late", r, 3, 1, first_timeout=8) for r in range(2)]  # 8 s: both surely arrive
     first = _finish(prompt)
     late = _start_rank(etcd.port, "late", 2, 3, 1, first_timeout=30)
     [(code, events)] = _finish([late])
