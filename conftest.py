@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import posixpath
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -104,6 +105,41 @@ def _check_distribution(name: str) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", f"import my_utils.{name} pulled in {out.stdout.strip()}"
+
+
+# pip's words for "the package index did not answer" (urllib3/requests errors it logs while retrying)
+_NO_INDEX = re.compile(r"NewConnectionError|Failed to establish a new connection|Name or service not known|"
+                       r"Temporary failure in name resolution|Network is unreachable|Connection refused|"
+                       r"ConnectTimeoutError|ReadTimeoutError|ProxyError|Max retries exceeded")
+_NOT_FOUND = re.compile(r"Could not find a version that satisfies the requirement (\S+)")
+
+
+def pip_index_unreachable(stderr: str) -> str | None:
+    """Why pip failed for want of a package index, or ``None`` when its failure is anything else.
+
+    A test that needs the index may skip on this reason only. "Could not find a version" alone is
+    no proof of it: pip says the same for a requirement no release satisfies (a wrongly declared
+    dependency), and a dependency conflict (ResolutionImpossible) is never the network. So: pip
+    must have logged a connection error, failed to find some requirement, and that requirement is
+    no my_utils distribution (those come from the repository or its wheels, never the index).
+    pip logs the connection error while it retries (5 times by default; ``--retries 0`` or ``-qq``
+    silence it, and then a failure is reported as one).
+    """
+    if "ResolutionImpossible" in stderr or "conflicting dependencies" in stderr:
+        return None
+    network = _NO_INDEX.search(stderr)
+    missing = _NOT_FOUND.findall(stderr)
+    if network is None or not missing:
+        return None
+    if any(re.match(r"myutils[-_.]", name, re.IGNORECASE) for name in missing):
+        return None
+    return f"no package index answered ({network[0]}), so pip could not get {', '.join(sorted(set(missing)))}"
+
+
+@pytest.fixture(scope="session")
+def index_unreachable():  # type: ignore[no-untyped-def]
+    """:func:`pip_index_unreachable`: the one reason a pip-driven test may skip."""
+    return pip_index_unreachable
 
 
 @pytest.fixture(scope="session")

@@ -287,16 +287,64 @@ def test_no_registry_file_is_committed(rf: ModuleType) -> None:
 
 
 @pytest.mark.slow
-def test_test_requirements_keep_the_torch_pin(tmp_path: Path) -> None:
-    """pip, asked for requirements-test.txt in this environment, replaces no torch (tensordict needs one)."""
+def test_test_requirements_keep_the_torch_pin(tmp_path: Path, index_unreachable: Any) -> None:
+    """pip, asked for requirements-test.txt in this environment, replaces no torch (tensordict needs one).
+
+    A dependency conflict fails this test (that is what it is for); it skips only when pip needed
+    the package index for something this environment lacks and no index answered.
+    """
     if not importlib.metadata.version("torch").startswith("2.13.0"):
         pytest.skip(f"this environment has torch {importlib.metadata.version('torch')}, not the pinned 2.13.0")
     report = tmp_path / "report.json"
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--report", str(report),
                            "-r", str(REPO / "requirements-test.txt")], capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        pytest.skip(f"pip could not resolve requirements-test.txt here: {proc.stderr.strip().splitlines()[-1:]}")
+    if proc.returncode != 0 and (reason := index_unreachable(proc.stderr)):
+        pytest.skip(f"requirements-test.txt: {reason}")
+    assert proc.returncode == 0, f"pip could not resolve requirements-test.txt:\n{proc.stderr[-3000:]}"
     planned = {item["metadata"]["name"].lower(): item["metadata"]["version"]
                for item in json.loads(report.read_text())["install"]}
     assert "torch" not in planned, planned
     assert importlib.metadata.version("tensordict") == "0.15.3"
+
+
+def _wheel(folder: Path, name: str, version: str, requires: list[str]) -> None:
+    """A minimal wheel (metadata only: pip's resolver reads nothing else in a dry run)."""
+    import zipfile
+
+    info = f"{name}-{version}.dist-info"
+    files = {f"{info}/METADATA": "Metadata-Version: 2.1\nName: {}\nVersion: {}\n{}".format(
+                 name, version, "".join(f"Requires-Dist: {r}\n" for r in requires)),
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+
+
+def _pip_without_index(tmp_path: Path, *args: str) -> str:
+    """pip's stderr for a dry run whose only index (127.0.0.1:9) refuses connections."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull  # no site or user configuration (find-links, other indexes)
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--disable-pip-version-check",
+                           "--no-cache-dir", "--retries", "1", "--timeout", "5", "--target", str(tmp_path / "t"),
+                           "--index-url", "http://127.0.0.1:9/simple", *args],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0, proc.stdout
+    return proc.stderr
+
+
+def test_pip_skips_only_for_an_index_that_does_not_answer(tmp_path: Path, index_unreachable: Any) -> None:
+    """Real pip failures: no index -> the reason; a conflict or a my_utils requirement nothing satisfies -> None."""
+    reason = index_unreachable(_pip_without_index(tmp_path, "six"))
+    assert reason is not None and reason.startswith("no package index answered (") and reason.endswith("get six")
+    # a wrongly declared dependency of ours: pip also says "Could not find a version", but it is no network matter
+    assert index_unreachable(_pip_without_index(tmp_path, "myutils-core>=999")) is None
+    # a dependency conflict among wheels at hand, while the index is down too: the conflict decides
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "conflict_a", "1.0", ["conflict_b<1"])
+    _wheel(wheels, "conflict_b", "1.0", [])
+    stderr = _pip_without_index(tmp_path, "--find-links", str(wheels), "conflict_a", "conflict_b>=1")
+    assert "ResolutionImpossible" in stderr and "Connection refused" in stderr, stderr
+    assert index_unreachable(stderr) is None
+
