@@ -9,12 +9,29 @@ import re
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent
 SHARED_DIR = REPO_ROOT.parent / "shared"
 REAL_FIXTURES_MODULE = REPO_ROOT / "fixtures" / "real_fixtures.py"
+#: set by .ci/run, where ../shared/fixtures/real is present: a test that would skip for want of a real
+#: fixture (or of the HTA anchor its comparison needs) fails instead, naming what is missing
+REQUIRE_ENV = "MYUTILS_REQUIRE_REAL_FIXTURES"
+
+
+def real_fixtures_required() -> bool:
+    """Whether ``$MYUTILS_REQUIRE_REAL_FIXTURES`` turns "unavailable" from a skip into a failure."""
+    return os.environ.get(REQUIRE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def skip_or_fail_unavailable(message: str) -> NoReturn:
+    """Skip with ``message`` (a newcomer's clone), or fail with it where CI requires the real inputs."""
+    if real_fixtures_required():
+        pytest.fail(f"{message} [{REQUIRE_ENV}=1: CI has the real fixtures and the HTA environment, "
+                    "so this may not skip]", pytrace=False)
+    pytest.skip(message)
 
 
 def load_real_fixtures_module() -> ModuleType:
@@ -33,8 +50,9 @@ class RealFixtures:
     """The registry's real files: ``real_fixtures / "kineto/hta/x.json.gz"`` is a local ``Path``.
 
     A file is fetched when a test names it (mirror, cache, download: see fixtures/real_fixtures.py);
-    unavailable -> the test skips saying which file, where it looked and why; a copy with the
-    wrong sha256 -> the test fails. ``real_fixtures / "kineto"`` is the folder prefix (``/`` again
+    unavailable -> the test skips saying which file, where it looked and why (it fails instead when
+    ``$MYUTILS_REQUIRE_REAL_FIXTURES=1``, as in CI); a copy with the wrong sha256 -> the test
+    fails. ``real_fixtures / "kineto"`` is the folder prefix (``/`` again
     names a file in it); :meth:`names` lists registry paths without fetching anything.
     """
 
@@ -44,6 +62,11 @@ class RealFixtures:
 
     def __repr__(self) -> str:
         return f"RealFixtures({self._prefix or '.'!r})"
+
+    @staticmethod
+    def unavailable(message: str) -> NoReturn:
+        """A real input this test needs is missing (``message`` names it): skip, or fail where CI requires it."""
+        skip_or_fail_unavailable(message)
 
     def names(self, prefix: str = "") -> list[str]:
         """Registry paths (relative to ``fixtures/real``) under this folder that start with ``prefix``."""
@@ -57,9 +80,10 @@ class RealFixtures:
         try:
             return Path(self._module.fetch(relpath))
         except self._module.FixtureUnavailable as exc:
-            pytest.skip(f"real fixture {relpath} unavailable: {exc}")
+            missing = f"real fixture {relpath} unavailable: {exc}"
         except self._module.FixtureHashMismatch as exc:
             pytest.fail(f"real fixture {relpath}: {exc}", pytrace=False)
+        self.unavailable(missing)  # outside the except: the report is this one line, not a chain
 
 
 @pytest.fixture(scope="session")
@@ -156,6 +180,20 @@ def _cuda_available() -> tuple[bool, str]:
     if not torch.cuda.is_available():
         return False, f"no CUDA GPU (torch {torch.__version__}: torch.cuda.is_available() is False)"
     return True, ""
+
+
+HTA_MISSING = ("[hta] Holistic Trace Analysis (the `hta` package) is not installed here: it is a bench anchor, "
+               "not a test requirement (pip install -r bench/requirements.txt); .ci/run runs these tests in .venv-hta")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    """``hta``-marked tests compare with Holistic Trace Analysis: skip where it is absent, fail where CI needs it."""
+    if item.get_closest_marker("hta") is not None:
+        import importlib.util
+
+        if importlib.util.find_spec("hta") is None:
+            skip_or_fail_unavailable(HTA_MISSING)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
