@@ -16,8 +16,8 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent
 SHARED_DIR = REPO_ROOT.parent / "shared"
 REAL_FIXTURES_MODULE = REPO_ROOT / "fixtures" / "real_fixtures.py"
-#: set by .ci/run, where ../shared/fixtures/real is present: a test that would skip for want of a real
-#: fixture (or of the HTA anchor its comparison needs) fails instead, naming what is missing
+#: set by .ci/run, where ../shared (fixtures/real, recipes) is present: a test that would skip for want of a
+#: real fixture, a shared recipe or the HTA anchor its comparison needs fails instead, naming what is missing
 REQUIRE_ENV = "MYUTILS_REQUIRE_REAL_FIXTURES"
 
 
@@ -103,7 +103,7 @@ def shared_recipes() -> Path:
     """``../shared/recipes``: tested ways to run real components (NVTX injection, NVML stub...)."""
     path = SHARED_DIR / "recipes"
     if not path.is_dir():
-        pytest.skip(f"recipes not found at {path}: the ../shared folder is absent in this checkout")
+        skip_or_fail_unavailable(f"recipes not found at {path}: the ../shared folder is absent in this checkout")
     return path
 
 
