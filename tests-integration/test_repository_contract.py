@@ -346,6 +346,7 @@ def _pip_without_index(tmp_path: Path, *args: str) -> str:
     return proc.stderr
 
 
+@pytest.mark.slow
 def test_pip_skips_only_for_an_index_that_does_not_answer(tmp_path: Path, index_unreachable: Any) -> None:
     """Real pip failures: no index -> the reason; a conflict or a my_utils requirement nothing satisfies -> None."""
     reason = index_unreachable(_pip_without_index(tmp_path, "six"))
