@@ -5,15 +5,33 @@ from __future__ import annotations
 import importlib.util
 import os
 import posixpath
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent
 SHARED_DIR = REPO_ROOT.parent / "shared"
 REAL_FIXTURES_MODULE = REPO_ROOT / "fixtures" / "real_fixtures.py"
+#: set by .ci/run, where ../shared (fixtures/real, recipes) is present: a test that would skip for want of a
+#: real fixture, a shared recipe or the HTA anchor its comparison needs fails instead, naming what is missing
+REQUIRE_ENV = "MYUTILS_REQUIRE_REAL_FIXTURES"
+
+
+def real_fixtures_required() -> bool:
+    """Whether ``$MYUTILS_REQUIRE_REAL_FIXTURES`` turns "unavailable" from a skip into a failure."""
+    return os.environ.get(REQUIRE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def skip_or_fail_unavailable(message: str) -> NoReturn:
+    """Skip with ``message`` (a newcomer's clone), or fail with it where CI requires the real inputs."""
+    if real_fixtures_required():
+        pytest.fail(f"{message} [{REQUIRE_ENV}=1: CI has the real fixtures and the HTA environment, "
+                    "so this may not skip]", pytrace=False)
+    pytest.skip(message)
 
 
 def load_real_fixtures_module() -> ModuleType:
@@ -32,8 +50,9 @@ class RealFixtures:
     """The registry's real files: ``real_fixtures / "kineto/hta/x.json.gz"`` is a local ``Path``.
 
     A file is fetched when a test names it (mirror, cache, download: see fixtures/real_fixtures.py);
-    unavailable -> the test skips saying which file, where it looked and why; a copy with the
-    wrong sha256 -> the test fails. ``real_fixtures / "kineto"`` is the folder prefix (``/`` again
+    unavailable -> the test skips saying which file, where it looked and why (it fails instead when
+    ``$MYUTILS_REQUIRE_REAL_FIXTURES=1``, as in CI); a copy with the wrong sha256 -> the test
+    fails. ``real_fixtures / "kineto"`` is the folder prefix (``/`` again
     names a file in it); :meth:`names` lists registry paths without fetching anything.
     """
 
@@ -43,6 +62,11 @@ class RealFixtures:
 
     def __repr__(self) -> str:
         return f"RealFixtures({self._prefix or '.'!r})"
+
+    @staticmethod
+    def unavailable(message: str) -> NoReturn:
+        """A real input this test needs is missing (``message`` names it): skip, or fail where CI requires it."""
+        skip_or_fail_unavailable(message)
 
     def names(self, prefix: str = "") -> list[str]:
         """Registry paths (relative to ``fixtures/real``) under this folder that start with ``prefix``."""
@@ -56,9 +80,10 @@ class RealFixtures:
         try:
             return Path(self._module.fetch(relpath))
         except self._module.FixtureUnavailable as exc:
-            pytest.skip(f"real fixture {relpath} unavailable: {exc}")
+            missing = f"real fixture {relpath} unavailable: {exc}"
         except self._module.FixtureHashMismatch as exc:
             pytest.fail(f"real fixture {relpath}: {exc}", pytrace=False)
+        self.unavailable(missing)  # outside the except: the report is this one line, not a chain
 
 
 @pytest.fixture(scope="session")
@@ -78,7 +103,7 @@ def shared_recipes() -> Path:
     """``../shared/recipes``: tested ways to run real components (NVTX injection, NVML stub...)."""
     path = SHARED_DIR / "recipes"
     if not path.is_dir():
-        pytest.skip(f"recipes not found at {path}: the ../shared folder is absent in this checkout")
+        skip_or_fail_unavailable(f"recipes not found at {path}: the ../shared folder is absent in this checkout")
     return path
 
 
@@ -106,6 +131,41 @@ def _check_distribution(name: str) -> None:
     assert out.stdout.strip() == "[]", f"import my_utils.{name} pulled in {out.stdout.strip()}"
 
 
+# pip's words for "the package index did not answer" (urllib3/requests errors it logs while retrying)
+_NO_INDEX = re.compile(r"NewConnectionError|Failed to establish a new connection|Name or service not known|"
+                       r"Temporary failure in name resolution|Network is unreachable|Connection refused|"
+                       r"ConnectTimeoutError|ReadTimeoutError|ProxyError|Max retries exceeded")
+_NOT_FOUND = re.compile(r"Could not find a version that satisfies the requirement (\S+)")
+
+
+def pip_index_unreachable(stderr: str) -> str | None:
+    """Why pip failed for want of a package index, or ``None`` when its failure is anything else.
+
+    A test that needs the index may skip on this reason only. "Could not find a version" alone is
+    no proof of it: pip says the same for a requirement no release satisfies (a wrongly declared
+    dependency), and a dependency conflict (ResolutionImpossible) is never the network. So: pip
+    must have logged a connection error, failed to find some requirement, and that requirement is
+    no my_utils distribution (those come from the repository or its wheels, never the index).
+    pip logs the connection error while it retries (5 times by default; ``--retries 0`` or ``-qq``
+    silence it, and then a failure is reported as one).
+    """
+    if "ResolutionImpossible" in stderr or "conflicting dependencies" in stderr:
+        return None
+    network = _NO_INDEX.search(stderr)
+    missing = _NOT_FOUND.findall(stderr)
+    if network is None or not missing:
+        return None
+    if any(re.match(r"myutils[-_.]", name, re.IGNORECASE) for name in missing):
+        return None
+    return f"no package index answered ({network[0]}), so pip could not get {', '.join(sorted(set(missing)))}"
+
+
+@pytest.fixture(scope="session")
+def index_unreachable():  # type: ignore[no-untyped-def]
+    """:func:`pip_index_unreachable`: the one reason a pip-driven test may skip."""
+    return pip_index_unreachable
+
+
 @pytest.fixture(scope="session")
 def check_distribution():  # type: ignore[no-untyped-def]
     """A function asserting the packaging promises of one distribution (see ``_check_distribution``)."""
@@ -120,6 +180,20 @@ def _cuda_available() -> tuple[bool, str]:
     if not torch.cuda.is_available():
         return False, f"no CUDA GPU (torch {torch.__version__}: torch.cuda.is_available() is False)"
     return True, ""
+
+
+HTA_MISSING = ("[hta] Holistic Trace Analysis (the `hta` package) is not installed here: it is a bench anchor, "
+               "not a test requirement (pip install -r bench/requirements.txt); .ci/run runs these tests in .venv-hta")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    """``hta``-marked tests compare with Holistic Trace Analysis: skip where it is absent, fail where CI needs it."""
+    if item.get_closest_marker("hta") is not None:
+        import importlib.util
+
+        if importlib.util.find_spec("hta") is None:
+            skip_or_fail_unavailable(HTA_MISSING)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -75,9 +75,13 @@ def test_venv_guard_creates_once_and_ignores_an_active_venv(tmp_path: Path) -> N
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:
-    ci = (REPO / ".ci" / "run").read_text().splitlines()
-    test_command = _readme_commands()[1]
-    assert ci[-1] == test_command
+    """.ci/run holds the README's test command as written, runs it, and fails when it fails."""
+    ci = (REPO / ".ci" / "run").read_text()
+    body = re.search(r"^readme_test_command\(\) \{\n(.*)\n\}$", ci, re.MULTILINE)
+    assert body is not None and body[1] == _readme_commands()[1], ci
+    calls = [line for line in ci.splitlines() if re.search(r"\breadme_test_command\b(?!\(\))", line)]
+    assert calls == ["PYTEST_ADDOPTS=\"-m 'not hta'\" readme_test_command || failed=1"], calls
+    assert ci.splitlines()[-1] == 'exit "$failed"'
 
 
 def _requirement_files() -> list[Path]:
@@ -246,15 +250,24 @@ def test_download_through_pooch_then_cache_hit(rf: ModuleType, tmp_path: Path) -
 
 def test_the_pytest_fixture_skips_or_fails(real_fixtures: Any, rf: ModuleType, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """``real_fixtures / name``: unavailable -> skip naming the file and places; wrong hash -> fail."""
+    """``real_fixtures / name``: unavailable -> skip naming the file and places (fail where CI requires it);
+    wrong hash -> fail."""
     name = "cprofile/gprof2dot__print1.pstats"
     monkeypatch.setenv("MYUTILS_REAL_FIXTURES", str(tmp_path / "nowhere"))
     monkeypatch.setenv("MYUTILS_REAL_FIXTURES_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("MYUTILS_REAL_FIXTURES_OFFLINE", "1")
+    monkeypatch.delenv("MYUTILS_REQUIRE_REAL_FIXTURES", raising=False)  # .ci/run sets it
     assert real_fixtures.names("cprofile/") == rf.names("cprofile/")
     assert (real_fixtures / "cprofile").names() == rf.names("cprofile/")
     with pytest.raises(pytest.skip.Exception, match=f"real fixture {name} unavailable: not in the mirror "
                        f"{tmp_path / 'nowhere'} .*downloads are off"):
+        real_fixtures / "cprofile" / "gprof2dot__print1.pstats"
+    monkeypatch.setenv("MYUTILS_REQUIRE_REAL_FIXTURES", "1")
+    with pytest.raises(pytest.fail.Exception, match=f"real fixture {name} unavailable: not in the mirror .*"
+                       r"downloads are off .*\[MYUTILS_REQUIRE_REAL_FIXTURES=1: "):
+        real_fixtures / "cprofile" / "gprof2dot__print1.pstats"
+    monkeypatch.setenv("MYUTILS_REQUIRE_REAL_FIXTURES", "0")
+    with pytest.raises(pytest.skip.Exception):
         real_fixtures / "cprofile" / "gprof2dot__print1.pstats"
     (tmp_path / "nowhere" / "cprofile").mkdir(parents=True)
     (tmp_path / "nowhere" / name).write_bytes(b"not the real profile")
@@ -287,16 +300,141 @@ def test_no_registry_file_is_committed(rf: ModuleType) -> None:
 
 
 @pytest.mark.slow
-def test_test_requirements_keep_the_torch_pin(tmp_path: Path) -> None:
-    """pip, asked for requirements-test.txt in this environment, replaces no torch (tensordict needs one)."""
+def test_test_requirements_keep_the_torch_pin(tmp_path: Path, index_unreachable: Any) -> None:
+    """pip, asked for requirements-test.txt in this environment, replaces no torch (tensordict needs one).
+
+    A dependency conflict fails this test (that is what it is for); it skips only when pip needed
+    the package index for something this environment lacks and no index answered.
+    """
     if not importlib.metadata.version("torch").startswith("2.13.0"):
         pytest.skip(f"this environment has torch {importlib.metadata.version('torch')}, not the pinned 2.13.0")
     report = tmp_path / "report.json"
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--report", str(report),
                            "-r", str(REPO / "requirements-test.txt")], capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        pytest.skip(f"pip could not resolve requirements-test.txt here: {proc.stderr.strip().splitlines()[-1:]}")
+    if proc.returncode != 0 and (reason := index_unreachable(proc.stderr)):
+        pytest.skip(f"requirements-test.txt: {reason}")
+    assert proc.returncode == 0, f"pip could not resolve requirements-test.txt:\n{proc.stderr[-3000:]}"
     planned = {item["metadata"]["name"].lower(): item["metadata"]["version"]
                for item in json.loads(report.read_text())["install"]}
     assert "torch" not in planned, planned
     assert importlib.metadata.version("tensordict") == "0.15.3"
+
+
+def _wheel(folder: Path, name: str, version: str, requires: list[str]) -> None:
+    """A minimal wheel (metadata only: pip's resolver reads nothing else in a dry run)."""
+    import zipfile
+
+    info = f"{name}-{version}.dist-info"
+    files = {f"{info}/METADATA": "Metadata-Version: 2.1\nName: {}\nVersion: {}\n{}".format(
+                 name, version, "".join(f"Requires-Dist: {r}\n" for r in requires)),
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+
+
+def _pip_without_index(tmp_path: Path, *args: str) -> str:
+    """pip's stderr for a dry run whose only index (127.0.0.1:9) refuses connections."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull  # no site or user configuration (find-links, other indexes)
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--disable-pip-version-check",
+                           "--no-cache-dir", "--retries", "1", "--timeout", "5", "--target", str(tmp_path / "t"),
+                           "--index-url", "http://127.0.0.1:9/simple", *args],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0, proc.stdout
+    return proc.stderr
+
+
+@pytest.mark.slow
+def test_pip_skips_only_for_an_index_that_does_not_answer(tmp_path: Path, index_unreachable: Any) -> None:
+    """Real pip failures: no index -> the reason; a conflict or a my_utils requirement nothing satisfies -> None."""
+    reason = index_unreachable(_pip_without_index(tmp_path, "six"))
+    assert reason is not None and reason.startswith("no package index answered (") and reason.endswith("get six")
+    # a wrongly declared dependency of ours: pip also says "Could not find a version", but it is no network matter
+    assert index_unreachable(_pip_without_index(tmp_path, "myutils-core>=999")) is None
+    # a dependency conflict among wheels at hand, while the index is down too: the conflict decides
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "conflict_a", "1.0", ["conflict_b<1"])
+    _wheel(wheels, "conflict_b", "1.0", [])
+    stderr = _pip_without_index(tmp_path, "--find-links", str(wheels), "conflict_a", "conflict_b>=1")
+    assert "ResolutionImpossible" in stderr and "Connection refused" in stderr, stderr
+    assert index_unreachable(stderr) is None
+
+
+# --- CI may not skip what it has: MYUTILS_REQUIRE_REAL_FIXTURES (set by .ci/run) ---
+
+TINY_TESTS = '''
+import sys
+
+import pytest
+
+sys.modules["hta"] = None  # Holistic Trace Analysis absent, whatever this environment holds
+
+
+def test_reads_a_real_file(real_fixtures):
+    assert (real_fixtures / "cprofile/gprof2dot__print1.pstats").stat().st_size > 0
+
+
+@pytest.mark.hta
+def test_compares_with_hta():
+    import hta  # noqa: F401
+'''
+
+
+def _run_tiny_clone(tmp_path: Path, require: str | None) -> subprocess.CompletedProcess[str]:
+    """A tiny test module beside copies of the root conftest and the registry, run with the mirror hidden."""
+    clone = tmp_path / ("clone-required" if require else "clone")
+    (clone / "fixtures").mkdir(parents=True)
+    for name in ("conftest.py", "fixtures/real_fixtures.py", "fixtures/registry.toml"):
+        (clone / name).write_bytes((REPO / name).read_bytes())
+    (clone / "test_tiny.py").write_text(TINY_TESTS)
+    (clone / "pytest.ini").write_text("[pytest]\nmarkers =\n    hta: compares with HTA\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "MYUTILS_REQUIRE_REAL_FIXTURES")}
+    env.update(MYUTILS_REAL_FIXTURES=str(tmp_path / "no-mirror"), MYUTILS_REAL_FIXTURES_CACHE=str(tmp_path / "cache"),
+               MYUTILS_REAL_FIXTURES_OFFLINE="1", COLUMNS="1000")  # summary lines unabridged
+    if require is not None:
+        env["MYUTILS_REQUIRE_REAL_FIXTURES"] = require
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rsf", "--strict-markers",
+                           "test_tiny.py"], cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_newcomer_without_the_real_fixtures_skips_saying_why(tmp_path: Path) -> None:
+    proc = _run_tiny_clone(tmp_path, None)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert re.search(r"^=+ 2 skipped in ", proc.stdout, re.MULTILINE), proc.stdout[-3000:]
+    assert (f": real fixture cprofile/gprof2dot__print1.pstats unavailable: not in the mirror {tmp_path / 'no-mirror'} "
+            f"(no such folder), not in the cache {tmp_path / 'cache'}, and downloads are off "
+            "(MYUTILS_REAL_FIXTURES_OFFLINE=1)\n") in proc.stdout, proc.stdout[-3000:]
+    assert "[hta] Holistic Trace Analysis (the `hta` package) is not installed here" in proc.stdout
+
+
+@pytest.mark.parametrize("value", ["1", "true"])
+def test_ci_fails_a_test_whose_real_fixture_or_hta_is_missing(tmp_path: Path, value: str) -> None:
+    proc = _run_tiny_clone(tmp_path, value)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert re.search(r"^=+ 2 failed in ", proc.stdout, re.MULTILINE), proc.stdout[-3000:]
+    failed = [line for line in proc.stdout.splitlines() if line.startswith("FAILED ")]
+    assert len(failed) == 2, proc.stdout[-3000:]
+    assert failed[0].startswith("FAILED test_tiny.py::test_reads_a_real_file - Failed: real fixture "
+                                "cprofile/gprof2dot__print1.pstats unavailable: not in the mirror"), failed
+    assert failed[1].startswith("FAILED test_tiny.py::test_compares_with_hta - Failed: [hta] Holistic Trace "
+                                "Analysis"), failed
+    assert all(line.endswith("[MYUTILS_REQUIRE_REAL_FIXTURES=1: CI has the real fixtures and the HTA environment, "
+                             "so this may not skip]") for line in failed), failed
+    assert "Traceback" not in proc.stdout and "During handling" not in proc.stdout
+
+
+def test_ci_requires_the_real_fixtures_and_runs_the_hta_tests() -> None:
+    """.ci/run sets the variable for every test it runs, and runs the ``hta`` tests where HTA is installed."""
+    ci = (REPO / ".ci" / "run").read_text()
+    assert re.search(r"^export MYUTILS_REQUIRE_REAL_FIXTURES=1$", ci, re.MULTILINE)
+    assert re.search(r"^\.ci/hta-tests \|\| failed=1$", ci, re.MULTILINE), ci
+    hta = (REPO / ".ci" / "hta-tests").read_text()
+    assert os.access(REPO / ".ci" / "hta-tests", os.X_OK)
+    # HTA at the bench's pin, every version of .venv kept (no CUDA torch, nothing shadowed)
+    assert re.search(r"^\.venv-hta/bin/python -m pip install --quiet holistictraceanalysis -c bench/requirements.txt "
+                     r"\\\n  -c \.venv-hta/test-env-constraints\.txt$", hta, re.MULTILINE), hta
+    assert hta.splitlines()[-1] == '.venv-hta/bin/python -m pytest -m hta "$@"'
+    assert re.search(r"^holistictraceanalysis==", (REPO / "bench" / "requirements.txt").read_text(), re.MULTILINE)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,19 +75,36 @@ def test_lightning_fit_is_profiled_from_the_shared_config(tmp_path: Path) -> Non
 
 
 def test_training_error_closes_the_capture(tmp_path: Path) -> None:
+    """The error comes inside the open window (the last microbatch of step 1): it is closed and its trace written."""
+    seen_open: list[Any] = []
+
     class Failing(Tiny):
         def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-            if self.trainer.global_step == 1:
-                raise RuntimeError("boom in step 1")
-            return super().training_step(batch, batch_idx)
+            loss = super().training_step(batch, batch_idx)
+            if self.seen[-1] == (1, 3):  # batch 3 = microbatch 1 of step 1: the window's microbatch
+                seen_open.append(callback.session.controller.active if callback.session else None)
+                raise RuntimeError("boom in the captured microbatch")
+            return loss
 
     callback = MyUtilsLightningCallback(write_config(tmp_path, "failing"))
     data = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=2)
     trainer = L.Trainer(accelerator="cpu", max_steps=STEPS, accumulate_grad_batches=ACCUMULATE, logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                         default_root_dir=tmp_path, callbacks=[callback])
-    with pytest.raises(RuntimeError, match="boom in step 1"):
+    with pytest.raises(RuntimeError, match="boom in the captured microbatch"):
         trainer.fit(Failing(), data)
+    # the error really was raised inside the window
+    (active,) = seen_open
+    assert active is not None and active.name == "last_mb"
+    assert (active.started_by.iteration, active.started_by.microbatch) == (1, ACCUMULATE - 1)
     session = callback.session
     assert session is not None and session.controller is not None
     assert session.controller.active is None and not session.module_profiler.attached
+    # that window, and only it, was closed, and the torch profiler's trace of it is on disk
+    (info, _closing), = session.controller.completed
+    assert info.name == "last_mb"
+    (trace,) = (tmp_path / "out" / "captures").glob("*.pt.trace.json.gz")
+    with gzip.open(trace, "rt", encoding="utf-8") as f:
+        doc = json.load(f)
+    assert doc["otherData"]["myutils_capture"]["first_step"] == 1
+    assert any(e.get("ph") == "X" for e in doc["traceEvents"]), "the torch profiler recorded no op"

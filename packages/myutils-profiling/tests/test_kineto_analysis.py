@@ -363,10 +363,10 @@ def test_bad_input_names_the_file_and_the_place(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.hta
 @pytest.mark.parametrize("name", ["hta/trace_filter__sampled_rank-0.json.gz", "hta/nccl_parser_config__nccl_data.json.gz"])
 def test_figures_agree_with_holistic_trace_analysis(real_fixtures: Any, tmp_path: Path, name: str) -> None:
     """Where our definitions are HTA's, HTA itself (a bench anchor, when installed) gives the same figures."""
-    pytest.importorskip("hta", reason="holistictraceanalysis is a bench anchor (bench/requirements.txt)")
     import logging
     import warnings
 

@@ -48,12 +48,24 @@ def loop(iterations: Iterable[int], microbatches: int, inner: bool = True) -> li
     return events
 
 
+class Driven:
+    """What ``drive`` saw: the backend, the controller, and the events during which the backend stopped."""
+
+    def __init__(self, backend: RecordingBackend, controller: CaptureController) -> None:
+        self.backend = backend
+        self.controller = controller
+        # each event (or "close()") whose handling called backend.stop(): where a window really ended,
+        # which an overrun stop (stopped_by None) records nowhere else
+        self.stopped_during: list[Event | str] = []
+
+
 def drive(windows: list[dict], events: list[Event], num_mb: int, role: str = "generator", rank: int = 0,
-          extra: dict | None = None) -> tuple[RecordingBackend, CaptureController]:
+          extra: dict | None = None) -> Driven:
     cfg = {"features": {"capture": {"enabled": True}}, "capture": {"windows": windows, **(extra or {})}}
     pm = ProfileManager(cfg)
     backend = RecordingBackend()
     controller = CaptureController(backend, rank=rank)
+    driven = Driven(backend, controller)
     armed_at: set[int] = set()
     for edge, name, it, mb in events:
         if it not in armed_at:
@@ -62,9 +74,15 @@ def drive(windows: list[dict], events: list[Event], num_mb: int, role: str = "ge
                 for spec in pm.build_specs_to_arm_at_iter(it, num_microbatches=num_mb):
                     controller.arm(spec)
         event = HookEvent(name, {"iter": it, "mb": mb}, role, rank)
+        stops = backend.calls.count("stop")
         (controller.on_enter if edge == "ENTER" else controller.on_exit)(event)
+        if backend.calls.count("stop") > stops:
+            driven.stopped_during.append((edge, name, it, mb))
+    stops = backend.calls.count("stop")
     controller.close()
-    return backend, controller
+    if backend.calls.count("stop") > stops:
+        driven.stopped_during.append("close()")
+    return driven
 
 
 def where(record: Any) -> tuple | None:
@@ -104,7 +122,8 @@ CASES = [
 @pytest.mark.parametrize(("window", "num_mb", "start", "stop", "reason"), CASES)
 def test_window_semantics(window: dict, num_mb: int, start: tuple | None, stop: tuple | None,
                           reason: StopReason | None) -> None:
-    backend, controller = drive([{"name": "w", **window}], loop(range(3, 9), num_mb), num_mb)
+    driven = drive([{"name": "w", **window}], loop(range(3, 9), num_mb), num_mb)
+    backend, controller = driven.backend, driven.controller
     if start is None:
         assert backend.calls == [] and backend.windows == []
         return
@@ -113,7 +132,25 @@ def test_window_semantics(window: dict, num_mb: int, start: tuple | None, stop: 
     assert where(rec.info.started_by) == start
     assert where(rec.closing.stopped_by) == stop
     assert rec.closing.reason is reason
+    # the backend stopped during the stopping event itself; an overrun, at the first event after stop_iter
+    assert driven.stopped_during == [stop if stop is not None else ("ENTER", "fwd", window["stop_iter"] + 1, 0)]
     assert controller.state is CaptureState.IDLE
+
+
+@pytest.mark.parametrize("num_mb", [1, 3])
+@pytest.mark.parametrize("stop_iter", [5, 6, 7])
+def test_overrun_stops_at_the_first_event_after_the_stop_iteration(
+        caplog: pytest.LogCaptureFixture, stop_iter: int, num_mb: int) -> None:
+    """A stop event that never comes: every event of ``stop_iter`` is captured, none of ``stop_iter + 1``."""
+    window = {"name": "w", **FWD, "start_iter": 5, "stop_iter": stop_iter, "stop_policy": "ON_STOP_PROFILE_NAME",
+              "stop_profile_names": ["never"]}
+    with caplog.at_level(logging.WARNING, logger="my_utils.tracing.capture"):
+        driven = drive([window], loop(range(3, 10), num_mb), num_mb)
+    (rec,) = driven.backend.windows
+    assert rec.closing.reason is StopReason.OVERRUN and rec.closing.stopped_by is None
+    assert driven.stopped_during == [("ENTER", "fwd", stop_iter + 1, 0)]
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"(now at iteration {stop_iter + 1}, stop_iter {stop_iter}); stopping it" in warning
 
 
 def test_seed_yaml_window_with_the_seed_loop() -> None:
