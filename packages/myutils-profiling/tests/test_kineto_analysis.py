@@ -53,13 +53,19 @@ LAUNCHES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaun
 
 
 def kind(name: str) -> str:
-    """HTA's rules in words: nccl…Kernel is communication; Memcpy/Memset/dma prefixes are memory;
-    computation unless the name holds Memcpy or Sync, or starts with Memset (then other)."""
-    if name.startswith("nccl") and "Kernel" in name[4:]:
+    """HTA's rules (September 2025) in words: names starting nccl/hip/hccl or holding ncclKernel are
+    communication; Memcpy/hipMemcpy/Memset/hipMemset/dma prefixes are memory; computation unless the
+    first line holds Memcpy, Memset, dma or Sync, the name starts with a runtime/executor prefix or
+    Stream Wait Event, or is a cuda…LaunchKernel call (then other)."""
+    first = name.split("\n", 1)[0]
+    if name.startswith(("nccl", "hip", "hccl")) or "ncclKernel" in first:
         return "communication"
-    if name.startswith(("Memcpy", "Memset", "dma")):
+    if name.startswith(("Memcpy", "hipMemcpy", "Memset", "hipMemset", "dma")):
         return "memory"
-    if "Memcpy" in name or "Sync" in name or name.startswith("Memset"):
+    if (any(w in first for w in ("Memcpy", "Memset", "dma", "Sync"))
+            or name.startswith(("Stream Wait Event", "runFunction", "job_exe", "packet", "pe_exe",
+                                "cpum_exe_subgraph", "collective_subgraph_execution"))
+            or (first.startswith("cuda") and "LaunchKernel" in first[4:])):
         return "other"
     return "computation"
 
