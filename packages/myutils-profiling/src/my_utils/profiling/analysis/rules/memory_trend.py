@@ -24,7 +24,6 @@ from my_utils.profiling.analysis.rules._series import build_series, is_memory, r
 from my_utils.profiling.analysis.rules._stats import theil_sen
 from my_utils.profiling.analysis.rules.suggestions import suggest
 
-
 #: The last half's slope must be at least this share of the whole range's (a plateau's is ~0).
 TAIL_SHARE = 0.25
 
