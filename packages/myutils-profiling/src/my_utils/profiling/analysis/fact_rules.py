@@ -91,7 +91,7 @@ def _no_overlap(facts: Mapping[str, Fact], tag: str, rank: int | None, steps: in
                    f"{overlap.detail}; {exposed_ms:,.1f} ms ({100 * span_share:.1f}% of the GPU span) run with no "
                    f"computation beside them. Communication streams: {streams.get('comm_streams')}; shared with "
                    f"computation: {streams.get('shared_streams') or 'none'}"),
-        "evidence": {"ranks": [rank], "communication_ms": time.number, "overlap_pct": overlap.number,
+        "evidence": {"names": ["gpu.comm_time"], "ranks": [rank], "communication_ms": time.number, "overlap_pct": overlap.number,
                      "exposed_ms": exposed_ms, "share_of_busy_pct": share.number, "table": "kineto_overlap",
                      "comm_streams": streams.get("comm_streams"), "shared_streams": streams.get("shared_streams"),
                      "steps": []},
@@ -141,7 +141,7 @@ def _host_bound(facts: Mapping[str, Fact], tag: str, rank: int | None, steps: in
         "title": (f"GPU idle {idle.number:.0f}% of its span on {_where(rank)}, {host.number:.0f}% of it waiting "
                   "for the host"),
         "detail": detail,
-        "evidence": {"ranks": [rank], "idle_pct": idle.number, "host_wait_pct_of_idle": host.number,
+        "evidence": {"names": ["gpu.idle"], "ranks": [rank], "idle_pct": idle.number, "host_wait_pct_of_idle": host.number,
                      "host_wait_ms": host_ms, "span_ms": span_ms, "table": "kineto_idle_device", "steps": []},
         "suggestion": " ".join(a["text"] for a in advice),
         "facts": facts_used,
@@ -180,7 +180,7 @@ def _comm_spikes(series: Mapping[Any, Series]) -> list[dict[str, Any]]:
             "evidence": {"names": [name], "ranks": [rank], "steps": [step], "ratio": round(ratio, 3),
                          "value": s.values[worst], "median_of_other_steps": med, "source": source},
             "suggestion": text,
-            "facts": [f"series:{source}:{name}:{_tag(rank)}"],
+            "facts": [f"series:{source}:{name}:{_tag(rank)}:outliers"],
             "impact": impact((s.values[worst] - med) / steps, step_ms,
                              "the spike's time above the median, spread over the profiled steps", steps, source),
             "advice": [{"text": text, "because": [row], "facts": [], "kind": "communication:spike"}],

@@ -144,7 +144,7 @@ class VariabilityRule:
         names = frozenset(n for n, _r, _src in series)
         spread = MAD_TO_SIGMA * mad(values, med)
         because = [steps_row(s, [], {"median": med, "robust_sd": spread, "steps": len(values)})]
-        facts = [series_fact(s)]
+        facts = [series_fact(s) + ":spread"]  # the spread, not the series' share (a bottleneck's fact)
         kind, text = "unexplained", JITTER_ADVICE["unexplained"]
         if s.name == STEP_TIME:
             best = None
@@ -161,7 +161,7 @@ class VariabilityRule:
                 text = JITTER_ADVICE["spread"].format(name=best[1].name, advice=family or
                                                       "time what runs inside it on the slow steps")
                 because.append(steps_row(best[1], [], {"robust_sd": best[0]}))
-                facts.append(series_fact(best[1]))
+                facts.append(series_fact(best[1]) + ":spread")
         else:
             _k, family = advice_for(s.name, names)
             if family:
