@@ -13,7 +13,8 @@ Three patterns that no per-name threshold catches, each per rank and each restin
     the host to launch work; the short-kernel count and host syncs are part of the evidence.
     Advice: CUDA graphs / ``torch.compile(mode="reduce-overhead")`` / larger kernels.
 ``communication:spike:rank<r>``
-    a step whose communication time is at least :data:`SPIKE` × the median of the other steps.
+    a step whose communication time is at least :data:`SPIKE` × the median of the other steps
+    and far outside their spread (robust z above :data:`SPIKE_Z`): NCCL time doubling in one step.
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ from my_utils.profiling.analysis.advice import COMM_ADVICE, IDLE_ADVICE
 from my_utils.profiling.analysis.model import Fact
 from my_utils.profiling.analysis.rules._evidence import impact
 from my_utils.profiling.analysis.rules._series import STEP_TIME, Series
+from my_utils.profiling.analysis.rules._stats import MAD_TO_SIGMA, mad
 
 MIN_COMM_SHARE = 10.0  # % of GPU busy time
 MAX_OVERLAP = 30.0  # % of communication time
 MIN_IDLE = 20.0  # % of the GPU span
 MIN_HOST_SHARE = 50.0  # % of the idle time
-SPIKE = 2.0
+SPIKE = 1.5
+SPIKE_Z = 5.0
 
 
 def _tag(rank: int | None) -> str:
@@ -160,7 +163,8 @@ def _comm_spikes(series: Mapping[Any, Series]) -> list[dict[str, Any]]:
         worst = max(range(len(s.values)), key=s.values.__getitem__)
         others = s.values[:worst] + s.values[worst + 1:]
         med = statistics.median(others)
-        if med <= 0 or s.values[worst] < SPIKE * med:
+        spread = MAD_TO_SIGMA * mad(others, med)
+        if med <= 0 or s.values[worst] < SPIKE * med or (spread > 0 and (s.values[worst] - med) / spread < SPIKE_Z):
             continue
         ratio = s.values[worst] / med
         step = s.steps[worst]
