@@ -187,7 +187,9 @@ def advice_for(name: str, names: set[str] | frozenset[str] = frozenset()) -> tup
         cls = optimizer_class(name)
         if cls is None:
             found = sorted({c for n in names if (c := optimizer_class(n)) is not None})
-            cls = found[0] if len(found) == 1 else None
+            if len(found) > 1:  # a wrapper (EMA, gradient scaling) around the optimizer: advise for each
+                return "optimizer", "; ".join(optimizer_advice(c) for c in found)
+            cls = found[0] if found else None
         return "optimizer", optimizer_advice(cls)
     return family.key, family.advice
 

@@ -1,14 +1,16 @@
 """The clearest facts of a trace, promoted to findings with their evidence (ARCHITECTURE.md §8).
 
-Three patterns that no per-name threshold catches, each per rank and each resting on facts of
-``analysis.facts`` (so a bottleneck or suggestion on the same fact is folded into it):
+Three patterns that no per-name threshold catches, each resting on facts of ``analysis.facts``
+(so a bottleneck or suggestion on the same fact is folded into it). Each is tested per rank
+and reported once: the title quotes the rank with the largest impact *by number*, the
+detail lists the other ranks where it holds.
 
-``communication:no_overlap:rank<r>``
+``communication:no_overlap``
     communication kernels take at least :data:`MIN_COMM_SHARE` of GPU busy time and less than
     :data:`MAX_OVERLAP` % of them run under computation (0 µs overlapped with 357 ms of NCCL):
     the exposed communication is what overlap could save. The advice depends on whether NCCL
     shares a stream with compute (it cannot overlap then) or has its own (compute waits for it).
-``gpu:host_bound:rank<r>``
+``gpu:host_bound``
     the GPU is idle at least :data:`MIN_IDLE` % of its span and most of that idle is waiting for
     the host to launch work; the short-kernel count and host syncs are part of the evidence.
     Advice: CUDA graphs / ``torch.compile(mode="reduce-overhead")`` / larger kernels.
@@ -63,13 +65,36 @@ def fact_findings(facts: Mapping[str, Fact], series: Mapping[Any, Series],
     out: list[dict[str, Any]] = []
     ranks = [r.get("rank") for r in tables.get("kineto_temporal") or []
              if r.get("rank") is not None or len(tables.get("kineto_temporal") or []) == 1]
+    overlap: list[dict[str, Any]] = []
+    host: list[dict[str, Any]] = []
     for rank in ranks:
         tag = _tag(rank)
         steps, step_ms = _torch_steps(series, rank)
-        out.extend(_no_overlap(facts, tag, rank, steps, step_ms))
-        out.extend(_host_bound(facts, tag, rank, steps, step_ms))
+        overlap.extend(_no_overlap(facts, tag, rank, steps, step_ms))
+        host.extend(_host_bound(facts, tag, rank, steps, step_ms))
+    out.extend(_one_across_ranks(f) for f in (overlap, host) if f)
     out.extend(_comm_spikes(series))
     return out
+
+
+def _one_across_ranks(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
+    """One finding from the per-rank ones: the largest impact quoted (its rank named), the others listed."""
+    def key(f: dict[str, Any]) -> float:
+        share = f["impact"].get("share_of_step")
+        return share if share is not None else -1.0
+
+    ordered = sorted(per_rank, key=key, reverse=True)
+    head = dict(ordered[0])
+    head["id"] = head["id"].rsplit(":", 1)[0]  # one id for the pattern, whatever the ranks
+    others = ordered[1:]
+    if others:
+        head["detail"] += "; also: " + "; ".join(o["title"] for o in others[:7])
+        head["evidence"] = dict(head["evidence"], ranks=[f["evidence"]["ranks"][0] for f in ordered],
+                                per_rank=[{"rank": f["evidence"]["ranks"][0], "title": f["title"]} for f in ordered])
+        head["facts"] = [x for f in ordered for x in f["facts"]]
+        head["advice"] = [dict(a, because=[b for f in ordered for a2 in f["advice"] if a2["kind"] == a["kind"]
+                                           for b in a2["because"]]) for a in head["advice"]]
+    return head
 
 
 def _no_overlap(facts: Mapping[str, Fact], tag: str, rank: int | None, steps: int | None,
