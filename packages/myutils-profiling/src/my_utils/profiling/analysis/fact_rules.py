@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from my_utils.profiling.analysis.advice import COMM_ADVICE, IDLE_ADVICE
+from my_utils.profiling.analysis.kineto.kinds import KernelKind, kind_of
 from my_utils.profiling.analysis.model import Fact
 from my_utils.profiling.analysis.rules._evidence import impact
 from my_utils.profiling.analysis.rules._series import STEP_TIME, Series
@@ -70,7 +71,7 @@ def fact_findings(facts: Mapping[str, Fact], series: Mapping[Any, Series],
     for rank in ranks:
         tag = _tag(rank)
         steps, step_ms = _torch_steps(series, rank)
-        overlap.extend(_no_overlap(facts, tag, rank, steps, step_ms))
+        overlap.extend(_no_overlap(facts, tag, rank, steps, step_ms, _comm_kernel_facts(series, rank)))
         host.extend(_host_bound(facts, tag, rank, steps, step_ms))
     out.extend(_one_across_ranks(f) for f in (overlap, host) if f)
     out.extend(_comm_spikes(series))
@@ -97,8 +98,14 @@ def _one_across_ranks(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
     return head
 
 
+def _comm_kernel_facts(series: Mapping[Any, Series], rank: int | None) -> list[str]:
+    """The series facts of a rank's communication kernels (a bottleneck on one is this finding's twin)."""
+    return [f"series:{src}:{name}:{_tag(rank)}" for (name, r, src) in series
+            if r == rank and name.startswith("kernel:") and kind_of(name[len("kernel:"):]) == KernelKind.COMMUNICATION]
+
+
 def _no_overlap(facts: Mapping[str, Fact], tag: str, rank: int | None, steps: int | None,
-                step_ms: float | None) -> list[dict[str, Any]]:
+                step_ms: float | None, kernel_facts: Sequence[str] = ()) -> list[dict[str, Any]]:
     share, overlap = facts.get(f"comm.share:{tag}"), facts.get(f"comm.overlap:{tag}")
     time, exposed = facts.get(f"comm.time:{tag}"), facts.get(f"comm.exposed:{tag}")
     if share is None or overlap is None or time is None or exposed is None:
@@ -124,7 +131,8 @@ def _no_overlap(facts: Mapping[str, Fact], tag: str, rank: int | None, steps: in
                      "comm_streams": streams.get("comm_streams"), "shared_streams": streams.get("shared_streams"),
                      "steps": []},
         "suggestion": text,
-        "facts": [f"comm.overlap:{tag}", f"comm.time:{tag}", f"comm.exposed:{tag}", f"comm.share:{tag}"],
+        "facts": [f"comm.overlap:{tag}", f"comm.time:{tag}", f"comm.exposed:{tag}", f"comm.share:{tag}",
+                  *kernel_facts],
         "impact": impact(exposed_ms / steps if steps else None, step_ms,
                          f"the exposed communication time per profiled step ({exposed_ms:,.1f} ms over "
                          f"{steps} step(s)): what full overlap would hide", steps, "torch_profiler"),

@@ -220,7 +220,6 @@ class AnomalyRule:
                                                      "time what runs inside it on those steps")
             because.append(steps_row(other, flagged, {"median": o_med, "values": [
                 dict(zip(other.steps, other.values, strict=True)).get(st) for st in flagged]}))
-            facts.append(series_fact(other) + ":outliers")
             finding["evidence"]["explained_by"] = {"name": other.name, "share_of_excess": round(best[0] / excess, 4)}
         elif len(flagged) >= 3 and len({b - a for a, b in itertools.pairwise(flagged)}) == 1:
             cause, text = "periodic", JITTER_ADVICE["periodic"].format(period=flagged[1] - flagged[0])

@@ -161,7 +161,6 @@ class VariabilityRule:
                 text = JITTER_ADVICE["spread"].format(name=best[1].name, advice=family or
                                                       "time what runs inside it on the slow steps")
                 because.append(steps_row(best[1], [], {"robust_sd": best[0]}))
-                facts.append(series_fact(best[1]) + ":spread")
         else:
             _k, family = advice_for(s.name, names)
             if family:
