@@ -113,7 +113,8 @@ FAMILIES: tuple[Family, ...] = (
            "checkpointing, evaluation and logging: run them less often or asynchronously (torch.distributed."
            "checkpoint.async_save), off the training step",
            tokens=frozenset({"save", "checkpoint", "ckpt", "eval", "evaluate", "validation", "validate", "log",
-                             "logging"})),
+                             "logging"}),
+           parts=frozenset({"save", "checkpoint", "ckpt", "validation"})),
 )
 _FAMILY = {f.key: f for f in FAMILIES}
 
