@@ -210,6 +210,26 @@ JITTER_ADVICE: dict[str, str] = {
     "spread": "the spread is mostly in {name}: {advice}",
 }
 
+#: Why a region of each family varies from step to step: jitter causes, never bottleneck remedies.
+JITTER_BY_FAMILY: dict[str, str] = {
+    "data_loading": "a data-loader stall: the workers do not keep up on some steps; raise num_workers and "
+                    "prefetch_factor, set persistent_workers=True, and look for uneven samples (decoding, augmentation)",
+    "communication": "collectives wait for the slowest rank on those steps: a straggler or network contention "
+                     "(compare the ranks on one clock: myutils-profile trace --auto-align-ranks)",
+    "copies": "a copy or .item()/.cpu() waits for the GPU queue, whose length varies: take the sync out of the step",
+    "io": "checkpointing, evaluation or logging run on some steps only: move them off the step or make them async",
+    "default": "the work in it varies: variable input shapes (bucket sequence lengths, fixed batch shapes), the "
+               "caching allocator (torch.cuda.memory_stats: num_alloc_retries; expandable_segments), Python's garbage "
+               "collector (gc.freeze() after set-up) or other work on the host",
+}
+
+
+def jitter_cause(name: str) -> str:
+    """Why ``name`` varies, from its family (:data:`JITTER_BY_FAMILY`)."""
+    family = family_of(name)
+    return JITTER_BY_FAMILY.get(family.key if family is not None else "", JITTER_BY_FAMILY["default"])
+
+
 #: GPU idle causes → advice.
 IDLE_ADVICE: dict[str, str] = {
     "host_wait": "the GPU waits for the CPU to launch work: capture the step with CUDA graphs or "
