@@ -153,8 +153,8 @@ def _host_bound(facts: Mapping[str, Fact], tag: str, rank: int | None, steps: in
     host_ms = idle_ms * host.number / 100.0
     short = facts.get(f"launch.short_kernels:{tag}")
     sync = facts.get(f"sync.host:{tag}")
-    advice = [{"text": IDLE_ADVICE["host_wait"], "because": _rows(idle) + _rows(host),
-               "facts": [idle.id, host.id], "kind": "idle:host_wait"}]
+    advice: list[dict[str, Any]] = [{"text": IDLE_ADVICE["host_wait"], "because": _rows(idle) + _rows(host),
+                                     "facts": [idle.id, host.id], "kind": "idle:host_wait"}]
     detail = (f"the GPU was idle {idle.number:.1f}% of its span ({idle.detail}); {host.number:.0f}% of that idle "
               f"({host_ms:,.1f} ms) it waited for the host to launch the next activity")
     facts_used = [f"gpu.idle:{tag}", f"gpu.idle_host_wait:{tag}", f"launch:{tag}"]
@@ -179,7 +179,7 @@ def _host_bound(facts: Mapping[str, Fact], tag: str, rank: int | None, steps: in
         "detail": detail,
         "evidence": {"names": ["gpu.idle"], "ranks": [rank], "idle_pct": idle.number, "host_wait_pct_of_idle": host.number,
                      "host_wait_ms": host_ms, "span_ms": span_ms, "table": "kineto_idle_device", "steps": []},
-        "suggestion": " ".join(a["text"] for a in advice),
+        "suggestion": " ".join(str(a["text"]) for a in advice),
         "facts": facts_used,
         "impact": impact(host_ms / steps if steps else None, step_ms,
                          f"the GPU's host-wait idle per profiled step ({host_ms:,.1f} ms over {steps} step(s)): "

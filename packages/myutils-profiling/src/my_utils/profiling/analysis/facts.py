@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from my_utils.profiling.analysis.model import EvidenceRow, Fact, NotMeasured
@@ -75,16 +76,16 @@ def step_facts(series: Mapping[Any, Series], source: str, suffix: str | None = N
     rows = tuple(EvidenceRow("steps", {"source": source, "rank": r}, {"steps": len(s.values)})
                  for r, s in per_rank.items())
     n = len(values)
-    common = {"unit": unit, "source": source, "ranks": ranks, "aggregate": aggregate, "steps": n, "evidence": rows}
+    base = Fact(f"step_time.median{tag}", "step time (median)", quantile(values, 0.5), unit, source, ranks=ranks,
+                aggregate=aggregate, steps=n, evidence=rows, detail=f"median of {n} step(s) timed by {source}")
     return [
-        Fact(f"step_time.median{tag}", "step time (median)", quantile(values, 0.5),
-             detail=f"median of {n} step(s) timed by {source}", **common),
-        Fact(f"step_time.p90{tag}", "step time (p90)", quantile(values, 0.9),
-             detail=f"90th percentile of {n} step(s) timed by {source}", **common),
-        Fact(f"step_time.worst{tag}", "worst step", worst,
-             detail=f"step {worst_step} on {_ranks_text([worst_rank])}, timed by {source}",
-             **common | {"evidence": (EvidenceRow("steps", {"source": source, "rank": worst_rank, "step": worst_step},
-                                                  {"step_time": worst}),)}),
+        base,
+        replace(base, id=f"step_time.p90{tag}", label="step time (p90)", value=quantile(values, 0.9),
+                detail=f"90th percentile of {n} step(s) timed by {source}"),
+        replace(base, id=f"step_time.worst{tag}", label="worst step", value=worst,
+                detail=f"step {worst_step} on {_ranks_text([worst_rank])}, timed by {source}",
+                evidence=(EvidenceRow("steps", {"source": source, "rank": worst_rank, "step": worst_step},
+                                      {"step_time": worst}),)),
     ]
 
 
@@ -151,8 +152,9 @@ def gpu_facts(tables: Mapping[str, Rows]) -> list[Fact]:
                               evidence=tuple(EvidenceRow("kineto_idle_device", {"rank": r, "category": "host_wait"},
                                                          {"idle_us": idle_dev[r].get("host_wait", 0.0)})
                                              for r in ranks if r in idle_dev)))
-    scoped = [(f":rank{rank}" if rank is not None else ":norank", [row], (rank,), _ranks_text([rank]))
-              for rank, row in launch.items()]
+    scoped: list[tuple[str, list[Mapping[str, Any]], tuple[int | None, ...], str]] = [
+        (f":rank{rank}" if rank is not None else ":norank", [row], (rank,), _ranks_text([rank]))
+        for rank, row in launch.items()]
     if launch:
         every_rank = tuple(launch)
         scoped.append(("", list(launch.values()), every_rank, _ranks_text(every_rank) if len(launch) == 1 else
@@ -188,18 +190,17 @@ def _temporal(tag: str, row: Mapping[str, Any], ranks: tuple[int | None, ...], a
     ev = (EvidenceRow("kineto_temporal", {"rank": row.get("rank")},
                       {"span_us": span, "idle_us": idle, "compute_us": compute,
                        "non_compute_us": row.get("non_compute_us")}),)
-    denom = "GPU span (first to last GPU activity)"
-    common = {"unit": "%", "source": "kineto", "denominator": denom, "denominator_value": span / 1e3,
-              "denominator_unit": "ms", "ranks": ranks, "aggregate": aggregate, "evidence": ev}
     if span <= 0:
         return []
+    base = Fact(f"gpu.busy{tag}", "GPU busy", 100.0 * (span - idle) / span, "%", "kineto",
+                "GPU span (first to last GPU activity)", span / 1e3, "ms", ranks, aggregate, evidence=ev,
+                detail=f"{(span - idle) / 1e3:,.1f} ms of {span / 1e3:,.1f} ms")
     return [
-        Fact(f"gpu.busy{tag}", "GPU busy", 100.0 * (span - idle) / span,
-             detail=f"{(span - idle) / 1e3:,.1f} ms of {span / 1e3:,.1f} ms", **common),
-        Fact(f"gpu.idle{tag}", "GPU idle", 100.0 * idle / span,
-             detail=f"{idle / 1e3:,.1f} ms of {span / 1e3:,.1f} ms", **common),
-        Fact(f"gpu.compute{tag}", "GPU computing", 100.0 * compute / span,
-             detail=f"{compute / 1e3:,.1f} ms of {span / 1e3:,.1f} ms", **common),
+        base,
+        replace(base, id=f"gpu.idle{tag}", label="GPU idle", value=100.0 * idle / span,
+                detail=f"{idle / 1e3:,.1f} ms of {span / 1e3:,.1f} ms"),
+        replace(base, id=f"gpu.compute{tag}", label="GPU computing", value=100.0 * compute / span,
+                detail=f"{compute / 1e3:,.1f} ms of {span / 1e3:,.1f} ms"),
     ]
 
 
@@ -213,24 +214,24 @@ def _comm(tag: str, temporal: Mapping[str, Any], rows: Sequence[Mapping[str, Any
                            {"communication_us": r.get("communication_us"), "overlap_us": r.get("overlap_us"),
                             "comm_streams": list(r.get("comm_streams") or []),
                             "shared_streams": list(r.get("shared_streams") or [])}) for r in rows)
-    common = {"source": "kineto", "ranks": ranks, "aggregate": aggregate, "evidence": ev}
+    base = Fact(f"comm.share{tag}", "communication share", 0.0, "%", "kineto", "GPU busy time (span minus idle)",
+                busy / 1e3, "ms", ranks, aggregate, evidence=ev)
     if comm <= 0:
-        why = NotMeasured("no communication kernels in the trace")
-        return [Fact(f"comm.share{tag}", "communication share", 0.0, "%", denominator="GPU busy time",
-                     denominator_value=busy / 1e3, denominator_unit="ms", detail="no communication kernels",
-                     **common),
-                Fact(f"comm.overlap{tag}", "communication overlapped with compute", why, "%", **common)]
+        return [replace(base, detail="no communication kernels"),
+                replace(base, id=f"comm.overlap{tag}", label="communication overlapped with compute",
+                        value=NotMeasured("no communication kernels in the trace"), denominator="",
+                        denominator_value=None, denominator_unit="")]
     return [
-        Fact(f"comm.time{tag}", "communication kernel time", comm / 1e3, "ms", **common),
-        Fact(f"comm.share{tag}", "communication share", 100.0 * comm / busy if busy > 0 else NotMeasured(
-            "no GPU busy time"), "%", denominator="GPU busy time (span minus idle)", denominator_value=busy / 1e3,
-             denominator_unit="ms", detail=f"{comm / 1e3:,.1f} ms of {busy / 1e3:,.1f} ms", **common),
-        Fact(f"comm.overlap{tag}", "communication overlapped with compute", 100.0 * both / comm, "%",
-             denominator="communication kernel time", denominator_value=comm / 1e3, denominator_unit="ms",
-             detail=f"{both / 1e3:,.3f} ms of {comm / 1e3:,.1f} ms under computation kernels", **common),
-        Fact(f"comm.exposed{tag}", "communication not under compute", (comm - both) / 1e3, "ms",
-             denominator="GPU span", denominator_value=span / 1e3, denominator_unit="ms",
-             detail=f"{100.0 * (comm - both) / span:.1f}% of the span" if span else "", **common),
+        replace(base, id=f"comm.time{tag}", label="communication kernel time", value=comm / 1e3, unit="ms",
+                denominator="", denominator_value=None, denominator_unit=""),
+        replace(base, value=100.0 * comm / busy if busy > 0 else NotMeasured("no GPU busy time"),
+                detail=f"{comm / 1e3:,.1f} ms of {busy / 1e3:,.1f} ms"),
+        replace(base, id=f"comm.overlap{tag}", label="communication overlapped with compute",
+                value=100.0 * both / comm, denominator="communication kernel time", denominator_value=comm / 1e3,
+                detail=f"{both / 1e3:,.3f} ms of {comm / 1e3:,.1f} ms under computation kernels"),
+        replace(base, id=f"comm.exposed{tag}", label="communication not under compute", value=(comm - both) / 1e3,
+                unit="ms", denominator="GPU span", denominator_value=span / 1e3,
+                detail=f"{100.0 * (comm - both) / span:.1f}% of the span" if span else ""),
     ]
 
 
