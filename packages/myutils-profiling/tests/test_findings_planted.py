@@ -84,3 +84,19 @@ def test_a_planted_straggler_is_the_one_finding(tmp_path: Path) -> None:
     steps = f.evidence["steps_compared"]
     assert f.evidence["above_median_steps"] == steps  # late on every step, and it says so
     assert "no collectives" in f.detail and "every collective" not in f.detail
+
+
+def test_a_bottleneck_and_a_suggestion_on_one_fact_are_one_finding() -> None:
+    from my_utils.core.events import MetricEvent
+
+    events = []
+    for s in range(20):
+        for name, ms in (("dataloader", 40.0), ("forward", 30.0), ("backward", 30.0)):
+            events.append(MetricEvent(name, ms, "duration", "ms", "mytimer", 0, s, attrs={"depth": 0}))
+        events.append(MetricEvent("step_time", 100.0, "duration", "ms", "mytimer", 0, s))
+    report = MetricsAnalyzer(events, traces=[]).analyze()
+    ids = [f.id for f in report.findings]
+    # before: "dataloader takes 40% of step time" and "data loading takes 40% of step time" as two cards
+    assert "suggestion:data_loading:rank0" not in ids and "bottleneck:dataloader" in ids
+    (f,) = [f for f in report.findings if f.id == "bottleneck:dataloader"]
+    assert f.evidence["merged"] == ["suggestion:data_loading:rank0"] and "num_workers" in f.suggestion
