@@ -36,7 +36,14 @@ from pathlib import Path
 from typing import Any, overload
 
 from my_utils.core.events import MetricEvent, iter_event_rows, trusted_event
-from my_utils.profiling.analysis.model import REPORT_SCHEMA_VERSION, SEVERITIES, AnalysisReport, Finding
+from my_utils.profiling.analysis.model import (
+    REPORT_SCHEMA_VERSION,
+    SEVERITIES,
+    Advice,
+    AnalysisReport,
+    EvidenceRow,
+    Finding,
+)
 from my_utils.profiling.analysis.overhead import overhead_statement
 from my_utils.profiling.analysis.rules._series import (
     STEP_TIME,
@@ -547,7 +554,11 @@ def capture_findings(health: Sequence[Mapping[str, Any]]) -> list[Finding]:
             severity=status if status in SEVERITIES else "warning",
             title=f"capture health: {check} on {where}", detail=str(row.get("detail", "")),
             evidence={"names": [check], "ranks": [rank], "value": row.get("value"), "table": "kineto_health"},
-            suggestion=suggest("capture", check)))
+            suggestion=suggest("capture", check),
+            facts=(f"capture:{check}:{'rank' + str(rank) if rank is not None else 'all'}",),
+            advice=(Advice(str(row.get("detail", "")) or suggest("capture", check),
+                           (EvidenceRow("kineto_health", {"rank": rank, "check": check},
+                                        {"status": status, "value": row.get("value")}),), (), f"capture:{check}"),)))
     return out
 
 
