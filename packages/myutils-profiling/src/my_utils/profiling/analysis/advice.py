@@ -244,10 +244,10 @@ IDLE_ADVICE: dict[str, str] = {
 
 #: Communication evidence → advice.
 COMM_ADVICE: dict[str, str] = {
-    "no_overlap_own_stream": "NCCL runs on its own stream yet never beside compute: compute waits for each "
-                             "collective. Let DDP overlap gradient buckets with backward (no sync after "
-                             "backward; bucket_cap_mb), use FSDP's backward_prefetch, and avoid a barrier or "
-                             ".item() right after a collective",
+    "no_overlap_own_stream": "NCCL runs on its own stream, yet only {overlap:.0f}% of its time has computation "
+                             "beside it: compute waits for the collectives. Let DDP overlap gradient buckets with "
+                             "backward (no sync after backward; bucket_cap_mb), use FSDP's backward_prefetch, and "
+                             "avoid a barrier or .item() right after a collective",
     "no_overlap_shared_stream": "NCCL kernels share the compute stream, so they cannot overlap: issue "
                                 "collectives on their own stream (the default for DDP/FSDP and async_op=True)",
     "spike": "the communication time of one step is {ratio:.1f}× the median of the others: a straggling rank, "

@@ -6,9 +6,10 @@ and reported once: the title quotes the rank with the largest impact *by number*
 detail lists the other ranks where it holds.
 
 ``communication:no_overlap``
-    communication kernels take at least :data:`MIN_COMM_SHARE` of GPU busy time and less than
-    :data:`MAX_OVERLAP` % of them run under computation (0 µs overlapped with 357 ms of NCCL):
-    the exposed communication is what overlap could save. The advice depends on whether NCCL
+    communication kernels take at least :data:`MIN_COMM_SHARE` of GPU busy time, and less than
+    :data:`MAX_OVERLAP` % of them run under computation (0 µs overlapped with 357 ms of NCCL) or
+    the part not under computation is at least :data:`MIN_EXPOSED` % of the GPU span: the
+    exposed communication is what overlap could save. The advice depends on whether NCCL
     shares a stream with compute (it cannot overlap then) or has its own (compute waits for it).
 ``gpu:host_bound``
     the GPU is idle at least :data:`MIN_IDLE` % of its span and most of that idle is waiting for
@@ -34,6 +35,7 @@ from my_utils.profiling.analysis.rules._stats import MAD_TO_SIGMA, mad
 
 MIN_COMM_SHARE = 10.0  # % of GPU busy time
 MAX_OVERLAP = 30.0  # % of communication time
+MIN_EXPOSED = 10.0  # % of the GPU span
 MIN_IDLE = 20.0  # % of the GPU span
 MIN_HOST_SHARE = 50.0  # % of the idle time
 SPIKE = 1.5
@@ -110,13 +112,15 @@ def _no_overlap(facts: Mapping[str, Fact], tag: str, rank: int | None, steps: in
     time, exposed = facts.get(f"comm.time:{tag}"), facts.get(f"comm.exposed:{tag}")
     if share is None or overlap is None or time is None or exposed is None:
         return []
-    if (share.number or 0.0) < MIN_COMM_SHARE or overlap.number is None or overlap.number >= MAX_OVERLAP:
+    exposed_ms = exposed.number or 0.0
+    span_share = exposed_ms / exposed.denominator_value if exposed.denominator_value else 0.0
+    if (share.number or 0.0) < MIN_COMM_SHARE or overlap.number is None or (
+            overlap.number >= MAX_OVERLAP and 100.0 * span_share < MIN_EXPOSED):
         return []
     streams = overlap.evidence[0].values if overlap.evidence else {}
     shared = bool(streams.get("shared_streams"))
-    text = COMM_ADVICE["no_overlap_shared_stream" if shared else "no_overlap_own_stream"]
-    exposed_ms = exposed.number or 0.0
-    span_share = exposed_ms / exposed.denominator_value if exposed.denominator_value else 0.0
+    text = COMM_ADVICE["no_overlap_shared_stream" if shared else "no_overlap_own_stream"].format(
+        overlap=overlap.number)
     return [{
         "id": f"communication:no_overlap:{tag}", "category": "optimization",
         "severity": "critical" if span_share >= 0.2 else "warning",
