@@ -548,7 +548,7 @@ def capture_findings(health: Sequence[Mapping[str, Any]]) -> list[Finding]:
             continue
         rank = row.get("rank")
         check = str(row.get("check", "capture"))
-        where = f"rank {rank}" if rank is not None else "all ranks"
+        where = f"rank {rank}" if rank is not None else "the run (no rank)"
         out.append(Finding(
             id=f"capture:{check}:{'rank' + str(rank) if rank is not None else 'all'}", category="capture",
             severity=status if status in SEVERITIES else "warning",
