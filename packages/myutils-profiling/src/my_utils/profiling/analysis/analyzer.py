@@ -28,7 +28,6 @@ import math
 import operator
 import statistics
 import sys
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
@@ -36,12 +35,17 @@ from pathlib import Path
 from typing import Any, overload
 
 from my_utils.core.events import MetricEvent, iter_event_rows, trusted_event
+from my_utils.profiling.analysis.assembly import (
+    capture_findings,
+    not_measured,
+    report_title,
+    run_hardware,
+    run_warnings,
+)
 from my_utils.profiling.analysis.model import (
     REPORT_SCHEMA_VERSION,
     SEVERITIES,
-    Advice,
     AnalysisReport,
-    EvidenceRow,
     Finding,
 )
 from my_utils.profiling.analysis.overhead import overhead_statement
@@ -51,33 +55,29 @@ from my_utils.profiling.analysis.rules._series import (
     SeriesKey,
     SeriesSource,
     build_series,
-    is_gpu_family,
-    is_memory,
 )
-from my_utils.profiling.analysis.rules._stats import cv, quantile, std_cv
-from my_utils.profiling.analysis.rules.suggestions import suggest
+from my_utils.profiling.analysis.rules._stats import cv, quantile
 from my_utils.profiling.analysis.scores import compute_scores, score_dimensions
+from my_utils.profiling.analysis.tables import (
+    MAX_OPERATION_ROWS,
+    MAX_SERIES_ROWS,
+    Cell,
+    build_tables,
+    cell_stats,
+)
+
+__all__ = ["MAX_OPERATION_ROWS", "MAX_SERIES_ROWS", "AggregatedEvents", "EventAggregate", "MetricsAnalyzer",
+           "build_tables", "capture_findings", "event_rows"]
 from my_utils.profiling.analysis.workloads import DEFAULT_WORKLOAD, WorkloadProfile, get_workload
 
 _log = logging.getLogger("my_utils.profiling.analysis")
-#: Rows kept in the ``operations`` table (largest totals first); the rest are counted in the summary.
-MAX_OPERATION_ROWS = 1000
-#: Rows kept per series (one source, rank and name) in the ``steps`` and ``memory`` tables. A
-#: longer series is cut into ``MAX_SERIES_ROWS // 2`` buckets of consecutive steps, each keeping
-#: its lowest and its highest step, so a spike survives and a 1M-event run still makes a
-#: report of a few MB; the rules and the ``ranks``/``operations`` tables still see every step.
-MAX_SERIES_ROWS = 1000
-
-#: A cell: one measured value as a bare float (most cells of a big run: a quarter of the
-#: memory of a list), else ``[count, sum, min, max]`` (count 0: only NaN values were seen).
-_Cell = float | list[Any]
 
 
 class EventAggregate:
     """Events folded per (name, step, rank, source): what the analyzer keeps instead of the events."""
 
     def __init__(self) -> None:
-        self.cells: dict[tuple[str, int | None, int | None, str], _Cell] = {}
+        self.cells: dict[tuple[str, int | None, int | None, str], Cell] = {}
         self.meta: dict[tuple[str, str], tuple[str, str, int | None]] = {}  # (name, source) -> kind, unit, depth
         self.events = 0
         self.by_source: Counter[str] = Counter()
@@ -92,7 +92,7 @@ class EventAggregate:
 
     def cell(self, key: tuple[str, int | None, int | None, str]) -> tuple[int, float, float, float]:
         """``(count, sum, min, max)`` of the cell ``(name, step, rank, source)`` (KeyError when absent)."""
-        return _stats(self.cells[key])
+        return cell_stats(self.cells[key])
 
     def add(self, e: MetricEvent) -> None:
         """Fold one event in."""
@@ -183,7 +183,7 @@ class EventAggregate:
         extra = self.extra_occurrences
         for key, cell in self.cells.items():
             name, step, rank, source = key
-            count, total, lo, hi = _stats(cell)
+            count, total, lo, hi = cell_stats(cell)
             if count == 0:
                 continue
             kind, unit, depth = meta[(name, source)]
@@ -195,12 +195,6 @@ class EventAggregate:
                 attrs["depth"] = depth
             # the fields were checked when read (or built); only the value is computed here
             yield trusted_event(name, float(value), kind, unit, source, rank, step, None, "", attrs)
-
-
-def _stats(cell: _Cell) -> tuple[int, float, float, float]:
-    if type(cell) is list:
-        return cell[0], cell[1], cell[2], cell[3]
-    return 1, cell, cell, cell  # type: ignore[return-value]  # a bare float: one value
 
 
 class AggregatedEvents(SeriesSource):
@@ -336,10 +330,10 @@ class MetricsAnalyzer:
         events = agg.aggregated()
         series = build_series(events)
         findings, ran, errors = self._run_rules(events)
-        tables = _tables(series, agg, primary_step_source(series))
+        tables = build_tables(series, agg, primary_step_source(series))
         kineto_tables, kineto_note, kineto_warnings = self._kineto(agg)
         tables.update(kineto_tables)
-        hardware = _hardware(self.hardware, kineto_tables.get("kineto_context") or [])
+        hardware = run_hardware(self.hardware, kineto_tables.get("kineto_context") or [])
         facts = build_facts(series, tables, hardware)
         by_id = {f.id: f for f in facts}
         seen = {f.id for f in findings}
@@ -356,21 +350,21 @@ class MetricsAnalyzer:
                 seen.add(finding.id)
         findings += [f for f in capture_findings(kineto_tables.get("kineto_health", [])) if f.id not in seen]
         findings = rank_findings(findings)
-        not_measured = _coverage(series, agg, kineto_tables, findings)
+        unmeasured = not_measured(series, agg, kineto_tables, findings)
         scores = compute_scores(findings, [d for d in ("performance", "stability", "memory", "capture")
-                                           if d not in not_measured])
+                                           if d not in unmeasured])
         summary = _summary(agg, series, findings, ran, errors)
-        summary["warnings"] = _warnings(agg, kineto_warnings)
+        summary["warnings"] = run_warnings(agg, kineto_warnings)
         summary["step_time_source"] = primary_step_source(series)
         if kineto_note:
             summary["kineto"] = kineto_note
         inputs = self._inputs(agg)
-        headline = build_headline(facts, findings, _title(inputs, tables))
+        headline = build_headline(facts, findings, report_title(inputs, tables))
         return AnalysisReport(
             schema_version=REPORT_SCHEMA_VERSION, workload=self.workload.name,
             scores=scores, findings=findings, summary=summary, tables=tables,
             overhead=self._overhead(series, agg, kineto_tables), inputs=inputs, hardware=hardware,
-            facts=facts, headline=headline.to_dict(), dimensions=score_dimensions(scores, not_measured),
+            facts=facts, headline=headline.to_dict(), dimensions=score_dimensions(scores, unmeasured),
         )
 
     def _run_rules(self, events: Sequence[MetricEvent]) -> tuple[list[Finding], list[str], list[dict[str, str]]]:
@@ -539,135 +533,6 @@ def _kineto_tables(result: Any) -> dict[str, list[dict[str, Any]]]:
     return {str(name): [dict(r) for r in rows] for name, rows in raw.items() if isinstance(rows, (list, tuple))}
 
 
-def capture_findings(health: Sequence[Mapping[str, Any]]) -> list[Finding]:
-    """One ``capture`` finding per capture-health check that is not ``ok`` (``kineto_health`` rows)."""
-    out: list[Finding] = []
-    for row in health:
-        status = str(row.get("status", "ok"))
-        if status == "ok":
-            continue
-        rank = row.get("rank")
-        check = str(row.get("check", "capture"))
-        where = f"rank {rank}" if rank is not None else "the run (no rank)"
-        out.append(Finding(
-            id=f"capture:{check}:{'rank' + str(rank) if rank is not None else 'all'}", category="capture",
-            severity=status if status in SEVERITIES else "warning",
-            title=f"capture health: {check} on {where}", detail=str(row.get("detail", "")),
-            evidence={"names": [check], "ranks": [rank], "value": row.get("value"), "table": "kineto_health"},
-            suggestion=suggest("capture", check),
-            facts=(f"capture:{check}:{'rank' + str(rank) if rank is not None else 'all'}",),
-            advice=(Advice(str(row.get("detail", "")) or suggest("capture", check),
-                           (EvidenceRow("kineto_health", {"rank": rank, "check": check},
-                                        {"status": status, "value": row.get("value")}),), (), f"capture:{check}"),)))
-    return out
-
-
-def _tables(series: Mapping[Any, Any], agg: EventAggregate,
-            primary: str | None = None) -> dict[str, list[dict[str, Any]]]:
-    step_total: dict[tuple[int | None, str], float] = {}
-    device_total: dict[int | None, float] = {}
-    for (name, rank, source), s in series.items():
-        if name == STEP_TIME:
-            step_total[(rank, source)] = s.total
-        elif is_gpu_family(name) and s.kind == "duration":
-            device_total[rank] = device_total.get(rank, 0.0) + s.total
-    # one operations row per (name, source), all ranks together
-    ops: dict[tuple[str, str], dict[str, Any]] = {}
-    for (name, rank, source), s in series.items():
-        if s.kind != "duration":
-            continue
-        row = ops.setdefault((name, source), {"name": name, "source": source, "unit": s.unit, "count": 0,
-                                              "occurrences": 0, "values": [], "ranks": set(), "denominator": 0.0})
-        row["count"] += s.events
-        row["occurrences"] += s.occurrences or s.events
-        row["values"].extend(s.values)
-        row["ranks"].add(rank)
-        row["denominator"] += device_total.get(rank, 0.0) if is_gpu_family(name) else step_total.get((rank, source), 0.0)
-    op_rows: list[dict[str, Any]] = []
-    for row in ops.values():
-        values = sorted(row.pop("values"))
-        total = float(sum(values))
-        denom = row.pop("denominator")
-        row["ranks"] = sorted(r for r in row["ranks"] if r is not None)
-        std, spread = std_cv(values)  # pstdev and cv share the mean: one pass less per row
-        has_share = denom > 0 and row["name"] != STEP_TIME
-        row.update(steps=len(values), total=total, mean=total / len(values), std=std,
-                   min=values[0], max=values[-1], median=quantile(values, 0.5), p90=quantile(values, 0.9),
-                   cv=spread, share=(total / denom) if has_share else None,
-                   share_of=(_share_of(row["name"], row["source"]) if has_share else None),
-                   share_denominator=denom if has_share else None)
-        op_rows.append(row)
-    op_rows.sort(key=lambda r: -r["total"])
-    limits: dict[str, Any] = {}
-    steps = [{"step": s.steps[i], "rank": rank, "source": source, "step_time": s.values[i],
-              "regions": None} for (name, rank, source), s in series.items() if name == STEP_TIME
-             for i in _kept(s.values, "steps", limits)]
-    # the summed depth-0 regions of each kept row only (a few thousand rows, not every step of
-    # every region), added in series order as a sum over all steps would add them
-    depth0: dict[tuple[int | None, str], list[Any]] = {}
-    for (name, rank, source), s in series.items():
-        if s.depth == 0 and s.kind == "duration" and name != STEP_TIME:
-            depth0.setdefault((rank, source), []).append(s)
-    for row in steps:
-        step, regions = row["step"], None
-        for s in depth0.get((row["rank"], row["source"]), ()):
-            i = bisect_left(s.steps, step)
-            if i < len(s.steps) and s.steps[i] == step:
-                regions = (0.0 if regions is None else regions) + s.values[i]
-        row["regions"] = regions
-    steps.sort(key=lambda r: (r["source"], -1 if r["rank"] is None else r["rank"], r["step"]))
-    memory = [{"name": name, "step": s.steps[i], "rank": rank, "source": source, "value": s.values[i],
-               "unit": s.unit}
-              for (name, rank, source), s in series.items() if is_memory(s)
-              for i in _kept(s.values, "memory", limits)]
-    memory.sort(key=lambda r: (r["name"], -1 if r["rank"] is None else r["rank"], r["step"]))
-    # one row per (rank, source): MyTimer's 30 steps and torch.profiler's 2 are never pooled
-    rank_rows = [{"rank": rank, "source": source, "steps": len(s.values), "mean_step_time": statistics.fmean(s.values),
-                  "median_step_time": statistics.median(s.values), "total_time": float(sum(s.values)),
-                  "primary": source == primary}
-                 for (name, rank, source), s in sorted(series.items(), key=lambda kv: (
-                     kv[0][2] != primary, kv[0][2], -1 if kv[0][1] is None else kv[0][1]))
-                 if name == STEP_TIME and s.values]
-    no_step: list[dict[str, Any]] = [{"name": name, "rank": rank, "source": source, "count": c[0], "total": c[1], "min": c[2], "max": c[3],
-                "unit": agg.meta[(name, source)][1]}
-               for (name, step, rank, source), cell in agg.cells.items() if step is None
-               for c in (_stats(cell),) if c[0]]
-    no_step.sort(key=lambda r: -r["total"])
-    tables = {"operations": op_rows[:MAX_OPERATION_ROWS], "steps": steps, "memory": memory, "ranks": rank_rows}
-    if no_step:
-        tables["totals"] = no_step[:MAX_OPERATION_ROWS]
-    for name in ("steps", "memory"):
-        entry = limits.setdefault(name, {"series": 0, "series_downsampled": 0, "points": 0})
-        entry.update(rows=len(tables[name]), max_rows_per_series=MAX_SERIES_ROWS,
-                     method="beyond the cap, the lowest and highest step of each bucket of consecutive steps")
-    agg.table_limits = limits
-    return tables
-
-
-def _kept(values: Sequence[float], table: str, limits: dict[str, Any]) -> list[int]:
-    """Indices of the points of one series kept in ``table`` (all up to ``MAX_SERIES_ROWS``), counted in ``limits``."""
-    n = len(values)
-    entry = limits.setdefault(table, {"series": 0, "series_downsampled": 0, "points": 0})
-    entry["series"] += 1
-    entry["points"] += n
-    if n <= MAX_SERIES_ROWS:
-        return list(range(n))
-    entry["series_downsampled"] += 1
-    buckets = MAX_SERIES_ROWS // 2
-    kept: list[int] = []
-    for b in range(buckets):
-        start, stop = b * n // buckets, (b + 1) * n // buckets
-        lo = hi = start
-        for i in range(start + 1, stop):
-            v = values[i]
-            if v < values[lo]:
-                lo = i
-            elif v > values[hi]:
-                hi = i
-        kept.extend((lo, hi) if lo < hi else (hi, lo) if hi < lo else (lo,))
-    return kept
-
-
 def _summary(agg: EventAggregate, series: Mapping[Any, Any], findings: list[Finding], ran: list[str],
              errors: list[dict[str, str]]) -> dict[str, Any]:
     steps = sorted({st for (_n, st, _r, _s) in agg.cells if st is not None})
@@ -689,61 +554,3 @@ def _summary(agg: EventAggregate, series: Mapping[Any, Any], findings: list[Find
         "findings": {sev: by_severity.get(sev, 0) for sev in SEVERITIES},
         "rules": ran, "rule_errors": errors, "table_limits": agg.table_limits,
     }
-
-
-def _share_of(name: str, source: str) -> str:
-    """What the ``share`` of an operations row is of, in words (every share names its denominator)."""
-    if is_gpu_family(name):
-        return "summed GPU activity time of the same ranks (kernels, copies, sets; concurrent ones counted twice)"
-    return f"{source} step time of the same ranks"
-
-
-def _hardware(given: Mapping[str, Any], contexts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The report's ``hardware``: what the caller gave, completed by the traces' own context."""
-    if not contexts:
-        return dict(given)
-    from my_utils.profiling.analysis.kineto.context import run_context
-
-    merged = run_context(contexts)
-    merged.update(given)  # the caller's description (the training host) wins where both say something
-    return merged
-
-
-def _coverage(series: Mapping[Any, Any], agg: EventAggregate, kineto_tables: Mapping[str, Any],
-              findings: Sequence[Finding]) -> dict[str, str]:
-    """The score dimensions the run had no data for, each with the reason (a dimension is never 100 by default)."""
-    missing: dict[str, str] = {}
-    sources = ", ".join(f"{k} ({v:,} events)" for k, v in sorted(agg.by_source.items())) or "no events"
-    timed = [s for s in series.values() if s.kind == "duration" and s.steps]
-    if not timed and not kineto_tables.get("kineto_temporal"):
-        missing["performance"] = (f"no per-step durations in the inputs ({sources}): the rules compare times per "
-                                  "step, and totals without steps cannot be judged")
-    if not any(len(s.steps) >= 6 for s in timed):
-        missing["stability"] = "no series with 6 steps or more: too few steps to tell jitter from noise"
-    if not any(is_memory(s) and len(s.steps) >= 6 for s in series.values()):
-        missing["memory"] = "no memory gauge per step (6 steps or more) in the inputs"
-    if not kineto_tables and not any(f.category == "capture" for f in findings):
-        missing["capture"] = "no torch.profiler trace was analysed"
-    return missing
-
-
-def _warnings(agg: EventAggregate, kineto: Sequence[str]) -> list[dict[str, str]]:
-    """What the analysis had to assume, one object per warning (``code``, ``message``)."""
-    out = [{"code": "rank_unknown", "message": w} for w in kineto]
-    if not kineto and any(src == "torch_profiler" and rank is None for (_n, _st, rank, src) in agg.cells):
-        out.append({"code": "rank_unknown",
-                    "message": "torch_profiler events without a rank (the trace had no distributedInfo.rank and no "
-                               "rank in its file name): treated as the one process of a single-rank run"})
-    return out
-
-
-def _title(inputs: Mapping[str, Any], tables: Mapping[str, Any]) -> str:
-    """What the report is about: the trace files, else the run ids, else the events file."""
-    files = [Path(str(r.get("file"))).name for r in tables.get("kineto_inputs") or [] if r.get("file")]
-    if files:
-        return ", ".join(files[:4]) + (f" and {len(files) - 4} more" if len(files) > 4 else "")
-    if inputs.get("run_ids"):
-        return "run " + ", ".join(map(str, inputs["run_ids"][:3]))
-    if inputs.get("events_file"):
-        return Path(str(inputs["events_file"])).parent.name or str(inputs["events_file"])
-    return "analysis"
