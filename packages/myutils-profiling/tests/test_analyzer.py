@@ -265,6 +265,9 @@ def test_long_runs_keep_bounded_step_and_memory_tables_where_spikes_survive(tmp_
     assert report.tables["ranks"][0]["steps"] == steps
     assert report.summary["step_time"]["mytimer:rank0"]["max"] == 500.0
     assert any("1234" in json.dumps(f.evidence) + f.detail for f in report.findings if f.category == "anomaly")
+    # exactly what was planted: the spike (explained by forward, not a second finding) and forward's 60 %;
+    # the one-time memory jump is a new level, not a growing leak
+    assert {f.id for f in report.findings} == {"anomaly:mytimer:step_time:rank0", "bottleneck:forward"}
     assert json.loads(report.to_json())["summary"]["table_limits"]["memory"]["series_downsampled"] == 1
 
 
