@@ -53,3 +53,42 @@ def test_load_reports_bad_json_with_its_line(tmp_path: Path) -> None:
     path.write_text('{\n "schema_version": "1.0",\n oops\n}')
     with pytest.raises(InputError, match=r"analysis_report\.json:line 3"):
         AnalysisReport.load(path)
+
+
+def test_facts_headline_dimensions_and_finding_fields_round_trip(tmp_path: Path) -> None:
+    from my_utils.profiling.analysis.model import (
+        Advice,
+        EvidenceRow,
+        Fact,
+        Headline,
+        Impact,
+        NotMeasured,
+        Verdict,
+    )
+
+    row = EvidenceRow("kineto_temporal", {"rank": 1}, {"idle_us": 732352.0, "span_us": 1732965.0})
+    idle = Fact("gpu.idle:rank1", "GPU idle", 42.26, "%", "kineto", "GPU span", 1732.965, "ms", (1,), "rank 1",
+                5, (row,), "732.4 ms of 1,733.0 ms")
+    missing = Fact("context.cuda_driver", "CUDA driver", NotMeasured("no input records it"))
+    finding = Finding("gpu:host_bound", "optimization", "critical", "GPU idle 42%", "d", {"ranks": [1]}, "s",
+                      ("gpu.idle:rank1",), Impact(84.0, 0.24, "host wait per step", 5, 0.625, "torch_profiler"),
+                      (Advice("use CUDA graphs", (row,), ("gpu.idle:rank1",), "idle:host_wait"),))
+    head = Headline("t", (missing,), (idle,), Verdict("host", ("Host-bound",), ("gpu.idle:rank1",)), ("gpu:host_bound",))
+    report = AnalysisReport(REPORT_SCHEMA_VERSION, "pretrain", {}, [finding], {}, facts=[idle, missing],
+                            headline=head.to_dict(), dimensions={"memory": {"score": None, "not_measured": "x"}})
+    again = AnalysisReport.load(report.write(tmp_path))
+    assert again.findings == [finding] and again.facts == [idle, missing]
+    assert again.fact("context.cuda_driver") == missing and not missing.measured and missing.number is None
+    data = json.loads(report.to_json())
+    assert data["facts"][1]["value"] is None and data["facts"][1]["not_measured"] == "no input records it"
+    assert data["headline"]["verdict"]["bound"] == "host" and data["dimensions"]["memory"]["score"] is None
+    assert finding.impact.rank_value == pytest.approx(0.24 * 0.625)
+    # a 1.1 report (no facts, no impact) still loads: the new fields are additive
+    old = _report().to_dict()
+    for key in ("facts", "headline", "dimensions"):
+        old.pop(key)
+    for f in old["findings"]:
+        for key in ("facts", "impact", "advice"):
+            f.pop(key)
+    legacy = AnalysisReport.from_dict(old)
+    assert legacy.facts == [] and legacy.findings[0].impact == Impact() and legacy.findings[0].advice == ()

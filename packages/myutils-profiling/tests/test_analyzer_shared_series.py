@@ -194,7 +194,8 @@ _TIMER_EVENT = st.builds(
 @settings(max_examples=80, deadline=None, derandomize=True)
 @given(st.lists(_TIMER_EVENT, max_size=80))
 def test_region_counts_and_step_regions_are_the_step_by_step_sums(events: list[MetricEvent]) -> None:
-    from my_utils.profiling.analysis.analyzer import _mytimer_region_counts, _tables
+    from my_utils.profiling.analysis.analyzer import _mytimer_region_counts
+    from my_utils.profiling.analysis.tables import build_tables as _tables
 
     agg = MetricsAnalyzer(events).aggregate()
     series = build_series(agg.aggregated())

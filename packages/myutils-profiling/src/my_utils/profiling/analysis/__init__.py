@@ -1,4 +1,4 @@
-"""Analysis: metric events → findings, scores and tables (``MetricsAnalyzer`` → ``AnalysisReport``).
+"""Analysis: metric events → facts, findings, scores, tables and a headline (``MetricsAnalyzer`` → ``AnalysisReport``).
 
 Light to import: the names are resolved on first access.
 """
@@ -21,6 +21,13 @@ _EXPORTS: dict[str, str] = {
     "REPORT_FILE_NAME": "my_utils.profiling.analysis.model",
     "REPORT_SCHEMA_VERSION": "my_utils.profiling.analysis.model",
     "SEVERITIES": "my_utils.profiling.analysis.model",
+    "Advice": "my_utils.profiling.analysis.model",
+    "EvidenceRow": "my_utils.profiling.analysis.model",
+    "Fact": "my_utils.profiling.analysis.model",
+    "Headline": "my_utils.profiling.analysis.model",
+    "Impact": "my_utils.profiling.analysis.model",
+    "NotMeasured": "my_utils.profiling.analysis.model",
+    "Verdict": "my_utils.profiling.analysis.model",
 }
 
 __all__ = list(_EXPORTS)
@@ -33,8 +40,15 @@ if TYPE_CHECKING:
     from my_utils.profiling.analysis.model import REPORT_FILE_NAME as REPORT_FILE_NAME
     from my_utils.profiling.analysis.model import REPORT_SCHEMA_VERSION as REPORT_SCHEMA_VERSION
     from my_utils.profiling.analysis.model import SEVERITIES as SEVERITIES
+    from my_utils.profiling.analysis.model import Advice as Advice
     from my_utils.profiling.analysis.model import AnalysisReport as AnalysisReport
+    from my_utils.profiling.analysis.model import EvidenceRow as EvidenceRow
+    from my_utils.profiling.analysis.model import Fact as Fact
     from my_utils.profiling.analysis.model import Finding as Finding
+    from my_utils.profiling.analysis.model import Headline as Headline
+    from my_utils.profiling.analysis.model import Impact as Impact
+    from my_utils.profiling.analysis.model import NotMeasured as NotMeasured
+    from my_utils.profiling.analysis.model import Verdict as Verdict
     from my_utils.profiling.analysis.scores import compute_scores as compute_scores
     from my_utils.profiling.analysis.workloads import WORKLOADS as WORKLOADS
     from my_utils.profiling.analysis.workloads import WorkloadProfile as WorkloadProfile

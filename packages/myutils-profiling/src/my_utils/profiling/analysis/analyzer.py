@@ -11,7 +11,14 @@ Rules are the ``myutils_analysis_rules`` plugins (the built-ins included); each 
 with the workload profile's options for it, runs alone, and a rule that fails or returns
 a malformed finding is named in ``summary["rule_errors"]`` while the others still report.
 When the events came from torch.profiler traces and the traces can be found, the Kineto
-analyses (``my_utils.profiling.analysis.kineto``) add their tables.
+analyses (``my_utils.profiling.analysis.kineto``) add their tables and the traces' context
+(GPU, world size, versions) joins ``hardware``.
+
+Facts, then findings (ARCHITECTURE.md §8): after the rules, ``analysis.facts`` states the
+run's numbers as facts, ``analysis.fact_rules`` promotes the clearest to findings,
+``analysis.ranking`` keeps one finding per fact ranked by the time it could save, and
+``analysis.headline`` builds the first screen. A score dimension without data is "not
+measured" (``report.dimensions``), never 100.
 """
 
 from __future__ import annotations
@@ -21,7 +28,6 @@ import math
 import operator
 import statistics
 import sys
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
@@ -29,7 +35,19 @@ from pathlib import Path
 from typing import Any, overload
 
 from my_utils.core.events import MetricEvent, iter_event_rows, trusted_event
-from my_utils.profiling.analysis.model import REPORT_SCHEMA_VERSION, SEVERITIES, AnalysisReport, Finding
+from my_utils.profiling.analysis.assembly import (
+    capture_findings,
+    not_measured,
+    report_title,
+    run_hardware,
+    run_warnings,
+)
+from my_utils.profiling.analysis.model import (
+    REPORT_SCHEMA_VERSION,
+    SEVERITIES,
+    AnalysisReport,
+    Finding,
+)
 from my_utils.profiling.analysis.overhead import overhead_statement
 from my_utils.profiling.analysis.rules._series import (
     STEP_TIME,
@@ -37,33 +55,29 @@ from my_utils.profiling.analysis.rules._series import (
     SeriesKey,
     SeriesSource,
     build_series,
-    is_gpu_family,
-    is_memory,
 )
-from my_utils.profiling.analysis.rules._stats import cv, quantile, std_cv
-from my_utils.profiling.analysis.rules.suggestions import suggest
-from my_utils.profiling.analysis.scores import compute_scores
+from my_utils.profiling.analysis.rules._stats import cv, quantile
+from my_utils.profiling.analysis.scores import compute_scores, score_dimensions
+from my_utils.profiling.analysis.tables import (
+    MAX_OPERATION_ROWS,
+    MAX_SERIES_ROWS,
+    Cell,
+    build_tables,
+    cell_stats,
+)
+
+__all__ = ["MAX_OPERATION_ROWS", "MAX_SERIES_ROWS", "AggregatedEvents", "EventAggregate", "MetricsAnalyzer",
+           "build_tables", "capture_findings", "event_rows"]
 from my_utils.profiling.analysis.workloads import DEFAULT_WORKLOAD, WorkloadProfile, get_workload
 
 _log = logging.getLogger("my_utils.profiling.analysis")
-#: Rows kept in the ``operations`` table (largest totals first); the rest are counted in the summary.
-MAX_OPERATION_ROWS = 1000
-#: Rows kept per series (one source, rank and name) in the ``steps`` and ``memory`` tables. A
-#: longer series is cut into ``MAX_SERIES_ROWS // 2`` buckets of consecutive steps, each keeping
-#: its lowest and its highest step, so a spike survives and a 1M-event run still makes a
-#: report of a few MB; the rules and the ``ranks``/``operations`` tables still see every step.
-MAX_SERIES_ROWS = 1000
-
-#: A cell: one measured value as a bare float (most cells of a big run: a quarter of the
-#: memory of a list), else ``[count, sum, min, max]`` (count 0: only NaN values were seen).
-_Cell = float | list[Any]
 
 
 class EventAggregate:
     """Events folded per (name, step, rank, source): what the analyzer keeps instead of the events."""
 
     def __init__(self) -> None:
-        self.cells: dict[tuple[str, int | None, int | None, str], _Cell] = {}
+        self.cells: dict[tuple[str, int | None, int | None, str], Cell] = {}
         self.meta: dict[tuple[str, str], tuple[str, str, int | None]] = {}  # (name, source) -> kind, unit, depth
         self.events = 0
         self.by_source: Counter[str] = Counter()
@@ -72,10 +86,13 @@ class EventAggregate:
         self.first_ts: float | None = None
         self.last_ts: float | None = None
         self.table_limits: dict[str, Any] = {}  # filled by the tables: rows kept per table and how
+        # occurrences beyond one per event, per cell: a provider's pre-aggregated event (Kineto: one
+        # event per kernel name and step) says in attrs["count"] how many launches it stands for
+        self.extra_occurrences: dict[tuple[str, int | None, int | None, str], int] = {}
 
     def cell(self, key: tuple[str, int | None, int | None, str]) -> tuple[int, float, float, float]:
         """``(count, sum, min, max)`` of the cell ``(name, step, rank, source)`` (KeyError when absent)."""
-        return _stats(self.cells[key])
+        return cell_stats(self.cells[key])
 
     def add(self, e: MetricEvent) -> None:
         """Fold one event in."""
@@ -90,6 +107,7 @@ class EventAggregate:
         """
         cells = self.cells
         meta = self.meta
+        extra = self.extra_occurrences
         run_ids = self.run_ids
         by_source: dict[str, int] = {}
         first, last = self.first_ts, self.last_ts
@@ -114,12 +132,16 @@ class EventAggregate:
                 if run_id and run_id not in run_ids:
                     run_ids.add(run_id)
                 key = (name, step, rank, source)
+                attrs = row["attrs"]
+                if attrs:
+                    n = attrs.get("count")
+                    if n.__class__ is int and n > 1:
+                        extra[key] = extra.get(key, 0) + n - 1
                 cell = get(key)
                 if cell is None:
                     cells[key] = v if v == v else [0, 0.0, math.inf, -math.inf]
                     mk = (name, source)
                     if mk not in meta:
-                        attrs = row["attrs"]
                         depth = attrs.get("depth")
                         meta[mk] = (row["kind"], row["unit"], depth if isinstance(depth, int) else None)
                         if source == "torch_profiler" and isinstance(attrs.get("file"), str):
@@ -158,23 +180,21 @@ class EventAggregate:
     def iter_aggregated(self) -> Iterator[MetricEvent]:
         """The events of :meth:`aggregated`, built one at a time."""
         meta = self.meta
-        for (name, step, rank, source), cell in self.cells.items():
-            count, total, lo, hi = _stats(cell)
+        extra = self.extra_occurrences
+        for key, cell in self.cells.items():
+            name, step, rank, source = key
+            count, total, lo, hi = cell_stats(cell)
             if count == 0:
                 continue
             kind, unit, depth = meta[(name, source)]
             value = hi if kind == "gauge" else total / count if kind in ("ratio", "info") else total
             attrs: dict[str, Any] = {"count": count, "min": lo, "max": hi}
+            if key in extra:
+                attrs["occurrences"] = count + extra[key]
             if depth is not None:
                 attrs["depth"] = depth
             # the fields were checked when read (or built); only the value is computed here
             yield trusted_event(name, float(value), kind, unit, source, rank, step, None, "", attrs)
-
-
-def _stats(cell: _Cell) -> tuple[int, float, float, float]:
-    if type(cell) is list:
-        return cell[0], cell[1], cell[2], cell[3]
-    return 1, cell, cell, cell  # type: ignore[return-value]  # a bare float: one value
 
 
 class AggregatedEvents(SeriesSource):
@@ -197,8 +217,10 @@ class AggregatedEvents(SeriesSource):
     def build_series_now(self) -> dict[SeriesKey, Series]:
         """``build_series`` of these events, from the cells: one value per step already, so no per-step folding."""
         meta = self._agg.meta
+        extra = self._agg.extra_occurrences
         out: dict[SeriesKey, Series] = {}
-        for (name, step, rank, source), cell in self._agg.cells.items():
+        for ckey, cell in self._agg.cells.items():
+            name, step, rank, source = ckey
             if step is None:
                 continue
             if type(cell) is list:
@@ -220,6 +242,7 @@ class AggregatedEvents(SeriesSource):
             series.steps.append(step)
             series.values.append(value)
             series.events += count
+            series.occurrences += count + extra.get(ckey, 0)
         for series in out.values():
             st = series.steps
             if not all(map(operator.lt, st, islice(st, 1, None))):  # cells are usually in step order already
@@ -257,7 +280,8 @@ class MetricsAnalyzer:
     """Analyse metric events (a ``metrics_events.jsonl`` path, or events) into an ``AnalysisReport``.
 
     ``workload`` picks the thresholds (``pretrain``, ``finetune``, ``inference``); ``rules``
-    restricts the rules to these names (default: every installed rule); ``rule_options``
+    restricts the rules to these names (default: every installed rule, and the fact findings of
+    ``analysis.fact_rules``, which ``"facts"`` names); ``rule_options``
     overrides options per rule name; ``traces`` names torch.profiler trace files for the
     Kineto analyses (default: the files named in the events, looked up beside the events
     file); ``hardware`` describes the machine of the run (the diff warns when two differ);
@@ -296,29 +320,51 @@ class MetricsAnalyzer:
     # -- the report ------------------------------------------------------------------
 
     def analyze(self) -> AnalysisReport:
-        """Read, run every rule, score, and return the report (nothing is written)."""
+        """Read, run every rule, state the facts, rank the findings, score, and return the report (nothing is written)."""
+        from my_utils.profiling.analysis.fact_rules import fact_findings
+        from my_utils.profiling.analysis.facts import build_facts, primary_step_source
+        from my_utils.profiling.analysis.headline import build_headline
+        from my_utils.profiling.analysis.ranking import rank_findings
+
         agg = self.aggregate()
         events = agg.aggregated()
         series = build_series(events)
         findings, ran, errors = self._run_rules(events)
-        tables = _tables(series, agg)
-        kineto_tables, kineto_note = self._kineto(agg)
+        tables = build_tables(series, agg, primary_step_source(series))
+        kineto_tables, kineto_note, kineto_warnings = self._kineto(agg)
         tables.update(kineto_tables)
-        findings += [f for f in capture_findings(kineto_tables.get("kineto_health", []))
-                     if f.id not in {g.id for g in findings}]
-        dimensions = {"performance", "stability"}
-        if any(is_memory(s) for s in series.values()):
-            dimensions.add("memory")
-        if kineto_tables or any(f.category == "capture" for f in findings):
-            dimensions.add("capture")
-        findings.sort(key=lambda f: (-SEVERITIES.index(f.severity), f.category, f.id))
+        hardware = run_hardware(self.hardware, kineto_tables.get("kineto_context") or [])
+        facts = build_facts(series, tables, hardware)
+        by_id = {f.id: f for f in facts}
+        seen = {f.id for f in findings}
+        promoted = fact_findings(by_id, series, tables) if self.rule_names is None or "facts" in self.rule_names \
+            else []  # a run restricted to named rules runs those only ("facts" names these)
+        for i, raw in enumerate(promoted):
+            try:
+                finding = Finding.from_dict(raw, "analysis.fact_rules", f"finding {i}")
+            except Exception as exc:  # a fact rule's bug must not lose the report
+                errors.append({"rule": "fact_rules", "error": str(exc)})
+                continue
+            if finding.id not in seen:
+                findings.append(finding)
+                seen.add(finding.id)
+        findings += [f for f in capture_findings(kineto_tables.get("kineto_health", [])) if f.id not in seen]
+        findings = rank_findings(findings)
+        unmeasured = not_measured(series, agg, kineto_tables, findings)
+        scores = compute_scores(findings, [d for d in ("performance", "stability", "memory", "capture")
+                                           if d not in unmeasured])
         summary = _summary(agg, series, findings, ran, errors)
+        summary["warnings"] = run_warnings(agg, kineto_warnings)
+        summary["step_time_source"] = primary_step_source(series)
         if kineto_note:
             summary["kineto"] = kineto_note
+        inputs = self._inputs(agg)
+        headline = build_headline(facts, findings, report_title(inputs, tables))
         return AnalysisReport(
             schema_version=REPORT_SCHEMA_VERSION, workload=self.workload.name,
-            scores=compute_scores(findings, dimensions), findings=findings, summary=summary, tables=tables,
-            overhead=self._overhead(series), inputs=self._inputs(agg), hardware=self.hardware,
+            scores=scores, findings=findings, summary=summary, tables=tables,
+            overhead=self._overhead(series, agg, kineto_tables), inputs=inputs, hardware=hardware,
+            facts=facts, headline=headline.to_dict(), dimensions=score_dimensions(scores, unmeasured),
         )
 
     def _run_rules(self, events: Sequence[MetricEvent]) -> tuple[list[Finding], list[str], list[dict[str, str]]]:
@@ -353,12 +399,42 @@ class MetricsAnalyzer:
                 findings.append(finding)
         return findings, ran, errors
 
-    def _overhead(self, series: Mapping[Any, Any]) -> dict[str, Any]:
+    def _overhead(self, series: Mapping[Any, Any], agg: EventAggregate,
+                  kineto_tables: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+        """What each instrument of the run cost: MyTimer (calibrated here), torch.profiler (from the
+        trace's own overhead events, or "not measured"), any other source ("not measured").
+
+        The MyTimer keys stay at the top level when the run has MyTimer events (the seed's shape);
+        ``instruments`` lists one statement per instrument. A report without MyTimer events has no
+        MyTimer section.
+        """
+        instruments: list[dict[str, Any]] = []
+        out: dict[str, Any] = {}
         counts = _mytimer_region_counts(series)
-        steps = [v for (name, _rank, source), s in series.items() if name == STEP_TIME and source == "mytimer"
-                 for v in s.values]
-        return overhead_statement(statistics.fmean(counts.values()) if counts else None,
-                                  statistics.median(steps) if steps else None, self.overhead_host)
+        if counts or "mytimer" in agg.by_source:
+            steps = [v for (name, _rank, source), s in series.items() if name == STEP_TIME and source == "mytimer"
+                     for v in s.values]
+            out = overhead_statement(statistics.fmean(counts.values()) if counts else None,
+                                     statistics.median(steps) if steps else None, self.overhead_host)
+            instruments.append({"instrument": "mytimer", "measured": "per_step_ms" in out,
+                                "detail": out.get("detail", out.get("error", ""))})
+        for row in kineto_tables.get("kineto_profiler_overhead") or []:
+            instruments.append({"instrument": "torch.profiler", "rank": row.get("rank"),
+                                "measured": bool(row.get("measured")), "overhead_ms": (
+                                    row["overhead_us"] / 1e3 if row.get("overhead_us") is not None else None),
+                                "detail": row.get("detail", "")})
+        if "torch_profiler" in agg.by_source and not kineto_tables.get("kineto_profiler_overhead"):
+            instruments.append({"instrument": "torch.profiler", "measured": False,
+                                "detail": "not measured: the traces were not analysed here (give them with --trace)"})
+        for source in sorted(agg.by_source):
+            if source and source not in ("mytimer", "torch_profiler"):
+                instruments.append({"instrument": source, "measured": False,
+                                    "detail": f"not measured: {source} inputs do not record what the tool cost"})
+        out["instruments"] = instruments
+        if "detail" not in out:
+            out["detail"] = "; ".join(f"{i['instrument']}: {i['detail']}" for i in instruments) or \
+                "no instrument in the inputs"
+        return out
 
     def _inputs(self, agg: EventAggregate) -> dict[str, Any]:
         out: dict[str, Any] = {"events": agg.events, "by_source": dict(sorted(agg.by_source.items())),
@@ -382,23 +458,27 @@ class MetricsAnalyzer:
             found.extend(hits)
         return found
 
-    def _kineto(self, agg: EventAggregate) -> tuple[dict[str, list[dict[str, Any]]], str]:
-        """Tables of the Kineto analyses over the run's traces; a note says why there are none."""
+    def _kineto(self, agg: EventAggregate) -> tuple[dict[str, list[dict[str, Any]]], str, list[str]]:
+        """Tables of the Kineto analyses over the run's traces, a note (why there are none), their warnings."""
         paths = self._trace_paths(agg)
         if not paths:
-            return {}, "no torch.profiler trace files given or found beside the events" if agg.trace_files else ""
+            return {}, ("no torch.profiler trace files given or found beside the events" if agg.trace_files
+                        else ""), []
         try:
             from my_utils.profiling.analysis import kineto
 
             analyze_traces = kineto.analyze_traces
         except (ImportError, AttributeError):
-            return {}, "the Kineto analyses (my_utils.profiling.analysis.kineto) are not installed in this version"
+            return {}, "the Kineto analyses (my_utils.profiling.analysis.kineto) are not installed in this version", []
         try:
             result = analyze_traces(paths)
         except Exception as exc:  # the metric analysis stands on its own; say why the trace part is missing
             _log.warning("Kineto analyses of %s failed: %s: %s", [str(p) for p in paths], type(exc).__name__, exc)
-            return {}, f"Kineto analyses failed: {type(exc).__name__}: {exc}"
-        return _kineto_tables(result), f"Kineto analyses of {len(paths)} trace file(s)"
+            return {}, f"Kineto analyses failed: {type(exc).__name__}: {exc}", []
+        warnings = [str(w) for w in getattr(result, "warnings", ())]
+        for w in warnings:
+            _log.warning("%s", w)
+        return _kineto_tables(result), f"Kineto analyses of {len(paths)} trace file(s)", warnings
 
 
 def event_rows(events: Iterable[MetricEvent]) -> Iterator[dict[str, Any]]:
@@ -451,126 +531,6 @@ def _kineto_tables(result: Any) -> dict[str, list[dict[str, Any]]]:
     if not isinstance(raw, Mapping):
         return {}
     return {str(name): [dict(r) for r in rows] for name, rows in raw.items() if isinstance(rows, (list, tuple))}
-
-
-def capture_findings(health: Sequence[Mapping[str, Any]]) -> list[Finding]:
-    """One ``capture`` finding per capture-health check that is not ``ok`` (``kineto_health`` rows)."""
-    out: list[Finding] = []
-    for row in health:
-        status = str(row.get("status", "ok"))
-        if status == "ok":
-            continue
-        rank = row.get("rank")
-        check = str(row.get("check", "capture"))
-        where = f"rank {rank}" if rank is not None else "all ranks"
-        out.append(Finding(
-            id=f"capture:{check}:{'rank' + str(rank) if rank is not None else 'all'}", category="capture",
-            severity=status if status in SEVERITIES else "warning",
-            title=f"capture health: {check} on {where}", detail=str(row.get("detail", "")),
-            evidence={"names": [check], "ranks": [rank], "value": row.get("value"), "table": "kineto_health"},
-            suggestion=suggest("capture", check)))
-    return out
-
-
-def _tables(series: Mapping[Any, Any], agg: EventAggregate) -> dict[str, list[dict[str, Any]]]:
-    step_total: dict[tuple[int | None, str], float] = {}
-    device_total: dict[int | None, float] = {}
-    for (name, rank, source), s in series.items():
-        if name == STEP_TIME:
-            step_total[(rank, source)] = s.total
-        elif is_gpu_family(name) and s.kind == "duration":
-            device_total[rank] = device_total.get(rank, 0.0) + s.total
-    # one operations row per (name, source), all ranks together
-    ops: dict[tuple[str, str], dict[str, Any]] = {}
-    for (name, rank, source), s in series.items():
-        if s.kind != "duration":
-            continue
-        row = ops.setdefault((name, source), {"name": name, "source": source, "unit": s.unit, "count": 0,
-                                              "values": [], "ranks": set(), "denominator": 0.0})
-        row["count"] += s.events
-        row["values"].extend(s.values)
-        row["ranks"].add(rank)
-        row["denominator"] += device_total.get(rank, 0.0) if is_gpu_family(name) else step_total.get((rank, source), 0.0)
-    op_rows: list[dict[str, Any]] = []
-    for row in ops.values():
-        values = sorted(row.pop("values"))
-        total = float(sum(values))
-        denom = row.pop("denominator")
-        row["ranks"] = sorted(r for r in row["ranks"] if r is not None)
-        std, spread = std_cv(values)  # pstdev and cv share the mean: one pass less per row
-        row.update(steps=len(values), total=total, mean=total / len(values), std=std,
-                   min=values[0], max=values[-1], median=quantile(values, 0.5), p90=quantile(values, 0.9),
-                   cv=spread, share=(total / denom) if denom > 0 and row["name"] != STEP_TIME else None)
-        op_rows.append(row)
-    op_rows.sort(key=lambda r: -r["total"])
-    limits: dict[str, Any] = {}
-    steps = [{"step": s.steps[i], "rank": rank, "source": source, "step_time": s.values[i],
-              "regions": None} for (name, rank, source), s in series.items() if name == STEP_TIME
-             for i in _kept(s.values, "steps", limits)]
-    # the summed depth-0 regions of each kept row only (a few thousand rows, not every step of
-    # every region), added in series order as a sum over all steps would add them
-    depth0: dict[tuple[int | None, str], list[Any]] = {}
-    for (name, rank, source), s in series.items():
-        if s.depth == 0 and s.kind == "duration" and name != STEP_TIME:
-            depth0.setdefault((rank, source), []).append(s)
-    for row in steps:
-        step, regions = row["step"], None
-        for s in depth0.get((row["rank"], row["source"]), ()):
-            i = bisect_left(s.steps, step)
-            if i < len(s.steps) and s.steps[i] == step:
-                regions = (0.0 if regions is None else regions) + s.values[i]
-        row["regions"] = regions
-    steps.sort(key=lambda r: (r["source"], -1 if r["rank"] is None else r["rank"], r["step"]))
-    memory = [{"name": name, "step": s.steps[i], "rank": rank, "source": source, "value": s.values[i],
-               "unit": s.unit}
-              for (name, rank, source), s in series.items() if is_memory(s)
-              for i in _kept(s.values, "memory", limits)]
-    memory.sort(key=lambda r: (r["name"], -1 if r["rank"] is None else r["rank"], r["step"]))
-    ranks: dict[int | None, list[float]] = {}
-    for (name, rank, _source), s in series.items():
-        if name == STEP_TIME:
-            ranks.setdefault(rank, []).extend(s.values)
-    rank_rows = [{"rank": r, "steps": len(v), "mean_step_time": statistics.fmean(v),
-                  "median_step_time": statistics.median(v), "total_time": float(sum(v))}
-                 for r, v in sorted(ranks.items(), key=lambda kv: -1 if kv[0] is None else kv[0]) if v]
-    no_step: list[dict[str, Any]] = [{"name": name, "rank": rank, "source": source, "count": c[0], "total": c[1], "min": c[2], "max": c[3],
-                "unit": agg.meta[(name, source)][1]}
-               for (name, step, rank, source), cell in agg.cells.items() if step is None
-               for c in (_stats(cell),) if c[0]]
-    no_step.sort(key=lambda r: -r["total"])
-    tables = {"operations": op_rows[:MAX_OPERATION_ROWS], "steps": steps, "memory": memory, "ranks": rank_rows}
-    if no_step:
-        tables["totals"] = no_step[:MAX_OPERATION_ROWS]
-    for name in ("steps", "memory"):
-        entry = limits.setdefault(name, {"series": 0, "series_downsampled": 0, "points": 0})
-        entry.update(rows=len(tables[name]), max_rows_per_series=MAX_SERIES_ROWS,
-                     method="beyond the cap, the lowest and highest step of each bucket of consecutive steps")
-    agg.table_limits = limits
-    return tables
-
-
-def _kept(values: Sequence[float], table: str, limits: dict[str, Any]) -> list[int]:
-    """Indices of the points of one series kept in ``table`` (all up to ``MAX_SERIES_ROWS``), counted in ``limits``."""
-    n = len(values)
-    entry = limits.setdefault(table, {"series": 0, "series_downsampled": 0, "points": 0})
-    entry["series"] += 1
-    entry["points"] += n
-    if n <= MAX_SERIES_ROWS:
-        return list(range(n))
-    entry["series_downsampled"] += 1
-    buckets = MAX_SERIES_ROWS // 2
-    kept: list[int] = []
-    for b in range(buckets):
-        start, stop = b * n // buckets, (b + 1) * n // buckets
-        lo = hi = start
-        for i in range(start + 1, stop):
-            v = values[i]
-            if v < values[lo]:
-                lo = i
-            elif v > values[hi]:
-                hi = i
-        kept.extend((lo, hi) if lo < hi else (hi, lo) if hi < lo else (lo,))
-    return kept
 
 
 def _summary(agg: EventAggregate, series: Mapping[Any, Any], findings: list[Finding], ran: list[str],

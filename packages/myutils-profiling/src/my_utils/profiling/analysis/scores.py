@@ -11,16 +11,20 @@ Formula (also in the profiling README):
   ``optimization``, ``imbalance``), ``stability`` (``anomaly``, ``variability``), ``memory`` (``memory``),
   ``capture`` (``capture``); findings of other categories (third-party rules) count in
   ``performance``;
-- a dimension is scored only when the analysis had data for it (``memory`` needs memory
-  events; ``capture`` needs traces), so missing data never reads as a perfect score;
-- ``overall`` is the mean of the scored dimensions, rounded to one decimal.
+- a dimension is scored only when the analysis had data for it (``performance`` needs
+  per-step durations, ``stability`` enough steps to test, ``memory`` memory events per step,
+  ``capture`` traces); the others are "not measured", with the reason
+  (:func:`score_dimensions`), so missing data never reads as a perfect score;
+- ``overall`` is the mean of the scored dimensions, rounded to one decimal, and is absent
+  when no dimension was measured (a report of Nsight or cProfile totals alone).
 
 Same findings, same scores: two reports compare by their scores as well as their findings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from my_utils.profiling.analysis.model import Finding
 
@@ -56,5 +60,17 @@ def compute_scores(findings: Iterable[Finding], dimensions: Iterable[str]) -> di
             extra = min(len(costs) - 1, MAX_EXTRA_FINDINGS)
             penalty[dim] += max(costs) + EXTRA_FINDING * extra
     scores = {d: max(0.0, 100.0 - p) for d, p in penalty.items()}
-    scores["overall"] = round(sum(scores.values()) / len(scores), 1) if scores else 100.0
-    return {"overall": scores.pop("overall"), **scores}
+    if not scores:
+        return {}
+    return {"overall": round(sum(scores.values()) / len(scores), 1), **scores}
+
+
+def score_dimensions(scores: Mapping[str, float], not_measured: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """Every dimension: ``{"score": n}`` when scored, ``{"score": None, "not_measured": reason}`` otherwise."""
+    out: dict[str, dict[str, Any]] = {}
+    for dim in DIMENSIONS:
+        if dim in scores:
+            out[dim] = {"score": scores[dim]}
+        else:
+            out[dim] = {"score": None, "not_measured": not_measured.get(dim, "no data for this dimension")}
+    return out

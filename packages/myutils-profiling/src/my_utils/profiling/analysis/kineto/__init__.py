@@ -1,9 +1,10 @@
 """The analyses users pick Holistic Trace Analysis for, over Kineto traces, per rank and for all ranks.
 
 ``analyze_traces(paths, ranks=None, executor="process") -> KinetoAnalysis``: temporal
-breakdown, GPU kernel breakdown, idle-time breakdown, compute–communication overlap,
-kernel launch statistics, GPU time per user annotation and a capture-health check, each
-file streamed once. Light to import: names resolve on first access.
+breakdown, GPU kernel breakdown, idle-time breakdown (per stream and per device),
+compute–communication overlap, kernel launch statistics, GPU time per user annotation,
+CUDA syncs, the profiler's own overhead, the trace's context (GPU, ranks, versions) and a
+capture-health check, each file streamed once. Light to import: names resolve on first access.
 """
 
 from __future__ import annotations
