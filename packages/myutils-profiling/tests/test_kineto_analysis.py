@@ -87,6 +87,11 @@ class Reference:
         for e in xs:
             e["ts"] -= base
         self.gpu = [e for e in xs if e.get("cat") in GPU_CATS]
+        # cuda_sync on a real stream is GPU time (HTA's temporal breakdown); on stream -1 it is the host waiting
+        self.sync_stream = [e for e in xs if e.get("cat") == "cuda_sync"
+                            and (e.get("args") or {}).get("stream") not in (None, -1, 4294967295)]
+        self.sync_host = [e for e in xs if e.get("cat") == "cuda_sync" and e not in self.sync_stream]
+        self.busy = self.gpu + self.sync_stream
         self.runtime: dict[int, dict[str, Any]] = {}
         for e in xs:
             corr = (e.get("args") or {}).get("correlation")
@@ -105,7 +110,7 @@ class Reference:
     def coverage(self) -> Counter[frozenset[str]]:
         """Time during which exactly each set of kernel kinds is running (a sweep over end points)."""
         points = []
-        for g in self.gpu:
+        for g in self.busy:
             k = kind(g["name"])
             points.append((g["ts"], 1, k))
             points.append((g["ts"] + g.get("dur", 0), -1, k))
@@ -138,12 +143,12 @@ def approx(x: float) -> Any:
 @pytest.mark.parametrize("name", ALL)
 def test_temporal_breakdown_and_overlap_match_a_sweep(analysed: Any, name: str) -> None:
     ref, got = analysed(name)
-    if not ref.gpu:
+    if not ref.busy:
         assert got.temporal is None
-        assert got.overlap.communication_us == 0 and got.overlap.overlap_pct != got.overlap.overlap_pct  # NaN
+        assert got.overlap is None  # no all-zero overlap row for a rank without GPU activity
         return
     cover = ref.coverage()
-    span = max(g["ts"] + g.get("dur", 0) for g in ref.gpu) - min(g["ts"] for g in ref.gpu)
+    span = max(g["ts"] + g.get("dur", 0) for g in ref.busy) - min(g["ts"] for g in ref.busy)
     busy = sum(v for k, v in cover.items() if k)
     compute = sum(v for k, v in cover.items() if "computation" in k)
     t = got.temporal
@@ -163,12 +168,12 @@ def test_kernel_breakdown_matches_sums_per_kind_and_name(analysed: Any, name: st
     ref, got = analysed(name)
     per_kind: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
     per_name: dict[str, list[float]] = defaultdict(list)
-    for g in ref.gpu:
+    for g in ref.busy:
         per_kind[kind(g["name"])][0] += 1
         per_kind[kind(g["name"])][1] += g.get("dur", 0)
         per_name[g["name"]].append(g.get("dur", 0))
     assert {r.kind: [r.count, r.total_us] for r in got.kernel_kinds} == {k: [v[0], approx(v[1])] for k, v in per_kind.items()}
-    assert sum(r.share_pct for r in got.kernel_kinds) == (pytest.approx(100.0) if ref.gpu else 0)
+    assert sum(r.share_pct for r in got.kernel_kinds) == (pytest.approx(100.0) if ref.busy else 0)
     assert len(got.kernel_stats) == len(per_name)
     for s in got.kernel_stats:
         durs = per_name[s.name]
@@ -206,6 +211,56 @@ def test_idle_breakdown_matches_a_walk_per_stream(analysed: Any, name: str) -> N
     for lane in lanes:
         shares = [r.share_pct for r in got.idle if (r.device, r.stream) == lane]
         assert all(math.isnan(s) for s in shares) or sum(shares) == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_device_idle_is_the_span_minus_the_union_and_never_exceeds_it(analysed: Any, name: str) -> None:
+    ref, got = analysed(name)
+    by_device: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for g in ref.busy:
+        by_device[g.get("pid")].append(g)
+    expected: dict[tuple[Any, str], list[float]] = {}
+    for pid, evs in by_device.items():
+        for cat in ("host_wait", "kernel_wait", "other"):
+            expected[(pid, cat)] = [0.0, 0]
+        evs.sort(key=lambda g: g["ts"])
+        reach = evs[0]["ts"] + evs[0].get("dur", 0)
+        for g in evs[1:]:
+            gap = max(g["ts"] - reach, 0)
+            if gap > 0:
+                rt = ref.launcher(g)
+                cat = ("host_wait" if rt is not None and rt["ts"] > reach
+                       else "kernel_wait" if gap < 30 else "other")
+                expected[(pid, cat)][0] += gap
+                expected[(pid, cat)][1] += 1
+            reach = max(reach, g["ts"] + g.get("dur", 0))
+    assert {(r.device, r.category): [approx(r.idle_us), r.gaps] for r in got.idle_device} == expected
+    if got.temporal is not None and len(by_device) == 1:  # one device: its idle is the temporal idle
+        assert sum(r.idle_us for r in got.idle_device) == approx(got.temporal.idle_us)
+    for r in got.idle_device:
+        assert r.idle_us <= r.span_us
+
+
+@pytest.mark.parametrize("name", ["hta/critical_path__alexnet_trace.json.gz", "hta/critical_path__event_sync_multi_stream.json.gz",
+                                  "kineto_repo/before_fix_trace.json"])
+def test_cuda_sync_is_gpu_time_on_a_stream_and_host_wait_off_it(analysed: Any, name: str) -> None:
+    ref, got = analysed(name)
+    assert ref.sync_stream, "the trace has cuda_sync events on a stream"
+    stream = {r.name: (r.count, r.total_us) for r in got.sync if r.where == "stream"}
+    host = {r.name: (r.count, r.total_us) for r in got.sync if r.where == "host"}
+    expected_stream: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for e in ref.sync_stream:
+        expected_stream[e["name"]][0] += 1
+        expected_stream[e["name"]][1] += e.get("dur", 0)
+    expected_host: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for e in ref.sync_host:
+        expected_host[e["name"]][0] += 1
+        expected_host[e["name"]][1] += e.get("dur", 0)
+    assert stream == {k: (v[0], approx(v[1])) for k, v in expected_stream.items()}
+    assert host == {k: (v[0], approx(v[1])) for k, v in expected_host.items()}
+    # a stream sync is non-compute GPU time: counted in the "other" kind
+    other = next(k for k in got.kernel_kinds if k.kind == "other")
+    assert other.count >= len(ref.sync_stream)
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -324,10 +379,11 @@ def test_every_rank_present_is_analysed_and_merged(real_fixtures: Any, tmp_path:
     ov = both.overlap[-1]
     assert ov.overlap_pct == approx(100 * sum(s.overlap[0].overlap_us for s in singles)
                                     / sum(s.overlap[0].communication_us for s in singles))
-    for cat in ("host_wait", "kernel_wait", "other"):
-        merged_idle = [i for i in both.idle if i.rank is None and i.category == cat]
-        assert len(merged_idle) == 1 and merged_idle[0].stream is None
-        assert merged_idle[0].idle_us == approx(sum(i.idle_us for s in singles for i in s.idle if i.category == cat))
+    # idle is never summed over streams: per-stream rows, and per-device rows whose idle fits in the span
+    assert all(i.rank is not None and i.stream is not None for i in both.idle)
+    for s in singles:
+        device_idle = sum(i.idle_us for i in s.idle_device)
+        assert device_idle == approx(s.temporal[0].idle_us) and device_idle <= s.temporal[0].span_us
     for kind_name in {k.kind for k in both.kernel_kinds}:
         merged = [k for k in both.kernel_kinds if k.rank is None and k.kind == kind_name]
         per_rank = [k for s in singles for k in s.kernel_kinds if k.kind == kind_name]
@@ -348,7 +404,8 @@ def test_every_rank_present_is_analysed_and_merged(real_fixtures: Any, tmp_path:
     tables = only_one.to_rows()
     assert {"kineto_temporal", "kineto_kernel_kinds", "kineto_top_kernels", "kineto_idle", "kineto_overlap",
             "kineto_launch", "kineto_launch_outliers", "kineto_annotations", "kineto_health",
-            "kineto_inputs"} == set(tables)
+            "kineto_inputs", "kineto_idle_device", "kineto_sync", "kineto_profiler_overhead",
+            "kineto_context"} == set(tables)
     json.dumps(tables, allow_nan=False)  # strict JSON: NaN became None
     assert all("sumsq_us2" not in row for row in tables["kineto_top_kernels"])
     with pytest.raises(InputError, match=r"rank\(s\) \[5\]"):

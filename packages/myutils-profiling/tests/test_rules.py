@@ -90,7 +90,7 @@ def test_bottleneck_device_names_are_shares_of_device_time() -> None:
     events += [MetricEvent("step_time", 1000.0, "duration", "ms", "torch_profiler", 0, s) for s in range(3)]
     (f,) = check_analysis_rule("bottleneck", events)
     assert f["id"] == "bottleneck:kernel:gemm" and f["evidence"]["share"] == pytest.approx(0.8)
-    assert f["evidence"]["of"] == "device time"
+    assert f["evidence"]["of"] == "summed GPU activity time"
 
 
 # -- memory growth ------------------------------------------------------------------------

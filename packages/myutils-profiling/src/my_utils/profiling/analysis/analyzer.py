@@ -72,6 +72,9 @@ class EventAggregate:
         self.first_ts: float | None = None
         self.last_ts: float | None = None
         self.table_limits: dict[str, Any] = {}  # filled by the tables: rows kept per table and how
+        # occurrences beyond one per event, per cell: a provider's pre-aggregated event (Kineto: one
+        # event per kernel name and step) says in attrs["count"] how many launches it stands for
+        self.extra_occurrences: dict[tuple[str, int | None, int | None, str], int] = {}
 
     def cell(self, key: tuple[str, int | None, int | None, str]) -> tuple[int, float, float, float]:
         """``(count, sum, min, max)`` of the cell ``(name, step, rank, source)`` (KeyError when absent)."""
@@ -90,6 +93,7 @@ class EventAggregate:
         """
         cells = self.cells
         meta = self.meta
+        extra = self.extra_occurrences
         run_ids = self.run_ids
         by_source: dict[str, int] = {}
         first, last = self.first_ts, self.last_ts
@@ -114,12 +118,16 @@ class EventAggregate:
                 if run_id and run_id not in run_ids:
                     run_ids.add(run_id)
                 key = (name, step, rank, source)
+                attrs = row["attrs"]
+                if attrs:
+                    n = attrs.get("count")
+                    if n.__class__ is int and n > 1:
+                        extra[key] = extra.get(key, 0) + n - 1
                 cell = get(key)
                 if cell is None:
                     cells[key] = v if v == v else [0, 0.0, math.inf, -math.inf]
                     mk = (name, source)
                     if mk not in meta:
-                        attrs = row["attrs"]
                         depth = attrs.get("depth")
                         meta[mk] = (row["kind"], row["unit"], depth if isinstance(depth, int) else None)
                         if source == "torch_profiler" and isinstance(attrs.get("file"), str):
@@ -158,13 +166,17 @@ class EventAggregate:
     def iter_aggregated(self) -> Iterator[MetricEvent]:
         """The events of :meth:`aggregated`, built one at a time."""
         meta = self.meta
-        for (name, step, rank, source), cell in self.cells.items():
+        extra = self.extra_occurrences
+        for key, cell in self.cells.items():
+            name, step, rank, source = key
             count, total, lo, hi = _stats(cell)
             if count == 0:
                 continue
             kind, unit, depth = meta[(name, source)]
             value = hi if kind == "gauge" else total / count if kind in ("ratio", "info") else total
             attrs: dict[str, Any] = {"count": count, "min": lo, "max": hi}
+            if key in extra:
+                attrs["occurrences"] = count + extra[key]
             if depth is not None:
                 attrs["depth"] = depth
             # the fields were checked when read (or built); only the value is computed here
@@ -197,8 +209,10 @@ class AggregatedEvents(SeriesSource):
     def build_series_now(self) -> dict[SeriesKey, Series]:
         """``build_series`` of these events, from the cells: one value per step already, so no per-step folding."""
         meta = self._agg.meta
+        extra = self._agg.extra_occurrences
         out: dict[SeriesKey, Series] = {}
-        for (name, step, rank, source), cell in self._agg.cells.items():
+        for ckey, cell in self._agg.cells.items():
+            name, step, rank, source = ckey
             if step is None:
                 continue
             if type(cell) is list:
@@ -220,6 +234,7 @@ class AggregatedEvents(SeriesSource):
             series.steps.append(step)
             series.values.append(value)
             series.events += count
+            series.occurrences += count + extra.get(ckey, 0)
         for series in out.values():
             st = series.steps
             if not all(map(operator.lt, st, islice(st, 1, None))):  # cells are usually in step order already

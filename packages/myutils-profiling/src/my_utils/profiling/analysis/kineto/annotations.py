@@ -1,7 +1,8 @@
 """GPU time per user annotation: the GPU activities launched inside each ``record_function`` range.
 
 A GPU activity belongs to an annotation when the runtime call that launched it (joined on
-the correlation id) started inside a range of that name on the same CPU thread. Nested or
+the correlation id) started inside a range of that name on the same CPU thread (``cuda_sync``
+events are not launched work and do not count). Nested or
 repeated ranges of one name count each activity once; an activity under ``forward`` and
 ``forward/linear`` counts for both names. ``cpu_us`` is the time the ranges cover.
 """
@@ -35,7 +36,7 @@ def annotation_gpu_time(d: RankData) -> list[AnnotationRow]:
     if not len(d.ann_ts):
         return []
     # per thread: launch start times sorted, with prefix sums of the GPU time they launched
-    gi = np.flatnonzero(d.gpu_rt >= 0)
+    gi = np.flatnonzero((d.gpu_rt >= 0) & ~d.gpu_sync)  # a sync is waited on, not launched
     ri = d.gpu_rt[gi]
     per_thread: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     thread_of = d.rt_thread[ri]

@@ -3,6 +3,11 @@
 Every analysis of this package reads the same few columns: GPU activities (stream, start,
 duration, name, correlation), runtime calls (thread, start, duration, name, correlation),
 ``record_function`` ranges, ``ProfilerStep#N`` spans and the lanes the trace declares.
+``cuda_sync`` events (``Stream Sync``, ``Event Sync``, ``Context Sync``, ``Stream Wait
+Event``) on a real stream are GPU activities flagged ``gpu_sync`` (non-compute GPU time, as
+in Holistic Trace Analysis); those on no stream (``stream`` -1, or its unsigned spelling
+4294967295) are the host waiting on the GPU and land in their own columns (``hsync_*``).
+Kineto's ``overhead`` events (CUPTI's own cost) are summed per name into ``overhead``.
 Each lands in typed ``array`` columns (names interned to ints), so a 2-million-event trace
 costs a few tens of bytes per kept event instead of a dict each; the raw events are
 dropped as soon as they are read.
@@ -22,6 +27,9 @@ from my_utils.profiling.providers.trace_aggregate import group_of
 _GPU_GROUPS = ("kernel", "memcpy", "memset", "device_op")
 _STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 _GPU_LABEL = re.compile(r"^(GPU|MTIA|XPU|HPU)\b", re.IGNORECASE)
+#: ``stream`` values that mean "no stream": a sync the host waits on, not GPU time.
+_NO_STREAM = (-1, 4294967295)
+_OVERHEAD_CATS = frozenset({"overhead", "Overhead"})
 
 
 class Names:
@@ -51,6 +59,11 @@ class Columns:
     gpu_dur: array[float] = field(default_factory=lambda: array("d"))
     gpu_name: array[int] = field(default_factory=lambda: array("i"))
     gpu_corr: array[int] = field(default_factory=lambda: array("q"))
+    gpu_sync: array[int] = field(default_factory=lambda: array("b"))  # 1: a cuda_sync event on a stream
+    # cuda_sync events on no stream: the host blocked on the GPU
+    hsync_ts: array[float] = field(default_factory=lambda: array("d"))
+    hsync_dur: array[float] = field(default_factory=lambda: array("d"))
+    hsync_name: array[int] = field(default_factory=lambda: array("i"))
     # host runtime calls (cudaLaunchKernel, cudaMemcpyAsync...)
     rt_thread: array[int] = field(default_factory=lambda: array("i"))
     rt_ts: array[float] = field(default_factory=lambda: array("d"))
@@ -63,6 +76,8 @@ class Columns:
     ann_dur: array[float] = field(default_factory=lambda: array("d"))
     ann_name: array[int] = field(default_factory=lambda: array("i"))
     steps: list[tuple[float, float, int]] = field(default_factory=list)  # (ts, dur, step number)
+    overhead: dict[str, list[float]] = field(default_factory=dict)  # name -> [count, total µs]
+    capture_us: float = 0.0  # the profiler's own span ("PyTorch Profiler (0)"), 0 when absent
 
 
 class TraceCollector:
@@ -77,6 +92,7 @@ class TraceCollector:
         self.gpu_pids: set[Any] = set()  # processes labelled "GPU n" by metadata
         self.declared_lanes: set[tuple[Any, Any]] = set()  # (pid, tid) named by thread_name metadata
         self.count = 0
+        self.host_events = 0  # cpu ops, annotations and runtime calls: what the profiler recorded on the host
         # times are kept relative to the first one: at unix-epoch µs (1.6e15) a float64 step is
         # 0.25 µs, so ``ts + dur`` there would lose the sub-µs part that Kineto writes
         self.base: float | None = None
@@ -102,10 +118,21 @@ class TraceCollector:
             return
         if ph != "X":
             return
-        group = group_of(ev.get("cat"))
-        if group is None:
-            return
+        cat = ev.get("cat")
+        group = group_of(cat)
         c = self.columns
+        if group is None:
+            if cat == "cuda_sync":
+                self._sync(ev, index)
+            elif cat in _OVERHEAD_CATS:
+                row = c.overhead.setdefault(str(ev.get("name", "")), [0, 0.0])
+                row[0] += 1
+                row[1] += float(ev.get("dur", 0) or 0)
+            elif cat == "Trace" and isinstance(ev.get("dur"), (int, float)):
+                c.capture_us = max(c.capture_us, float(ev["dur"]))
+            return
+        if group in ("cpu_op", "annotation", "runtime"):
+            self.host_events += 1
         try:
             if group in _GPU_GROUPS:
                 args = ev.get("args")
@@ -117,6 +144,7 @@ class TraceCollector:
                 c.gpu_dur.append(ev.get("dur", 0))
                 c.gpu_name.append(self.names.id(ev.get("name", "")))
                 c.gpu_corr.append(corr if isinstance(corr, int) and not isinstance(corr, bool) else -1)
+                c.gpu_sync.append(0)
             elif group == "runtime":
                 args = ev.get("args")
                 corr = args.get("correlation") if isinstance(args, dict) else None
@@ -140,6 +168,29 @@ class TraceCollector:
                 self.path, f"traceEvents[{index}]",
                 f"numeric 'ts'/'dur' (µs) on a {ev.get('cat')!r} event ({type(exc).__name__}: {exc})",
             ) from None
+
+    def _sync(self, ev: dict[str, Any], index: int) -> None:
+        """A ``cuda_sync`` event: GPU time on its stream, or host wait when it has none."""
+        args = ev.get("args")
+        args = args if isinstance(args, dict) else {}
+        stream = args.get("stream", ev.get("tid"))
+        c = self.columns
+        try:
+            if stream is None or stream in _NO_STREAM:
+                c.hsync_ts.append(self._rel(ev["ts"]))
+                c.hsync_dur.append(ev.get("dur", 0))
+                c.hsync_name.append(self.names.id(ev.get("name", "")))
+                return
+            corr = args.get("correlation")
+            c.gpu_stream.append(self._lane(self.streams, (ev.get("pid"), stream)))
+            c.gpu_ts.append(self._rel(ev["ts"]))
+            c.gpu_dur.append(ev.get("dur", 0))
+            c.gpu_name.append(self.names.id(ev.get("name", "")))
+            c.gpu_corr.append(corr if isinstance(corr, int) and not isinstance(corr, bool) else -1)
+            c.gpu_sync.append(1)
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise InputError(self.path, f"traceEvents[{index}]",
+                             f"numeric 'ts'/'dur' (µs) on a 'cuda_sync' event ({type(exc).__name__}: {exc})") from None
 
     def _metadata(self, ev: dict[str, Any]) -> None:
         args = ev.get("args")

@@ -55,7 +55,8 @@ def capture_health(d: RankData, dropped_warn_pct: float = DROPPED_WARN_PCT,
     launch_ids = np.array([i for i, n in enumerate(d.names) if n in LAUNCH_CALLS] or [-1])
     is_launch = np.isin(d.rt_name, launch_ids)
     launches = int(is_launch.sum())
-    n_gpu = len(d.gpu_ts)
+    launched = ~d.gpu_sync  # a cuda_sync event is no launched activity
+    n_gpu = int(launched.sum())
     if n_gpu == 0 and launches:
         rows.append(HealthRow(r, "gpu_lanes", "warning", 0.0,
                               f"{launches} kernel launches but no GPU activity recorded: enable "
@@ -68,7 +69,7 @@ def capture_health(d: RankData, dropped_warn_pct: float = DROPPED_WARN_PCT,
                               f"{d.stream_count} GPU lane(s) with activity" if n_gpu else "CPU-only trace"))
 
     no_gpu = int((is_launch & ~d.rt_has_gpu).sum())
-    no_launch = int(((d.gpu_rt < 0) & (d.gpu_corr >= 0)).sum())
+    no_launch = int(((d.gpu_rt < 0) & (d.gpu_corr >= 0) & launched).sum())
     worst = max(pct(no_gpu, launches) if launches else 0.0, pct(no_launch, n_gpu) if n_gpu else 0.0)
     rows.append(HealthRow(r, "dropped_events", "warning" if worst > dropped_warn_pct else "ok", worst,
                           f"{no_gpu} of {launches} launches without their GPU activity, {no_launch} of "

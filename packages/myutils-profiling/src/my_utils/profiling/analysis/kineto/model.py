@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from my_utils.profiling.analysis.kineto.annotations import AnnotationRow
 from my_utils.profiling.analysis.kineto.health import HealthRow
-from my_utils.profiling.analysis.kineto.idle import IdleRow
+from my_utils.profiling.analysis.kineto.idle import DeviceIdleRow, IdleRow
 from my_utils.profiling.analysis.kineto.kernels import KernelKindRow, KernelStat
 from my_utils.profiling.analysis.kineto.launch import LaunchOutlier, LaunchRow
 from my_utils.profiling.analysis.kineto.overlap import OverlapRow
+from my_utils.profiling.analysis.kineto.profiler_overhead import ProfilerOverheadRow
 from my_utils.profiling.analysis.kineto.rows import Row
+from my_utils.profiling.analysis.kineto.sync import SyncRow
 from my_utils.profiling.analysis.kineto.temporal import TemporalRow
 
 
 @dataclass(frozen=True)
 class RankAnalysis:
-    """Every table of one trace file (one rank); small, so it crosses process boundaries cheaply."""
+    """Every table of one trace file (one rank); small, so it crosses process boundaries cheaply.
+
+    ``overlap`` is None on a rank without GPU activity (no all-zero row); ``context`` is the
+    trace's own description of the run (``kineto.context.trace_context``); ``warnings`` say
+    what had to be assumed (a trace without a rank).
+    """
 
     file: str
     rank: int | None
@@ -28,11 +35,16 @@ class RankAnalysis:
     kernel_kinds: tuple[KernelKindRow, ...]
     kernel_stats: tuple[KernelStat, ...]
     idle: tuple[IdleRow, ...]
-    overlap: OverlapRow
+    overlap: OverlapRow | None
     launch: LaunchRow | None
     launch_outliers: tuple[LaunchOutlier, ...]
     annotations: tuple[AnnotationRow, ...]
     health: tuple[HealthRow, ...]
+    idle_device: tuple[DeviceIdleRow, ...] = ()
+    sync: tuple[SyncRow, ...] = ()
+    profiler_overhead: ProfilerOverheadRow | None = None
+    context: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -41,8 +53,11 @@ class KinetoAnalysis:
 
     ``to_rows()`` gives the plain JSON tables (``kineto_temporal``, ``kineto_kernel_kinds``,
     ``kineto_top_kernels``, ``kineto_idle``, ``kineto_overlap``, ``kineto_launch``,
-    ``kineto_launch_outliers``, ``kineto_annotations``, ``kineto_health``, ``kineto_inputs``)
-    that the analyzer puts into ``AnalysisReport.tables``.
+    ``kineto_launch_outliers``, ``kineto_annotations``, ``kineto_health``, ``kineto_inputs``,
+    ``kineto_idle_device``, ``kineto_sync``, ``kineto_profiler_overhead``, ``kineto_context``)
+    that the analyzer puts into ``AnalysisReport.tables``. ``kineto_idle`` has per-stream rows
+    only: idle summed over streams would count shared idle once per stream.
+    ``warnings`` (not a table) say what had to be assumed.
     """
 
     ranks: tuple[int | None, ...]
@@ -56,12 +71,17 @@ class KinetoAnalysis:
     launch_outliers: tuple[LaunchOutlier, ...]
     annotations: tuple[AnnotationRow, ...]
     health: tuple[HealthRow, ...]
+    idle_device: tuple[DeviceIdleRow, ...] = ()
+    sync: tuple[SyncRow, ...] = ()
+    profiler_overhead: tuple[ProfilerOverheadRow, ...] = ()
+    context: tuple[dict[str, Any], ...] = ()
+    warnings: tuple[str, ...] = ()
 
     def to_rows(self) -> dict[str, list[dict[str, Any]]]:
         """Every table as a list of JSON-ready dicts, keyed ``kineto_<table>``."""
         out: dict[str, list[dict[str, Any]]] = {}
         for f in fields(self):
-            if f.name == "ranks":
+            if f.name in ("ranks", "warnings"):
                 continue
             value: Sequence[Any] = getattr(self, f.name)
             out[f"kineto_{f.name}"] = [v.to_row() if isinstance(v, Row) else dict(v) for v in value]

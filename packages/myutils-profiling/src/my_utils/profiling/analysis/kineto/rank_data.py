@@ -25,7 +25,12 @@ class RankData:
 
     ``gpu_kind`` indexes :data:`~my_utils.profiling.analysis.kineto.kinds.KINDS`;
     ``gpu_rt`` is the index of the runtime call that launched each GPU activity (same
-    correlation id), -1 when none was recorded.
+    correlation id), -1 when none was recorded; ``gpu_sync`` marks the ``cuda_sync`` events on
+    a stream (GPU time of kind *other*, but no gap-ending launch: the per-stream idle walk and
+    the launch and annotation joins leave them out, as HTA does); ``gpu_device`` is the device
+    (the lane's ``pid``) of each activity. ``hsync_*``: ``cuda_sync`` events on no stream (the
+    host waiting on the GPU). ``overhead``: Kineto ``overhead`` events, name → [count, µs];
+    ``capture_us``: the profiler's own span (0 when the trace has none).
     """
 
     rank: int | None
@@ -38,6 +43,8 @@ class RankData:
     gpu_kind: Any
     gpu_corr: Any
     gpu_rt: Any
+    gpu_sync: Any
+    gpu_device: Any
     rt_thread: Any
     rt_ts: Any
     rt_dur: Any
@@ -51,6 +58,11 @@ class RankData:
     steps: list[tuple[float, float, int]]
     lanes: list[tuple[Any, Any]]  # (device pid, stream) of each GPU lane id
     empty_gpu_lanes: int
+    hsync_ts: Any = None
+    hsync_dur: Any = None
+    hsync_name: Any = None
+    overhead: dict[str, list[float]] | None = None
+    capture_us: float = 0.0
 
     @property
     def stream_count(self) -> int:
@@ -82,15 +94,31 @@ def build(col: TraceCollector, rank: int | None) -> RankData:
         gpu_rt = np.where(hit, by_corr[pos], -1)
         rt_has_gpu[gpu_rt[hit]] = True
 
+    sync = _np(c.gpu_sync)[order].astype(bool) if len(c.gpu_sync) else np.zeros(len(ts), dtype=bool)
+    lane_device = np.array([_device(lane[0]) for lane in col.streams] or [-1], dtype=np.int64)
+    gstream = _np(c.gpu_stream)[order]
+    gdevice = lane_device[gstream] if len(gstream) else np.zeros(0, np.int64)
     used_lanes = set(col.streams)
     empty = sum(1 for lane in col.declared_lanes if lane[0] in col.gpu_pids and lane not in used_lanes)
     ann_ts = _np(c.ann_ts)
     return RankData(
         rank=rank, names=names,
-        gpu_stream=_np(c.gpu_stream)[order], gpu_ts=ts, gpu_dur=dur, gpu_end=end, gpu_name=gname, gpu_kind=gkind,
-        gpu_corr=gcorr, gpu_rt=gpu_rt,
+        gpu_stream=gstream, gpu_ts=ts, gpu_dur=dur, gpu_end=end, gpu_name=gname, gpu_kind=gkind,
+        gpu_corr=gcorr, gpu_rt=gpu_rt, gpu_sync=sync, gpu_device=gdevice,
         rt_thread=_np(c.rt_thread), rt_ts=_np(c.rt_ts), rt_dur=_np(c.rt_dur), rt_name=_np(c.rt_name),
         rt_corr=rcorr, rt_has_gpu=rt_has_gpu,
         ann_thread=_np(c.ann_thread), ann_ts=ann_ts, ann_end=ann_ts + _np(c.ann_dur), ann_name=_np(c.ann_name),
         steps=sorted(set(c.steps)), lanes=list(col.streams), empty_gpu_lanes=empty,
+        hsync_ts=_np(c.hsync_ts), hsync_dur=_np(c.hsync_dur), hsync_name=_np(c.hsync_name),
+        overhead=dict(c.overhead), capture_us=c.capture_us,
     )
+
+
+def _device(pid: Any) -> int:
+    """The device index of a GPU lane's ``pid`` (Kineto writes the device number there); -1 when not a number."""
+    if isinstance(pid, int) and not isinstance(pid, bool):
+        return pid
+    try:
+        return int(str(pid))
+    except ValueError:
+        return -1

@@ -25,16 +25,20 @@ _PATTERNS = ("*.json", "*.json.gz")
 def analyze_file(path: str | Path, rank: int | None = None) -> RankAnalysis:
     """Every analysis of one trace file. Module-level so that worker processes can import it.
 
-    The rank comes from ``distributedInfo.rank``, else from the file name, else ``rank``.
+    The rank comes from ``distributedInfo.rank``, else from the file name, else ``rank``;
+    without any of them the rank is None and a warning says so (and what was assumed).
     """
     from my_utils.profiling.analysis.kineto.annotations import annotation_gpu_time
     from my_utils.profiling.analysis.kineto.collect import TraceCollector
+    from my_utils.profiling.analysis.kineto.context import trace_context
     from my_utils.profiling.analysis.kineto.health import capture_health
-    from my_utils.profiling.analysis.kineto.idle import idle_breakdown
+    from my_utils.profiling.analysis.kineto.idle import device_idle, idle_breakdown
     from my_utils.profiling.analysis.kineto.kernels import kernel_stats, kind_breakdown
     from my_utils.profiling.analysis.kineto.launch import launch_stats
     from my_utils.profiling.analysis.kineto.overlap import comm_comp_overlap
+    from my_utils.profiling.analysis.kineto.profiler_overhead import profiler_overhead
     from my_utils.profiling.analysis.kineto.rank_data import build
+    from my_utils.profiling.analysis.kineto.sync import sync_rows
     from my_utils.profiling.analysis.kineto.temporal import temporal_breakdown
     from my_utils.profiling.providers.trace_stream import TraceStream
 
@@ -45,15 +49,24 @@ def analyze_file(path: str | Path, rank: int | None = None) -> RankAnalysis:
     for ev in stream.events():
         add(ev)
     found, source = trace_rank(p, stream.metadata, rank)
+    warnings: tuple[str, ...] = ()
+    if found is None:
+        warnings = (f"{p.name}: no rank found (no distributedInfo.rank in the trace, no rank in the file name, "
+                    "none given): analysed as the one process of a single-rank run, its rank shown as unknown",)
+    host_events = col.host_events
     d = build(col, found)
+    devices = {lane[0] for lane in d.lanes}  # the device pids holding GPU activity
     del col  # the columns now live in numpy arrays
     launch, outliers = launch_stats(d)
     return RankAnalysis(
         file=str(p), rank=found, rank_source=source, events=stream.event_count,
         temporal=temporal_breakdown(d), kernel_kinds=tuple(kind_breakdown(d)),
         kernel_stats=tuple(kernel_stats(d)), idle=tuple(idle_breakdown(d, d.lanes)),
-        overlap=comm_comp_overlap(d), launch=launch, launch_outliers=tuple(outliers),
+        overlap=comm_comp_overlap(d) if len(d.gpu_ts) else None, launch=launch, launch_outliers=tuple(outliers),
         annotations=tuple(annotation_gpu_time(d)), health=tuple(capture_health(d)),
+        idle_device=tuple(device_idle(d)), sync=tuple(sync_rows(d)),
+        profiler_overhead=profiler_overhead(d, host_events),
+        context=trace_context(stream.metadata, found, source, devices), warnings=warnings,
     )
 
 
@@ -86,7 +99,6 @@ def analyze_traces(paths: str | Path | Iterable[str | Path], ranks: Sequence[int
 def combine(results: Sequence[RankAnalysis], top: int = TOP_KERNELS) -> KinetoAnalysis:
     """Merge per-rank results (sorted by rank) and add the all-ranks rows (``rank`` None)."""
     from my_utils.profiling.analysis.kineto.annotations import merge_annotations
-    from my_utils.profiling.analysis.kineto.idle import merge_idle
     from my_utils.profiling.analysis.kineto.kernels import merge_kind_rows, merge_stats, top_kernels
     from my_utils.profiling.analysis.kineto.overlap import merge_overlap
     from my_utils.profiling.analysis.kineto.temporal import merge_temporal
@@ -97,7 +109,7 @@ def combine(results: Sequence[RankAnalysis], top: int = TOP_KERNELS) -> KinetoAn
     anns = [a for r in results for a in r.annotations]
     temporal = [r.temporal for r in results if r.temporal is not None]
     idle = [i for r in results for i in r.idle]
-    overlap = [r.overlap for r in results]
+    overlap = [r.overlap for r in results if r.overlap is not None]
     many = len(results) > 1
     inputs: tuple[dict[str, Any], ...] = tuple(
         {"file": r.file, "rank": r.rank, "rank_source": r.rank_source, "events": r.events} for r in results)
@@ -106,10 +118,15 @@ def combine(results: Sequence[RankAnalysis], top: int = TOP_KERNELS) -> KinetoAn
         temporal=tuple(temporal + ([merge_temporal(temporal)] if many and temporal else [])),
         kernel_kinds=tuple(kinds + (merge_kind_rows(kinds) if many else [])),
         top_kernels=tuple(top_kernels(stats + (merge_stats(stats) if many else []), top)),
-        idle=tuple(idle + (merge_idle(idle) if many and idle else [])),
-        overlap=tuple(overlap + ([merge_overlap(overlap)] if many else [])),
+        idle=tuple(idle),
+        overlap=tuple(overlap + ([merge_overlap(overlap)] if len(overlap) > 1 else [])),
         launch=tuple(r.launch for r in results if r.launch is not None),
         launch_outliers=tuple(o for r in results for o in r.launch_outliers),
         annotations=tuple(anns + (merge_annotations(anns) if many else [])),
         health=tuple(h for r in results for h in r.health),
+        idle_device=tuple(i for r in results for i in r.idle_device),
+        sync=tuple(x for r in results for x in r.sync),
+        profiler_overhead=tuple(r.profiler_overhead for r in results if r.profiler_overhead is not None),
+        context=tuple(r.context for r in results),
+        warnings=tuple(w for r in results for w in r.warnings),
     )

@@ -45,6 +45,9 @@ class Series:
     steps: list[int] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
     events: int = 0
+    #: what the events stand for: launches of a kernel, calls of an op (a pre-aggregated event's
+    #: ``attrs["occurrences"]`` or ``attrs["count"]``), else one per event
+    occurrences: int = 0
 
     @property
     def total(self) -> float:
@@ -86,7 +89,8 @@ def build_series(events: Iterable[MetricEvent]) -> dict[SeriesKey, Series]:
 
 def copy_series(series: dict[SeriesKey, Series]) -> dict[SeriesKey, Series]:
     """Fresh ``Series`` with their own ``steps``/``values`` lists (a list copy: ~1 ms per 100k points)."""
-    return {key: Series(s.name, s.rank, s.kind, s.unit, s.source, s.depth, list(s.steps), list(s.values), s.events)
+    return {key: Series(s.name, s.rank, s.kind, s.unit, s.source, s.depth, list(s.steps), list(s.values), s.events,
+                        s.occurrences)
             for key, s in series.items()}
 
 
@@ -131,8 +135,12 @@ def _build_series(events: Iterable[MetricEvent]) -> dict[SeriesKey, Series]:
             entry = acc[key] = (Series(e.name, e.rank, e.kind, e.unit, e.source,
                                        depth if isinstance(depth, int) else None), {})
         series, per_step = entry
-        n = e.attrs.get("count", 1) if isinstance(e.attrs, dict) else 1
-        series.events += n if isinstance(n, int) and n > 0 else 1
+        attrs = e.attrs if isinstance(e.attrs, dict) else {}
+        n = attrs.get("count", 1)
+        n = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
+        series.events += n
+        occ = attrs.get("occurrences", n)
+        series.occurrences += occ if isinstance(occ, int) and not isinstance(occ, bool) and occ > 0 else n
         slot = per_step.get(e.step)
         if slot is None:
             per_step[e.step] = [e.value, 1.0]

@@ -134,3 +134,72 @@ def quantile(sorted_values: Sequence[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_values) - 1)
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def benjamini_hochberg(p_values: Sequence[float], tests: int, rate: float) -> list[bool]:
+    """Which of ``p_values`` the Benjamini–Hochberg step-up procedure rejects at false-discovery ``rate``.
+
+    ``tests`` is the number of hypotheses tested in all (at least ``len(p_values)``): the
+    p-values not given are larger than every one given (a rule passes only the candidates,
+    the values beyond its threshold), so they never change which of these are kept. With
+    the k-th smallest of ``m`` p-values at or below ``k · rate / m``, the k smallest are kept.
+    """
+    m = max(tests, len(p_values))
+    if not p_values or m == 0:
+        return [False] * len(p_values)
+    order = sorted(range(len(p_values)), key=p_values.__getitem__)
+    cut = 0
+    for k, i in enumerate(order, start=1):
+        if p_values[i] <= k * rate / m:
+            cut = k
+    keep = [False] * len(p_values)
+    for i in order[:cut]:
+        keep[i] = True
+    return keep
+
+
+def _beta_cf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the incomplete beta function (modified Lentz), for x < (a+1)/(a+b+2)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((a + m2 - 1.0) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-14:
+            break
+    return h
+
+
+def incomplete_beta(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) (0 ≤ x ≤ 1)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _beta_cf(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _beta_cf(b, a, 1.0 - x) / b
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| ≥ |t|) for Student's t with ``df`` degrees of freedom (0 for an infinite t)."""
+    if not math.isfinite(t):
+        return 0.0 if t == t else 1.0
+    if df <= 0:
+        return 1.0
+    return incomplete_beta(df / 2.0, 0.5, df / (df + t * t))

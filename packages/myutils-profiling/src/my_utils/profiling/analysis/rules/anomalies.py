@@ -1,4 +1,4 @@
-"""AnomalyRule: steps far from the usual value of a name, by 3σ and by a median/MAD score.
+"""AnomalyRule: steps far from the usual value of a name, by 3σ and by a median/MAD score, at a controlled FDR.
 
 Two tests per (name, rank) series after the warm-up steps:
 
@@ -11,20 +11,43 @@ Two tests per (name, rank) series after the warm-up steps:
 says which) or ``both``; a step must also differ from the median by ``min_excess`` (10 %)
 of it, so that a near-constant series does not report its noise.
 
+**Multiple testing.** Every step of every series tested is one test: a run of 1M events
+tests about that many values, and 3σ alone then flags hundreds of pure-noise steps. Each
+score becomes a two-sided normal p-value (``either``: twice the smaller of the two, a
+Bonferroni bound; ``both``: the larger), and only the steps that the Benjamini–Hochberg
+procedure keeps at false-discovery rate :data:`FDR` over *all* values tested in the run
+are reported (they must also pass the thresholds above). The finding states the rate and
+how many values were tested.
+
+A sub-region flagged on the same steps as its step time is the explanation of the step's
+anomaly, not a second finding: it is named in the step's finding (one finding per fact),
+and the advice follows it (see ``analysis.advice.JITTER_ADVICE``: a region that explains
+the excess, periodic steps, faster steps, or nothing timed — GC, host, allocator).
+
 Only ``step_time`` and the ``max_names`` names with the largest totals are tested, so a trace
 with thousands of kernel names gives a handful of findings, not thousands; a host name
-under ``min_share`` of its step time is left out. The finding
-names the steps, their values and scores, and which tests flagged them.
+under ``min_share`` of its step time is left out, and so is a region that *is* the step
+(MyTimer's ``iter`` wrapper, equal to ``step_time`` at every step).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
 from typing import Any
 
 from my_utils.core.events import MetricEvent
+from my_utils.profiling.analysis.advice import JITTER_ADVICE, advice_for
+from my_utils.profiling.analysis.rules._evidence import (
+    advice,
+    impact,
+    median_step,
+    same_as_step,
+    series_fact,
+    steps_row,
+)
 from my_utils.profiling.analysis.rules._series import (
     STEP_TIME,
     Series,
@@ -36,10 +59,48 @@ from my_utils.profiling.analysis.rules._series import (
     series_id,
     step_ranges,
 )
-from my_utils.profiling.analysis.rules._stats import MAD_TO_SIGMA, mad, median_sorted, pstdev
+from my_utils.profiling.analysis.rules._stats import (
+    MAD_TO_SIGMA,
+    benjamini_hochberg,
+    mad,
+    median_sorted,
+    pstdev,
+    t_two_sided_p,
+)
 from my_utils.profiling.analysis.rules.suggestions import suggest
 
 METHODS = ("sigma", "mad", "either", "both")
+#: The false-discovery rate the reported outlying steps are controlled at (Benjamini–Hochberg).
+FDR = 0.05
+
+
+#: Degrees of freedom of a MAD-scaled score per point: the MAD estimates σ with about 37 % of
+#: the efficiency of the standard deviation, so a robust z over n points is read as a t with
+#: ``MAD_DF · (n - 1)`` degrees of freedom (small series get wide tails, not false alarms).
+MAD_DF = 0.37
+
+
+def sigma_p(z: float, n: int) -> float:
+    """Two-sided p-value of a 3σ score ``z`` (population σ, the point included) among ``n`` values.
+
+    ``z`` is the internally studentised residual; ``z·sqrt((n-2)/(n-1-z²))`` is then Student's t
+    with ``n - 2`` degrees of freedom under normal noise (the externally studentised residual).
+    """
+    if not math.isfinite(z):
+        return 0.0
+    if n < 3:
+        return 1.0
+    room = n - 1 - z * z
+    if room <= 0:
+        return 0.0
+    return t_two_sided_p(z * math.sqrt((n - 2) / room), n - 2)
+
+
+def mad_p(rz: float, n: int) -> float:
+    """Two-sided p-value of a robust z-score among ``n`` values (a t with ``MAD_DF·(n-1)`` degrees of freedom)."""
+    if not math.isfinite(rz):
+        return 0.0
+    return t_two_sided_p(rz, max(1.0, MAD_DF * (n - 1)))
 
 
 class AnomalyRule:
@@ -61,19 +122,20 @@ class AnomalyRule:
         self.min_share = min_share
 
     def evaluate(self, events: Sequence[MetricEvent]) -> list[dict[str, Any]]:
-        """One finding per (name, rank) with outlying steps."""
+        """One finding per (name, rank) with outlying steps, the steps kept by Benjamini–Hochberg at :data:`FDR`."""
         series = build_series(events)
         names = {n for (n, _, _), s in series.items() if n == STEP_TIME and s.kind == "duration"}
         totals: dict[str, float] = {}
         for (n, _, _), s in series.items():
-            if is_candidate_duration(s):
+            if is_candidate_duration(s) and not same_as_step(series, s):
                 totals[n] = totals.get(n, 0.0) + s.total
         names.update(sorted(totals, key=lambda n: -totals[n])[: self.max_names])
         step_total = {(r, src): s.total for (n, r, src), s in series.items() if n == STEP_TIME}
-        findings: list[dict[str, Any]] = []
+        tested: list[tuple[Series, list[int], list[float], list[dict[str, Any]], list[float]]] = []
+        m = 0
         for (name, _rank, _source), s in sorted(series.items(), key=lambda kv: (
                 kv[0][0] != STEP_TIME, kv[0][0], kv[0][1] or -1, kv[0][2])):
-            if name not in names:
+            if name not in names or same_as_step(series, s):
                 continue
             denom = step_total.get((s.rank, s.source), 0.0)
             if name != STEP_TIME and not is_gpu_family(name) and denom > 0 and s.total / denom < self.min_share:
@@ -81,13 +143,107 @@ class AnomalyRule:
             steps, values = after_warmup(s, self.warmup_steps)
             if len(values) < self.min_steps:
                 continue
-            finding = self._check(s, steps, values)
-            if finding is not None:
-                findings.append(finding)
+            m += len(values)
+            rows, ps = self._outliers(steps, values)
+            if rows:
+                tested.append((s, steps, values, rows, ps))
+        keep = benjamini_hochberg([p for *_rest, ps in tested for p in ps], m, FDR)
+        kept: list[tuple[Series, list[int], list[float], list[dict[str, Any]]]] = []
+        i = 0
+        for s, steps, values, rows, ps in tested:
+            rows = [r for r, k in zip(rows, keep[i:i + len(ps)], strict=True) if k]
+            i += len(ps)
+            if rows:
+                kept.append((s, steps, values, rows))
+        self._context = (series, m, sum(1 for _ in tested))
+        return self._findings(series, kept, m)
+
+    def _outliers(self, steps: list[int], values: list[float]) -> tuple[list[dict[str, Any]], list[float]]:
+        """The threshold-flagged rows (as :meth:`_check` lists them) and each one's p-value."""
+        rows = self._rows(steps, values)
+        n = len(values)
+        ps = []
+        for r in rows:
+            p_sigma, p_mad = sigma_p(r["_z"], n), mad_p(r["_rz"], n)
+            p = (min(1.0, 2.0 * min(p_sigma, p_mad)) if self.method == "either" else max(p_sigma, p_mad)
+                 if self.method == "both" else p_sigma if self.method == "sigma" else p_mad)
+            ps.append(p)
+        for r in rows:
+            del r["_z"], r["_rz"]
+        return rows, ps
+
+    def _findings(self, series: dict[Any, Series], kept: list[tuple[Series, list[int], list[float],
+                                                                    list[dict[str, Any]]]], m: int) -> list[dict[str, Any]]:
+        by_step_series = {(s.rank, s.source): (s, rows) for s, _st, _v, rows in kept if s.name == STEP_TIME}
+        findings: list[dict[str, Any]] = []
+        for s, steps, values, rows in kept:
+            step = by_step_series.get((s.rank, s.source))
+            if s.name != STEP_TIME and step is not None and {r["step"] for r in rows} <= {r["step"] for r in step[1]}:
+                continue  # explains its step's anomaly: named there, not a second finding
+            finding = self._check(s, steps, values, rows)
+            if finding is None:
+                continue
+            finding["detail"] += (f"; kept by Benjamini–Hochberg at a {FDR:.0%} false-discovery rate over "
+                                  f"{m:,} step values tested")
+            finding["evidence"]["fdr"] = FDR
+            finding["evidence"]["values_tested"] = m
+            self._explain(series, s, rows, finding)
+            findings.append(finding)
         return findings
 
-    def _check(self, s: Series, steps: list[int], values: list[float]) -> dict[str, Any] | None:
-        name, rank, unit = s.name, s.rank, s.unit
+    def _explain(self, series: dict[Any, Series], s: Series, rows: list[dict[str, Any]],
+                 finding: dict[str, Any]) -> None:
+        """Advice from the evidence (module docstring), the impact, and the facts of the finding."""
+        flagged = [r["step"] for r in rows]
+        med = finding["evidence"]["median"]
+        excess = sum(r["value"] - med for r in rows)
+        names = frozenset(n for n, _r, _s in series)
+        cause, text, because = "unexplained", JITTER_ADVICE["unexplained"], [steps_row(s, flagged, {
+            "median": med, "values": [r["value"] for r in rows]})]
+        facts = [series_fact(s)]
+        best = None
+        if s.name == STEP_TIME and excess > 0:
+            for other in series.values():
+                if (other.rank, other.source) != (s.rank, s.source) or other.kind != "duration" \
+                        or other.name == STEP_TIME or same_as_step(series, other) or not other.values:
+                    continue
+                at = dict(zip(other.steps, other.values, strict=True))
+                o_med = statistics.median(other.values)
+                gain = sum(at.get(st, o_med) - o_med for st in flagged)
+                if best is None or gain > best[0]:
+                    best = (gain, other, o_med)
+        if best is not None and best[0] >= 0.5 * excess:
+            _gain, other, o_med = best
+            _kind, family_advice = advice_for(other.name, names)
+            cause = "explained"
+            text = JITTER_ADVICE["explained"].format(name=other.name, advice=family_advice or
+                                                     "time what runs inside it on those steps")
+            because.append(steps_row(other, flagged, {"median": o_med, "values": [
+                dict(zip(other.steps, other.values, strict=True)).get(st) for st in flagged]}))
+            facts.append(series_fact(other))
+            finding["evidence"]["explained_by"] = {"name": other.name, "share_of_excess": round(best[0] / excess, 4)}
+        elif len(flagged) >= 3 and len({b - a for a, b in itertools.pairwise(flagged)}) == 1:
+            cause, text = "periodic", JITTER_ADVICE["periodic"].format(period=flagged[1] - flagged[0])
+        elif all(r["value"] < med for r in rows):
+            cause, text = "faster", JITTER_ADVICE["faster"]
+        finding["suggestion"] = text
+        finding["advice"] = [advice(text, because, f"jitter:{cause}")]
+        finding["facts"] = facts
+        tested = finding["evidence"]["steps_tested"]
+        step_ms = median_step(series, s.rank, s.source)
+        saving = max(excess, 0.0) / tested if tested else None
+        finding["impact"] = impact(saving if step_ms else None, step_ms,
+                                   f"the outlying steps' time above the median, spread over the {tested} steps tested",
+                                   tested, s.source)
+
+    def _stats(self, values: list[float]) -> tuple[float, float, float, float]:
+        mean = statistics.fmean(values)
+        std = pstdev(values, mean)
+        med = median_sorted(sorted(values))
+        return mean, std, med, MAD_TO_SIGMA * mad(values, med)
+
+    def _rows(self, steps: list[int], values: list[float]) -> list[dict[str, Any]]:
+        """The steps a threshold test flags (with unrounded scores in ``_z``/``_rz``), in step order."""
         mean = statistics.fmean(values)
         std = pstdev(values, mean)
         ordered = sorted(values)
@@ -131,7 +287,19 @@ class AnomalyRule:
                 by = [m for m in by if m == method]
             # a robust score over a near-constant series flags noise: require a visible excess too
             if by and abs(v - med) > excess:
-                rows.append({"step": step, "value": v, "z": round(z, 3), "robust_z": round(rz, 3), "by": by})
+                rows.append({"step": step, "value": v, "z": round(z, 3), "robust_z": round(rz, 3), "by": by,
+                             "_z": z, "_rz": rz})
+        return rows
+
+    def _check(self, s: Series, steps: list[int], values: list[float],
+               rows: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+        """The finding of one series from its flagged ``rows`` (default: every threshold-flagged step, no FDR)."""
+        name, rank, unit = s.name, s.rank, s.unit
+        if rows is None:
+            rows = self._rows(steps, values)
+            for r in rows:
+                del r["_z"], r["_rz"]
+        mean, std, med, scale = self._stats(values)
         if not rows:
             return None
         flagged = [r["step"] for r in rows]

@@ -1,9 +1,16 @@
 """BottleneckRule: names that take more than a share (10 % by default) of the time they belong to.
 
-The share of a host region or operation is of the step time of the same rank (``step_time``,
-else the sum of depth-0 regions); the share of a device name (``kernel:``, ``memcpy:``,
-``memset:``, ``device_op:``) is of the summed device time of that rank. A name on several
-ranks is reported once, with every rank above the threshold and the worst one's share.
+The share of a host region or operation is of the step time of the same rank and source
+(``step_time``, else the sum of depth-0 regions); the share of a device name (``kernel:``,
+``memcpy:``, ``memset:``, ``device_op:``) is of the summed GPU activity time of that rank
+(concurrent activities counted twice). Every finding names its denominator (``of``) and
+how many steps it rests on. With 3 steps or more the share is the median of the per-step
+shares (one outlying step cannot carry it); a claim on fewer than ``MIN_STEPS_CRITICAL`` (5)
+steps is never critical and its weight in the ranking is ``steps / (steps + 3)``.
+
+A name on several ranks is reported once: the title quotes the worst rank *by number*, the
+detail lists every rank above the threshold and the all-ranks aggregate (summed time over
+summed denominators). The count is of occurrences (kernel launches, op calls), not events.
 The only top-level region of a rank, when it covers 95 % or more of the step, is the
 step itself (an ``iter`` wrapper) and is not reported.
 """
@@ -11,10 +18,23 @@ step itself (an ``iter`` wrapper) and is not reported.
 from __future__ import annotations
 
 import heapq
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
 from my_utils.core.events import MetricEvent
+from my_utils.profiling.analysis.advice import advice_for
+from my_utils.profiling.analysis.rules._evidence import (
+    advice,
+    impact,
+    median_step,
+    per_step_shares,
+    series_fact,
+    series_row,
+)
+from my_utils.profiling.analysis.rules._series import (
+    GPU_FAMILIES as GPU_PREFIXES,
+)
 from my_utils.profiling.analysis.rules._series import (
     STEP_TIME,
     Series,
@@ -32,6 +52,9 @@ WHOLE_STEP = 0.95
 #: taken as one nested chain (``evaluate_function: AddmmBackward0`` > ``AddmmBackward0`` >
 #: ``aten::mm``) and reported once, the others named in ``evidence["same_cost"]``.
 SAME_COST = 0.03
+#: A share measured on fewer steps than this is never critical (two profiled steps, one an outlier,
+#: must not outrank a region measured on every step).
+MIN_STEPS_CRITICAL = 5
 
 
 class BottleneckRule:
@@ -43,6 +66,7 @@ class BottleneckRule:
                  merge_same_cost: bool = True) -> None:
         if not 0.0 < share < 1.0:
             raise ValueError(f"BottleneckRule(share={share!r}): expected a fraction between 0 and 1, e.g. 0.1")
+        self.min_steps_critical = MIN_STEPS_CRITICAL
         self.share = share
         self.critical_share = max(critical_share, share)
         self.max_findings = max_findings
@@ -68,20 +92,34 @@ class BottleneckRule:
         for (name, rank, _source), s in series.items():
             if not is_candidate_duration(s) or s.total <= 0:
                 continue
+            step = series.get((STEP_TIME, rank, s.source))
             if is_gpu_family(name):
-                denom, of = device_total.get(rank, 0.0), "device time"
+                denom, of = device_total.get(rank, 0.0), "summed GPU activity time"
+                step = None  # device time is not a part of the step time: shares of the device total
             else:
                 denom = host_total.get((s.source, rank), 0.0)
-                of = "step time"
+                of = f"{s.source} step time"
                 if denom <= 0:
-                    denom, of = top_level.get((s.source, rank), 0.0), "time of the top-level regions"
+                    denom, of = top_level.get((s.source, rank), 0.0), f"{s.source} time of the top-level regions"
             if denom <= 0:
                 continue
             share = s.total / denom
+            if step is not None and len(s.steps) >= 3:  # robust to one outlying step
+                shares = per_step_shares(s, step)
+                if len(shares) >= 3:
+                    share = statistics.median(shares)
             if s.depth == 0 and share >= WHOLE_STEP and wrappers.get((s.source, rank)) == 1:
                 continue  # the one region wrapping the whole step is the step, not a part of it
             if share > self.share:
                 hits.setdefault(name, []).append((share, s, denom, of))
+        self._series = series
+        self._names = frozenset(n for n, _r, _s in series)
+        self._all: dict[str, list[tuple[int | None, float, float]]] = {}
+        for (name, rank, _source), s in series.items():
+            if name in hits and s.total > 0:
+                d = device_total.get(rank, 0.0) if is_gpu_family(name) else host_total.get((s.source, rank), 0.0)
+                if d > 0:
+                    self._all.setdefault(name, []).append((rank, s.total, d))
         ordered = sorted(hits.items(), key=lambda kv: -max(h[0] for h in kv[1]))
         groups: list[tuple[str, list[tuple[float, Series, float, str]], list[str]]] = []
         for name, rows in ordered:
@@ -103,21 +141,49 @@ class BottleneckRule:
         share, s, denom, of = rows[0]
         worst = heapq.nlargest(5, zip(s.values, s.steps, strict=True))  # sorted(..., reverse=True)[:5]
         ranks = [r[1].rank for r in rows]
-        where = "all ranks" if len(rows) > 1 else (f"rank {s.rank}" if s.rank is not None else "the run")
+        where = f"rank {s.rank}" if s.rank is not None else "the run (no rank)"
+        others = [f"rank {r[1].rank}: {r[0]:.0%}" for r in rows[1:] if r[1].rank is not None]
+        everywhere = self._all.get(name, [])
+        aggregate = ""
+        if len(everywhere) > 1:
+            num, den = sum(t for _r, t, _d in everywhere), sum(d for _r, _t, d in everywhere)
+            aggregate = (f"; all {len(everywhere)} ranks together: {num:.4g} of {den:.4g} {s.unit} "
+                         f"({num / den:.0%}, summed over ranks)")
+        n_steps = len(s.steps)
+        thin = n_steps < self.min_steps_critical
+        severity = "critical" if share >= self.critical_share and not thin else "warning"
+        step_ms = median_step(self._series, s.rank, s.source)
+        per_step = statistics.median(s.values) if s.values else None
+        measure = "median per-step share" if n_steps >= 3 and not name.startswith(GPU_PREFIXES) else "share"
+        kind, text = advice_for(name, self._names)
+        row = series_row(s, {"total": s.total, "denominator": denom, "of": of, "share": round(share, 4),
+                             "steps": n_steps, "occurrences": s.occurrences or s.events})
+        base = suggest("bottleneck", name)
         return {
             "id": f"bottleneck:{name}",
             "category": "bottleneck",
-            "severity": "critical" if share >= self.critical_share else "warning",
-            "title": f"{name} takes {share:.0%} of {of}",
+            "severity": severity,
+            "title": (f"{name} takes {share:.0%} of {of} on {where}"
+                      + (f" ({', '.join(others)})" if others else "")
+                      + (f" — {n_steps} step{'s' if n_steps != 1 else ''} only" if thin else "")),
             "detail": (f"{name} sums to {s.total:.4g} {s.unit} of {denom:.4g} {s.unit} {of} on {where} "
-                       f"({s.events} event(s) over {len(s.steps)} step(s)); threshold {self.share:.0%}"
+                       f"({measure} {share:.1%}; {s.occurrences or s.events:,} occurrence(s) over {n_steps} step(s))"
+                       + (f"; also above {self.share:.0%} on {', '.join(others)}" if others else "")
+                       + aggregate + f"; threshold {self.share:.0%}"
                        + (f"; nested operators of the same cost: {', '.join(same)}" if same else "")),
             "evidence": {
                 "names": [name, *same], "same_cost": same, "ranks": ranks, "share": round(share, 4),
+                "rank_quoted": s.rank,
                 "shares_by_rank": {str(r[1].rank): round(r[0], 4) for r in rows},
                 "total": s.total, "denominator": denom, "of": of, "unit": s.unit, "source": s.source,
                 "steps": [st for _, st in worst], "slowest_steps": [{"step": st, "value": v} for v, st in worst],
-                "threshold": self.share,
+                "steps_measured": n_steps, "occurrences": s.occurrences or s.events, "threshold": self.share,
             },
-            "suggestion": suggest("bottleneck", name),
+            "suggestion": text or base,
+            "facts": [series_fact(r[1]) for r in rows],
+            "impact": impact(per_step if not name.startswith(GPU_PREFIXES) else None, step_ms,
+                             f"at most all of {name}'s time per step (median over {n_steps} step(s))",
+                             n_steps, s.source) if step_ms else impact(None, None, "no step time to compare with",
+                                                                        n_steps, s.source),
+            "advice": [advice(text or base, [row], kind or "bottleneck")],
         }
