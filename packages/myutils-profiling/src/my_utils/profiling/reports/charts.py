@@ -305,31 +305,44 @@ def kernel_kinds_chart(report: AnalysisReport) -> Chart | None:
                    "ms", colour, note, "ms")
 
 
-def idle_chart(report: AnalysisReport) -> Chart | None:
-    """GPU idle time by cause: device level per rank when the table is there, else per (rank, stream), never summed."""
-    device = _kineto_rows(report, "idle_device")
-    if device:
-        ranks, note = _per_rank_rows(device)
-        series = _pivot(device, "category", "idle_us", ranks, 1e-3, _IDLE_NAMES)
-        return stacked("chart-idle", "GPU idle time by cause (ms, device level: no stream busy)",
-                       [_rank_text(r) for r in ranks], series, "ms", colour, note, "ms")
-    rows = [r for r in _kineto_rows(report, "idle") if r.get("stream") is not None]
-    if not rows:
-        return None
-    lanes = sorted({(_label(r.get("rank")), _label(r.get("device")), _label(r.get("stream"))) for r in rows},
-                   key=lambda k: tuple((x is None, str(x).zfill(12)) for x in k))
-    keyed = [dict(r, lane=(_label(r.get("rank")), _label(r.get("device")), _label(r.get("stream")))) for r in rows]
-    per_lane: dict[str, list[float]] = {}
+def _lanes(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[tuple[Any, ...]]:
+    """The distinct ``keys`` tuples of ``rows`` (rank, device, stream), in numeric order."""
+    return sorted({tuple(_label(r.get(k)) for k in keys) for r in rows},
+                  key=lambda k: tuple((x is None, not isinstance(x, int), x if isinstance(x, int) else 0, str(x))
+                                      for x in k))
+
+
+def _by_lane(rows: Sequence[Mapping[str, Any]], keys: Sequence[str],
+             lanes: Sequence[tuple[Any, ...]]) -> dict[str, list[float]]:
+    """Idle ms per cause, one number per lane: each row is one lane's own figure (nothing is added up)."""
     index = {lane: i for i, lane in enumerate(lanes)}
-    for r in keyed:
+    out: dict[str, list[float]] = {}
+    for r in rows:
         v = num(r.get("idle_us"))
         if v is None:
             continue
         name = _IDLE_NAMES.get(str(r.get("category")), str(r.get("category")))
-        per_lane.setdefault(name, [0.0] * len(lanes))[index[r["lane"]]] = v * 1e-3
+        out.setdefault(name, [0.0] * len(lanes))[index[tuple(_label(r.get(k)) for k in keys)]] = v * 1e-3
+    return out
+
+
+def idle_chart(report: AnalysisReport) -> Chart | None:
+    """GPU idle time by cause: per (rank, GPU) at device level when the table is there, else per stream; never summed."""
+    device = [r for r in _kineto_rows(report, "idle_device") if r.get("rank") is not None or r.get("device") is not None]
+    if device:
+        keys: tuple[str, ...] = ("rank", "device")
+        lanes = _lanes(device, keys)
+        labels = [f"{_rank_text(rank)} · GPU {dev}" for rank, dev in lanes]
+        return stacked("chart-idle", "GPU idle time by cause (ms; device level: no stream of the GPU busy)", labels,
+                       _by_lane(device, keys, lanes), "ms", colour, "", "ms")
+    rows = [r for r in _kineto_rows(report, "idle") if r.get("stream") is not None]
+    if not rows:
+        return None
+    keys = ("rank", "device", "stream")
+    lanes = _lanes(rows, keys)
     labels = [f"{_rank_text(rank)} · GPU {dev} · stream {stream}" for rank, dev, stream in lanes]
     return stacked("chart-idle", "GPU idle time by cause, per stream (ms; streams overlap, never summed)", labels,
-                   per_lane, "ms", colour, "", "ms")
+                   _by_lane(rows, keys, lanes), "ms", colour, "", "ms")
 
 
 def build_charts(report: AnalysisReport) -> list[Chart]:

@@ -97,7 +97,7 @@ def fact_value(fact: Fact) -> str:
     if not fact.measured:
         return "not measured"
     v = fact.value
-    if isinstance(v, str) or isinstance(v, NotMeasured):
+    if isinstance(v, (str, NotMeasured)):
         return str(v)
     unit = fact.unit
     if unit in ("ms", "us", "µs", "s", "ns"):
