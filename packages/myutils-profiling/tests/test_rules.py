@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import statistics
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -117,6 +118,49 @@ def test_memory_flat_noise_and_warmup_plateau_are_not_leaks() -> None:
     assert check_analysis_rule("memory_growth", flat + plateau) == []
 
 
+@pytest.mark.parametrize("warmup", [5, 10, 15, 19, 20])
+def test_memory_rising_in_warmup_then_flat_is_no_leak_over_40_seeds(warmup: int) -> None:
+    # before: warm-up over 15-19 of 40 steps was a 25-40 % "leak" in 19 of 40 seeds (the last half's
+    # slope, pure noise, was positive half the time); issue 19 saw 46 % in 13 of 40
+    flagged = []
+    for seed in range(40):
+        rng = random.Random(seed)
+        events = [_mem(1e9 * (1 + 0.46 * min(s, warmup) / warmup) + rng.gauss(0, 2e6), s) for s in range(40)]
+        flagged += [(seed, f["evidence"]["growth"]) for f in check_analysis_rule("memory_growth", events)]
+    assert flagged == []
+
+
+def _fits(values: list[float]) -> tuple[Any, Any]:
+    from my_utils.profiling.analysis.rules._stats import theil_sen
+
+    xs = [float(s) for s in range(len(values))]
+    half = len(xs) // 2
+    return theil_sen(xs, values, 0.95), theil_sen(xs[half:], values[half:], 0.95)
+
+
+def test_memory_noisy_rise_whose_interval_contains_zero_is_not_flagged() -> None:
+    # a first half of ±40 MB noise, then a clean rise: the last half grows surely, the whole range's
+    # 95 % interval holds 0 although its point slope (1 MB/step, 19 % over the range) is well above min_growth
+    rng = random.Random(0)
+    values = [1e8 + (rng.choice([-1, 1]) * 4e7 if s < 10 else 0.0) + 1e6 * s for s in range(20)]
+    whole, tail = _fits(values)
+    assert whole.low <= 0 < whole.slope and tail.low > 0 and tail.slope >= 0.25 * whole.slope
+    assert whole.slope * 19 / whole.intercept >= 0.05
+    assert check_analysis_rule("memory_growth", [_mem(v, s) for s, v in enumerate(values)]) == []
+    # without the noise the same rise is a leak: the interval, not the data's shape, decided
+    (f,) = check_analysis_rule("memory_growth", [_mem(1e8 + 1e6 * s, s) for s in range(20)])
+    assert f["evidence"]["slope_low"] > 0
+
+
+def test_memory_whose_last_half_may_be_flat_is_not_flagged() -> None:
+    # a clean rise, then a noisy last half whose own interval holds 0: not surely still growing
+    rng = random.Random(0)
+    values = [1e8 + 2e6 * s if s < 10 else 1.2e8 + 1e6 * (s - 10) + rng.gauss(0, 6e6) for s in range(20)]
+    whole, tail = _fits(values)
+    assert whole.low > 0 and tail.low <= 0 < tail.slope and tail.slope >= 0.25 * whole.slope
+    assert check_analysis_rule("memory_growth", [_mem(v, s) for s, v in enumerate(values)]) == []
+
+
 def test_memory_growth_one_spike_does_not_make_a_leak() -> None:
     events = [_mem(1e9 + (5e8 if s == 20 else 0.0) + s, s) for s in range(40)]  # +1 byte/step: below min_growth
     assert check_analysis_rule("memory_growth", events) == []
@@ -174,7 +218,7 @@ def test_anomalies_skip_warmup_and_gaussian_noise() -> None:
 # -- variability --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("noise", "flagged"), [(0.02, False), (0.5, True)])
+@pytest.mark.parametrize(("noise", "flagged"), [(0.02, False), (1.0, True)])  # 0.5: robust CV 0.18, not surely > 0.15
 def test_variability_flags_unstable_names_only(noise: float, flagged: bool) -> None:
     rng = random.Random(4)
     events = [e for e in _steps({"forward": 50, "backward": 30}, 40, seed=5)

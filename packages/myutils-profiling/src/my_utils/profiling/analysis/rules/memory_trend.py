@@ -3,10 +3,13 @@
 For each memory gauge on each rank the rule fits a Theil–Sen line over (step, level) and
 takes Sen's confidence interval of the slope. It reports growth when
 
-- the interval's lower bound is above zero (growth at the chosen confidence, e.g. 95 %),
+- the interval's lower bound is above zero (growth at the chosen confidence, e.g. 95 %): a
+  rise whose interval contains 0 is noise, however steep its point estimate;
 - the fitted growth over the range is at least ``min_growth`` of the starting level, and
-- the last half of the range still grows (its own slope is positive), so memory that
-  rises during warm-up and then stays flat is not a leak.
+- the last half of the range still grows: its own interval's lower bound is above zero
+  *and* its slope is at least :data:`TAIL_SHARE` of the whole range's, so memory that rises
+  during warm-up and then stays flat (whose last half has a slope of noise, positive half
+  the time) is not a leak, while a steady leak (the same slope throughout) is.
 
 The finding names the step range it was fitted on, the slope per step and its bounds.
 """
@@ -20,6 +23,9 @@ from my_utils.core.events import MetricEvent
 from my_utils.profiling.analysis.rules._series import build_series, is_memory, rank_label, series_id
 from my_utils.profiling.analysis.rules._stats import theil_sen
 from my_utils.profiling.analysis.rules.suggestions import suggest
+
+#: The last half's slope must be at least this share of the whole range's (a plateau's is ~0).
+TAIL_SHARE = 0.25
 
 
 class MemoryGrowthRule:
@@ -49,8 +55,8 @@ class MemoryGrowthRule:
                 continue
             half = len(xs) // 2
             tail = theil_sen(xs[half:], s.values[half:], self.confidence)
-            if tail is not None and tail.slope <= 0:
-                continue
+            if tail is not None and (tail.low <= 0 or tail.slope < TAIL_SHARE * trend.slope):
+                continue  # flat (or barely rising) at the end: a warm-up plateau, not a leak
             first, last = s.steps[0], s.steps[-1]
             start = trend.intercept + trend.slope * first
             end = trend.intercept + trend.slope * last
@@ -73,7 +79,15 @@ class MemoryGrowthRule:
                     "confidence": self.confidence, "start": start, "end": end, "growth": round(growth, 4),
                     "unit": s.unit, "points": trend.points,
                     "tail_slope_per_step": None if tail is None else tail.slope,
+                    "tail_slope_low": None if tail is None else tail.low,
                 },
+                "facts": [f"series:{s.source}:{name}:{'rank' + str(rank) if rank is not None else 'norank'}"],
+                "impact": {"ms_per_step": None, "share_of_step": None, "steps": len(s.steps), "step_source": s.source,
+                           "basis": "memory growth saves no time; it ends in an out-of-memory error"},
+                "advice": [{"text": suggest("memory", name), "kind": "memory_growth", "facts": [],
+                            "because": [{"table": "memory", "key": {"name": name, "rank": rank},
+                                         "values": {"slope_per_step": trend.slope, "slope_low": trend.low,
+                                                    "start": start, "end": end}}]}],
                 "suggestion": suggest("memory", name),
             })
         return findings

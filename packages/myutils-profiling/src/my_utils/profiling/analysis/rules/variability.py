@@ -3,16 +3,37 @@
 The spread is the robust coefficient of variation (1.4826 · MAD / median) of the per-step
 values after warm-up: a single slow step does not make a name unstable (that is an
 anomaly); a name that keeps jumping does. The plain CV is reported beside it. Names
-under ``min_share`` of the step time are left out (a 1 µs op jittering is not news).
+under ``min_share`` of the step time are left out (a 1 µs op jittering is not news), and so
+is a region that *is* the step (MyTimer's ``iter``, equal to ``step_time`` at every step).
+
+**Estimation noise.** The robust CV of a few steps is itself noisy (the MAD has about 37 %
+of the standard deviation's efficiency): each series gets a one-sided p-value for "its
+robust CV is above ``cv``" (log scale, relative standard error ``sqrt((1.36 + π/2·cv²)/n)``)
+and only those the Benjamini–Hochberg procedure keeps at :data:`FDR` over every series
+tested are reported; the finding states the rate.
+
+Advice comes from the evidence: for the step time, the sub-region carrying most of the
+spread (its robust spread in ms) names the cause (``analysis.advice.JITTER_ADVICE``).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
 from my_utils.core.events import MetricEvent
+from my_utils.profiling.analysis.advice import JITTER_ADVICE, advice_for
+from my_utils.profiling.analysis.rules._evidence import (
+    advice,
+    impact,
+    median_step,
+    same_as_step,
+    series_fact,
+    steps_row,
+)
 from my_utils.profiling.analysis.rules._series import (
     STEP_TIME,
     after_warmup,
@@ -22,8 +43,30 @@ from my_utils.profiling.analysis.rules._series import (
     rank_label,
     series_id,
 )
-from my_utils.profiling.analysis.rules._stats import cv, median_sorted, quantile, robust_cv
+from my_utils.profiling.analysis.rules._stats import (
+    MAD_TO_SIGMA,
+    benjamini_hochberg,
+    cv,
+    mad,
+    median_sorted,
+    quantile,
+    robust_cv,
+)
 from my_utils.profiling.analysis.rules.suggestions import suggest
+
+#: The false-discovery rate of the reported variability findings (Benjamini–Hochberg over the series tested).
+FDR = 0.05
+_NORMAL = statistics.NormalDist()
+
+
+def above_threshold_p(rcv: float, threshold: float, n: int) -> float:
+    """One-sided p-value of "the robust CV of these ``n`` values is above ``threshold``" (module docstring)."""
+    if rcv <= 0 or n < 2:
+        return 1.0
+    if not math.isfinite(rcv):
+        return 0.0
+    rel_se = math.sqrt((1.36 + math.pi / 2 * rcv * rcv) / n)
+    return 1.0 - _NORMAL.cdf(math.log(rcv / threshold) / rel_se)
 
 
 class VariabilityRule:
@@ -49,8 +92,10 @@ class VariabilityRule:
             if is_gpu_family(n) and s.kind == "duration":
                 device_total[r] = device_total.get(r, 0.0) + s.total
         found: list[tuple[float, dict[str, Any]]] = []
+        tested = 0
+        ps: list[float] = []
         for (name, rank, source), s in series.items():
-            if not (is_candidate_duration(s) or name == STEP_TIME):
+            if not (is_candidate_duration(s) or name == STEP_TIME) or same_as_step(series, s):
                 continue
             denom = device_total.get(rank, 0.0) if is_gpu_family(name) else step_total.get((rank, source), 0.0)
             if name != STEP_TIME and denom > 0 and s.total / denom < self.min_share:
@@ -61,8 +106,10 @@ class VariabilityRule:
             ordered = sorted(values)  # one sort for the median, the quantiles and the spread
             med = median_sorted(ordered)
             rcv = robust_cv(values, med)
+            tested += 1
             if rcv <= self.cv:
                 continue
+            p = above_threshold_p(rcv, self.cv, len(values))
             plain_cv = cv(values)
             slowest = [st for _, st in heapq.nlargest(5, zip(values, steps, strict=True))]
             fastest = [st for _, st in heapq.nsmallest(5, zip(values, steps, strict=True))]
@@ -79,5 +126,52 @@ class VariabilityRule:
                              "steps": slowest, "fastest_steps": fastest, "steps_tested": len(values)},
                 "suggestion": suggest("variability", name),
             }))
+            ps.append(p)
+            self._explain(series, s, steps, values, med, found[-1][1])
+        keep = benjamini_hochberg(ps, tested, FDR)
+        found = [f for f, k in zip(found, keep, strict=True) if k]
+        for _rcv, f in found:
+            f["detail"] += (f"; kept by Benjamini–Hochberg at a {FDR:.0%} false-discovery rate over {tested} "
+                            "series tested")
+            f["evidence"]["fdr"] = FDR
+            f["evidence"]["series_tested"] = tested
         found.sort(key=lambda kv: -kv[0])
         return [f for _, f in found[: self.max_findings]]
+
+    def _explain(self, series: dict[Any, Any], s: Any, steps: list[int], values: list[float], med: float,
+                 finding: dict[str, Any]) -> None:
+        """Advice from the evidence, the impact and the facts (module docstring)."""
+        names = frozenset(n for n, _r, _src in series)
+        spread = MAD_TO_SIGMA * mad(values, med)
+        because = [steps_row(s, [], {"median": med, "robust_sd": spread, "steps": len(values)})]
+        facts = [series_fact(s)]
+        kind, text = "unexplained", JITTER_ADVICE["unexplained"]
+        if s.name == STEP_TIME:
+            best = None
+            for other in series.values():
+                if (other.rank, other.source) != (s.rank, s.source) or other.kind != "duration" \
+                        or other.name == STEP_TIME or same_as_step(series, other) or len(other.values) < 3:
+                    continue
+                o_spread = MAD_TO_SIGMA * mad(other.values)
+                if best is None or o_spread > best[0]:
+                    best = (o_spread, other)
+            if best is not None and spread > 0 and best[0] >= 0.5 * spread:
+                _k, family = advice_for(best[1].name, names)
+                kind = "spread"
+                text = JITTER_ADVICE["spread"].format(name=best[1].name, advice=family or
+                                                      "time what runs inside it on the slow steps")
+                because.append(steps_row(best[1], [], {"robust_sd": best[0]}))
+                facts.append(series_fact(best[1]))
+        else:
+            _k, family = advice_for(s.name, names)
+            if family:
+                kind, text = "spread", JITTER_ADVICE["spread"].format(name=s.name, advice=family)
+        finding["suggestion"] = text
+        finding["advice"] = [advice(text, because, f"jitter:{kind}")]
+        finding["facts"] = facts
+        above = [v - med for v in values if v > med]
+        step_ms = median_step(series, s.rank, s.source)
+        saving = sum(above) / len(values) if values else None
+        finding["impact"] = impact(saving if step_ms else None, step_ms,
+                                   f"the time above the median, averaged over the {len(values)} steps tested",
+                                   len(values), s.source)
