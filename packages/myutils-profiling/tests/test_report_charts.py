@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -144,3 +145,37 @@ def test_any_table_rows_from_a_file_render_without_error(tables: dict[str, list[
         json.loads(chart.figure_json())
         assert chart.marks >= 0
     assert "## Findings (0)" in render_text(report, "markdown")
+
+
+def test_sections_one_facet_per_source_titled_with_its_steps_and_nesting_shown(tmp_path: Path) -> None:
+    """30 MyTimer steps (iter with its children) beside 2 torch.profiler steps: never on one axis unnamed."""
+    from my_utils.core.events import MetricEvent, write_events
+    from my_utils.profiling.analysis import MetricsAnalyzer
+
+    events = []
+    for step in range(30):
+        parts = {"data": 0.3, "forward": 17.0 + step % 3, "backward": 16.0, "optimizer": 3.4}
+        for name, ms in parts.items():
+            events.append(MetricEvent(name, ms, "duration", "ms", "mytimer", 0, step,
+                                      attrs={"depth": 1, "path": f"iter/{name}"}))
+        events.append(MetricEvent("iter", sum(parts.values()) + 0.05, "duration", "ms", "mytimer", 0, step,
+                                  attrs={"depth": 0, "path": "iter"}))
+        events.append(MetricEvent("step_time", sum(parts.values()) + 0.05, "duration", "ms", "mytimer", 0, step))
+    for step in (10, 11):
+        events += [MetricEvent("cpu_op:aten::mm", 30.0, "duration", "ms", "torch_profiler", 0, step),
+                   MetricEvent("annotation:Optimizer.step#SGD.step", 0.7, "duration", "ms", "torch_profiler", 0, step),
+                   MetricEvent("step_time", 72.0, "duration", "ms", "torch_profiler", 0, step)]
+    write_events(tmp_path / "metrics_events.jsonl", events)
+    report = MetricsAnalyzer(tmp_path / "metrics_events.jsonl", "pretrain").analyze()
+    chart = next(c for c in build_charts(report) if c.id == "chart-sections")
+    layout = chart.figure["layout"]
+    assert [a["text"] for a in layout["annotations"]] == ["MyTimer · rank 0 · 30 steps · ms per step (mean)",
+                                                          "torch.profiler · rank 0 · 2 steps · ms per step (mean)"]
+    axes = {t["name"]: (t["xaxis"], t["yaxis"]) for t in chart.figure["data"]}
+    assert axes["mytimer"] != axes["torch_profiler"]  # each source on its own axes
+    mytimer = next(t for t in chart.figure["data"] if t["name"] == "mytimer")
+    # the step's own region first, its children nested under it (not drawn beside it as peers)
+    assert mytimer["y"][0] == "iter" and all(y.endswith(("forward", "backward", "optimizer", "data"))
+                                             and "└ " in y for y in mytimer["y"][1:])
+    assert mytimer["x"][0] == pytest.approx(0.3 + 18.0 + 16.0 + 3.4 + 0.05)  # mean per step, not a 30-step total
+    assert "nesting level" in chart.note

@@ -501,7 +501,7 @@ def _tables(series: Mapping[Any, Any], agg: EventAggregate) -> dict[str, list[di
         if s.kind != "duration":
             continue
         row = ops.setdefault((name, source), {"name": name, "source": source, "unit": s.unit, "count": 0,
-                                              "values": [], "ranks": set(), "denominator": 0.0})
+                                              "values": [], "ranks": set(), "denominator": 0.0, "depth": s.depth})
         row["count"] += s.events
         row["values"].extend(s.values)
         row["ranks"].add(rank)

@@ -90,26 +90,37 @@ def _is_section(name: str) -> bool:
             and not name.startswith("ncu"))
 
 
-def _tree_order(rows: list[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[int]] | None:
-    """Rows in tree order (each parent before its children, the larger first) and their depths, from ``path``."""
+def _tree_order(rows: list[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[int], str] | None:
+    """Rows as a hierarchy and their depths: a tree from ``path`` (``iter/forward``), else levels from ``depth``.
+
+    With paths, each parent comes before its children (the larger first); with depths only
+    (MyTimer's nesting level, no parent named), the rows are listed level by level. None when
+    the rows carry neither (torch operators: inclusive times, said in the chart's note).
+    """
+    def mean(r: Mapping[str, Any]) -> float:
+        return -float(num(r.get("mean")) or 0.0)
+
     paths = {str(r["path"]): r for r in rows if isinstance(r.get("path"), str) and r["path"]}
-    if len(paths) < len(rows):
-        return None
-    children: dict[str, list[str]] = {}
-    for p in paths:
-        parent = p.rsplit("/", 1)[0] if "/" in p else ""
-        children.setdefault(parent if parent in paths else "", []).append(p)
-    order: list[Mapping[str, Any]] = []
-    depths: list[int] = []
+    if paths and len(paths) == len(rows):
+        children: dict[str, list[str]] = {}
+        for p in paths:
+            parent = p.rsplit("/", 1)[0] if "/" in p else ""
+            children.setdefault(parent if parent in paths else "", []).append(p)
+        order: list[Mapping[str, Any]] = []
+        depths: list[int] = []
 
-    def walk(parent: str, depth: int) -> None:
-        for p in sorted(children.get(parent, ()), key=lambda q: -float(num(paths[q].get("mean")) or 0.0)):
-            order.append(paths[p])
-            depths.append(depth)
-            walk(p, depth + 1)
+        def walk(parent: str, depth: int) -> None:
+            for p in sorted(children.get(parent, ()), key=lambda q: mean(paths[q])):
+                order.append(paths[p])
+                depths.append(depth)
+                walk(p, depth + 1)
 
-    walk("", 0)
-    return order, depths
+        walk("", 0)
+        return order, depths, "tree"
+    if rows and all(isinstance(r.get("depth"), int) and not isinstance(r.get("depth"), bool) for r in rows):
+        levels = sorted(rows, key=lambda r: (int(r["depth"]), mean(r)))
+        return levels, [int(r["depth"]) for r in levels], "levels"
+    return None
 
 
 def sections_chart(report: AnalysisReport) -> Chart | None:
@@ -129,6 +140,9 @@ def sections_chart(report: AnalysisReport) -> Chart | None:
         tree = _tree_order(group)
         if tree is not None:
             picked, depths = tree[0][:TOP_BARS], tree[1][:TOP_BARS]
+            if tree[2] == "levels" and max(depths, default=0) > 0:
+                notes.append(f"{source_label(source)}: regions by nesting level (└ nested); a region's bar includes "
+                             "the regions nested in it")
         else:
             picked, depths = group[:TOP_BARS], [0] * min(TOP_BARS, len(group))
             if any(r.get("self_mean") is None for r in picked):

@@ -197,8 +197,11 @@ def hbar_facets(chart_id: str, title: str, facets: Sequence[Facet], colour_of: A
             x_domain = [lo, lo + width]
             x_anchor = "y"
             title_at = {"x": lo + width / 2, "y": 1.0}
-        axes[f"xaxis{suffix}"] = value_axis(facet.x_title, domain=x_domain, anchor=x_anchor, rangemode="tozero")
-        annotations.append({"text": plot_text(facet.title), **title_at, "xref": "paper", "yref": "paper",
+        # stacked: the unit goes in the facet's title (an axis title would run into the next facet's)
+        axes[f"xaxis{suffix}"] = value_axis("" if stacked_facets else facet.x_title, domain=x_domain,
+                                            anchor=x_anchor, rangemode="tozero")
+        heading = f"{facet.title} · {facet.x_title}" if stacked_facets else facet.title
+        annotations.append({"text": plot_text(heading), **title_at, "xref": "paper", "yref": "paper",
                             "yanchor": "bottom", "showarrow": False, "font": {"size": 12, "color": "#333"}})
         cats = list(facet.categories) or [""] * len(facet.labels)
         by_cat: dict[str, list[int]] = {}
@@ -220,7 +223,8 @@ def hbar_facets(chart_id: str, title: str, facets: Sequence[Facet], colour_of: A
     labels_seen = shared if not stacked_facets else [x for f in facets for x in f.labels]
     fig_layout = layout(title, axes.pop("xaxis"), axes.pop("yaxis"), height=height,
                         margin=dict(_BASE["margin"], l=LABEL_MARGIN, t=30, b=120), barmode="overlay",
-                        annotations=annotations, showlegend=len(shown_legend - {""}) > 1,
+                        annotations=annotations,
+                        showlegend=not stacked_facets and len(shown_legend - {""}) > 1,
                         legend={"orientation": "h", "x": 0, "y": -70 / (height - 150), "yanchor": "top"})
     fig_layout.update(axes)
     return Chart(chart_id, title, {"data": traces, "layout": fig_layout}, "bar", marks, note, tuple(labels_seen))
