@@ -11,7 +11,14 @@ Rules are the ``myutils_analysis_rules`` plugins (the built-ins included); each 
 with the workload profile's options for it, runs alone, and a rule that fails or returns
 a malformed finding is named in ``summary["rule_errors"]`` while the others still report.
 When the events came from torch.profiler traces and the traces can be found, the Kineto
-analyses (``my_utils.profiling.analysis.kineto``) add their tables.
+analyses (``my_utils.profiling.analysis.kineto``) add their tables and the traces' context
+(GPU, world size, versions) joins ``hardware``.
+
+Facts, then findings (ARCHITECTURE.md §8): after the rules, ``analysis.facts`` states the
+run's numbers as facts, ``analysis.fact_rules`` promotes the clearest to findings,
+``analysis.ranking`` keeps one finding per fact ranked by the time it could save, and
+``analysis.headline`` builds the first screen. A score dimension without data is "not
+measured" (``report.dimensions``), never 100.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from my_utils.profiling.analysis.rules._series import (
 )
 from my_utils.profiling.analysis.rules._stats import cv, quantile, std_cv
 from my_utils.profiling.analysis.rules.suggestions import suggest
-from my_utils.profiling.analysis.scores import compute_scores
+from my_utils.profiling.analysis.scores import compute_scores, score_dimensions
 from my_utils.profiling.analysis.workloads import DEFAULT_WORKLOAD, WorkloadProfile, get_workload
 
 _log = logging.getLogger("my_utils.profiling.analysis")
@@ -311,29 +318,49 @@ class MetricsAnalyzer:
     # -- the report ------------------------------------------------------------------
 
     def analyze(self) -> AnalysisReport:
-        """Read, run every rule, score, and return the report (nothing is written)."""
+        """Read, run every rule, state the facts, rank the findings, score, and return the report (nothing is written)."""
+        from my_utils.profiling.analysis.fact_rules import fact_findings
+        from my_utils.profiling.analysis.facts import build_facts, primary_step_source
+        from my_utils.profiling.analysis.headline import build_headline
+        from my_utils.profiling.analysis.ranking import rank_findings
+
         agg = self.aggregate()
         events = agg.aggregated()
         series = build_series(events)
         findings, ran, errors = self._run_rules(events)
-        tables = _tables(series, agg)
-        kineto_tables, kineto_note = self._kineto(agg)
+        tables = _tables(series, agg, primary_step_source(series))
+        kineto_tables, kineto_note, kineto_warnings = self._kineto(agg)
         tables.update(kineto_tables)
-        findings += [f for f in capture_findings(kineto_tables.get("kineto_health", []))
-                     if f.id not in {g.id for g in findings}]
-        dimensions = {"performance", "stability"}
-        if any(is_memory(s) for s in series.values()):
-            dimensions.add("memory")
-        if kineto_tables or any(f.category == "capture" for f in findings):
-            dimensions.add("capture")
-        findings.sort(key=lambda f: (-SEVERITIES.index(f.severity), f.category, f.id))
+        hardware = _hardware(self.hardware, kineto_tables.get("kineto_context") or [])
+        facts = build_facts(series, tables, hardware)
+        by_id = {f.id: f for f in facts}
+        seen = {f.id for f in findings}
+        for i, raw in enumerate(fact_findings(by_id, series, tables)):
+            try:
+                finding = Finding.from_dict(raw, "analysis.fact_rules", f"finding {i}")
+            except Exception as exc:  # a fact rule's bug must not lose the report
+                errors.append({"rule": "fact_rules", "error": str(exc)})
+                continue
+            if finding.id not in seen:
+                findings.append(finding)
+                seen.add(finding.id)
+        findings += [f for f in capture_findings(kineto_tables.get("kineto_health", [])) if f.id not in seen]
+        findings = rank_findings(findings)
+        not_measured = _coverage(series, agg, kineto_tables, findings)
+        scores = compute_scores(findings, [d for d in ("performance", "stability", "memory", "capture")
+                                           if d not in not_measured])
         summary = _summary(agg, series, findings, ran, errors)
+        summary["warnings"] = _warnings(agg, kineto_warnings)
+        summary["step_time_source"] = primary_step_source(series)
         if kineto_note:
             summary["kineto"] = kineto_note
+        inputs = self._inputs(agg)
+        headline = build_headline(facts, findings, _title(inputs, tables))
         return AnalysisReport(
             schema_version=REPORT_SCHEMA_VERSION, workload=self.workload.name,
-            scores=compute_scores(findings, dimensions), findings=findings, summary=summary, tables=tables,
-            overhead=self._overhead(series), inputs=self._inputs(agg), hardware=self.hardware,
+            scores=scores, findings=findings, summary=summary, tables=tables,
+            overhead=self._overhead(series, agg, kineto_tables), inputs=inputs, hardware=hardware,
+            facts=facts, headline=headline.to_dict(), dimensions=score_dimensions(scores, not_measured),
         )
 
     def _run_rules(self, events: Sequence[MetricEvent]) -> tuple[list[Finding], list[str], list[dict[str, str]]]:
@@ -368,12 +395,42 @@ class MetricsAnalyzer:
                 findings.append(finding)
         return findings, ran, errors
 
-    def _overhead(self, series: Mapping[Any, Any]) -> dict[str, Any]:
+    def _overhead(self, series: Mapping[Any, Any], agg: EventAggregate,
+                  kineto_tables: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+        """What each instrument of the run cost: MyTimer (calibrated here), torch.profiler (from the
+        trace's own overhead events, or "not measured"), any other source ("not measured").
+
+        The MyTimer keys stay at the top level when the run has MyTimer events (the seed's shape);
+        ``instruments`` lists one statement per instrument. A report without MyTimer events has no
+        MyTimer section.
+        """
+        instruments: list[dict[str, Any]] = []
+        out: dict[str, Any] = {}
         counts = _mytimer_region_counts(series)
-        steps = [v for (name, _rank, source), s in series.items() if name == STEP_TIME and source == "mytimer"
-                 for v in s.values]
-        return overhead_statement(statistics.fmean(counts.values()) if counts else None,
-                                  statistics.median(steps) if steps else None, self.overhead_host)
+        if counts or "mytimer" in agg.by_source:
+            steps = [v for (name, _rank, source), s in series.items() if name == STEP_TIME and source == "mytimer"
+                     for v in s.values]
+            out = overhead_statement(statistics.fmean(counts.values()) if counts else None,
+                                     statistics.median(steps) if steps else None, self.overhead_host)
+            instruments.append({"instrument": "mytimer", "measured": "per_step_ms" in out,
+                                "detail": out.get("detail", out.get("error", ""))})
+        for row in kineto_tables.get("kineto_profiler_overhead") or []:
+            instruments.append({"instrument": "torch.profiler", "rank": row.get("rank"),
+                                "measured": bool(row.get("measured")), "overhead_ms": (
+                                    row["overhead_us"] / 1e3 if row.get("overhead_us") is not None else None),
+                                "detail": row.get("detail", "")})
+        if "torch_profiler" in agg.by_source and not kineto_tables.get("kineto_profiler_overhead"):
+            instruments.append({"instrument": "torch.profiler", "measured": False,
+                                "detail": "not measured: the traces were not analysed here (give them with --trace)"})
+        for source in sorted(agg.by_source):
+            if source and source not in ("mytimer", "torch_profiler"):
+                instruments.append({"instrument": source, "measured": False,
+                                    "detail": f"not measured: {source} inputs do not record what the tool cost"})
+        out["instruments"] = instruments
+        if "detail" not in out:
+            out["detail"] = "; ".join(f"{i['instrument']}: {i['detail']}" for i in instruments) or \
+                "no instrument in the inputs"
+        return out
 
     def _inputs(self, agg: EventAggregate) -> dict[str, Any]:
         out: dict[str, Any] = {"events": agg.events, "by_source": dict(sorted(agg.by_source.items())),
@@ -397,23 +454,27 @@ class MetricsAnalyzer:
             found.extend(hits)
         return found
 
-    def _kineto(self, agg: EventAggregate) -> tuple[dict[str, list[dict[str, Any]]], str]:
-        """Tables of the Kineto analyses over the run's traces; a note says why there are none."""
+    def _kineto(self, agg: EventAggregate) -> tuple[dict[str, list[dict[str, Any]]], str, list[str]]:
+        """Tables of the Kineto analyses over the run's traces, a note (why there are none), their warnings."""
         paths = self._trace_paths(agg)
         if not paths:
-            return {}, "no torch.profiler trace files given or found beside the events" if agg.trace_files else ""
+            return {}, ("no torch.profiler trace files given or found beside the events" if agg.trace_files
+                        else ""), []
         try:
             from my_utils.profiling.analysis import kineto
 
             analyze_traces = kineto.analyze_traces
         except (ImportError, AttributeError):
-            return {}, "the Kineto analyses (my_utils.profiling.analysis.kineto) are not installed in this version"
+            return {}, "the Kineto analyses (my_utils.profiling.analysis.kineto) are not installed in this version", []
         try:
             result = analyze_traces(paths)
         except Exception as exc:  # the metric analysis stands on its own; say why the trace part is missing
             _log.warning("Kineto analyses of %s failed: %s: %s", [str(p) for p in paths], type(exc).__name__, exc)
-            return {}, f"Kineto analyses failed: {type(exc).__name__}: {exc}"
-        return _kineto_tables(result), f"Kineto analyses of {len(paths)} trace file(s)"
+            return {}, f"Kineto analyses failed: {type(exc).__name__}: {exc}", []
+        warnings = [str(w) for w in getattr(result, "warnings", ())]
+        for w in warnings:
+            _log.warning("%s", w)
+        return _kineto_tables(result), f"Kineto analyses of {len(paths)} trace file(s)", warnings
 
 
 def event_rows(events: Iterable[MetricEvent]) -> Iterator[dict[str, Any]]:
@@ -487,7 +548,8 @@ def capture_findings(health: Sequence[Mapping[str, Any]]) -> list[Finding]:
     return out
 
 
-def _tables(series: Mapping[Any, Any], agg: EventAggregate) -> dict[str, list[dict[str, Any]]]:
+def _tables(series: Mapping[Any, Any], agg: EventAggregate,
+            primary: str | None = None) -> dict[str, list[dict[str, Any]]]:
     step_total: dict[tuple[int | None, str], float] = {}
     device_total: dict[int | None, float] = {}
     for (name, rank, source), s in series.items():
@@ -501,8 +563,10 @@ def _tables(series: Mapping[Any, Any], agg: EventAggregate) -> dict[str, list[di
         if s.kind != "duration":
             continue
         row = ops.setdefault((name, source), {"name": name, "source": source, "unit": s.unit, "count": 0,
-                                              "values": [], "ranks": set(), "denominator": 0.0, "depth": s.depth})
+                                              "occurrences": 0, "values": [], "ranks": set(), "denominator": 0.0,
+                                              "depth": s.depth})
         row["count"] += s.events
+        row["occurrences"] += s.occurrences or s.events
         row["values"].extend(s.values)
         row["ranks"].add(rank)
         row["denominator"] += device_total.get(rank, 0.0) if is_gpu_family(name) else step_total.get((rank, source), 0.0)
@@ -513,9 +577,12 @@ def _tables(series: Mapping[Any, Any], agg: EventAggregate) -> dict[str, list[di
         denom = row.pop("denominator")
         row["ranks"] = sorted(r for r in row["ranks"] if r is not None)
         std, spread = std_cv(values)  # pstdev and cv share the mean: one pass less per row
+        has_share = denom > 0 and row["name"] != STEP_TIME
         row.update(steps=len(values), total=total, mean=total / len(values), std=std,
                    min=values[0], max=values[-1], median=quantile(values, 0.5), p90=quantile(values, 0.9),
-                   cv=spread, share=(total / denom) if denom > 0 and row["name"] != STEP_TIME else None)
+                   cv=spread, share=(total / denom) if has_share else None,
+                   share_of=(_share_of(row["name"], row["source"]) if has_share else None),
+                   share_denominator=denom if has_share else None)
         op_rows.append(row)
     op_rows.sort(key=lambda r: -r["total"])
     limits: dict[str, Any] = {}
@@ -541,13 +608,13 @@ def _tables(series: Mapping[Any, Any], agg: EventAggregate) -> dict[str, list[di
               for (name, rank, source), s in series.items() if is_memory(s)
               for i in _kept(s.values, "memory", limits)]
     memory.sort(key=lambda r: (r["name"], -1 if r["rank"] is None else r["rank"], r["step"]))
-    ranks: dict[int | None, list[float]] = {}
-    for (name, rank, _source), s in series.items():
-        if name == STEP_TIME:
-            ranks.setdefault(rank, []).extend(s.values)
-    rank_rows = [{"rank": r, "steps": len(v), "mean_step_time": statistics.fmean(v),
-                  "median_step_time": statistics.median(v), "total_time": float(sum(v))}
-                 for r, v in sorted(ranks.items(), key=lambda kv: -1 if kv[0] is None else kv[0]) if v]
+    # one row per (rank, source): MyTimer's 30 steps and torch.profiler's 2 are never pooled
+    rank_rows = [{"rank": rank, "source": source, "steps": len(s.values), "mean_step_time": statistics.fmean(s.values),
+                  "median_step_time": statistics.median(s.values), "total_time": float(sum(s.values)),
+                  "primary": source == primary}
+                 for (name, rank, source), s in sorted(series.items(), key=lambda kv: (
+                     kv[0][2] != primary, kv[0][2], -1 if kv[0][1] is None else kv[0][1]))
+                 if name == STEP_TIME and s.values]
     no_step: list[dict[str, Any]] = [{"name": name, "rank": rank, "source": source, "count": c[0], "total": c[1], "min": c[2], "max": c[3],
                 "unit": agg.meta[(name, source)][1]}
                for (name, step, rank, source), cell in agg.cells.items() if step is None
@@ -609,3 +676,61 @@ def _summary(agg: EventAggregate, series: Mapping[Any, Any], findings: list[Find
         "findings": {sev: by_severity.get(sev, 0) for sev in SEVERITIES},
         "rules": ran, "rule_errors": errors, "table_limits": agg.table_limits,
     }
+
+
+def _share_of(name: str, source: str) -> str:
+    """What the ``share`` of an operations row is of, in words (every share names its denominator)."""
+    if is_gpu_family(name):
+        return "summed GPU activity time of the same ranks (kernels, copies, sets; concurrent ones counted twice)"
+    return f"{source} step time of the same ranks"
+
+
+def _hardware(given: Mapping[str, Any], contexts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The report's ``hardware``: what the caller gave, completed by the traces' own context."""
+    if not contexts:
+        return dict(given)
+    from my_utils.profiling.analysis.kineto.context import run_context
+
+    merged = run_context(contexts)
+    merged.update(given)  # the caller's description (the training host) wins where both say something
+    return merged
+
+
+def _coverage(series: Mapping[Any, Any], agg: EventAggregate, kineto_tables: Mapping[str, Any],
+              findings: Sequence[Finding]) -> dict[str, str]:
+    """The score dimensions the run had no data for, each with the reason (a dimension is never 100 by default)."""
+    missing: dict[str, str] = {}
+    sources = ", ".join(f"{k} ({v:,} events)" for k, v in sorted(agg.by_source.items())) or "no events"
+    timed = [s for s in series.values() if s.kind == "duration" and s.steps]
+    if not timed and not kineto_tables.get("kineto_temporal"):
+        missing["performance"] = (f"no per-step durations in the inputs ({sources}): the rules compare times per "
+                                  "step, and totals without steps cannot be judged")
+    if not any(len(s.steps) >= 6 for s in timed):
+        missing["stability"] = "no series with 6 steps or more: too few steps to tell jitter from noise"
+    if not any(is_memory(s) and len(s.steps) >= 6 for s in series.values()):
+        missing["memory"] = "no memory gauge per step (6 steps or more) in the inputs"
+    if not kineto_tables and not any(f.category == "capture" for f in findings):
+        missing["capture"] = "no torch.profiler trace was analysed"
+    return missing
+
+
+def _warnings(agg: EventAggregate, kineto: Sequence[str]) -> list[dict[str, str]]:
+    """What the analysis had to assume, one object per warning (``code``, ``message``)."""
+    out = [{"code": "rank_unknown", "message": w} for w in kineto]
+    if not kineto and any(src == "torch_profiler" and rank is None for (_n, _st, rank, src) in agg.cells):
+        out.append({"code": "rank_unknown",
+                    "message": "torch_profiler events without a rank (the trace had no distributedInfo.rank and no "
+                               "rank in its file name): treated as the one process of a single-rank run"})
+    return out
+
+
+def _title(inputs: Mapping[str, Any], tables: Mapping[str, Any]) -> str:
+    """What the report is about: the trace files, else the run ids, else the events file."""
+    files = [Path(str(r.get("file"))).name for r in tables.get("kineto_inputs") or [] if r.get("file")]
+    if files:
+        return ", ".join(files[:4]) + (f" and {len(files) - 4} more" if len(files) > 4 else "")
+    if inputs.get("run_ids"):
+        return "run " + ", ".join(map(str, inputs["run_ids"][:3]))
+    if inputs.get("events_file"):
+        return Path(str(inputs["events_file"])).parent.name or str(inputs["events_file"])
+    return "analysis"

@@ -232,7 +232,9 @@ class Impact:
     estimated); ``share_of_step``: the same over the median step time of ``step_source``;
     ``basis`` says how it was estimated in words; ``steps`` how many steps the claim rests on;
     ``weight`` (0..1) discounts thin evidence (``steps / (steps + 3)``: 2 steps weigh 0.4, 30
-    steps 0.91); findings are ranked by ``rank_value`` = share (or ms) × weight.
+    steps 0.91); ``upper_bound`` marks an estimate that assumes all of a region's time could go
+    (a bottleneck names where time is, not how much a fix saves), counted at
+    :data:`UPPER_BOUND_WEIGHT`; findings are ranked by ``rank_value`` = share (or ms) × weight.
     """
 
     ms_per_step: float | None = None
@@ -241,20 +243,23 @@ class Impact:
     steps: int | None = None
     weight: float = 1.0
     step_source: str = ""
+    upper_bound: bool = False
 
     @property
     def rank_value(self) -> float:
         """The ranking key: the weighted share of the step (else weighted ms, scaled down)."""
+        w = self.weight * (UPPER_BOUND_WEIGHT if self.upper_bound else 1.0)
         if self.share_of_step is not None:
-            return self.share_of_step * self.weight
+            return self.share_of_step * w
         if self.ms_per_step is not None:
-            return self.ms_per_step * self.weight * 1e-6  # below any share: no step to compare with
+            return self.ms_per_step * w * 1e-6  # below any share: no step to compare with
         return 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of this estimate."""
         return {"ms_per_step": self.ms_per_step, "share_of_step": self.share_of_step, "basis": self.basis,
-                "steps": self.steps, "weight": round(self.weight, 4), "step_source": self.step_source}
+                "steps": self.steps, "weight": round(self.weight, 4), "step_source": self.step_source,
+                "upper_bound": self.upper_bound}
 
     @classmethod
     def from_dict(cls, data: Any) -> Impact:
@@ -269,7 +274,11 @@ class Impact:
         weight = num("weight")
         return cls(num("ms_per_step"), num("share_of_step"), str(data.get("basis", "")),
                    steps if isinstance(steps, int) else None, 1.0 if weight is None else weight,
-                   str(data.get("step_source", "")))
+                   str(data.get("step_source", "")), data.get("upper_bound") is True)
+
+
+#: How much an upper-bound impact counts in the ranking against a direct estimate.
+UPPER_BOUND_WEIGHT = 0.5
 
 
 def evidence_weight(steps: int | None) -> float:

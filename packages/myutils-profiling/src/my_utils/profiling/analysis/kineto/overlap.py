@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from my_utils.profiling.analysis.kineto import intervals
 from my_utils.profiling.analysis.kineto.kinds import KINDS, KernelKind
 from my_utils.profiling.analysis.kineto.rank_data import RankData
@@ -25,6 +27,8 @@ class OverlapRow(Row):
     computation_us: float
     overlap_us: float
     overlap_pct: float  # of communication_us; NaN (None in JSON) without communication
+    comm_streams: tuple[int | str, ...] = ()  # streams holding communication kernels
+    shared_streams: tuple[int | str, ...] = ()  # of those, the ones also holding computation kernels
 
 
 def comm_comp_overlap(d: RankData) -> OverlapRow:
@@ -36,7 +40,16 @@ def comm_comp_overlap(d: RankData) -> OverlapRow:
     comm_us = float((a[1] - a[0]).sum())
     comp_us = float((b[1] - b[0]).sum())
     both = intervals.overlap_length(a, b)
-    return OverlapRow(d.rank, comm_us, comp_us, both, pct(both, comm_us))
+    comm_lanes = {int(x) for x in np.unique(d.gpu_stream[comm]).tolist()}
+    comp_lanes = {int(x) for x in np.unique(d.gpu_stream[comp]).tolist()}
+    return OverlapRow(d.rank, comm_us, comp_us, both, pct(both, comm_us),
+                      tuple(_stream(d, i) for i in sorted(comm_lanes)),
+                      tuple(_stream(d, i) for i in sorted(comm_lanes & comp_lanes)))
+
+
+def _stream(d: RankData, lane: int) -> int | str:
+    stream = d.lanes[lane][1]
+    return stream if isinstance(stream, (int, str)) and not isinstance(stream, bool) else str(stream)
 
 
 def merge_overlap(rows: Sequence[OverlapRow]) -> OverlapRow:

@@ -56,11 +56,11 @@ def weight(steps: int | None) -> float:
 
 
 def impact(ms_per_step: float | None, step_ms: float | None, basis: str, steps: int | None,
-           step_source: str) -> dict[str, Any]:
+           step_source: str, upper_bound: bool = False) -> dict[str, Any]:
     """The ``impact`` object of a finding (``analysis.model.Impact``) from a saving per step."""
     share = ms_per_step / step_ms if ms_per_step is not None and step_ms else None
     return {"ms_per_step": ms_per_step, "share_of_step": share, "basis": basis, "steps": steps,
-            "weight": round(weight(steps), 4), "step_source": step_source}
+            "weight": round(weight(steps), 4), "step_source": step_source, "upper_bound": upper_bound}
 
 
 def median_step(series: Mapping[SeriesKey, Series], rank: int | None, source: str) -> float | None:

@@ -1,21 +1,24 @@
 """Suggestions per category, and the rule that turns recognisable cost patterns into advice.
 
-``suggest(category, name)`` gives every built-in finding its ``suggestion``: the advice of
-the first name pattern that matches (data loading, communication, copies, optimizer...),
-else the category's default. ``SuggestionsRule`` adds ``optimization`` findings for
-patterns that no single threshold catches: a run dominated by data loading, by host↔device
-copies, by communication, or by many tiny kernels (launch overhead).
+``suggest(category, name)`` gives a built-in finding its ``suggestion``: for a bottleneck or
+an optimisation, the advice of the name's operator family (``analysis.advice``: whole tokens,
+never substrings), else the category's default. Variability and anomaly findings get jitter
+advice from their evidence instead (their rules choose it). ``SuggestionsRule`` adds
+``optimization`` findings for patterns that no single threshold catches: a run dominated by
+data loading, by host↔device copies, by communication, or by many tiny kernels (launch
+overhead); each names the fact it rests on, so the analyzer keeps one finding per fact.
 """
 
 from __future__ import annotations
 
 import heapq
-import re
 import statistics
 from collections.abc import Sequence
 from typing import Any
 
 from my_utils.core.events import MetricEvent
+from my_utils.profiling.analysis.advice import advice_for, family_of
+from my_utils.profiling.analysis.rules._evidence import series_fact
 from my_utils.profiling.analysis.rules._series import STEP_TIME, build_series, rank_label
 
 #: The default suggestion of each finding category.
@@ -36,29 +39,14 @@ CATEGORY_SUGGESTIONS: dict[str, str] = {
                  "one rank; `myutils-profile trace --auto-align-ranks` shows it on one clock",
 }
 
-# name pattern -> advice; the first match wins (patterns are matched case-insensitively)
-_BY_NAME: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.IGNORECASE), s) for p, s in (
-    (r"data|load|batch|fetch|collate|prefetch",
-     "data loading: raise DataLoader num_workers, set pin_memory=True and persistent_workers=True, "
-     "prefetch the next batch while the current one trains"),
-    (r"nccl|allreduce|all_reduce|allgather|all_gather|reduce_scatter|broadcast|barrier|comm",
-     "communication: overlap it with compute (gradient bucketing, DDP bucket_cap_mb, FSDP prefetch) "
-     "and check for stragglers across ranks"),
-    (r"memcpy|copy|\.to\(|h2d|d2h|transfer",
-     "host↔device copies: use pinned memory with non_blocking=True, keep tensors on the device, "
-     "avoid .item()/.cpu() inside the step"),
-    (r"optim|adam|sgd|step\b",
-     "optimizer: use a fused or foreach implementation (torch.optim.AdamW(fused=True)) or a "
-     "multi-tensor apply"),
-    (r"backward|grad",
-     "backward: try activation checkpointing trade-offs, mixed precision (torch.autocast) and "
-     "check for unused parameters"),
-    (r"forward|attention|attn|matmul|gemm|linear|conv",
-     "compute: use mixed precision (bf16/fp16 autocast), fused kernels (scaled_dot_product_attention) "
-     "or torch.compile"),
-    (r"save|checkpoint|ckpt|log|eval",
-     "I/O and evaluation: run them less often or asynchronously, off the training step"),
-))
+#: The name whose family gives each pattern's advice, and the fact each pattern rests on.
+_ADVICE_NAME = {"data_loading": "dataloader", "copies": "memcpy", "communication": "nccl"}
+_FACT = {"copies": "copies.time:{tag}", "communication": "comm.time:{tag}"}
+
+
+def _family(name: str) -> str:
+    family = family_of(name)
+    return family.key if family is not None else ""
 
 
 def _worst_steps(steps: list[int], values: list[float], n: int = 5) -> list[int]:
@@ -67,11 +55,12 @@ def _worst_steps(steps: list[int], values: list[float], n: int = 5) -> list[int]
 
 
 def suggest(category: str, name: str = "") -> str:
-    """The suggestion for a finding of ``category`` about ``name``."""
-    if name and category in ("bottleneck", "variability", "anomaly", "optimization"):
-        for pattern, advice in _BY_NAME:
-            if pattern.search(name):
-                return advice
+    """The suggestion for a finding of ``category`` about ``name`` (the family's advice for a bottleneck
+    or an optimisation; the category's default otherwise)."""
+    if name and category in ("bottleneck", "optimization", "capture_check"):
+        _kind, text = advice_for(name)
+        if text:
+            return text
     return CATEGORY_SUGGESTIONS.get(category, CATEGORY_SUGGESTIONS["optimization"])
 
 
@@ -99,15 +88,18 @@ class SuggestionsRule:
             # the device totals come from torch.profiler; the step time from whichever source timed data loading
             gpu = series.get(("gpu.kernel_time", rank, "torch_profiler"))
             checks: list[tuple[str, str, list[str], float, str, list[int]]] = []  # id, title, names, share, of, steps
+            tag = rank_label(rank).replace(" ", "")
+            data_fact = ""
             data = [s for (n, r, _), s in series.items() if r == rank and s.kind == "duration"
-                    and n != STEP_TIME and re.search(r"data|load|fetch|collate", n, re.IGNORECASE)
+                    and n != STEP_TIME and _family(n) == "data_loading"
                     and not n.startswith(("kernel:", "memcpy:", "memset:"))]
             if data:
                 top = max(data, key=lambda s: s.total)
                 step = series.get((STEP_TIME, rank, top.source))
                 if step is not None and step.total > 0:
-                    checks.append(("data_loading", "data loading", [top.name], top.total / step.total, "step time",
-                                   _worst_steps(top.steps, top.values)))
+                    checks.append(("data_loading", "data loading", [top.name], top.total / step.total,
+                                   f"{top.source} step time", _worst_steps(top.steps, top.values)))
+                    data_fact = series_fact(top)
             if gpu is not None and gpu.total > 0:
                 for sname, key, label in (("gpu.memcpy_time", "copies", "host↔device copies"),
                                           ("gpu.comm_time", "communication", "communication kernels")):
@@ -125,7 +117,11 @@ class SuggestionsRule:
                         "detail": f"{', '.join(names)} sums to {share:.1%} of the {of} of {rank_label(rank)}",
                         "evidence": {"names": names, "ranks": [rank], "share": round(share, 4), "of": of,
                                      "steps": steps},
-                        "suggestion": suggest("optimization", key if key != "copies" else "memcpy"),
+                        "suggestion": suggest("optimization", _ADVICE_NAME[key]),
+                        "facts": [data_fact if key == "data_loading" else _FACT[key].format(tag=tag)],
+                        "advice": [{"text": suggest("optimization", _ADVICE_NAME[key]), "kind": key, "facts": [],
+                                    "because": [{"table": "operations", "key": {"name": names[0]},
+                                                 "values": {"share": round(share, 4), "of": of, "rank": rank}}]}],
                     })
             count = series.get(("gpu.kernel_count", rank, "torch_profiler"))
             if count is not None and gpu is not None and count.values and gpu.values:
@@ -142,5 +138,6 @@ class SuggestionsRule:
                                      "steps": count.steps[:50]},
                         "suggestion": "fuse operations (torch.compile), capture the step with CUDA graphs, "
                                       "or raise the batch size so each kernel does more work",
+                        "facts": [f"launch:{tag}"],
                     })
         return findings

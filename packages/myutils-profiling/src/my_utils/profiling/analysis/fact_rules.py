@@ -1,0 +1,188 @@
+"""The clearest facts of a trace, promoted to findings with their evidence (ARCHITECTURE.md §8).
+
+Three patterns that no per-name threshold catches, each per rank and each resting on facts of
+``analysis.facts`` (so a bottleneck or suggestion on the same fact is folded into it):
+
+``communication:no_overlap:rank<r>``
+    communication kernels take at least :data:`MIN_COMM_SHARE` of GPU busy time and less than
+    :data:`MAX_OVERLAP` % of them run under computation (0 µs overlapped with 357 ms of NCCL):
+    the exposed communication is what overlap could save. The advice depends on whether NCCL
+    shares a stream with compute (it cannot overlap then) or has its own (compute waits for it).
+``gpu:host_bound:rank<r>``
+    the GPU is idle at least :data:`MIN_IDLE` % of its span and most of that idle is waiting for
+    the host to launch work; the short-kernel count and host syncs are part of the evidence.
+    Advice: CUDA graphs / ``torch.compile(mode="reduce-overhead")`` / larger kernels.
+``communication:spike:rank<r>``
+    a step whose communication time is at least :data:`SPIKE` × the median of the other steps.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from my_utils.profiling.analysis.advice import COMM_ADVICE, IDLE_ADVICE
+from my_utils.profiling.analysis.model import Fact
+from my_utils.profiling.analysis.rules._evidence import impact
+from my_utils.profiling.analysis.rules._series import STEP_TIME, Series
+
+MIN_COMM_SHARE = 10.0  # % of GPU busy time
+MAX_OVERLAP = 30.0  # % of communication time
+MIN_IDLE = 20.0  # % of the GPU span
+MIN_HOST_SHARE = 50.0  # % of the idle time
+SPIKE = 2.0
+
+
+def _tag(rank: int | None) -> str:
+    return f"rank{rank}" if rank is not None else "norank"
+
+
+def _where(rank: int | None) -> str:
+    return f"rank {rank}" if rank is not None else "the run (no rank)"
+
+
+def _torch_steps(series: Mapping[Any, Series], rank: int | None) -> tuple[int | None, float | None]:
+    """Profiled steps of a rank and their median time (the torch.profiler step series)."""
+    s = series.get((STEP_TIME, rank, "torch_profiler"))
+    if s is None or not s.values:
+        return None, None
+    return len(s.values), statistics.median(s.values)
+
+
+def _rows(fact: Fact) -> list[dict[str, Any]]:
+    return [e.to_dict() for e in fact.evidence]
+
+
+def fact_findings(facts: Mapping[str, Fact], series: Mapping[Any, Series],
+                  tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """The findings of the module docstring, as plain finding dicts."""
+    out: list[dict[str, Any]] = []
+    ranks = [r.get("rank") for r in tables.get("kineto_temporal") or []
+             if r.get("rank") is not None or len(tables.get("kineto_temporal") or []) == 1]
+    for rank in ranks:
+        tag = _tag(rank)
+        steps, step_ms = _torch_steps(series, rank)
+        out.extend(_no_overlap(facts, tag, rank, steps, step_ms))
+        out.extend(_host_bound(facts, tag, rank, steps, step_ms))
+    out.extend(_comm_spikes(series))
+    return out
+
+
+def _no_overlap(facts: Mapping[str, Fact], tag: str, rank: int | None, steps: int | None,
+                step_ms: float | None) -> list[dict[str, Any]]:
+    share, overlap = facts.get(f"comm.share:{tag}"), facts.get(f"comm.overlap:{tag}")
+    time, exposed = facts.get(f"comm.time:{tag}"), facts.get(f"comm.exposed:{tag}")
+    if share is None or overlap is None or time is None or exposed is None:
+        return []
+    if (share.number or 0.0) < MIN_COMM_SHARE or overlap.number is None or overlap.number >= MAX_OVERLAP:
+        return []
+    streams = overlap.evidence[0].values if overlap.evidence else {}
+    shared = bool(streams.get("shared_streams"))
+    text = COMM_ADVICE["no_overlap_shared_stream" if shared else "no_overlap_own_stream"]
+    exposed_ms = exposed.number or 0.0
+    span_share = exposed_ms / exposed.denominator_value if exposed.denominator_value else 0.0
+    return [{
+        "id": f"communication:no_overlap:{tag}", "category": "optimization",
+        "severity": "critical" if span_share >= 0.2 else "warning",
+        "title": (f"communication is {overlap.number:.0f}% overlapped with compute on {_where(rank)}: "
+                  f"{time.number:,.1f} ms of NCCL, {exposed_ms:,.1f} ms exposed"),
+        "detail": (f"communication kernels take {share.number:.1f}% of GPU busy time ({share.detail}); "
+                   f"{overlap.detail}; {exposed_ms:,.1f} ms ({100 * span_share:.1f}% of the GPU span) run with no "
+                   f"computation beside them. Communication streams: {streams.get('comm_streams')}; shared with "
+                   f"computation: {streams.get('shared_streams') or 'none'}"),
+        "evidence": {"ranks": [rank], "communication_ms": time.number, "overlap_pct": overlap.number,
+                     "exposed_ms": exposed_ms, "share_of_busy_pct": share.number, "table": "kineto_overlap",
+                     "comm_streams": streams.get("comm_streams"), "shared_streams": streams.get("shared_streams"),
+                     "steps": []},
+        "suggestion": text,
+        "facts": [f"comm.overlap:{tag}", f"comm.time:{tag}", f"comm.exposed:{tag}", f"comm.share:{tag}"],
+        "impact": impact(exposed_ms / steps if steps else None, step_ms,
+                         f"the exposed communication time per profiled step ({exposed_ms:,.1f} ms over "
+                         f"{steps} step(s)): what full overlap would hide", steps, "torch_profiler"),
+        "advice": [{"text": text, "because": _rows(overlap) + _rows(share), "facts": [overlap.id, share.id],
+                    "kind": "communication:no_overlap"}],
+    }]
+
+
+def _host_bound(facts: Mapping[str, Fact], tag: str, rank: int | None, steps: int | None,
+                step_ms: float | None) -> list[dict[str, Any]]:
+    idle, host = facts.get(f"gpu.idle:{tag}"), facts.get(f"gpu.idle_host_wait:{tag}")
+    if idle is None or host is None or idle.number is None or host.number is None:
+        return []
+    if idle.number < MIN_IDLE or host.number < MIN_HOST_SHARE:
+        return []
+    span_ms = idle.denominator_value or 0.0
+    idle_ms = span_ms * idle.number / 100.0
+    host_ms = idle_ms * host.number / 100.0
+    short = facts.get(f"launch.short_kernels:{tag}")
+    sync = facts.get(f"sync.host:{tag}")
+    advice = [{"text": IDLE_ADVICE["host_wait"], "because": _rows(idle) + _rows(host),
+               "facts": [idle.id, host.id], "kind": "idle:host_wait"}]
+    detail = (f"the GPU was idle {idle.number:.1f}% of its span ({idle.detail}); {host.number:.0f}% of that idle "
+              f"({host_ms:,.1f} ms) it waited for the host to launch the next activity")
+    facts_used = [f"gpu.idle:{tag}", f"gpu.idle_host_wait:{tag}", f"launch:{tag}"]
+    if short is not None and short.number is not None and short.number >= 25.0:
+        n = int(short.denominator_value or 0)
+        k = round(n * short.number / 100.0)
+        line = IDLE_ADVICE["short_kernels"].format(short=k, launches=n)
+        detail += f"; {line}"
+        advice.append({"text": line + ": fewer, larger kernels (torch.compile fuses them; CUDA graphs launch them "
+                                      "as one)", "because": _rows(short), "facts": [short.id], "kind": "idle:short_kernels"})
+        facts_used.append(short.id)
+    if sync is not None and (sync.number or 0.0) > 0.05 * host_ms:
+        names = ", ".join(sorted({str(e.key.get("name")) for e in sync.evidence}))
+        line = IDLE_ADVICE["sync"].format(sync_ms=sync.number, names=names)
+        advice.append({"text": line, "because": _rows(sync), "facts": [sync.id], "kind": "idle:sync"})
+        facts_used.append(sync.id)
+    return [{
+        "id": f"gpu:host_bound:{tag}", "category": "optimization",
+        "severity": "critical" if idle.number * host.number / 100.0 >= 30.0 else "warning",
+        "title": (f"GPU idle {idle.number:.0f}% of its span on {_where(rank)}, {host.number:.0f}% of it waiting "
+                  "for the host"),
+        "detail": detail,
+        "evidence": {"ranks": [rank], "idle_pct": idle.number, "host_wait_pct_of_idle": host.number,
+                     "host_wait_ms": host_ms, "span_ms": span_ms, "table": "kineto_idle_device", "steps": []},
+        "suggestion": " ".join(a["text"] for a in advice),
+        "facts": facts_used,
+        "impact": impact(host_ms / steps if steps else None, step_ms,
+                         f"the GPU's host-wait idle per profiled step ({host_ms:,.1f} ms over {steps} step(s)): "
+                         "what launching ahead of the GPU would fill", steps, "torch_profiler"),
+        "advice": advice,
+    }]
+
+
+def _comm_spikes(series: Mapping[Any, Series]) -> list[dict[str, Any]]:
+    out = []
+    for (name, rank, source), s in series.items():
+        if name != "gpu.comm_time" or len(s.values) < 3:
+            continue
+        worst = max(range(len(s.values)), key=s.values.__getitem__)
+        others = s.values[:worst] + s.values[worst + 1:]
+        med = statistics.median(others)
+        if med <= 0 or s.values[worst] < SPIKE * med:
+            continue
+        ratio = s.values[worst] / med
+        step = s.steps[worst]
+        text = COMM_ADVICE["spike"].format(ratio=ratio)
+        row = {"table": "series", "key": {"name": name, "source": source, "rank": rank, "steps": [step]},
+               "values": {"value": s.values[worst], "median_of_other_steps": med}}
+        steps, step_ms = len(s.values), None
+        step_series = series.get((STEP_TIME, rank, source))
+        if step_series is not None and step_series.values:
+            step_ms = statistics.median(step_series.values)
+        out.append({
+            "id": f"communication:spike:{_tag(rank)}", "category": "anomaly", "severity": "warning",
+            "title": (f"communication time {ratio:.1f}× its median at step {step} on {_where(rank)} "
+                      f"({s.values[worst]:,.1f} ms against {med:,.1f} ms)"),
+            "detail": (f"{name} per step over {steps} profiled step(s): step {step} took {s.values[worst]:,.1f} "
+                       f"{s.unit}, the median of the others {med:,.1f} {s.unit}"),
+            "evidence": {"names": [name], "ranks": [rank], "steps": [step], "ratio": round(ratio, 3),
+                         "value": s.values[worst], "median_of_other_steps": med, "source": source},
+            "suggestion": text,
+            "facts": [f"series:{source}:{name}:{_tag(rank)}"],
+            "impact": impact((s.values[worst] - med) / steps, step_ms,
+                             "the spike's time above the median, spread over the profiled steps", steps, source),
+            "advice": [{"text": text, "because": [row], "facts": [], "kind": "communication:spike"}],
+        })
+    return out

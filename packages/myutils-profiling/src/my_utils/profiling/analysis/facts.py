@@ -1,0 +1,270 @@
+"""Facts: the numbers of a run, each with its unit, denominator, source, ranks, steps and evidence rows.
+
+``build_facts(series, tables, hardware)`` reads the per-step series of the events and the
+report's tables (the Kineto ones included) and returns :class:`~my_utils.profiling.analysis.model.Fact`
+objects; nothing here renders. Fact ids (``:rank<r>`` is one rank; without it, the run):
+
+``step_time.median:<source>``, ``step_time.p90:<source>``, ``step_time.worst:<source>``
+    the step time as one source measured it (MyTimer, torch.profiler...), never pooled across
+    sources. With several ranks, a step's time is its slowest rank's (a synchronous step ends
+    when the last rank does; ``aggregate`` says so). ``step_time.*`` without a source: the
+    *primary* source, the one with the most steps (MyTimer on a tie).
+``gpu.busy``, ``gpu.idle``, ``gpu.compute`` (and ``:rank<r>``)
+    % of the GPU span (first to last GPU activity), from ``kineto_temporal``; with several
+    ranks, spans and times are summed over ranks (``aggregate`` says so).
+``gpu.idle_host_wait`` (and ``:rank<r>``)
+    % of the device-level idle time (``kineto_idle_device``) spent waiting for the host.
+``comm.time``, ``comm.share``, ``comm.overlap``, ``comm.exposed`` (and ``:rank<r>``)
+    communication-kernel time (ms), its % of GPU busy time, the % of it under computation,
+    and the time not under computation (ms); "not measured" without communication kernels.
+``memory.copy_share`` (and ``:rank<r>``): copy/set kernel busy time, % of GPU busy time.
+``launch.short_kernels:rank<r>``: kernels shorter than their launch call, % of launches.
+``sync.host:rank<r>``: time the host spent in ``cuda_sync`` waits on no stream (ms).
+``context.*``: the run's GPU, device count, world size, ranks, host and CUDA versions.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from my_utils.profiling.analysis.model import EvidenceRow, Fact, NotMeasured
+from my_utils.profiling.analysis.rules._series import STEP_TIME, Series
+from my_utils.profiling.analysis.rules._stats import quantile
+
+Rows = Sequence[Mapping[str, Any]]
+
+
+def primary_step_source(series: Mapping[Any, Series]) -> str | None:
+    """The step-time source the headline quotes: the most steps, MyTimer on a tie (None without step times)."""
+    steps: dict[str, int] = {}
+    for (name, _rank, source), s in series.items():
+        if name == STEP_TIME and s.values:
+            steps[source] = max(steps.get(source, 0), len(s.values))
+    if not steps:
+        return None
+    return max(steps, key=lambda src: (steps[src], src == "mytimer", src))
+
+
+def _ranks_text(ranks: Sequence[int | None]) -> str:
+    known = [r for r in ranks if r is not None]
+    if not known:
+        return "the run (no rank)"
+    return f"rank {known[0]}" if len(known) == 1 else "ranks " + ", ".join(map(str, known))
+
+
+def step_facts(series: Mapping[Any, Series], source: str, suffix: str | None = None) -> list[Fact]:
+    """Median, p90 and worst step of one source (slowest rank per step when there are several)."""
+    per_rank = {r: s for (n, r, src), s in series.items() if n == STEP_TIME and src == source and s.values}
+    if not per_rank:
+        return []
+    by_step: dict[int, tuple[float, int | None]] = {}
+    for rank, s in per_rank.items():
+        for st, v in zip(s.steps, s.values, strict=True):
+            if st not in by_step or v > by_step[st][0]:
+                by_step[st] = (v, rank)
+    values = sorted(v for v, _r in by_step.values())
+    ranks = tuple(sorted(per_rank, key=lambda r: -1 if r is None else r))
+    unit = next(iter(per_rank.values())).unit
+    aggregate = (_ranks_text(ranks) if len(ranks) == 1 else
+                 f"per step, the slowest of {_ranks_text(ranks)} (a synchronous step ends with its last rank)")
+    worst_step, (worst, worst_rank) = max(by_step.items(), key=lambda kv: kv[1][0])
+    tag = f":{source}" if suffix is None else suffix
+    rows = tuple(EvidenceRow("steps", {"source": source, "rank": r}, {"steps": len(s.values)})
+                 for r, s in per_rank.items())
+    n = len(values)
+    common = {"unit": unit, "source": source, "ranks": ranks, "aggregate": aggregate, "steps": n, "evidence": rows}
+    return [
+        Fact(f"step_time.median{tag}", "step time (median)", quantile(values, 0.5),
+             detail=f"median of {n} step(s) timed by {source}", **common),
+        Fact(f"step_time.p90{tag}", "step time (p90)", quantile(values, 0.9),
+             detail=f"90th percentile of {n} step(s) timed by {source}", **common),
+        Fact(f"step_time.worst{tag}", "worst step", worst,
+             detail=f"step {worst_step} on {_ranks_text([worst_rank])}, timed by {source}",
+             **common | {"evidence": (EvidenceRow("steps", {"source": source, "rank": worst_rank, "step": worst_step},
+                                                  {"step_time": worst}),)}),
+    ]
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _by_rank(rows: Rows) -> dict[int | None, Mapping[str, Any]]:
+    return {r.get("rank"): r for r in rows}
+
+
+def gpu_facts(tables: Mapping[str, Rows]) -> list[Fact]:
+    """GPU busy/idle/compute, host-wait idle, communication, copies, launches and host syncs (module docstring)."""
+    temporal = list(tables.get("kineto_temporal") or [])
+    ranked = [r for r in temporal if r.get("rank") is not None or len(temporal) == 1]
+    every = next((r for r in temporal if r.get("rank") is None), None) if len(temporal) > 1 else None
+    if not temporal:
+        why = ("the traces hold no GPU activity (CPU-only)" if tables.get("kineto_inputs")
+               else "no torch.profiler trace with GPU activity was analysed")
+        return [Fact(i, label, NotMeasured(why), "%") for i, label in (
+            ("gpu.busy", "GPU busy"), ("gpu.idle", "GPU idle"), ("comm.share", "communication share"),
+            ("comm.overlap", "communication overlapped with compute"))]
+    overlap = _by_rank(tables.get("kineto_overlap") or [])
+    kinds: dict[int | None, dict[str, Mapping[str, Any]]] = {}
+    for k in tables.get("kineto_kernel_kinds") or []:
+        kinds.setdefault(k.get("rank"), {})[str(k.get("kind"))] = k
+    idle_dev: dict[int | None, dict[str, float]] = {}
+    for row in tables.get("kineto_idle_device") or []:
+        acc = idle_dev.setdefault(row.get("rank"), {})
+        acc[str(row.get("category"))] = acc.get(str(row.get("category")), 0.0) + float(row.get("idle_us") or 0.0)
+    launch = _by_rank(tables.get("kineto_launch") or [])
+    sync = tables.get("kineto_sync") or []
+    facts: list[Fact] = []
+    scopes: list[tuple[str, Mapping[str, Any], tuple[int | None, ...], str]] = []
+    for row in ranked:
+        rank = row.get("rank")
+        scopes.append((f":rank{rank}" if rank is not None else ":norank", row, (rank,), _ranks_text([rank])))
+    if every is not None:
+        all_ranks = tuple(r.get("rank") for r in ranked)
+        scopes.append(("", every, all_ranks, f"sum over {_ranks_text(all_ranks)} (spans and times added)"))
+    elif len(ranked) == 1:
+        rank = ranked[0].get("rank")
+        scopes.append(("", ranked[0], (rank,), _ranks_text([rank])))
+    for tag, row, ranks, aggregate in scopes:
+        facts.extend(_temporal(tag, row, ranks, aggregate))
+        rank_rows = [overlap[r] for r in ranks if r in overlap]
+        facts.extend(_comm(tag, row, rank_rows, ranks, aggregate))
+        kind_rows = [kinds[r]["memory"] for r in ranks if "memory" in kinds.get(r, {})]
+        busy = (_num(row.get("span_us")) or 0.0) - (_num(row.get("idle_us")) or 0.0)
+        if busy > 0:
+            copies = sum(float(k.get("busy_us") or 0.0) for k in kind_rows)
+            facts.append(Fact(f"memory.copy_share{tag}", "copies and sets", 100.0 * copies / busy, "%", "kineto",
+                              "GPU busy time (span minus idle)", busy / 1e3, "ms", ranks, aggregate,
+                              evidence=tuple(EvidenceRow("kineto_kernel_kinds", {"rank": k.get("rank"),
+                                                                                 "kind": "memory"},
+                                                         {"busy_us": k.get("busy_us")}) for k in kind_rows)))
+        causes = [idle_dev[r] for r in ranks if r in idle_dev]
+        idle = sum(sum(c.values()) for c in causes)
+        if idle > 0:
+            host = sum(c.get("host_wait", 0.0) for c in causes)
+            facts.append(Fact(f"gpu.idle_host_wait{tag}", "GPU idle waiting for the host", 100.0 * host / idle, "%",
+                              "kineto", "device-level GPU idle time (span minus the union of busy time)", idle / 1e3,
+                              "ms", ranks, aggregate, detail=f"{host / 1e3:,.1f} ms of {idle / 1e3:,.1f} ms idle",
+                              evidence=tuple(EvidenceRow("kineto_idle_device", {"rank": r, "category": "host_wait"},
+                                                         {"idle_us": idle_dev[r].get("host_wait", 0.0)})
+                                             for r in ranks if r in idle_dev)))
+    for rank, row in launch.items():
+        n = int(row.get("launches") or 0)
+        if n:
+            short = int(row.get("short_kernels") or 0)
+            tag = f":rank{rank}" if rank is not None else ":norank"
+            facts.append(Fact(f"launch.short_kernels{tag}", "kernels shorter than their launch", 100.0 * short / n,
+                              "%", "kineto", "kernel launches", float(n), "count", (rank,), _ranks_text([rank]),
+                              detail=f"{short:,} of {n:,} launches", evidence=(EvidenceRow(
+                                  "kineto_launch", {"rank": rank}, {"short_kernels": short, "launches": n}),)))
+    host_sync: dict[int | None, float] = {}
+    for row in sync:
+        if row.get("where") == "host":
+            host_sync[row.get("rank")] = host_sync.get(row.get("rank"), 0.0) + float(row.get("total_us") or 0.0)
+    for rank, us in host_sync.items():
+        tag = f":rank{rank}" if rank is not None else ":norank"
+        facts.append(Fact(f"sync.host{tag}", "host blocked in CUDA syncs", us / 1e3, "ms", "kineto", ranks=(rank,),
+                          aggregate=_ranks_text([rank]), evidence=tuple(
+                              EvidenceRow("kineto_sync", {"rank": rank, "name": r.get("name"), "where": "host"},
+                                          {"total_us": r.get("total_us"), "count": r.get("count")})
+                              for r in sync if r.get("rank") == rank and r.get("where") == "host")))
+    return facts
+
+
+def _temporal(tag: str, row: Mapping[str, Any], ranks: tuple[int | None, ...], aggregate: str) -> list[Fact]:
+    span = _num(row.get("span_us")) or 0.0
+    idle = _num(row.get("idle_us")) or 0.0
+    compute = _num(row.get("compute_us")) or 0.0
+    ev = (EvidenceRow("kineto_temporal", {"rank": row.get("rank")},
+                      {"span_us": span, "idle_us": idle, "compute_us": compute,
+                       "non_compute_us": row.get("non_compute_us")}),)
+    denom = "GPU span (first to last GPU activity)"
+    common = {"unit": "%", "source": "kineto", "denominator": denom, "denominator_value": span / 1e3,
+              "denominator_unit": "ms", "ranks": ranks, "aggregate": aggregate, "evidence": ev}
+    if span <= 0:
+        return []
+    return [
+        Fact(f"gpu.busy{tag}", "GPU busy", 100.0 * (span - idle) / span,
+             detail=f"{(span - idle) / 1e3:,.1f} ms of {span / 1e3:,.1f} ms", **common),
+        Fact(f"gpu.idle{tag}", "GPU idle", 100.0 * idle / span,
+             detail=f"{idle / 1e3:,.1f} ms of {span / 1e3:,.1f} ms", **common),
+        Fact(f"gpu.compute{tag}", "GPU computing", 100.0 * compute / span,
+             detail=f"{compute / 1e3:,.1f} ms of {span / 1e3:,.1f} ms", **common),
+    ]
+
+
+def _comm(tag: str, temporal: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], ranks: tuple[int | None, ...],
+          aggregate: str) -> list[Fact]:
+    comm = sum(float(r.get("communication_us") or 0.0) for r in rows)
+    both = sum(float(r.get("overlap_us") or 0.0) for r in rows)
+    span = _num(temporal.get("span_us")) or 0.0
+    busy = span - (_num(temporal.get("idle_us")) or 0.0)
+    ev = tuple(EvidenceRow("kineto_overlap", {"rank": r.get("rank")},
+                           {"communication_us": r.get("communication_us"), "overlap_us": r.get("overlap_us"),
+                            "comm_streams": list(r.get("comm_streams") or []),
+                            "shared_streams": list(r.get("shared_streams") or [])}) for r in rows)
+    common = {"source": "kineto", "ranks": ranks, "aggregate": aggregate, "evidence": ev}
+    if comm <= 0:
+        why = NotMeasured("no communication kernels in the trace")
+        return [Fact(f"comm.share{tag}", "communication share", 0.0, "%", denominator="GPU busy time",
+                     denominator_value=busy / 1e3, denominator_unit="ms", detail="no communication kernels",
+                     **common),
+                Fact(f"comm.overlap{tag}", "communication overlapped with compute", why, "%", **common)]
+    return [
+        Fact(f"comm.time{tag}", "communication kernel time", comm / 1e3, "ms", **common),
+        Fact(f"comm.share{tag}", "communication share", 100.0 * comm / busy if busy > 0 else NotMeasured(
+            "no GPU busy time"), "%", denominator="GPU busy time (span minus idle)", denominator_value=busy / 1e3,
+             denominator_unit="ms", detail=f"{comm / 1e3:,.1f} ms of {busy / 1e3:,.1f} ms", **common),
+        Fact(f"comm.overlap{tag}", "communication overlapped with compute", 100.0 * both / comm, "%",
+             denominator="communication kernel time", denominator_value=comm / 1e3, denominator_unit="ms",
+             detail=f"{both / 1e3:,.3f} ms of {comm / 1e3:,.1f} ms under computation kernels", **common),
+        Fact(f"comm.exposed{tag}", "communication not under compute", (comm - both) / 1e3, "ms",
+             denominator="GPU span", denominator_value=span / 1e3, denominator_unit="ms",
+             detail=f"{100.0 * (comm - both) / span:.1f}% of the span" if span else "", **common),
+    ]
+
+
+def context_facts(hardware: Mapping[str, Any], ranks_seen: Sequence[int]) -> list[Fact]:
+    """What ran where (``context.*``), each "not measured" when no input says it (never guessed)."""
+    src = str(hardware.get("source") or "the report's hardware description")
+    out: list[Fact] = []
+    for key, label in (("gpu", "GPU"), ("gpu_count", "GPUs visible per process"), ("world_size", "world size"),
+                       ("host", "host"), ("cuda_runtime", "CUDA runtime"), ("cuda_driver", "CUDA driver"),
+                       ("backend", "distributed backend")):
+        value = hardware.get(key)
+        if isinstance(value, list):
+            value = " / ".join(map(str, value))
+        out.append(Fact(f"context.{key}", label, value if isinstance(value, (int, float, str)) and value != ""
+                        else NotMeasured(f"no input records the {label}"), "", src if value is not None else ""))
+    ranks = hardware.get("ranks") if isinstance(hardware.get("ranks"), list) and hardware.get("ranks") else None
+    if ranks is None and ranks_seen:
+        ranks, src = sorted(ranks_seen), "the events' ranks"
+    out.append(Fact("context.ranks", "ranks analysed", ", ".join(map(str, ranks)) if ranks else
+                    NotMeasured("no input records a rank"), "", src if ranks else ""))
+    return out
+
+
+def build_facts(series: Mapping[Any, Series], tables: Mapping[str, Rows], hardware: Mapping[str, Any]) -> list[Fact]:
+    """Every fact of the run (module docstring), step facts of every source first."""
+    facts: list[Fact] = []
+    sources = sorted({src for (n, _r, src), s in series.items() if n == STEP_TIME and s.values})
+    for source in sources:
+        facts.extend(step_facts(series, source))
+    primary = primary_step_source(series)
+    if primary is not None:
+        facts.extend(step_facts(series, primary, suffix=""))
+    else:
+        why = NotMeasured("no per-step times in the inputs (no step_time events)")
+        facts.extend(Fact(f"step_time.{k}", label, why, "ms") for k, label in (
+            ("median", "step time (median)"), ("p90", "step time (p90)"), ("worst", "worst step")))
+    facts.extend(gpu_facts(tables))
+    facts.extend(context_facts(hardware, sorted({r for (_n, r, _s) in series if r is not None})))
+    return facts
+
+
+def median_of(values: Sequence[float]) -> float | None:
+    """``statistics.median``, None for no values."""
+    return statistics.median(values) if values else None
