@@ -138,8 +138,8 @@ def test_the_headline_comes_first_with_every_figure_and_its_basis() -> None:
     head = _squash(page.text["headline"]) + _squash(page.text.get("top", ""))
     top = _squash(page.text.get("top", ""))
     assert "df_index_resolver.json.gz" in top and "Tesla V100-SXM2-32GB × world size 2" in top
-    for text in ("345.8 ms", "p90: 357.6 ms", "worst step: 365.3 ms", "step 3", "busy", "57.7%", "idle: 42.3%",
-                 "35.7%", "overlapped: 0%", "of communication time (357.3 ms)", "of GPU span (1,733 ms)",
+    for text in ("345.8 ms", "p90: 357.6 ms", "worst step: 365.3 ms", "step 3", "42.3%", "busy: 57.7%",
+                 "35.7%", "overlapped: 0%", "of communication time = 357.3 ms", "idle · of GPU span = 1,733 ms",
                  "torch.profiler · rank 1 · 5 steps", "The GPU waits on the host 42% of the span.",
                  "NCCL never overlaps compute."):
         assert text in head, text
@@ -171,7 +171,7 @@ def test_every_fact_names_its_source_and_whole_and_not_measured_is_said() -> Non
     _, page = _page(_report())
     tables = _squash(" ".join(v for k, v in page.text.items() if k.startswith("table")))
     assert "host sync not measured no cuda_sync events in the trace" in tables
-    assert "idle 42.3% of GPU span (1,733 ms) · torch.profiler (Kineto) · device-level union" in tables
+    assert "idle 42.3% of GPU span = 1,733 ms · torch.profiler (Kineto) · device-level union" in tables
     assert "35.7% of device time" not in tables  # shares are given with the whole the analysis named
     assert "1.0% of torch.profiler step time" in tables  # the operations' share column names its whole
 
@@ -180,7 +180,7 @@ def test_markdown_has_the_same_headline() -> None:
     md = render_text(_report(), "markdown")
     head = md.split("## Run")[0]
     for text in ("Tesla V100-SXM2-32GB × world size 2", "**345.8 ms** median", "p90 357.6 ms",
-                 "worst step 365.3 ms", "idle 42.3%", "overlapped 0%", "**Verdict (host):**",
+                 "worst step 365.3 ms (step 3)", "**42.3%** idle; busy 57.7%", "overlapped 0% (of communication time", "**Verdict (host):**",
                  "1\\. GPU idle 42% of the span" if "1\\." in head else "1. GPU idle 42% of the span",
                  "evidence: kineto temporal \\[rank=1\\]", "memory not measured (no memory gauge in the run)"):
         assert text in head, text

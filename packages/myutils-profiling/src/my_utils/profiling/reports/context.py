@@ -106,17 +106,18 @@ def _evidence_cells(f: Finding) -> list[tuple[str, str]]:
     return [(str(k), fmt_value(v, str(k))) for k, v in f.evidence.items()]
 
 
-def _impact_text(f: Finding) -> str:
+def _impact_text(f: Finding, short: bool = False) -> str:
+    """What fixing ``f`` could save, per the analysis' estimate; ``short`` leaves out how it was estimated."""
     impact = f.impact
     parts = []
     if impact.ms_per_step is not None:
         parts.append(f"could save up to {fmt_ms(impact.ms_per_step)} per step")
     if impact.share_of_step is not None:
-        step = f" ({source_label(impact.step_source)} step time)" if impact.step_source else ""
+        step = f" ({source_label(impact.step_source)} step time)" if impact.step_source and not short else ""
         parts.append(f"{fmt_pct(impact.share_of_step, fraction=True)} of the median step{step}")
     if impact.steps is not None:
         parts.append(f"rests on {fmt_count(impact.steps)} step{'s' if impact.steps != 1 else ''}")
-    if impact.basis:
+    if impact.basis and not short:
         parts.append(impact.basis)
     return " · ".join(parts)
 
@@ -129,7 +130,7 @@ def finding_view(report: AnalysisReport, f: Finding, index: int) -> dict[str, An
     links = [e for v in fact_views for e in v["evidence"]] + [e for a in advice for e in a["evidence"]]
     return {"id": f.id, "anchor": finding_anchor(f.id), "index": index, "category": f.category,
             "severity": f.severity, "title": f.title, "detail": f.detail, "suggestion": f.suggestion,
-            "impact": _impact_text(f), "facts": fact_views, "advice": advice,
+            "impact": _impact_text(f), "impact_short": _impact_text(f, short=True), "facts": fact_views, "advice": advice,
             "evidence": _evidence_cells(f), "evidence_links": links,
             "href": next((e["href"] for e in links if e["href"]), f"#{finding_anchor(f.id)}")}
 
@@ -158,6 +159,19 @@ def _pinned(report: AnalysisReport) -> dict[str, set[int]]:
         i = find_row(report, ev)
         if i is not None:
             out.setdefault(ev.table, set()).add(i)
+    return out
+
+
+def _distinct_facts(report: AnalysisReport) -> list[dict[str, Any]]:
+    """Every fact once: a fact that reads exactly like one listed (a rank's copy of the headline figure) is left out."""
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for fact in report.facts:
+        view = fact_view(report, fact)
+        key = (view["label"], view["value"], view["basis"])
+        if key not in seen:
+            seen.add(key)
+            out.append(view)
     return out
 
 
@@ -206,7 +220,7 @@ def build_context(report: AnalysisReport) -> dict[str, Any]:
         "counts": counts,
         "findings": findings,
         "findings_more": max(0, len(report.findings) - MAX_FINDINGS),
-        "all_facts": [fact_view(report, f) for f in report.facts],
+        "all_facts": _distinct_facts(report),
         "operations": table_view("Operations (largest total first)", ops, _OPERATION_COLUMNS, MAX_OPERATION_ROWS,
                                  name="operations", pinned=sorted(pinned.get("operations", ()))) if ops else None,
         "tables": tables,

@@ -31,9 +31,11 @@ from my_utils.profiling.reports.formatting import (
 #: The headline tiles, in display order: (title, the fact ids shown in it, main first).
 TILES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Step time", ("step_time.median", "step_time.p90", "step_time.worst")),
-    ("GPU busy / idle", ("gpu.busy", "gpu.idle")),
+    ("GPU idle / busy", ("gpu.idle", "gpu.busy")),
     ("Communication", ("comm.share", "comm.overlap")),
 )
+#: Facts whose ``detail`` a tile shows beside the value (it says which step the worst one was).
+_TILE_DETAIL = frozenset({"step_time.worst"})
 _CONTEXT_ORDER = ("context.gpu", "context.gpu_count", "context.world_size", "context.ranks", "context.hosts",
                   "context.backend", "context.cuda_runtime", "context.cuda_driver")
 _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -120,10 +122,13 @@ def _ranks_text(fact: Fact) -> str:
     return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(str(r) for r in ranks)}"
 
 
-def fact_basis(fact: Fact) -> str:
-    """What a fact rests on, in one line: ``of GPU span (1,733 ms) · torch.profiler · rank 1 · 5 steps``."""
-    if not fact.measured:
-        return str(fact.value.reason) if hasattr(fact.value, "reason") else ""
+def fact_basis(fact: Fact, detail: bool = True) -> str:
+    """What a fact rests on, in one line: ``of GPU span = 1,733 ms · torch.profiler · rank 1 · 5 steps``.
+
+    ``detail`` adds the fact's own words (``step 3 on rank 1``) at the end.
+    """
+    if isinstance(fact.value, NotMeasured):
+        return fact.value.reason
     parts = []
     if fact.denominator:
         denom = fact.denominator
@@ -131,7 +136,7 @@ def fact_basis(fact: Fact) -> str:
             unit = fact.denominator_unit or "ms"
             shown = fmt_ms(fact.denominator_value, unit) if unit in ("ms", "us", "µs", "s") else \
                 f"{fmt_number(fact.denominator_value)} {unit}".strip()
-            denom = f"{denom} ({shown})"
+            denom = f"{denom} = {shown}"
         parts.append(f"of {denom}")
     if fact.source:
         parts.append(source_label(fact.source))
@@ -140,7 +145,7 @@ def fact_basis(fact: Fact) -> str:
         parts.append(ranks)
     if fact.steps is not None:
         parts.append(f"{fmt_count(fact.steps)} step{'s' if fact.steps != 1 else ''}")
-    if fact.detail:
+    if detail and fact.detail:
         parts.append(fact.detail)
     return " · ".join(parts)
 
@@ -149,7 +154,7 @@ def fact_view(report: AnalysisReport, fact: Fact) -> dict[str, Any]:
     """One fact for the templates: id, label, value text, basis line, measured flag, evidence links."""
     links = evidence_links(report, fact.evidence)
     return {"id": fact.id, "anchor": f"fact-{slug(fact.id)}", "label": fact.label, "value": fact_value(fact),
-            "basis": fact_basis(fact),
+            "basis": fact_basis(fact), "core": fact_basis(fact, detail=False), "detail": fact.detail,
             "measured": fact.measured, "evidence": links,
             "href": next((x["href"] for x in links if x["href"]), None)}
 
@@ -172,7 +177,7 @@ def _context_line(context: Mapping[str, Fact]) -> str:
     world_text = (f"world size {fact_value(world)}" if world is not None and world.measured
                   else "world size not recorded")
     ranks = context.get("context.ranks")
-    ranks_text = f" · {fact_value(ranks)} in these traces" if ranks is not None and ranks.measured else ""
+    ranks_text = f" · {ranks.label}: {fact_value(ranks)}" if ranks is not None and ranks.measured else ""
     return f"{gpu_text} × {world_text}{ranks_text}"
 
 
@@ -192,8 +197,15 @@ def headline_view(report: AnalysisReport, findings: Sequence[Any]) -> dict[str, 
         shown = [facts[i] for i in ids if i in facts]
         if not shown:
             continue
-        main, rest = shown[0], shown[1:]
-        tiles.append({"title": title, "main": fact_view(report, main), "more": [fact_view(report, f) for f in rest]})
+        main = fact_view(report, shown[0])
+        more = []
+        for f in shown[1:]:
+            view = fact_view(report, f)
+            # a second figure says only what differs from the first: its whole, or which step
+            view["note"] = view["core"] if view["core"] != main["core"] else \
+                (f.detail if f.id in _TILE_DETAIL else "")
+            more.append(view)
+        tiles.append({"title": title, "main": main, "more": more})
     placed = {i for _, ids in TILES for i in ids}
     extra = [fact_view(report, f) for i, f in facts.items() if i not in placed]
     raw_verdict = data.get("verdict")

@@ -200,6 +200,8 @@ def hbar_facets(chart_id: str, title: str, facets: Sequence[Facet], colour_of: A
         # stacked: the unit goes in the facet's title (an axis title would run into the next facet's)
         axes[f"xaxis{suffix}"] = value_axis("" if stacked_facets else facet.x_title, domain=x_domain,
                                             anchor=x_anchor, rangemode="tozero")
+        if i and not stacked_facets:  # ranks side by side: one scale, so equal bars mean equal times
+            axes[f"xaxis{suffix}"]["matches"] = "x"
         heading = f"{facet.title} · {facet.x_title}" if stacked_facets else facet.title
         annotations.append({"text": plot_text(heading), **title_at, "xref": "paper", "yref": "paper",
                             "yanchor": "bottom", "showarrow": False, "font": {"size": 12, "color": "#333"}})
