@@ -149,6 +149,10 @@ def test_first_screen_shows_context_figures_and_three_linked_findings(
     p, log = page
     p.goto(path.resolve().as_uri(), wait_until="load")
     p.wait_for_selector("body[data-charts-drawn]", timeout=60_000)
+    folder = os.environ.get("MYUTILS_REPORT_SCREENSHOTS")
+    if folder:  # taken before the checks, so a failing page can be looked at
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        p.screenshot(path=str(Path(folder) / f"report_{name}.png"), full_page=True)
     where, median, idle, overlap, top, links = p.evaluate(_BOXES, [
         "#where", '#headline [data-fact="step_time.median"]', '#headline [data-fact="gpu.idle"]',
         '#headline [data-fact="comm.overlap"]', "#top-findings > li", "#top-findings > li a.evidence-link"])
@@ -188,10 +192,6 @@ def test_first_screen_shows_context_figures_and_three_linked_findings(
     assert all(t["bottom"] <= HEIGHT for t in top), top
     assert len(links) == 3 and all(link["target"] and link["bottom"] <= HEIGHT for link in links), links
     assert (log.console_errors, log.page_errors, log.blocked) == ([], [], [])
-    folder = os.environ.get("MYUTILS_REPORT_SCREENSHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        p.screenshot(path=str(Path(folder) / f"report_{name}.png"), full_page=True)
 
 
 def test_no_table_is_wider_than_the_page(case: tuple[str, AnalysisReport, Path, list[dict[str, Any]]],

@@ -31,7 +31,7 @@ from my_utils.profiling.reports.headline import (
     finding_anchor,
     headline_view,
 )
-from my_utils.profiling.reports.names import ellipsize, short_kernel_name
+from my_utils.profiling.reports.names import ellipsize, short_names
 
 #: Findings listed in full; more are counted ("N more in analysis_report.json").
 MAX_FINDINGS = 200
@@ -50,27 +50,37 @@ _KERNEL_TABLES = frozenset({"kineto_top_kernels", "kineto_launch_outliers"})
 _TEXT_COLUMNS = frozenset({"name", "file", "detail", "series", "check", "rule", "layer"})
 
 
-def _cell(value: Any, column: str, table: str) -> dict[str, str]:
-    """One cell: its ``text`` and, when the text was shortened, the full value as ``title``."""
+def _kernel_labels(rows: Sequence[Mapping[str, Any]], table: str) -> dict[str, str]:
+    """Distinct short names of the kernel names in ``rows`` (``kernel:`` prefix kept), as the charts show them."""
+    names = sorted({str(r["name"]) for r in rows if isinstance(r.get("name"), str)
+                    and (table in _KERNEL_TABLES or str(r["name"]).startswith("kernel:"))})
+    bare = [n[len("kernel:"):] if n.startswith("kernel:") else n for n in names]
+    return {n: ("kernel:" if n.startswith("kernel:") else "") + s
+            for n, s in zip(names, short_names(bare, MAX_NAME_CHARS), strict=True)}
+
+
+def _cell(value: Any, column: str, table: str, kernels: Mapping[str, str] | None = None) -> dict[str, str]:
+    """One cell: its ``text``, the full value as ``title`` when the text was shortened, ``num`` for numbers."""
     text = fmt_value(value, column)
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    cell = {"text": text, "title": "", "num": "num" if number else ""}
     if column == "source" and isinstance(value, str):
-        text = source_label(value)
-    if column == "name" and table in _KERNEL_TABLES and isinstance(value, str):
-        short = short_kernel_name(value, MAX_NAME_CHARS)
-        return {"text": short, "title": value if short != value else ""}
-    if len(text) > MAX_NAME_CHARS and (column in _TEXT_COLUMNS or isinstance(value, str)):
-        return {"text": ellipsize(text, MAX_NAME_CHARS), "title": text}
-    return {"text": text, "title": ""}
+        cell["text"] = source_label(value)
+    elif column == "name" and isinstance(value, str) and kernels and value in kernels:
+        cell.update(text=kernels[value], title=value if kernels[value] != value else "")
+    elif len(text) > MAX_NAME_CHARS and (column in _TEXT_COLUMNS or isinstance(value, str)):
+        cell.update(text=ellipsize(text, MAX_NAME_CHARS), title=text)
+    return cell
 
 
 def _share_cell(row: Mapping[str, Any]) -> dict[str, str]:
     """A share with its whole: ``35.7% of device time`` (``share_of`` names the whole when the row has it)."""
     share = row.get("share")
     if share is None:
-        return {"text": fmt_value(None), "title": ""}
+        return {"text": fmt_value(None), "title": "", "num": ""}
     whole = row.get("share_of")
     text = fmt_pct(share, fraction=True)
-    return {"text": f"{text} of {whole}" if whole else text, "title": ""}
+    return {"text": f"{text} of {whole}" if whole else text, "title": "", "num": ""}
 
 
 def table_view(title: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None,
@@ -88,9 +98,10 @@ def table_view(title: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[
     shown = list(range(min(limit, len(rows))))
     extra = sorted(i for i in set(pinned) if limit <= i < len(rows))
     out_rows = []
+    kernels = _kernel_labels([rows[i] for i in shown + extra], name) if "name" in columns else {}
     for i in shown + extra:
         row = rows[i]
-        cells = [_share_cell(row) if c == "share" else _cell(row.get(c), c, name) for c in columns]
+        cells = [_share_cell(row) if c == "share" else _cell(row.get(c), c, name, kernels) for c in columns]
         out_rows.append({"id": evidence_anchor(name, i) if name else "", "cells": cells, "index": i})
     headers = [column_title(c) for c in columns]
     if "share" in columns and not any(r.get("share_of") for r in rows[:limit]):
@@ -147,7 +158,17 @@ def _ncu_rules(report: AnalysisReport) -> dict[str, Any] | None:
 
 
 def _key_values(data: Mapping[str, Any]) -> list[tuple[str, str]]:
-    return [(str(k), fmt_value(v, str(k))) for k, v in data.items()]
+    """Scalar entries as (key, text); a list of objects is drawn as a table instead (``_sub_tables``)."""
+    return [(str(k), fmt_value(v, str(k))) for k, v in data.items() if not _is_rows(v)]
+
+
+def _is_rows(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, Mapping) for v in value)
+
+
+def _sub_tables(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The entries of ``data`` that are lists of objects (per-instrument overheads...), as tables."""
+    return [table_view(str(k).replace("_", " "), v) for k, v in data.items() if _is_rows(v)]
 
 
 def _pinned(report: AnalysisReport) -> dict[str, set[int]]:
@@ -231,6 +252,7 @@ def build_context(report: AnalysisReport) -> dict[str, Any]:
                      for w in summary.get("warnings") or []],
         "ncu": _ncu_rules(report),
         "overhead": _key_values(report.overhead),
+        "overhead_tables": _sub_tables(report.overhead),
         "hardware": _key_values(report.hardware),
         "rule_errors": [(str(e.get("rule", "?")), str(e.get("error", ""))) for e in summary.get("rule_errors") or []
                         if isinstance(e, Mapping)],
