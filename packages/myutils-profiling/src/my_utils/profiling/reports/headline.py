@@ -78,7 +78,7 @@ def evidence_links(report: AnalysisReport, rows: Sequence[EvidenceRow]) -> list[
         index = find_row(report, ev)
         values = ", ".join(f"{k} = {_value_text(k, v)}" for k, v in ev.values.items())
         where = ev.table.replace("_", " ") + (f" [{_key_text(ev.key)}]" if ev.key else "")
-        out.append({"text": f"{where}: {values}" if values else where, "table": ev.table,
+        out.append({"text": f"{where}: {values}" if values else where, "where": where, "table": ev.table,
                     "href": f"#{evidence_anchor(ev.table, index)}" if index is not None else None,
                     "index": index})
     return out
