@@ -70,10 +70,16 @@ def test_real_trace_bottlenecks_match_hand_computed_device_shares(control_report
                 device[key] = device.get(key, 0.0) + e["dur"]
     total = sum(device.values())
     expected = {k: v / total for k, v in device.items() if v / total > 0.10}
-    found = {f.evidence["names"][0]: f.evidence["share"] for f in report.findings
-             if f.category == "bottleneck" and f.evidence["of"] == "device time"}
+    from my_utils.core.testing.contract import check_analysis_rule
+
+    rule_findings = check_analysis_rule("bottleneck", read_events(report.inputs["events_file"]))
+    found = {f["evidence"]["names"][0]: f["evidence"]["share"] for f in rule_findings
+             if f["evidence"]["of"] == "summed GPU activity time"}
     assert found == pytest.approx(expected, abs=1e-3)
     assert any(k.startswith("kernel:nccl") for k in found)  # communication dominates this rank's GPU
+    # in the report, a communication kernel's bottleneck is folded into the communication finding (one per fact)
+    shown = {f.id for f in report.findings} | {m for f in report.findings for m in f.evidence.get("merged", [])}
+    assert {f"bottleneck:{k}" for k in found} <= shown
 
 
 def test_real_trace_report_is_complete_and_round_trips(control_report: tuple[Path, AnalysisReport]) -> None:
@@ -82,11 +88,15 @@ def test_real_trace_report_is_complete_and_round_trips(control_report: tuple[Pat
     assert report.summary["rule_errors"] == [] and len(report.summary["rules"]) >= 5
     for f in report.findings:
         assert f.evidence.get("names") and f.evidence.get("ranks"), f.id  # every finding names its proof
-    assert report.overhead["pair_cost_us"] > 0 and "missing" in report.overhead
+        assert f.advice and all(a.because for a in f.advice), f.id  # and the rows its advice rests on
+    # a Kineto-only run: no MyTimer overhead section, the profiler's own cost stated or "not measured"
+    assert "pair_cost_us" not in report.overhead
+    assert [i["instrument"] for i in report.overhead["instruments"]] == ["torch.profiler"]
     again = AnalysisReport.from_json(report.to_json())
     assert again.to_dict() == json.loads(report.to_json())
-    severities = [f.severity for f in report.findings]
-    assert severities == sorted(severities, key=["critical", "warning", "info"].index)
+    from my_utils.profiling.analysis.ranking import rank_key
+
+    assert [rank_key(f) for f in report.findings] == sorted(rank_key(f) for f in report.findings)
 
 
 def test_events_are_streamed_into_cells(tmp_path: Path) -> None:
@@ -124,7 +134,7 @@ def test_workload_profiles_change_thresholds_not_code() -> None:
     rng = random.Random(7)
     events = []
     for s in range(40):
-        fwd = 50 * rng.uniform(0.8, 1.2)  # robust CV about 0.15: between inference and finetune
+        fwd = 50 * rng.uniform(0.75, 1.25)  # robust CV about 0.18: surely between inference (0.10) and finetune (0.25)
         events += [MetricEvent("forward", fwd, "duration", "ms", "mytimer", 0, s, attrs={"depth": 0}),
                    MetricEvent("step_time", fwd + 50, "duration", "ms", "mytimer", 0, s)]
     ids = {w: {f.id for f in MetricsAnalyzer(events, w).analyze().findings} for w in WORKLOADS}
@@ -169,7 +179,9 @@ def test_empty_events_give_an_empty_report(tmp_path: Path) -> None:
     path = tmp_path / "metrics_events.jsonl"
     path.write_text("")
     report = MetricsAnalyzer(path).analyze()
-    assert report.findings == [] and report.summary["events"] == 0 and report.scores["overall"] == 100.0
+    assert report.findings == [] and report.summary["events"] == 0
+    assert report.scores == {}  # nothing measured: no score at all, never a reassuring 100
+    assert all(d["score"] is None and d["not_measured"] for d in report.dimensions.values())
 
 
 def test_kineto_tables_join_the_report_from_traces_found_beside_the_events(real_fixtures: Any,

@@ -262,6 +262,26 @@ def test_rank_imbalance_ignores_one_slow_step_and_a_single_rank() -> None:
     assert check_analysis_rule("rank_imbalance", [e for e in events if e.rank == 2]) == []
 
 
+def test_rank_imbalance_says_what_was_measured_and_mentions_collectives_only_when_present() -> None:
+    # two ranks taking turns: rank 1 late on 17 of 30 steps, rank 0 on the other 13; no collectives
+    rng = random.Random(11)
+    late1 = set(rng.sample(range(30), 17))
+    events = [_d("step_time", 100.0 * (1.12 if (r == 1) == (s in late1) else 1.0), s, r, depth=None)
+              for s in range(30) for r in range(2)]
+    assert check_analysis_rule("rank_imbalance", events) == []  # before: "rank 1 ... at every collective"
+    # a real straggler without collectives: found, and no collective is blamed
+    slow = [_d("step_time", 100.0 * (1.12 if r == 1 else 1.0) * (1 + rng.gauss(0, 0.005)), s, r, depth=None)
+            for s in range(30) for r in range(2)]
+    (f,) = check_analysis_rule("rank_imbalance", slow)
+    assert "on 30 of 30 steps" in f["title"] and "no collectives" in f["detail"] and "every collective" not in f["detail"]
+    assert f["impact"]["ms_per_step"] is None  # nobody waits for it
+    # with NCCL in the run, the others wait for it at each collective
+    comm = [MetricEvent("gpu.comm_time", 5.0, "duration", "ms", "torch_profiler", r, s) for s in range(30) for r in range(2)]
+    (f,) = check_analysis_rule("rank_imbalance", slow + comm)
+    assert "gpu.comm_time" in f["detail"] and "waits for the slowest rank" in f["detail"]
+    assert f["impact"]["ms_per_step"] == pytest.approx(6.0, rel=0.2)  # half the 12 %: the median of two ranks
+
+
 # -- suggestions --------------------------------------------------------------------------
 
 

@@ -113,7 +113,8 @@ FAMILIES: tuple[Family, ...] = (
            "checkpointing, evaluation and logging: run them less often or asynchronously (torch.distributed."
            "checkpoint.async_save), off the training step",
            tokens=frozenset({"save", "checkpoint", "ckpt", "eval", "evaluate", "validation", "validate", "log",
-                             "logging"})),
+                             "logging"}),
+           parts=frozenset({"save", "checkpoint", "ckpt", "validation"})),
 )
 _FAMILY = {f.key: f for f in FAMILIES}
 
@@ -187,7 +188,9 @@ def advice_for(name: str, names: set[str] | frozenset[str] = frozenset()) -> tup
         cls = optimizer_class(name)
         if cls is None:
             found = sorted({c for n in names if (c := optimizer_class(n)) is not None})
-            cls = found[0] if len(found) == 1 else None
+            if len(found) > 1:  # a wrapper (EMA, gradient scaling) around the optimizer: advise for each
+                return "optimizer", "; ".join(optimizer_advice(c) for c in found)
+            cls = found[0] if found else None
         return "optimizer", optimizer_advice(cls)
     return family.key, family.advice
 
@@ -206,6 +209,26 @@ JITTER_ADVICE: dict[str, str] = {
                    "(.item(), prints) on those steps",
     "spread": "the spread is mostly in {name}: {advice}",
 }
+
+#: Why a region of each family varies from step to step: jitter causes, never bottleneck remedies.
+JITTER_BY_FAMILY: dict[str, str] = {
+    "data_loading": "a data-loader stall: the workers do not keep up on some steps; raise num_workers and "
+                    "prefetch_factor, set persistent_workers=True, and look for uneven samples (decoding, augmentation)",
+    "communication": "collectives wait for the slowest rank on those steps: a straggler or network contention "
+                     "(compare the ranks on one clock: myutils-profile trace --auto-align-ranks)",
+    "copies": "a copy or .item()/.cpu() waits for the GPU queue, whose length varies: take the sync out of the step",
+    "io": "checkpointing, evaluation or logging run on some steps only: move them off the step or make them async",
+    "default": "the work in it varies: variable input shapes (bucket sequence lengths, fixed batch shapes), the "
+               "caching allocator (torch.cuda.memory_stats: num_alloc_retries; expandable_segments), Python's garbage "
+               "collector (gc.freeze() after set-up) or other work on the host",
+}
+
+
+def jitter_cause(name: str) -> str:
+    """Why ``name`` varies, from its family (:data:`JITTER_BY_FAMILY`)."""
+    family = family_of(name)
+    return JITTER_BY_FAMILY.get(family.key if family is not None else "", JITTER_BY_FAMILY["default"])
+
 
 #: GPU idle causes → advice.
 IDLE_ADVICE: dict[str, str] = {

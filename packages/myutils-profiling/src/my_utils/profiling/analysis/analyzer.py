@@ -279,7 +279,8 @@ class MetricsAnalyzer:
     """Analyse metric events (a ``metrics_events.jsonl`` path, or events) into an ``AnalysisReport``.
 
     ``workload`` picks the thresholds (``pretrain``, ``finetune``, ``inference``); ``rules``
-    restricts the rules to these names (default: every installed rule); ``rule_options``
+    restricts the rules to these names (default: every installed rule, and the fact findings of
+    ``analysis.fact_rules``, which ``"facts"`` names); ``rule_options``
     overrides options per rule name; ``traces`` names torch.profiler trace files for the
     Kineto analyses (default: the files named in the events, looked up beside the events
     file); ``hardware`` describes the machine of the run (the diff warns when two differ);
@@ -335,7 +336,9 @@ class MetricsAnalyzer:
         facts = build_facts(series, tables, hardware)
         by_id = {f.id: f for f in facts}
         seen = {f.id for f in findings}
-        for i, raw in enumerate(fact_findings(by_id, series, tables)):
+        promoted = fact_findings(by_id, series, tables) if self.rule_names is None or "facts" in self.rule_names \
+            else []  # a run restricted to named rules runs those only ("facts" names these)
+        for i, raw in enumerate(promoted):
             try:
                 finding = Finding.from_dict(raw, "analysis.fact_rules", f"finding {i}")
             except Exception as exc:  # a fact rule's bug must not lose the report

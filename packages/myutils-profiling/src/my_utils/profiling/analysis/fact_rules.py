@@ -1,19 +1,22 @@
 """The clearest facts of a trace, promoted to findings with their evidence (ARCHITECTURE.md §8).
 
-Three patterns that no per-name threshold catches, each per rank and each resting on facts of
-``analysis.facts`` (so a bottleneck or suggestion on the same fact is folded into it):
+Three patterns that no per-name threshold catches, each resting on facts of ``analysis.facts``
+(so a bottleneck or suggestion on the same fact is folded into it). Each is tested per rank
+and reported once: the title quotes the rank with the largest impact *by number*, the
+detail lists the other ranks where it holds.
 
-``communication:no_overlap:rank<r>``
+``communication:no_overlap``
     communication kernels take at least :data:`MIN_COMM_SHARE` of GPU busy time and less than
     :data:`MAX_OVERLAP` % of them run under computation (0 µs overlapped with 357 ms of NCCL):
     the exposed communication is what overlap could save. The advice depends on whether NCCL
     shares a stream with compute (it cannot overlap then) or has its own (compute waits for it).
-``gpu:host_bound:rank<r>``
+``gpu:host_bound``
     the GPU is idle at least :data:`MIN_IDLE` % of its span and most of that idle is waiting for
     the host to launch work; the short-kernel count and host syncs are part of the evidence.
     Advice: CUDA graphs / ``torch.compile(mode="reduce-overhead")`` / larger kernels.
 ``communication:spike:rank<r>``
-    a step whose communication time is at least :data:`SPIKE` × the median of the other steps.
+    a step whose communication time is at least :data:`SPIKE` × the median of the other steps
+    and far outside their spread (robust z above :data:`SPIKE_Z`): NCCL time doubling in one step.
 """
 
 from __future__ import annotations
@@ -23,15 +26,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from my_utils.profiling.analysis.advice import COMM_ADVICE, IDLE_ADVICE
+from my_utils.profiling.analysis.kineto.kinds import KernelKind, kind_of
 from my_utils.profiling.analysis.model import Fact
 from my_utils.profiling.analysis.rules._evidence import impact
 from my_utils.profiling.analysis.rules._series import STEP_TIME, Series
+from my_utils.profiling.analysis.rules._stats import MAD_TO_SIGMA, mad
 
 MIN_COMM_SHARE = 10.0  # % of GPU busy time
 MAX_OVERLAP = 30.0  # % of communication time
 MIN_IDLE = 20.0  # % of the GPU span
 MIN_HOST_SHARE = 50.0  # % of the idle time
-SPIKE = 2.0
+SPIKE = 1.5
+SPIKE_Z = 5.0
 
 
 def _tag(rank: int | None) -> str:
@@ -60,17 +66,46 @@ def fact_findings(facts: Mapping[str, Fact], series: Mapping[Any, Series],
     out: list[dict[str, Any]] = []
     ranks = [r.get("rank") for r in tables.get("kineto_temporal") or []
              if r.get("rank") is not None or len(tables.get("kineto_temporal") or []) == 1]
+    overlap: list[dict[str, Any]] = []
+    host: list[dict[str, Any]] = []
     for rank in ranks:
         tag = _tag(rank)
         steps, step_ms = _torch_steps(series, rank)
-        out.extend(_no_overlap(facts, tag, rank, steps, step_ms))
-        out.extend(_host_bound(facts, tag, rank, steps, step_ms))
+        overlap.extend(_no_overlap(facts, tag, rank, steps, step_ms, _comm_kernel_facts(series, rank)))
+        host.extend(_host_bound(facts, tag, rank, steps, step_ms))
+    out.extend(_one_across_ranks(f) for f in (overlap, host) if f)
     out.extend(_comm_spikes(series))
     return out
 
 
+def _one_across_ranks(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
+    """One finding from the per-rank ones: the largest impact quoted (its rank named), the others listed."""
+    def key(f: dict[str, Any]) -> float:
+        share = f["impact"].get("share_of_step")
+        return share if share is not None else -1.0
+
+    ordered = sorted(per_rank, key=key, reverse=True)
+    head = dict(ordered[0])
+    head["id"] = head["id"].rsplit(":", 1)[0]  # one id for the pattern, whatever the ranks
+    others = ordered[1:]
+    if others:
+        head["detail"] += "; also: " + "; ".join(o["title"] for o in others[:7])
+        head["evidence"] = dict(head["evidence"], ranks=[f["evidence"]["ranks"][0] for f in ordered],
+                                per_rank=[{"rank": f["evidence"]["ranks"][0], "title": f["title"]} for f in ordered])
+        head["facts"] = [x for f in ordered for x in f["facts"]]
+        head["advice"] = [dict(a, because=[b for f in ordered for a2 in f["advice"] if a2["kind"] == a["kind"]
+                                           for b in a2["because"]]) for a in head["advice"]]
+    return head
+
+
+def _comm_kernel_facts(series: Mapping[Any, Series], rank: int | None) -> list[str]:
+    """The series facts of a rank's communication kernels (a bottleneck on one is this finding's twin)."""
+    return [f"series:{src}:{name}:{_tag(rank)}" for (name, r, src) in series
+            if r == rank and name.startswith("kernel:") and kind_of(name[len("kernel:"):]) == KernelKind.COMMUNICATION]
+
+
 def _no_overlap(facts: Mapping[str, Fact], tag: str, rank: int | None, steps: int | None,
-                step_ms: float | None) -> list[dict[str, Any]]:
+                step_ms: float | None, kernel_facts: Sequence[str] = ()) -> list[dict[str, Any]]:
     share, overlap = facts.get(f"comm.share:{tag}"), facts.get(f"comm.overlap:{tag}")
     time, exposed = facts.get(f"comm.time:{tag}"), facts.get(f"comm.exposed:{tag}")
     if share is None or overlap is None or time is None or exposed is None:
@@ -91,12 +126,13 @@ def _no_overlap(facts: Mapping[str, Fact], tag: str, rank: int | None, steps: in
                    f"{overlap.detail}; {exposed_ms:,.1f} ms ({100 * span_share:.1f}% of the GPU span) run with no "
                    f"computation beside them. Communication streams: {streams.get('comm_streams')}; shared with "
                    f"computation: {streams.get('shared_streams') or 'none'}"),
-        "evidence": {"ranks": [rank], "communication_ms": time.number, "overlap_pct": overlap.number,
+        "evidence": {"names": ["gpu.comm_time"], "ranks": [rank], "communication_ms": time.number, "overlap_pct": overlap.number,
                      "exposed_ms": exposed_ms, "share_of_busy_pct": share.number, "table": "kineto_overlap",
                      "comm_streams": streams.get("comm_streams"), "shared_streams": streams.get("shared_streams"),
                      "steps": []},
         "suggestion": text,
-        "facts": [f"comm.overlap:{tag}", f"comm.time:{tag}", f"comm.exposed:{tag}", f"comm.share:{tag}"],
+        "facts": [f"comm.overlap:{tag}", f"comm.time:{tag}", f"comm.exposed:{tag}", f"comm.share:{tag}",
+                  *kernel_facts],
         "impact": impact(exposed_ms / steps if steps else None, step_ms,
                          f"the exposed communication time per profiled step ({exposed_ms:,.1f} ms over "
                          f"{steps} step(s)): what full overlap would hide", steps, "torch_profiler"),
@@ -141,7 +177,7 @@ def _host_bound(facts: Mapping[str, Fact], tag: str, rank: int | None, steps: in
         "title": (f"GPU idle {idle.number:.0f}% of its span on {_where(rank)}, {host.number:.0f}% of it waiting "
                   "for the host"),
         "detail": detail,
-        "evidence": {"ranks": [rank], "idle_pct": idle.number, "host_wait_pct_of_idle": host.number,
+        "evidence": {"names": ["gpu.idle"], "ranks": [rank], "idle_pct": idle.number, "host_wait_pct_of_idle": host.number,
                      "host_wait_ms": host_ms, "span_ms": span_ms, "table": "kineto_idle_device", "steps": []},
         "suggestion": " ".join(a["text"] for a in advice),
         "facts": facts_used,
@@ -160,7 +196,8 @@ def _comm_spikes(series: Mapping[Any, Series]) -> list[dict[str, Any]]:
         worst = max(range(len(s.values)), key=s.values.__getitem__)
         others = s.values[:worst] + s.values[worst + 1:]
         med = statistics.median(others)
-        if med <= 0 or s.values[worst] < SPIKE * med:
+        spread = MAD_TO_SIGMA * mad(others, med)
+        if med <= 0 or s.values[worst] < SPIKE * med or (spread > 0 and (s.values[worst] - med) / spread < SPIKE_Z):
             continue
         ratio = s.values[worst] / med
         step = s.steps[worst]
@@ -180,7 +217,7 @@ def _comm_spikes(series: Mapping[Any, Series]) -> list[dict[str, Any]]:
             "evidence": {"names": [name], "ranks": [rank], "steps": [step], "ratio": round(ratio, 3),
                          "value": s.values[worst], "median_of_other_steps": med, "source": source},
             "suggestion": text,
-            "facts": [f"series:{source}:{name}:{_tag(rank)}"],
+            "facts": [f"series:{source}:{name}:{_tag(rank)}:outliers"],
             "impact": impact((s.values[worst] - med) / steps, step_ms,
                              "the spike's time above the median, spread over the profiled steps", steps, source),
             "advice": [{"text": text, "because": [row], "facts": [], "kind": "communication:spike"}],

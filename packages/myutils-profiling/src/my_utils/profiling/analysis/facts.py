@@ -151,15 +151,22 @@ def gpu_facts(tables: Mapping[str, Rows]) -> list[Fact]:
                               evidence=tuple(EvidenceRow("kineto_idle_device", {"rank": r, "category": "host_wait"},
                                                          {"idle_us": idle_dev[r].get("host_wait", 0.0)})
                                              for r in ranks if r in idle_dev)))
-    for rank, row in launch.items():
-        n = int(row.get("launches") or 0)
+    scoped = [(f":rank{rank}" if rank is not None else ":norank", [row], (rank,), _ranks_text([rank]))
+              for rank, row in launch.items()]
+    if launch:
+        every_rank = tuple(launch)
+        scoped.append(("", list(launch.values()), every_rank, _ranks_text(every_rank) if len(launch) == 1 else
+                       f"sum over {_ranks_text(every_rank)}"))
+    for tag, rows, ranks, aggregate in scoped:
+        n = sum(int(r.get("launches") or 0) for r in rows)
         if n:
-            short = int(row.get("short_kernels") or 0)
-            tag = f":rank{rank}" if rank is not None else ":norank"
+            short = sum(int(r.get("short_kernels") or 0) for r in rows)
             facts.append(Fact(f"launch.short_kernels{tag}", "kernels shorter than their launch", 100.0 * short / n,
-                              "%", "kineto", "kernel launches", float(n), "count", (rank,), _ranks_text([rank]),
-                              detail=f"{short:,} of {n:,} launches", evidence=(EvidenceRow(
-                                  "kineto_launch", {"rank": rank}, {"short_kernels": short, "launches": n}),)))
+                              "%", "kineto", "kernel launches", float(n), "count", ranks, aggregate,
+                              detail=f"{short:,} of {n:,} launches", evidence=tuple(EvidenceRow(
+                                  "kineto_launch", {"rank": r.get("rank")},
+                                  {"short_kernels": r.get("short_kernels"), "launches": r.get("launches")})
+                                  for r in rows)))
     host_sync: dict[int | None, float] = {}
     for row in sync:
         if row.get("where") == "host":

@@ -54,7 +54,7 @@ def verdict(facts: Mapping[str, Fact], findings: Sequence[Finding]) -> Verdict:
     where = f" ({idle.aggregate})" if idle.aggregate else ""
     used = [idle.id, busy.id]
     if bound == "host":
-        short = next((f for f in facts.values() if f.id.startswith("launch.short_kernels:")), None)
+        short = facts.get("launch.short_kernels")
         line = (f"Host-bound{where}: the GPU was idle {idle.number:.0f}% of its {span_ms:,.0f} ms span, "
                 f"{host_share.number if host_share else 0:.0f}% of that idle waiting for the host to launch work")
         if short is not None and short.number is not None:

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from my_utils.core.events import MetricEvent
-from my_utils.profiling.analysis.advice import JITTER_ADVICE, advice_for
+from my_utils.profiling.analysis.advice import JITTER_ADVICE, jitter_cause
 from my_utils.profiling.analysis.rules._evidence import (
     advice,
     impact,
@@ -197,10 +197,9 @@ class AnomalyRule:
         flagged = [r["step"] for r in rows]
         med = finding["evidence"]["median"]
         excess = sum(r["value"] - med for r in rows)
-        names = frozenset(n for n, _r, _s in series)
         cause, text, because = "unexplained", JITTER_ADVICE["unexplained"], [steps_row(s, flagged, {
             "median": med, "values": [r["value"] for r in rows]})]
-        facts = [series_fact(s)]
+        facts = [series_fact(s) + ":outliers"]  # the outlying steps, not the series' share (a bottleneck's fact)
         best = None
         if s.name == STEP_TIME and excess > 0:
             for other in series.values():
@@ -214,13 +213,10 @@ class AnomalyRule:
                     best = (gain, other, o_med)
         if best is not None and best[0] >= 0.5 * excess:
             _gain, other, o_med = best
-            _kind, family_advice = advice_for(other.name, names)
             cause = "explained"
-            text = JITTER_ADVICE["explained"].format(name=other.name, advice=family_advice or
-                                                     "time what runs inside it on those steps")
+            text = JITTER_ADVICE["explained"].format(name=other.name, advice=jitter_cause(other.name))
             because.append(steps_row(other, flagged, {"median": o_med, "values": [
                 dict(zip(other.steps, other.values, strict=True)).get(st) for st in flagged]}))
-            facts.append(series_fact(other))
             finding["evidence"]["explained_by"] = {"name": other.name, "share_of_excess": round(best[0] / excess, 4)}
         elif len(flagged) >= 3 and len({b - a for a, b in itertools.pairwise(flagged)}) == 1:
             cause, text = "periodic", JITTER_ADVICE["periodic"].format(period=flagged[1] - flagged[0])

@@ -180,9 +180,7 @@ class BottleneckRule:
                 "steps_measured": n_steps, "occurrences": s.occurrences or s.events, "threshold": self.share,
             },
             "suggestion": text or base,
-            "facts": [series_fact(r[1]) for r in rows] + (
-                [f"comm.time:{'rank' + str(r[1].rank) if r[1].rank is not None else 'norank'}" for r in rows]
-                if kind == "communication" and name.startswith(GPU_PREFIXES) else []),
+            "facts": [series_fact(r[1]) for r in rows],
             "impact": impact(per_step if not name.startswith(GPU_PREFIXES) else None, step_ms,
                              f"at most all of {name}'s time per step (median over {n_steps} step(s))",
                              n_steps, s.source, upper_bound=True) if step_ms else impact(None, None, "no step time to compare with",

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from my_utils.core.events import MetricEvent
-from my_utils.profiling.analysis.advice import JITTER_ADVICE, advice_for
+from my_utils.profiling.analysis.advice import JITTER_ADVICE, jitter_cause
 from my_utils.profiling.analysis.rules._evidence import (
     advice,
     impact,
@@ -141,10 +141,9 @@ class VariabilityRule:
     def _explain(self, series: dict[Any, Any], s: Any, steps: list[int], values: list[float], med: float,
                  finding: dict[str, Any]) -> None:
         """Advice from the evidence, the impact and the facts (module docstring)."""
-        names = frozenset(n for n, _r, _src in series)
         spread = MAD_TO_SIGMA * mad(values, med)
         because = [steps_row(s, [], {"median": med, "robust_sd": spread, "steps": len(values)})]
-        facts = [series_fact(s)]
+        facts = [series_fact(s) + ":spread"]  # the spread, not the series' share (a bottleneck's fact)
         kind, text = "unexplained", JITTER_ADVICE["unexplained"]
         if s.name == STEP_TIME:
             best = None
@@ -156,16 +155,11 @@ class VariabilityRule:
                 if best is None or o_spread > best[0]:
                     best = (o_spread, other)
             if best is not None and spread > 0 and best[0] >= 0.5 * spread:
-                _k, family = advice_for(best[1].name, names)
                 kind = "spread"
-                text = JITTER_ADVICE["spread"].format(name=best[1].name, advice=family or
-                                                      "time what runs inside it on the slow steps")
+                text = JITTER_ADVICE["spread"].format(name=best[1].name, advice=jitter_cause(best[1].name))
                 because.append(steps_row(best[1], [], {"robust_sd": best[0]}))
-                facts.append(series_fact(best[1]))
         else:
-            _k, family = advice_for(s.name, names)
-            if family:
-                kind, text = "spread", JITTER_ADVICE["spread"].format(name=s.name, advice=family)
+            kind, text = "spread", JITTER_ADVICE["spread"].format(name=s.name, advice=jitter_cause(s.name))
         finding["suggestion"] = text
         finding["advice"] = [advice(text, because, f"jitter:{kind}")]
         finding["facts"] = facts

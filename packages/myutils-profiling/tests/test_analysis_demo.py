@@ -1,0 +1,75 @@
+"""The demo's report: one source per figure, evidence weighed by its steps, one finding per fact.
+
+The demo times every step with MyTimer and profiles two steps with torch.profiler. Before, the
+ranks table pooled both ("32 steps" for a 30-step run), ``iter`` and ``step_time`` gave the same
+finding twice, and a 2-step torch.profiler share outranked a region measured on every step.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from my_utils.core.events import read_events
+from my_utils.profiling.analysis import AnalysisReport, MetricsAnalyzer
+
+pytest.importorskip("torch", reason="the demo trains a model with torch")
+STEPS = 12
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, AnalysisReport]:
+    out = tmp_path_factory.mktemp("demo")
+    proc = subprocess.run([sys.executable, "-m", "my_utils.profiling.examples.unified_metrics_demo", "--steps",
+                           str(STEPS), "--output-dir", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    (trace,) = (out / "torch_traces").glob("*.json")
+    return out, MetricsAnalyzer(out / "metrics_events.jsonl", traces=[trace]).analyze()
+
+
+def test_one_source_per_figure(demo: Any) -> None:
+    out, report = demo
+    events = read_events(out / "metrics_events.jsonl")
+    timer = [e.value for e in events if e.name == "step_time" and e.source == "mytimer"]
+    torch_steps = [e.value for e in events if e.name == "step_time" and e.source == "torch_profiler"]
+    assert len(timer) == STEPS and 1 <= len(torch_steps) < STEPS
+    rows = {(r["rank"], r["source"]): r for r in report.tables["ranks"]}
+    assert set(rows) == {(0, "mytimer"), (0, "torch_profiler")}  # before: one row, "14 steps", pooled
+    assert rows[(0, "mytimer")]["steps"] == STEPS and rows[(0, "mytimer")]["primary"] is True
+    assert rows[(0, "torch_profiler")]["steps"] == len(torch_steps) and rows[(0, "torch_profiler")]["primary"] is False
+    assert rows[(0, "mytimer")]["mean_step_time"] == pytest.approx(statistics.fmean(timer))
+    median = report.fact("step_time.median")
+    assert median is not None and median.source == "mytimer" and median.steps == STEPS
+    assert median.number == pytest.approx(statistics.median(timer))
+    assert report.summary["step_time_source"] == "mytimer"
+
+
+def test_thin_evidence_is_weighed_and_said(demo: Any) -> None:
+    _out, report = demo
+    thin = [f for f in report.findings if f.category == "bottleneck" and f.evidence.get("source") == "torch_profiler"]
+    full = [f for f in report.findings if f.category == "bottleneck" and f.evidence.get("source") == "mytimer"]
+    assert thin and full
+    for f in thin:  # 2 profiled steps: never critical, and the title says how little it rests on
+        assert f.severity != "critical" and f.impact.steps == f.evidence["steps_measured"] < 5
+        assert "steps only" in f.title or "step only" in f.title
+    order = [f.id for f in report.findings]
+    for a in full:
+        for b in thin:
+            if a.evidence["share"] >= b.evidence["share"]:
+                assert order.index(a.id) < order.index(b.id), (a.title, b.title)
+
+
+def test_the_step_wrapper_is_not_a_second_finding_and_advice_names_sgd(demo: Any) -> None:
+    _out, report = demo
+    assert not [f for f in report.findings if f.evidence.get("names") == ["iter"]]  # iter is step_time again
+    optimizer = [f for f in report.findings if "optimizer" in f.id.lower()]
+    for f in optimizer:
+        assert "AdamW" not in f.suggestion and "fused" not in f.suggestion if f.category in ("variability", "anomaly") \
+            else "SGD" in f.suggestion
+    assert "mytimer" in {i["instrument"] for i in report.overhead["instruments"]}
+    assert report.fact("gpu.idle") is not None and not report.fact("gpu.idle").measured  # a CPU-only run
