@@ -224,7 +224,7 @@ def hbar_facets(chart_id: str, title: str, facets: Sequence[Facet], colour_of: A
                                       automargin=False, tickfont={"size": 11})
     labels_seen = shared if not stacked_facets else [x for f in facets for x in f.labels]
     fig_layout = layout(title, axes.pop("xaxis"), axes.pop("yaxis"), height=height,
-                        margin=dict(_BASE["margin"], l=LABEL_MARGIN, t=30, b=120), barmode="overlay",
+                        margin=dict(_BASE["margin"], l=LABEL_MARGIN, t=30, b=50 if stacked_facets else 120), barmode="overlay",
                         annotations=annotations,
                         showlegend=not stacked_facets and len(shown_legend - {""}) > 1,
                         legend={"orientation": "h", "x": 0, "y": -70 / (height - 150), "yanchor": "top"})
