@@ -84,7 +84,7 @@ def test_report_loads_offline_with_every_chart_drawn(report_html: tuple[Analysis
     _open(p, path)
     assert (log.console_errors, log.page_errors, log.blocked) == ([], [], [])
     charts = p.locator("div.plot").all()
-    assert int(p.get_attribute("body", "data-charts-drawn")) == len(charts) == 9
+    assert int(p.get_attribute("body", "data-charts-drawn")) == len(charts) == 8
     drawn: dict[str, int] = {}
     for div in charts:
         selector = ".point" if div.get_attribute("data-mark") == "bar" else ".scatterlayer .trace path.js-line"
@@ -92,18 +92,26 @@ def test_report_loads_offline_with_every_chart_drawn(report_html: tuple[Analysis
         assert drawn[div.get_attribute("id")] == int(div.get_attribute("data-marks")) > 0
     # the marks the tables call for, counted here independently of the chart code
     steps = report.tables["steps"]
-    assert drawn["chart-scores"] == len(report.scores)
-    assert drawn["chart-ranks"] == len(report.tables["ranks"]) == 4  # ranks 0-2 (timer) and 3 (trace)
+    rank_rows = report.tables["ranks"]
+    assert drawn["chart-ranks"] == len(rank_rows) and {r["rank"] for r in rank_rows} == {0, 1, 2, 3}
     assert drawn["chart-step-time"] == len({(r["source"], r["rank"]) for r in steps}) == 4
     assert drawn["chart-memory"] == len({(r["name"], r["rank"]) for r in report.tables["memory"]}) == 3
-    assert drawn["chart-kernels"] == 15 and drawn["chart-sections"] == 15
+    # top kernels: the trace's one rank, its 15 largest kernels (HTA's "others" row left to the note)
+    kernel_rows = [r for r in report.tables["kineto_top_kernels"] if r["rank"] == 3 and r["name"] != "others"]
+    assert drawn["chart-kernels"] == min(15, len(kernel_rows))
+    # sections: one facet per source, at most 15 bars each
+    sources = {r["source"] for r in report.tables["operations"]}
+    assert len(sources) == 2 and drawn["chart-sections"] <= 15 * len(sources)
     kineto_ranks = {r["rank"] for r in report.tables["kineto_temporal"]}
     assert drawn["chart-temporal"] == 3 * len(kineto_ranks)  # compute, non-compute, idle per rank
-    for chart, table, key in (("chart-kernel-kinds", "kineto_kernel_kinds", "kind"),
-                              ("chart-idle", "kineto_idle", "category")):
-        rows = report.tables[table]
-        ranks = {r["rank"] for r in rows if r["rank"] is not None} or {None}  # times: per rank, no all-ranks sum
-        assert drawn[chart] == len({r[key] for r in rows}) * len(ranks)
+    kinds = report.tables["kineto_kernel_kinds"]
+    assert drawn["chart-kernel-kinds"] == len({r["kind"] for r in kinds}) * len({r["rank"] for r in kinds})
+    idle = report.tables.get("kineto_idle_device") or report.tables["kineto_idle"]
+    lanes = {(r["rank"], r["device"], r.get("stream")) for r in idle}  # one bar per GPU (or stream), never summed
+    assert drawn["chart-idle"] == len({r["category"] for r in idle}) * len(lanes)
+    # the kernel names in the margin are short, the full ones in the hover text
+    ticks = p.locator("#chart-kernels .ytick text").all_text_contents()
+    assert ticks and max(len(t) for t in ticks) <= 56 and not any(t.startswith("void ") for t in ticks)
     assert p.evaluate("Plotly.version").split(".")[0].isdigit()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -21,11 +22,14 @@ def _report(ranks: int = 3, steps: int = 10) -> AnalysisReport:
         "ranks": [{"rank": r, "steps": steps, "mean_step_time": 11.0 + r} for r in range(ranks)],
         "memory": [{"name": "memory.allocated", "step": s, "rank": r, "value": 2.0 ** 20 * s, "unit": "bytes"}
                    for r in range(ranks) for s in range(steps)],
-        "operations": [{"name": "step_time", "source": "mytimer", "unit": "ms", "total": 500.0},
-                       {"name": "<img src=x onerror=alert(1)>", "source": "mytimer", "unit": "ms", "total": 40.0},
-                       {"name": "forward", "source": "mytimer", "unit": "ms", "total": 90.0},
-                       {"name": "gpu.kernel_time", "source": "torch_profiler", "unit": "ms", "total": 70.0},
-                       {"name": "kernel:gemm", "source": "torch_profiler", "unit": "ms", "total": 60.0}],
+        "operations": [{"name": "step_time", "source": "mytimer", "unit": "ms", "total": 500.0, "mean": 50.0},
+                       {"name": "<img src=x onerror=alert(1)>", "source": "mytimer", "unit": "ms", "total": 40.0,
+                        "mean": 4.0, "steps": 10},
+                       {"name": "forward", "source": "mytimer", "unit": "ms", "total": 90.0, "mean": 9.0, "steps": 10},
+                       {"name": "gpu.kernel_time", "source": "torch_profiler", "unit": "ms", "total": 70.0,
+                        "mean": 35.0},
+                       {"name": "kernel:gemm", "source": "torch_profiler", "unit": "ms", "total": 60.0,
+                        "mean": 30.0}],
     }
     return AnalysisReport("1.1", "pretrain", {"overall": 80.0, "stability": 70.0}, [], {"time_unit": "ms"},
                           tables=tables)
@@ -33,40 +37,27 @@ def _report(ranks: int = 3, steps: int = 10) -> AnalysisReport:
 
 def test_each_chart_counts_its_marks_from_the_tables() -> None:
     charts = {c.id: c for c in build_charts(_report())}
-    assert list(charts) == ["chart-scores", "chart-step-time", "chart-sections", "chart-ranks", "chart-memory",
-                            "chart-kernels"]
-    assert (charts["chart-scores"].mark, charts["chart-scores"].marks) == ("bar", 2)
+    assert list(charts) == ["chart-step-time", "chart-kernels", "chart-sections", "chart-ranks", "chart-memory"]
     assert (charts["chart-step-time"].mark, charts["chart-step-time"].marks) == ("line", 3)  # one per rank
     assert charts["chart-ranks"].marks == 3 and charts["chart-memory"].marks == 3
     # sections: timed regions only (not the step itself, provider totals or kernels); kernels apart
     assert charts["chart-sections"].marks == 2 and charts["chart-kernels"].marks == 1
     for c in charts.values():
         data = c.figure["data"]
-        assert len(data) == c.marks if c.mark == "line" else len(data[0]["x" if c.id in ("chart-scores",
-                                                                                         "chart-ranks") else "y"])
+        assert c.marks == (len(data) if c.mark == "line" else sum(len(t["y"]) for t in data))
     assert charts["chart-memory"].figure["data"][0]["y"][-1] == 9.0  # bytes shown in MiB
 
 
 def test_labels_from_the_run_are_entities_for_plotly() -> None:
     sections = next(c for c in build_charts(_report()) if c.id == "chart-sections")
     labels = sections.figure["data"][0]["y"]
-    assert "&lt;img src=x onerror=alert(1)&gt; (mytimer)" in labels
+    assert "&lt;img src=x onerror=alert(1)&gt;" in labels
     assert "<img" not in sections.figure_json()
     assert plot_text("a & <b>") == "a &amp; &lt;b&gt;"
 
 
-def test_no_tables_no_charts_but_the_scores() -> None:
-    report = AnalysisReport("1.1", "inference", {"overall": 100.0}, [], {})
-    assert [c.id for c in build_charts(report)] == ["chart-scores"]
-    assert build_charts(AnalysisReport("1.1", "inference", {}, [], {})) == []
-
-
-def test_non_finite_values_are_gaps_not_invalid_json() -> None:
-    report = _report()
-    report.tables["steps"][0]["step_time"] = float("nan")
-    report.tables["steps"][1]["step_time"] = float("inf")
-    step = next(c for c in build_charts(report) if c.id == "chart-step-time")
-    assert json.loads(step.figure_json())["data"][0]["x"][0] == 2  # steps 0 and 1 left out
+def test_no_tables_no_charts() -> None:
+    assert build_charts(AnalysisReport("1.1", "inference", {"overall": 100.0}, [], {})) == []
 
 
 @given(st.text())
@@ -98,17 +89,17 @@ def test_minmax_downsample_keeps_each_buckets_min_and_max() -> None:
         minmax_downsample([1, 2], [1], 4)
 
 
-def test_kineto_tables_become_stacked_bars_per_rank_and_summed_top_kernels() -> None:
+def test_kineto_tables_become_stacked_bars_per_rank_and_top_kernels_per_rank() -> None:
     report = _report()
     report.tables.update({
         "kineto_temporal": [{"rank": r, "compute_pct": 60.0, "non_compute_pct": 25.0, "idle_pct": 15.0}
                             for r in (0, 5, None)],
         "kineto_kernel_kinds": [{"rank": r, "kind": k, "total_us": 1000.0 * (r + 1)} for r in (0, 5)
                                 for k in ("computation", "communication", "memory")],
-        "kineto_idle": [{"rank": r, "stream": s, "category": c, "idle_us": 500.0} for r in (0, None) for s in (7, 20)
+        "kineto_idle": [{"rank": 0, "device": 0, "stream": s, "category": c, "idle_us": 500.0 * s} for s in (7, 20)
                         for c in ("host_wait", "kernel_wait", "other")],
-        "kineto_top_kernels": [{"rank": r, "kind": "computation", "name": n, "total_us": t} for r in (0, 5)
-                               for n, t in (("gemm", 4000.0), ("<b>relu</b>", 1000.0))],
+        "kineto_top_kernels": [{"rank": r, "kind": "computation", "name": n, "total_us": t, "count": 3}
+                               for r in (0, 5) for n, t in (("gemm", 4000.0 * (r + 1)), ("<b>relu</b>", 1000.0))],
     })
     charts = {c.id: c for c in build_charts(report)}
     temporal = charts["chart-temporal"]
@@ -116,11 +107,21 @@ def test_kineto_tables_become_stacked_bars_per_rank_and_summed_top_kernels() -> 
     assert temporal.marks == 9 and [t["x"] for t in temporal.figure["data"]] == [["rank 0", "rank 5", "all ranks"]] * 3
     kinds = charts["chart-kernel-kinds"].figure["data"]
     assert [t["y"] for t in kinds] == [[1.0, 6.0]] * 3  # ms per rank, one trace per kind
-    idle = charts["chart-idle"].figure["data"]
-    assert {t["name"]: t["y"] for t in idle} == {"host wait": [1.0], "kernel wait": [1.0], "other": [1.0]}
-    kernels = charts["chart-kernels"].figure["data"][0]  # largest on top: plotly draws bottom-up
-    assert dict(zip(kernels["y"], kernels["x"], strict=True)) == {"gemm": 8.0, "&lt;b&gt;relu&lt;/b&gt;": 2.0}
-    assert "kineto_top_kernels" in charts["chart-kernels"].note
+    # idle per stream, never summed over streams: one bar per (rank, GPU, stream), stacked by cause
+    idle = charts["chart-idle"]
+    assert idle.labels == ("rank 0 · GPU 0 · stream 7", "rank 0 · GPU 0 · stream 20")
+    assert {t["name"]: t["y"] for t in idle.figure["data"]} == {"host wait": [3.5, 10.0], "kernel wait": [3.5, 10.0],
+                                                                "other idle": [3.5, 10.0]}
+    # top kernels: one facet per rank, each with its own rank's numbers, never a sum over ranks
+    kernels = charts["chart-kernels"]
+    by_axis = {t["xaxis"]: dict(zip(t["y"], t["x"], strict=True)) for t in kernels.figure["data"]}
+    # the label is the short name (markup shown as text); the hover keeps the full name
+    assert by_axis == {"x": {"gemm": 4.0, "&lt;b&gt;relu&lt;…&gt;": 1.0}, "x2": {"gemm": 24.0, "&lt;b&gt;relu&lt;…&gt;": 1.0}}
+    assert any("&lt;b&gt;relu&lt;/b&gt;<br>rank 5: 1 ms in 3 launches" in h
+               for t in kernels.figure["data"] for h in t["hovertext"])
+    titles = [a["text"] for a in kernels.figure["layout"]["annotations"]]
+    assert titles == ["rank 0", "rank 5"] and kernels.marks == 4
+    assert "kineto_top_kernels" in kernels.note
 
 
 _JSON = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8) | st.lists(
@@ -144,3 +145,37 @@ def test_any_table_rows_from_a_file_render_without_error(tables: dict[str, list[
         json.loads(chart.figure_json())
         assert chart.marks >= 0
     assert "## Findings (0)" in render_text(report, "markdown")
+
+
+def test_sections_one_facet_per_source_titled_with_its_steps_and_nesting_shown(tmp_path: Path) -> None:
+    """30 MyTimer steps (iter with its children) beside 2 torch.profiler steps: never on one axis unnamed."""
+    from my_utils.core.events import MetricEvent, write_events
+    from my_utils.profiling.analysis import MetricsAnalyzer
+
+    events = []
+    for step in range(30):
+        parts = {"data": 0.3, "forward": 17.0 + step % 3, "backward": 16.0, "optimizer": 3.4}
+        for name, ms in parts.items():
+            events.append(MetricEvent(name, ms, "duration", "ms", "mytimer", 0, step,
+                                      attrs={"depth": 1, "path": f"iter/{name}"}))
+        events.append(MetricEvent("iter", sum(parts.values()) + 0.05, "duration", "ms", "mytimer", 0, step,
+                                  attrs={"depth": 0, "path": "iter"}))
+        events.append(MetricEvent("step_time", sum(parts.values()) + 0.05, "duration", "ms", "mytimer", 0, step))
+    for step in (10, 11):
+        events += [MetricEvent("cpu_op:aten::mm", 30.0, "duration", "ms", "torch_profiler", 0, step),
+                   MetricEvent("annotation:Optimizer.step#SGD.step", 0.7, "duration", "ms", "torch_profiler", 0, step),
+                   MetricEvent("step_time", 72.0, "duration", "ms", "torch_profiler", 0, step)]
+    write_events(tmp_path / "metrics_events.jsonl", events)
+    report = MetricsAnalyzer(tmp_path / "metrics_events.jsonl", "pretrain").analyze()
+    chart = next(c for c in build_charts(report) if c.id == "chart-sections")
+    layout = chart.figure["layout"]
+    assert [a["text"] for a in layout["annotations"]] == ["MyTimer · rank 0 · 30 steps · ms per step (mean)",
+                                                          "torch.profiler · rank 0 · 2 steps · ms per step (mean)"]
+    axes = {t["name"]: (t["xaxis"], t["yaxis"]) for t in chart.figure["data"]}
+    assert axes["mytimer"] != axes["torch_profiler"]  # each source on its own axes
+    mytimer = next(t for t in chart.figure["data"] if t["name"] == "mytimer")
+    # the step's own region first, its children nested under it (not drawn beside it as peers)
+    assert mytimer["y"][0] == "iter" and all(y.endswith(("forward", "backward", "optimizer", "data"))
+                                             and "└ " in y for y in mytimer["y"][1:])
+    assert mytimer["x"][0] == pytest.approx(0.3 + 18.0 + 16.0 + 3.4 + 0.05)  # mean per step, not a 30-step total
+    assert "nesting level" in chart.note

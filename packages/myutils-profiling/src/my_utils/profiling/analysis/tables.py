@@ -54,7 +54,8 @@ def build_tables(series: Mapping[Any, Any], agg: EventAggregate,
         if s.kind != "duration":
             continue
         row = ops.setdefault((name, source), {"name": name, "source": source, "unit": s.unit, "count": 0,
-                                              "occurrences": 0, "values": [], "ranks": set(), "denominator": 0.0})
+                                              "occurrences": 0, "values": [], "ranks": set(), "denominator": 0.0,
+                                              "depth": s.depth})
         row["count"] += s.events
         row["occurrences"] += s.occurrences or s.events
         row["values"].extend(s.values)

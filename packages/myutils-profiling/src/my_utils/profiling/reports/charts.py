@@ -1,90 +1,46 @@
-"""Chart specifications (plotly JSON) built from an ``AnalysisReport``'s tables.
+"""The charts of an analysis report, each drawn from one of the report's tables (``plot`` draws).
 
-Each chart is plain plotly JSON (``{"data": [...], "layout": {...}}``) so that the HTML
-template embeds it as data and one script draws every chart with the plotly.js inlined
-once per report; the Python ``plotly`` package is not needed to build them. A chart is
-made only when its table has rows; series longer than the point budget are downsampled
-(``downsample.minmax_downsample``: spikes survive), so the report's size does not grow
-with the run's length.
-
-Every label read from the run (an operation, a kernel, a memory gauge) is untrusted:
-plotly interprets a subset of HTML in text, so ``<``, ``>`` and ``&`` are passed as entities
-and show as the characters they are.
+A chart is made only when its table has rows; nothing here computes a new figure: bars and
+lines show the table's numbers (µs shown as ms), and every chart says where its numbers come
+from and how they were combined (one rank, one stream, one source). Figures of different
+sources or step counts never share an axis unnamed: the section breakdown has one facet per
+source, titled with its step count; the top kernels one facet per rank.
 
 Tables read (``my_utils.profiling.analysis.model`` documents them): ``steps`` (step-time
-timeline), ``operations`` (per-section breakdown and, without a Kineto kernel table, top
-kernels), ``ranks`` (rank comparison), ``memory`` (memory trend) and the Kineto analyses'
-``kineto_top_kernels``, ``kineto_temporal``, ``kineto_kernel_kinds`` and ``kineto_idle``.
+timeline), ``operations`` (per-section breakdown; kernels when there is no Kineto table),
+``ranks`` (rank comparison), ``memory`` (memory trend) and the Kineto analyses'
+``kineto_top_kernels``, ``kineto_temporal``, ``kineto_kernel_kinds``, ``kineto_idle`` (per
+stream) and ``kineto_idle_device`` (device level).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from my_utils.profiling.analysis.model import AnalysisReport
 from my_utils.profiling.analysis.rules._series import AGGREGATE_PREFIXES, GPU_FAMILIES, STEP_TIME
-from my_utils.profiling.reports.downsample import minmax_downsample, split_budget
+from my_utils.profiling.reports.formatting import fmt_count, fmt_ms, source_label
+from my_utils.profiling.reports.names import ellipsize, short_names
+from my_utils.profiling.reports.palette import colour, series_colour
+from my_utils.profiling.reports.plot import Chart, Facet, hbar_facets, lines, num, stacked
 
-#: Points one line chart may hold in all its traces (a few hundred KB of JSON at most).
-MAX_POINTS_PER_CHART = 4000
-#: Lines drawn in one chart; the rest are said in the chart's note.
-MAX_TRACES = 32
+__all__ = ["Chart", "build_charts", "plot_text"]
+
+from my_utils.profiling.reports.plot import plot_text
+
 #: Bars in a top-N chart.
 TOP_BARS = 15
+#: Ranks drawn side by side in a per-rank chart; more ranks show the all-ranks rows.
+MAX_FACETS = 4
 _BYTES = {"b": 1.0, "byte": 1.0, "bytes": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 1024.0,
           "mib": 1024.0 ** 2, "gib": 1024.0 ** 3}
-_LAYOUT: dict[str, Any] = {"height": 360, "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
-                           "template": None, "paper_bgcolor": "#ffffff", "plot_bgcolor": "#f7f7f9",
-                           "font": {"family": "system-ui, sans-serif", "size": 12}}
-
-
-@dataclass(frozen=True)
-class Chart:
-    """One chart of a report: its DOM id, title, plotly JSON and what drawing it must show.
-
-    ``marks`` is the number of SVG marks a browser draws for it: bars (``mark == "bar"``,
-    plotly's ``.point`` elements) or line traces (``mark == "line"``, ``.scatterlayer .trace``).
-    ``note`` says what was left out or downsampled.
-    """
-
-    id: str
-    title: str
-    figure: Mapping[str, Any]
-    mark: str
-    marks: int
-    note: str = ""
-
-    def figure_json(self) -> str:
-        """The figure as strict JSON text (non-finite numbers become null: gaps in the line)."""
-        return json.dumps(self.figure, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
-
-
-def plot_text(value: Any) -> str:
-    """``value`` as plotly text: its HTML-like markup becomes entities, so it shows literally."""
-    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _num(value: Any) -> float | None:
-    """A finite float rounded to 6 significant digits (smaller JSON), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    v = float(value)
-    return float(f"{v:.6g}") if math.isfinite(v) else None
+_IDLE_NAMES = {"host_wait": "host wait", "kernel_wait": "kernel wait", "other": "other idle"}
 
 
 def _rank_text(rank: Any) -> str:
-    return f"rank {rank}" if rank is not None else "no rank"
-
-
-def _layout(title: str, x_title: str, y_title: str, **extra: Any) -> dict[str, Any]:
-    layout = dict(_LAYOUT, title={"text": plot_text(title)}, xaxis={"title": {"text": plot_text(x_title)}},
-                  yaxis={"title": {"text": plot_text(y_title)}})
-    layout.update(extra)
-    return layout
+    return f"rank {rank}" if rank is not None else "all ranks"
 
 
 def _label(value: Any) -> int | str | None:
@@ -101,69 +57,32 @@ def _group(rows: Iterable[Mapping[str, Any]], keys: Sequence[str]) -> dict[tuple
     return out
 
 
-def _lines(chart_id: str, title: str, groups: Mapping[str, tuple[list[float], list[float]]], x_title: str,
-           y_title: str) -> Chart:
-    """A line chart of named series, downsampled to the chart's point budget."""
-    names = list(groups)[:MAX_TRACES]
-    budget = split_budget(MAX_POINTS_PER_CHART, len(names))
-    traces: list[dict[str, Any]] = []
-    before = after = 0
-    for name in names:
-        xs, ys = groups[name]
-        sx, sy = minmax_downsample(xs, ys, budget)
-        before += len(xs)
-        after += len(sx)
-        traces.append({"type": "scatter", "mode": "lines", "name": plot_text(name), "x": sx, "y": sy})
-    notes = []
-    if len(groups) > len(names):
-        notes.append(f"{len(names)} of {len(groups)} series shown")
-    if after < before:
-        notes.append(f"downsampled from {before} to {after} points (each bucket's min and max kept)")
-    figure = {"data": traces, "layout": _layout(title, x_title, y_title, showlegend=len(traces) > 1)}
-    return Chart(chart_id, title, figure, "line", len(traces), "; ".join(notes))
-
-
-def _bars(chart_id: str, title: str, labels: Sequence[str], values: Sequence[float | None], x_title: str,
-          hover: Sequence[str] | None = None, note: str = "") -> Chart:
-    """Horizontal bars, largest on top."""
-    trace: dict[str, Any] = {"type": "bar", "orientation": "h", "y": [plot_text(x) for x in labels][::-1],
-                             "x": list(values)[::-1], "marker": {"color": "#4C78A8"}}
-    if hover is not None:
-        trace["hovertext"] = [plot_text(h) for h in hover][::-1]
-    height = max(220, 60 + 24 * len(labels))
-    layout = _layout(title, x_title, "", height=height, margin=dict(_LAYOUT["margin"], l=260),
-                     yaxis={"automargin": True, "type": "category"})
-    return Chart(chart_id, title, {"data": [trace], "layout": layout}, "bar", len(labels), note)
-
-
-def scores_chart(report: AnalysisReport) -> Chart | None:
-    """Scores 0–100, overall first."""
-    if not report.scores:
-        return None
-    names = sorted(report.scores, key=lambda k: (k != "overall", k))
-    values = [_num(report.scores[k]) for k in names]
-    trace = {"type": "bar", "x": names, "y": values, "text": [f"{v:.3g}" if v is not None else "" for v in values],
-             "textposition": "auto",
-             "marker": {"color": ["#54A24B" if (v or 0) >= 80 else "#ECA82C" if (v or 0) >= 50 else "#E45756"
-                                  for v in values]}}
-    layout = _layout("Scores (0-100)", "", "score", yaxis={"range": [0, 100], "title": {"text": "score"}})
-    return Chart("chart-scores", "Scores", {"data": [trace], "layout": layout}, "bar", len(names))
+def _rank_order(ranks: Iterable[Any]) -> list[Any]:
+    # ranks read from a file may be anything: ints in order, then the rest by text, then None
+    return sorted(set(ranks), key=lambda x: (x is None, not isinstance(x, int), x if isinstance(x, int) else 0,
+                                             str(x)))
 
 
 def step_time_chart(report: AnalysisReport) -> Chart | None:
-    """Step time per step, one line per (source, rank)."""
+    """Step time per step, one line per (rank, source); the note gives each source's step count."""
     rows = report.tables.get("steps") or []
     unit = str(report.summary.get("time_unit", "ms"))
     groups: dict[str, tuple[list[float], list[float]]] = {}
+    colours: dict[str, str] = {}
+    steps_of: dict[str, set[Any]] = {}
+    ranks = _rank_order(_label(r.get("rank")) for r in rows)
     for (source, rank), group in _group(rows, ("source", "rank")).items():
-        pts = sorted((r["step"], v) for r in group if _num(r.get("step")) is not None
-                     and (v := _num(r.get("step_time"))) is not None)
+        pts = sorted((r["step"], v) for r in group if num(r.get("step")) is not None
+                     and (v := num(r.get("step_time"))) is not None)
         if pts:
-            label = f"{_rank_text(rank)} ({source})" if source else _rank_text(rank)
+            label = f"{_rank_text(rank)} · {source_label(source)}" if source else _rank_text(rank)
             groups[label] = ([p[0] for p in pts], [p[1] for p in pts])
+            colours[label] = series_colour(ranks.index(rank))
+            steps_of.setdefault(source_label(source), set()).update(p[0] for p in pts)
     if not groups:
         return None
-    return _lines("chart-step-time", "Step time", groups, "step", unit)
+    note = "; ".join(f"{s}: {fmt_count(len(v))} steps" for s, v in steps_of.items()) if len(steps_of) > 1 else ""
+    return lines("chart-step-time", f"Step time ({unit} per step)", groups, unit, note, colours)
 
 
 def _is_section(name: str) -> bool:
@@ -171,37 +90,107 @@ def _is_section(name: str) -> bool:
             and not name.startswith("ncu"))
 
 
+def _tree_order(rows: list[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[int], str] | None:
+    """Rows as a hierarchy and their depths: a tree from ``path`` (``iter/forward``), else levels from ``depth``.
+
+    With paths, each parent comes before its children (the larger first); with depths only
+    (MyTimer's nesting level, no parent named), the rows are listed level by level. None when
+    the rows carry neither (torch operators: inclusive times, said in the chart's note).
+    """
+    def mean(r: Mapping[str, Any]) -> float:
+        return -float(num(r.get("mean")) or 0.0)
+
+    paths = {str(r["path"]): r for r in rows if isinstance(r.get("path"), str) and r["path"]}
+    if paths and len(paths) == len(rows):
+        children: dict[str, list[str]] = {}
+        for p in paths:
+            parent = p.rsplit("/", 1)[0] if "/" in p else ""
+            children.setdefault(parent if parent in paths else "", []).append(p)
+        order: list[Mapping[str, Any]] = []
+        depths: list[int] = []
+
+        def walk(parent: str, depth: int) -> None:
+            for p in sorted(children.get(parent, ()), key=lambda q: mean(paths[q])):
+                order.append(paths[p])
+                depths.append(depth)
+                walk(p, depth + 1)
+
+        walk("", 0)
+        return order, depths, "tree"
+    if rows and all(isinstance(r.get("depth"), int) and not isinstance(r.get("depth"), bool) for r in rows):
+        levels = sorted(rows, key=lambda r: (int(r["depth"]), mean(r)))
+        return levels, [int(r["depth"]) for r in levels], "levels"
+    return None
+
+
 def sections_chart(report: AnalysisReport) -> Chart | None:
-    """Where the time goes: total per section (timed region or operator), the largest first."""
+    """Where a step's time goes: mean per step of each section, one facet per source (titled with its steps).
+
+    With the regions' ``path`` the bars are a hierarchy (children indented under their parent,
+    a parent's bar includes its children); without it, the note says the times are inclusive.
+    """
     rows = [r for r in report.tables.get("operations") or [] if isinstance(r.get("name"), str) and r["name"]
-            and _is_section(r["name"]) and _num(r.get("total")) is not None]
+            and _is_section(r["name"]) and num(r.get("mean")) is not None]
     if not rows:
         return None
-    rows.sort(key=lambda r: -float(r["total"]))
-    top = rows[:TOP_BARS]
-    labels = [f"{r['name']} ({r.get('source', '')})" if r.get("source") else str(r["name"]) for r in top]
-    hover = [f"{r['name']}: total {_num(r['total'])} {r.get('unit', '')}, {r.get('count', '?')} events"
-             + (f", {100 * float(r['share']):.1f}% of step time" if _num(r.get("share")) is not None else "")
-             for r in top]
-    note = f"top {len(top)} of {len(rows)} sections" if len(rows) > len(top) else ""
-    unit = str(top[0].get("unit", "ms"))
-    return _bars("chart-sections", "Per-section breakdown (total time)", labels, [_num(r["total"]) for r in top],
-                 unit, hover, note)
+    facets: list[Facet] = []
+    notes: list[str] = []
+    for (source,), group in _group(rows, ("source",)).items():
+        group = sorted(group, key=lambda r: -float(r["mean"]))
+        tree = _tree_order(group)
+        if tree is not None:
+            picked, depths = tree[0][:TOP_BARS], tree[1][:TOP_BARS]
+            if tree[2] == "levels" and max(depths, default=0) > 0:
+                notes.append(f"{source_label(source)}: regions by nesting level (└ nested); a region's bar includes "
+                             "the regions nested in it")
+        else:
+            picked, depths = group[:TOP_BARS], [0] * min(TOP_BARS, len(group))
+            if any(r.get("self_mean") is None for r in picked):
+                notes.append(f"{source_label(source)}: inclusive times (a section includes what runs inside it)")
+        steps = max((int(r.get("steps") or 0) for r in picked), default=0)
+        ranks = sorted({x for r in picked for x in (r.get("ranks") or []) if isinstance(x, int)})
+        if len(ranks) > 1:
+            basis = f"mean of {fmt_count(steps)} (rank, step) values, ranks {', '.join(map(str, ranks))}"
+        else:
+            basis = (f"rank {ranks[0]} · " if ranks else "") + f"{fmt_count(steps)} steps"
+        unit = str(picked[0].get("unit", "ms"))
+        labels = [("\u2003" * d + ("└ " if d else "")) + ellipsize(str(r["name"]), 48)
+                  for r, d in zip(picked, depths, strict=True)]
+        hover = [f"{r['name']} ({source_label(source)}): {fmt_ms(r.get('mean'), unit)} per step, "
+                 f"{fmt_ms(r.get('total'), unit)} in {fmt_count(r.get('steps'))} steps, "
+                 f"{fmt_count(r.get('count'))} events" for r in picked]
+        facets.append(Facet(f"{source_label(source)} · {basis}", labels,
+                            [num(r["mean"]) for r in picked], hover, [str(source)] * len(picked),
+                            f"{unit} per step (mean)"))
+        if len(group) > len(picked):
+            notes.append(f"{source_label(source)}: top {len(picked)} of {len(group)} sections")
+    return hbar_facets("chart-sections", "Where a step's time goes (mean per step, by source)", facets, colour,
+                       "; ".join(notes), stacked_facets=True)
 
 
 def ranks_chart(report: AnalysisReport) -> Chart | None:
-    """Mean step time per rank: a straggler stands out."""
-    rows = [r for r in report.tables.get("ranks") or [] if _num(r.get("mean_step_time")) is not None]
-    if not rows:
-        return None
+    """Median step time per rank, one bar per (rank, source of step times): a straggler stands out."""
+    rows = [r for r in report.tables.get("ranks") or [] if num(r.get("median_step_time", r.get("mean_step_time")))
+            is not None and r.get("rank") is not None]
+    if len({_label(r.get("rank")) for r in rows}) < 2:
+        return None  # one rank: nothing to compare (its step time is in the headline and the table)
     unit = str(report.summary.get("time_unit", "ms"))
-    labels = [_rank_text(r.get("rank")) for r in rows]
-    trace = {"type": "bar", "x": labels, "y": [_num(r["mean_step_time"]) for r in rows],
-             "hovertext": [f"{_rank_text(r.get('rank'))}: {r.get('steps', '?')} steps, median "
-                           f"{_num(r.get('median_step_time'))} {unit}" for r in rows],
-             "marker": {"color": "#72B7B2"}}
-    layout = _layout("Mean step time per rank", "", unit, xaxis={"type": "category"})
-    return Chart("chart-ranks", "Rank comparison", {"data": [trace], "layout": layout}, "bar", len(rows))
+    traces = []
+    marks = 0
+    for (source,), group in _group(rows, ("source",)).items():
+        name = source_label(source) if source else "step time"
+        key = "median_step_time" if all(r.get("median_step_time") is not None for r in group) else "mean_step_time"
+        traces.append({"type": "bar", "name": name, "x": [_rank_text(r.get("rank")) for r in group],
+                       "y": [num(r.get(key)) for r in group], "marker": {"color": colour(str(source or ""))},
+                       "hovertext": [f"{_rank_text(r.get('rank'))} · {name}: {key.split('_')[0]} "
+                                     f"{fmt_ms(r.get(key), unit)} over {fmt_count(r.get('steps'))} steps"
+                                     for r in group], "hoverinfo": "text"})
+        marks += len(group)
+    from my_utils.profiling.reports.plot import category_axis, layout, value_axis
+
+    fig = {"data": traces, "layout": layout("Median step time per rank", category_axis(), value_axis(unit),
+                                            barmode="group", showlegend=len(traces) > 1)}
+    return Chart("chart-ranks", "Rank comparison", fig, "bar", marks)
 
 
 def memory_chart(report: AnalysisReport) -> Chart | None:
@@ -214,115 +203,164 @@ def memory_chart(report: AnalysisReport) -> Chart | None:
         scaled = scaled or factor is not None
         scale = factor / 1024.0 ** 2 if factor else 1.0
         pts = sorted((r["step"], float(f"{r['value'] * scale:.6g}")) for r in group
-                     if _num(r.get("step")) is not None and _num(r.get("value")) is not None)
+                     if num(r.get("step")) is not None and num(r.get("value")) is not None)
         if pts:
             groups[f"{name} ({_rank_text(rank)})"] = ([p[0] for p in pts], [p[1] for p in pts])
     if not groups:
         return None
-    return _lines("chart-memory", "Memory trend", groups, "step", "MiB" if scaled else "value")
+    return lines("chart-memory", "Memory per step", groups, "MiB" if scaled else "value")
 
 
-def _kineto_rows(report: AnalysisReport, table: str) -> list[dict[str, Any]]:
-    """The rows of ``kineto_<table>``: the all-ranks rows (``rank`` None) when there are any, else every rank's."""
-    rows = report.tables.get(f"kineto_{table}") or []
-    combined = [r for r in rows if r.get("rank") is None]
-    return combined or list(rows)
+def _kineto_rows(report: AnalysisReport, table: str) -> list[Mapping[str, Any]]:
+    return list(report.tables.get(f"kineto_{table}") or [])
+
+
+def _per_rank_rows(rows: Sequence[Mapping[str, Any]]) -> tuple[list[Any], str]:
+    """The ranks to draw: each rank's own rows (up to ``MAX_FACETS``), else the all-ranks rows; and a note."""
+    ranks = _rank_order(_label(r.get("rank")) for r in rows if r.get("rank") is not None)
+    if ranks and len(ranks) <= MAX_FACETS:
+        return ranks, ""
+    if any(r.get("rank") is None for r in rows):
+        return [None], (f"{len(ranks)} ranks: the all-ranks rows are drawn (sums over ranks); per-rank rows are in "
+                        "the table" if ranks else "")
+    return ranks[:MAX_FACETS], f"first {MAX_FACETS} of {len(ranks)} ranks"
 
 
 def kernel_rows(report: AnalysisReport) -> tuple[list[dict[str, Any]], str]:
-    """Kernels by total GPU time (name, total, unit): ``kineto_top_kernels`` summed over ranks, else ``kernel:`` operations."""
+    """Kernel rows (rank, name, kind, total in ms, count): ``kineto_top_kernels``, else ``kernel:`` operations."""
     kineto = _kineto_rows(report, "top_kernels")
     if kineto:
-        totals: dict[str, float] = {}
-        for r in kineto:
-            value = _num(r.get("total_us"))
-            if r.get("name") is not None and value is not None:
-                totals[str(r["name"])] = totals.get(str(r["name"]), 0.0) + value
-        return [{"name": k, "total": v / 1e3, "unit": "ms"} for k, v in totals.items()], "kineto_top_kernels"
-    rows = [{"name": str(r["name"])[len("kernel:"):], "total": r.get("total"), "unit": r.get("unit", "ms")}
-            for r in report.tables.get("operations") or [] if str(r.get("name", "")).startswith("kernel:")]
+        return [{"rank": r.get("rank"), "name": str(r["name"]), "kind": str(r.get("kind") or ""),
+                 "total": (num(r.get("total_us")) or 0.0) / 1e3, "count": r.get("count"), "unit": "ms",
+                 "mean_us": r.get("mean_us")}
+                for r in kineto if r.get("name") is not None and num(r.get("total_us")) is not None], \
+            "kineto_top_kernels"
+    rows = [{"rank": None, "name": str(r["name"])[len("kernel:"):], "kind": "", "total": num(r.get("total")),
+             "count": r.get("count"), "unit": str(r.get("unit", "ms"))}
+            for r in report.tables.get("operations") or []
+            if str(r.get("name", "")).startswith("kernel:") and num(r.get("total")) is not None]
     return rows, "operations"
 
 
-def _stacked(chart_id: str, title: str, categories: Sequence[str], series: Mapping[str, Sequence[float]],
-             y_title: str, note: str = "") -> Chart:
-    """Stacked vertical bars: one trace per series, one bar per category in each (missing values are 0)."""
-    traces = [{"type": "bar", "name": plot_text(name), "x": [plot_text(c) for c in categories], "y": list(values)}
-              for name, values in series.items()]
-    layout = _layout(title, "", y_title, barmode="stack", xaxis={"type": "category"})
-    return Chart(chart_id, title, {"data": traces, "layout": layout}, "bar", len(categories) * len(series), note)
+def kernels_chart(report: AnalysisReport) -> Chart | None:
+    """The GPU kernels with the most time, one facet per rank: short names in the margin, full names on hover."""
+    rows, table = kernel_rows(report)
+    others = [r for r in rows if r["name"] == "others"]
+    rows = [r for r in rows if r["name"] != "others"]
+    if not rows:
+        return None
+    ranks, note = _per_rank_rows(rows)
+    by_rank = {rank: sorted((r for r in rows if _label(r.get("rank")) == rank), key=lambda r: -float(r["total"]))
+               for rank in ranks}
+    # one label per kernel across the facets: the kernels on top in any rank, largest first
+    best: dict[str, float] = {}
+    for rank_rows in by_rank.values():
+        for r in rank_rows[:TOP_BARS]:
+            best[r["name"]] = max(best.get(r["name"], 0.0), float(r["total"]))
+    names = sorted(best, key=lambda n: -best[n])[:TOP_BARS]
+    label = dict(zip(names, short_names(names), strict=True))
+    facets = []
+    for rank, rank_rows in by_rank.items():
+        picked = [r for r in rank_rows if r["name"] in label]
+        unit = picked[0]["unit"] if picked else "ms"
+        facets.append(Facet(_rank_text(rank) if table == "kineto_top_kernels" else "all kernels",
+                            [label[r["name"]] for r in picked], [num(r["total"]) for r in picked],
+                            [f"{r['name']}\n{_rank_text(rank)}: {fmt_ms(r['total'], unit)} in "
+                             f"{fmt_count(r.get('count'))} launches" + (f" ({r['kind']})" if r["kind"] else "")
+                             for r in picked],
+                            [r["kind"] for r in picked], f"{unit} of GPU time"))
+    notes = [n for n in (note, f"top {len(names)} kernels by GPU time (from {table})") if n]
+    if others:
+        notes.append("the rest: " + ", ".join(f"{_rank_text(r.get('rank'))} {fmt_ms(r['total'])}"
+                                              for r in others if _label(r.get("rank")) in ranks))
+    return hbar_facets("chart-kernels", "Top GPU kernels (total time per rank)", facets, colour, "; ".join(notes),
+                       [label[n] for n in names])
 
 
-def _per_rank(rows: Sequence[Mapping[str, Any]], key: str, value: str,
-              all_ranks: bool = False) -> tuple[list[str], dict[str, list[float]]]:
-    """``rows`` (rank, key, value) pivoted: rank labels and, per ``key`` value, the summed ``value`` per rank.
-
-    The all-ranks rows (``rank`` None) are kept only with ``all_ranks`` (shares) or when no
-    rank has its own rows: beside per-rank times, a sum over ranks would dwarf them.
-    """
-    if not all_ranks and any(r.get("rank") is not None for r in rows):
-        rows = [r for r in rows if r.get("rank") is not None]
-    # ranks read from a file may be anything: ints in order, then the rest by text, then None
-    ranks = sorted({_label(r.get("rank")) for r in rows},
-                   key=lambda x: (x is None, not isinstance(x, int), x if isinstance(x, int) else 0, str(x)))
+def _pivot(rows: Sequence[Mapping[str, Any]], key: str, value: str, ranks: Sequence[Any],
+           scale: float = 1.0, rename: Mapping[str, str] | None = None) -> dict[str, list[float]]:
+    """``rows`` (rank, key, value) as one list per ``key`` value, one number per rank (the table's own rows)."""
     index = {rank: i for i, rank in enumerate(ranks)}
     series: dict[str, list[float]] = {}
     for r in rows:
-        v = _num(r.get(value))
-        if v is None:
+        rank = _label(r.get("rank"))
+        v = num(r.get(value))
+        if rank not in index or v is None:
             continue
-        column = series.setdefault(str(_label(r.get(key))), [0.0] * len(ranks))
-        column[index[_label(r.get("rank"))]] += v
-    labels = [_rank_text(rank) if rank is not None else "all ranks" for rank in ranks]
-    return labels, series
+        name = str(r.get(key))
+        column = series.setdefault((rename or {}).get(name, name), [0.0] * len(ranks))
+        column[index[rank]] = v * scale
+    return series
 
 
 def temporal_chart(report: AnalysisReport) -> Chart | None:
-    """Kineto temporal breakdown per rank: idle, compute and non-compute shares of the GPU's span."""
-    rows = list(report.tables.get("kineto_temporal") or [])
+    """Kineto temporal breakdown per rank: compute, non-compute and idle shares of the GPU's span."""
+    rows = _kineto_rows(report, "temporal")
     if not rows:
         return None
+    ranks, note = _per_rank_rows(rows)
+    if len(ranks) > 1 and any(r.get("rank") is None for r in rows):
+        ranks = [*ranks, None]  # shares: the all-ranks bar may stand beside the ranks'
     long = [{"rank": r.get("rank"), "part": part.replace("_", "-"), "pct": r.get(f"{part}_pct")}
             for r in rows for part in ("compute", "non_compute", "idle")]
-    labels, series = _per_rank(long, "part", "pct", all_ranks=True)
-    return _stacked("chart-temporal", "GPU time: compute / non-compute / idle (%)", labels, series, "% of span")
+    series = _pivot(long, "part", "pct", ranks)
+    return stacked("chart-temporal", "GPU time: compute / non-compute / idle (% of the span)",
+                   [_rank_text(r) for r in ranks], series, "% of span", colour, note, "% of span")
 
 
 def kernel_kinds_chart(report: AnalysisReport) -> Chart | None:
-    """Kineto kernel breakdown per rank: computation, communication and memory kernels."""
-    rows = list(report.tables.get("kineto_kernel_kinds") or [])
+    """Kineto kernel breakdown per rank: computation, communication and memory kernels (ms)."""
+    rows = _kineto_rows(report, "kernel_kinds")
     if not rows:
         return None
-    labels, series = _per_rank(rows, "kind", "total_us")
-    series = {k: [v / 1e3 for v in values] for k, values in series.items()}
-    return _stacked("chart-kernel-kinds", "GPU kernel time by kind (ms)", labels, series, "ms")
+    ranks, note = _per_rank_rows(rows)
+    series = _pivot(rows, "kind", "total_us", ranks, 1e-3)
+    return stacked("chart-kernel-kinds", "GPU kernel time by kind (ms)", [_rank_text(r) for r in ranks], series,
+                   "ms", colour, note, "ms")
+
+
+def _lanes(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[tuple[Any, ...]]:
+    """The distinct ``keys`` tuples of ``rows`` (rank, device, stream), in numeric order."""
+    return sorted({tuple(_label(r.get(k)) for k in keys) for r in rows},
+                  key=lambda k: tuple((x is None, not isinstance(x, int), x if isinstance(x, int) else 0, str(x))
+                                      for x in k))
+
+
+def _by_lane(rows: Sequence[Mapping[str, Any]], keys: Sequence[str],
+             lanes: Sequence[tuple[Any, ...]]) -> dict[str, list[float]]:
+    """Idle ms per cause, one number per lane: each row is one lane's own figure (nothing is added up)."""
+    index = {lane: i for i, lane in enumerate(lanes)}
+    out: dict[str, list[float]] = {}
+    for r in rows:
+        v = num(r.get("idle_us"))
+        if v is None:
+            continue
+        name = _IDLE_NAMES.get(str(r.get("category")), str(r.get("category")))
+        out.setdefault(name, [0.0] * len(lanes))[index[tuple(_label(r.get(k)) for k in keys)]] = v * 1e-3
+    return out
 
 
 def idle_chart(report: AnalysisReport) -> Chart | None:
-    """Kineto idle-time breakdown per rank (all streams): host wait, kernel wait, other."""
-    rows = list(report.tables.get("kineto_idle") or [])
+    """GPU idle time by cause: per (rank, GPU) at device level when the table is there, else per stream; never summed."""
+    device = [r for r in _kineto_rows(report, "idle_device") if r.get("rank") is not None or r.get("device") is not None]
+    if device:
+        keys: tuple[str, ...] = ("rank", "device")
+        lanes = _lanes(device, keys)
+        labels = [f"{_rank_text(rank)} · GPU {dev}" for rank, dev in lanes]
+        return stacked("chart-idle", "GPU idle time by cause (ms; device level: no stream of the GPU busy)", labels,
+                       _by_lane(device, keys, lanes), "ms", colour, "", "ms")
+    rows = [r for r in _kineto_rows(report, "idle") if r.get("stream") is not None]
     if not rows:
         return None
-    labels, series = _per_rank(rows, "category", "idle_us")
-    series = {k.replace("_", " "): [v / 1e3 for v in values] for k, values in series.items()}
-    return _stacked("chart-idle", "GPU idle time by cause (ms)", labels, series, "ms")
-
-
-def kernels_chart(report: AnalysisReport) -> Chart | None:
-    """The GPU kernels that took the most time in all."""
-    rows, table = kernel_rows(report)
-    rows = [r for r in rows if _num(r.get("total")) is not None]
-    if not rows:
-        return None
-    rows.sort(key=lambda r: -float(r["total"]))
-    top = rows[:TOP_BARS]
-    note = f"top {len(top)} of {len(rows)} kernels (from {table})"
-    return _bars("chart-kernels", "Top kernels (GPU time)", [str(r["name"]) for r in top],
-                 [_num(r["total"]) for r in top], str(top[0]["unit"]), [str(r["name"]) for r in top], note)
+    keys = ("rank", "device", "stream")
+    lanes = _lanes(rows, keys)
+    labels = [f"{_rank_text(rank)} · GPU {dev} · stream {stream}" for rank, dev, stream in lanes]
+    return stacked("chart-idle", "GPU idle time by cause, per stream (ms; streams overlap, never summed)", labels,
+                   _by_lane(rows, keys, lanes), "ms", colour, "", "ms")
 
 
 def build_charts(report: AnalysisReport) -> list[Chart]:
     """Every chart the report's data allows, in reading order."""
-    makers = (scores_chart, step_time_chart, sections_chart, ranks_chart, memory_chart, kernels_chart,
-              temporal_chart, kernel_kinds_chart, idle_chart)
+    makers = (step_time_chart, temporal_chart, kernels_chart, sections_chart, kernel_kinds_chart, idle_chart,
+              ranks_chart, memory_chart)
     return [c for c in (make(report) for make in makers) if c is not None]

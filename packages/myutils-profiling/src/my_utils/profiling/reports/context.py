@@ -1,19 +1,37 @@
 """What the templates show: an ``AnalysisReport`` turned into display rows (no markup here).
 
-The HTML and Markdown templates read the same context, so both show the same findings,
-scores and tables; only the charts are HTML-only (Markdown gets their numbers as tables).
-Long lists are cut to what a reader can use (the JSON report keeps everything) and every
-cut is said in the report.
+The HTML and Markdown templates read the same context, so both show the same headline,
+findings, scores and tables; only the charts are HTML-only (Markdown gets their numbers as
+tables). Long lists are cut to what a reader can use (the JSON report keeps everything) and
+every cut is said in the report; a row that evidence points at is always shown, with an
+``id`` the evidence links to. Numbers read the same everywhere (``formatting``): ms with
+separators, µs columns shown in ms under a header that says so, shares as % of a named whole.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from my_utils.profiling.analysis.model import SEVERITIES, AnalysisReport
+from my_utils.profiling.analysis.model import SEVERITIES, AnalysisReport, Finding
+from my_utils.profiling.reports.formatting import (
+    column_title,
+    fmt_count,
+    fmt_ms,
+    fmt_pct,
+    fmt_value,
+    source_label,
+)
+from my_utils.profiling.reports.headline import (
+    dimension_views,
+    evidence_anchor,
+    evidence_links,
+    fact_view,
+    find_row,
+    finding_anchor,
+    headline_view,
+)
+from my_utils.profiling.reports.names import ellipsize, short_names
 
 #: Findings listed in full; more are counted ("N more in analysis_report.json").
 MAX_FINDINGS = 200
@@ -24,60 +42,163 @@ MAX_TABLE_ROWS = 50
 MAX_COLUMNS = 12
 #: Tables of other names (third-party rules) listed at most.
 MAX_OTHER_TABLES = 20
-#: Characters of one evidence value.
-MAX_VALUE_CHARS = 400
+#: Characters of a name in a table cell; longer names are cut, the full name in the cell's title.
+MAX_NAME_CHARS = 80
 _OPERATION_COLUMNS = ("name", "source", "unit", "count", "steps", "total", "mean", "p90", "cv", "share")
+#: Tables whose ``name`` column holds GPU kernel names (shortened like the charts' labels).
+_KERNEL_TABLES = frozenset({"kineto_top_kernels", "kineto_launch_outliers"})
+_TEXT_COLUMNS = frozenset({"name", "file", "detail", "series", "check", "rule", "layer"})
 
 
-def fmt_value(value: Any) -> str:
-    """A cell: numbers with 4 significant digits, lists/objects as compact JSON, cut at ``MAX_VALUE_CHARS``."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return f"{value:.4g}" if math.isfinite(value) else str(value)
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS - 1] + "…"
+def _kernel_labels(rows: Sequence[Mapping[str, Any]], table: str) -> dict[str, str]:
+    """Distinct short names of the kernel names in ``rows`` (``kernel:`` prefix kept), as the charts show them."""
+    names = sorted({str(r["name"]) for r in rows if isinstance(r.get("name"), str)
+                    and (table in _KERNEL_TABLES or str(r["name"]).startswith("kernel:"))})
+    bare = [n[len("kernel:"):] if n.startswith("kernel:") else n for n in names]
+    return {n: ("kernel:" if n.startswith("kernel:") else "") + s
+            for n, s in zip(names, short_names(bare, MAX_NAME_CHARS), strict=True)}
 
 
-def _rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> list[list[str]]:
-    return [[fmt_value(r.get(c)) for c in columns] for r in rows]
+def _cell(value: Any, column: str, table: str, kernels: Mapping[str, str] | None = None) -> dict[str, str]:
+    """One cell: its ``text``, the full value as ``title`` when the text was shortened, ``num`` for numbers."""
+    text = fmt_value(value, column)
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    cell = {"text": text, "title": "", "num": "num" if number else ""}
+    if column == "source" and isinstance(value, str):
+        cell["text"] = source_label(value)
+    elif column == "name" and isinstance(value, str) and kernels and value in kernels:
+        cell.update(text=kernels[value], title=value if kernels[value] != value else "")
+    elif len(text) > MAX_NAME_CHARS and (column in _TEXT_COLUMNS or isinstance(value, str)):
+        cell.update(text=ellipsize(text, MAX_NAME_CHARS), title=text)
+    return cell
+
+
+def _share_cell(row: Mapping[str, Any]) -> dict[str, str]:
+    """A share with its whole: ``35.7% of device time`` (``share_of`` names the whole when the row has it)."""
+    share = row.get("share")
+    if share is None:
+        return {"text": fmt_value(None), "title": "", "num": ""}
+    whole = row.get("share_of")
+    text = fmt_pct(share, fraction=True)
+    return {"text": f"{text} of {whole}" if whole else text, "title": "", "num": ""}
 
 
 def table_view(title: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None,
-               limit: int = MAX_TABLE_ROWS) -> dict[str, Any]:
-    """A table for the templates: ``title``, ``columns``, formatted ``rows`` and a ``note`` on what was cut."""
+               limit: int = MAX_TABLE_ROWS, name: str = "", pinned: Sequence[int] = ()) -> dict[str, Any]:
+    """A table for the templates: ``title``, column ``headers``, ``rows`` of cells with row ``id``s, a ``note``.
+
+    ``name`` is the report's table name: rows get ``id`` anchors (``row-<name>-<index>``) and the
+    rows in ``pinned`` (evidence) are shown even past ``limit``.
+    """
     if columns is None:
         seen: dict[str, None] = {}
         for r in rows[:limit]:
             seen.update(dict.fromkeys(str(k) for k in r))
         columns = list(seen)[:MAX_COLUMNS]
+    shown = list(range(min(limit, len(rows))))
+    extra = sorted(i for i in set(pinned) if limit <= i < len(rows))
+    out_rows = []
+    kernels = _kernel_labels([rows[i] for i in shown + extra], name) if "name" in columns else {}
+    for i in shown + extra:
+        row = rows[i]
+        cells = [_share_cell(row) if c == "share" else _cell(row.get(c), c, name, kernels) for c in columns]
+        out_rows.append({"id": evidence_anchor(name, i) if name else "", "cells": cells, "index": i})
+    headers = [column_title(c) for c in columns]
+    if "share" in columns and not any(r.get("share_of") for r in rows[:limit]):
+        headers[list(columns).index("share")] = "share of step time (GPU rows: of GPU time)"
     note = f"first {limit} of {len(rows)} rows" if len(rows) > limit else ""
-    return {"title": title, "columns": list(columns), "rows": _rows(rows[:limit], columns), "note": note}
+    if extra:
+        note += f" (and {len(extra)} more that findings cite)"
+    return {"title": title, "name": name, "id": f"table-{name}" if name else "", "columns": headers,
+            "rows": out_rows, "note": note}
 
 
-def _finding_view(f: Any) -> dict[str, Any]:
-    return {"id": f.id, "category": f.category, "severity": f.severity, "title": f.title, "detail": f.detail,
-            "suggestion": f.suggestion, "evidence": [(str(k), fmt_value(v)) for k, v in f.evidence.items()]}
+def _evidence_cells(f: Finding) -> list[tuple[str, str]]:
+    return [(str(k), fmt_value(v, str(k))) for k, v in f.evidence.items()]
+
+
+def _impact_text(f: Finding, short: bool = False) -> str:
+    """What fixing ``f`` could save, per the analysis' estimate; ``short`` leaves out how it was estimated."""
+    impact = f.impact
+    parts = []
+    if impact.ms_per_step is not None:
+        parts.append(f"could save up to {fmt_ms(impact.ms_per_step)} per step")
+    if impact.share_of_step is not None:
+        step = f" ({source_label(impact.step_source)} step time)" if impact.step_source and not short else ""
+        parts.append(f"{fmt_pct(impact.share_of_step, fraction=True)} of the median step{step}")
+    if impact.steps is not None:
+        parts.append(f"rests on {fmt_count(impact.steps)} step{'s' if impact.steps != 1 else ''}")
+    if impact.basis and not short:
+        parts.append(impact.basis)
+    return " · ".join(parts)
+
+
+def finding_view(report: AnalysisReport, f: Finding, index: int) -> dict[str, Any]:
+    """One finding for the templates: text, anchors, impact line, advice with its evidence rows, fact links."""
+    facts = [report.fact(i) for i in f.facts]
+    fact_views = [fact_view(report, x) for x in facts if x is not None]
+    advice = [{"text": a.text, "evidence": evidence_links(report, a.because)} for a in f.advice]
+    links = [e for v in fact_views for e in v["evidence"]] + [e for a in advice for e in a["evidence"]]
+    return {"id": f.id, "anchor": finding_anchor(f.id), "index": index, "category": f.category,
+            "severity": f.severity, "title": f.title, "detail": f.detail, "suggestion": f.suggestion,
+            "impact": _impact_text(f), "impact_short": _impact_text(f, short=True), "facts": fact_views, "advice": advice,
+            "evidence": _evidence_cells(f), "evidence_links": links,
+            "href": next((e["href"] for e in links if e["href"]), f"#{finding_anchor(f.id)}")}
 
 
 def _ncu_rules(report: AnalysisReport) -> dict[str, Any] | None:
     """Nsight Compute rule rows: an ``ncu_rules`` table when the analyzer gives one, else ``ncu.rule:*`` totals."""
     if report.tables.get("ncu_rules"):
-        return table_view("Nsight Compute rules", report.tables["ncu_rules"])
+        return table_view("Nsight Compute rules", report.tables["ncu_rules"], name="ncu_rules")
     rows = [dict(r, rule=str(r["name"])[len("ncu.rule:"):]) for key in ("totals", "operations")
             for r in report.tables.get(key) or [] if str(r.get("name", "")).startswith("ncu.rule:")]
     if not rows:
         return None
-    return table_view("Nsight Compute rules (estimated speedup)", rows,
-                      ["rule", "rank", "count", "total", "max", "unit"])
+    return table_view("Nsight Compute rules (estimated speedup)", rows, ["rule", "rank", "count", "total", "max", "unit"])
 
 
 def _key_values(data: Mapping[str, Any]) -> list[tuple[str, str]]:
-    return [(str(k), fmt_value(v)) for k, v in data.items()]
+    """Scalar entries as (key, text); a list of objects is drawn as a table instead (``_sub_tables``)."""
+    return [(str(k), fmt_value(v, str(k))) for k, v in data.items() if not _is_rows(v)]
+
+
+def _is_rows(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, Mapping) for v in value)
+
+
+def _sub_tables(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The entries of ``data`` that are lists of objects (per-instrument overheads...), as tables."""
+    return [table_view(str(k).replace("_", " "), v) for k, v in data.items() if _is_rows(v)]
+
+
+def _pinned(report: AnalysisReport) -> dict[str, set[int]]:
+    """Per table, the rows that facts and advice cite (always shown, so every evidence link has a target)."""
+    rows = [e for fact in report.facts for e in fact.evidence]
+    rows += [b for f in report.findings for a in f.advice for b in a.because]
+    out: dict[str, set[int]] = {}
+    for ev in rows:
+        i = find_row(report, ev)
+        if i is not None:
+            out.setdefault(ev.table, set()).add(i)
+    return out
+
+
+def _distinct_facts(report: AnalysisReport) -> list[dict[str, Any]]:
+    """Every fact once: a fact that reads exactly like one listed (a rank's copy of the headline figure) is left out."""
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for fact in report.facts:
+        view = fact_view(report, fact)
+        key = (view["label"], view["value"], view["basis"])
+        if key not in seen:
+            seen.add(key)
+            out.append(view)
+    return out
+
+
+def _title_of(name: str) -> str:
+    return f"Kineto: {name[len('kineto_'):].replace('_', ' ')}" if name.startswith("kineto_") else \
+        name.replace("_", " ")
 
 
 def build_context(report: AnalysisReport) -> dict[str, Any]:
@@ -86,42 +207,52 @@ def build_context(report: AnalysisReport) -> dict[str, Any]:
     steps = summary.get("steps") if isinstance(summary.get("steps"), Mapping) else {}
     facts = [("workload", report.workload), ("schema", report.schema_version),
              ("events", fmt_value(summary.get("events", report.inputs.get("events")))),
-             ("steps", f"{fmt_value(steps.get('count'))} ({fmt_value(steps.get('first'))}"
-                       f"–{fmt_value(steps.get('last'))})" if steps else "-"),
-             ("ranks", fmt_value(summary.get("ranks"))), ("sources", fmt_value(summary.get("sources"))),
+             ("steps", f"{fmt_value(steps.get('count'))} ({fmt_value(steps.get('first'), 'step')}"
+                       f"–{fmt_value(steps.get('last'), 'step')})" if steps else "-"),
+             ("ranks", fmt_value(summary.get("ranks"))),
+             ("sources", ", ".join(source_label(s) for s in summary.get("sources") or []) or "-"),
              ("run ids", fmt_value(report.inputs.get("run_ids")))]
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in SEVERITIES}
+    pinned = _pinned(report)
     step_time = summary.get("step_time")
     step_rows = [dict(v, series=k) for k, v in step_time.items() if isinstance(v, Mapping)] \
         if isinstance(step_time, Mapping) else []
     tables = []
     if step_rows:
-        tables.append(table_view("Step time per rank", step_rows,
-                                 ["series", "steps", "unit", "mean", "median", "p90", "min", "max", "cv"]))
+        tables.append(table_view("Step time per rank and source", step_rows,
+                                 ["series", "source", "steps", "unit", "median", "p90", "max", "mean", "min", "cv"]))
     if report.tables.get("ranks"):
-        tables.append(table_view("Ranks", report.tables["ranks"]))
-    kineto = [table_view(f"Kineto: {name[len('kineto_'):].replace('_', ' ')}", rows)
+        tables.append(table_view("Ranks", report.tables["ranks"], name="ranks", pinned=sorted(pinned.get("ranks", ()))))
+    kineto = [table_view(_title_of(name), rows, name=name, pinned=sorted(pinned.get(name, ())))
               for name, rows in report.tables.items() if name.startswith("kineto_") and rows]
     # tables another rule or analysis added: listed too, so a plugin's data reaches the reader
     shown = {"operations", "steps", "memory", "ranks", "totals", "ncu_rules"}
-    other = [table_view(name.replace("_", " "), rows) for name, rows in report.tables.items()
+    other = [table_view(_title_of(name), rows, name=name, pinned=sorted(pinned.get(name, ())))
+             for name, rows in report.tables.items()
              if name not in shown and not name.startswith("kineto_") and rows][:MAX_OTHER_TABLES]
     ops = report.tables.get("operations") or []
+    findings = [finding_view(report, f, i) for i, f in enumerate(report.findings[:MAX_FINDINGS], start=1)]
     return {
         "title": f"Analysis report: {report.workload or 'run'}",
+        "headline": headline_view(report, findings),
         "facts": facts,
-        "scores": [(k, fmt_value(report.scores[k])) for k in sorted(report.scores, key=lambda k: (k != "overall", k))],
+        "dimensions": dimension_views(report),
+        "scores": [(d["name"], d["value"]) for d in dimension_views(report)],
         "counts": counts,
-        "findings": [_finding_view(f) for f in report.findings[:MAX_FINDINGS]],
+        "findings": findings,
         "findings_more": max(0, len(report.findings) - MAX_FINDINGS),
-        "operations": table_view("Operations (largest total first)", ops, _OPERATION_COLUMNS, MAX_OPERATION_ROWS)
-        if ops else None,
+        "all_facts": _distinct_facts(report),
+        "operations": table_view("Operations (largest total first)", ops, _OPERATION_COLUMNS, MAX_OPERATION_ROWS,
+                                 name="operations", pinned=sorted(pinned.get("operations", ()))) if ops else None,
         "tables": tables,
         "kineto": kineto,
         "other_tables": other,
         "kineto_note": str(summary.get("kineto", "")),
+        "warnings": [str(w.get("message", w)) if isinstance(w, Mapping) else str(w)
+                     for w in summary.get("warnings") or []],
         "ncu": _ncu_rules(report),
         "overhead": _key_values(report.overhead),
+        "overhead_tables": _sub_tables(report.overhead),
         "hardware": _key_values(report.hardware),
         "rule_errors": [(str(e.get("rule", "?")), str(e.get("error", ""))) for e in summary.get("rule_errors") or []
                         if isinstance(e, Mapping)],
