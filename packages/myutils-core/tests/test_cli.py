@@ -83,6 +83,10 @@ def test_option_values_are_json_or_text() -> None:
 # -- plugin components and commands inside the guard --------------------------------------
 
 
+class _Boom(BaseException):
+    """A plugin's own BaseException subclass."""
+
+
 class _KeyErrorProvider:
     name = "cli_test_keyerror"
 
@@ -125,6 +129,14 @@ def test_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
         def crash() -> None:
             raise ZeroDivisionError("division by zero")
 
+        @app.command("cli-test-exit")
+        def own_exit() -> None:
+            sys.exit(3)  # a plugin's own command may end itself so
+
+        @app.command("cli-test-boom")
+        def boom() -> None:
+            raise _Boom("from the command")
+
     module.myutils_metrics_providers = hookimpl(providers)  # type: ignore[attr-defined]
     module.myutils_cli = hookimpl(cli)  # type: ignore[attr-defined]
     reset_registry()
@@ -164,6 +176,66 @@ def test_plugin_commands_are_guarded(test_plugin: types.ModuleType) -> None:
     crash = runner.invoke(build_app(), ["cli-test-crash"])
     assert crash.exit_code == 1
     assert crash.output == f"error: command of {OWNER} failed: ZeroDivisionError: division by zero\n"
+
+
+def test_a_plugin_command_may_exit_but_not_escape_the_guard(test_plugin: types.ModuleType) -> None:
+    assert runner.invoke(build_app(), ["cli-test-exit"]).exit_code == 3
+    boom = runner.invoke(build_app(), ["cli-test-boom"])
+    assert boom.exit_code == 1
+    assert boom.output == f"error: command of {OWNER} failed: _Boom: from the command\n"
+
+
+@pytest.fixture
+def deep_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """An installed plugin distribution whose functions end the process when called from a command."""
+    import importlib
+
+    from my_utils.core.testing.plugin_env import write_distribution
+
+    write_distribution(tmp_path, "myutils-ext-deep", "0.2", {"my_utils_ext_deep/__init__.py": (
+        "import sys\n"
+        "class Boom(BaseException):\n    pass\n"
+        "def exits():\n    sys.exit(0)\n"
+        "def booms():\n    raise Boom('deep inside')\n"
+        "def fails():\n    raise LookupError('an ordinary bug')\n")}, {"ext_deep": "my_utils_ext_deep"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    monkeypatch.delitem(sys.modules, "my_utils_ext_deep", raising=False)
+    return importlib.import_module("my_utils_ext_deep")
+
+
+def _command_calling(target: object) -> typer.Typer:
+    """A command of my_utils (guarded by exit_on_error, no owner) that calls ``target`` deep inside."""
+    from my_utils.core.cli.guard import exit_on_error
+
+    app = typer.Typer()
+
+    @app.command()
+    @exit_on_error
+    def analyse(what: str) -> None:
+        getattr(target, what)()
+
+    return app
+
+
+@pytest.mark.parametrize(("what", "reason"), [
+    ("exits", "SystemExit: the plugin called sys.exit(0)"),
+    ("booms", "Boom: deep inside"),
+])
+def test_sys_exit_deep_inside_a_command_is_a_plugin_failure_naming_it(deep_plugin: types.ModuleType, what: str,
+                                                                      reason: str) -> None:
+    result = runner.invoke(_command_calling(deep_plugin), [what])
+    assert result.exit_code == 1
+    assert result.output == f"error: plugin 'ext_deep' (myutils-ext-deep 0.2) failed: {reason}\n"
+    ordinary = runner.invoke(_command_calling(deep_plugin), ["fails"])  # not ours to summarise: propagates
+    assert isinstance(ordinary.exception, LookupError)
+
+
+def test_sys_exit_from_no_plugin_still_stops_with_one_line() -> None:
+    result = runner.invoke(_command_calling(sys), ["exit"])
+    assert result.exit_code == 1
+    assert result.output == ("error: the command was stopped by sys.exit(None) "
+                             "(not raised by my_utils; run with --traceback to see where)\n")
 
 
 def test_check_exits_1_on_a_broken_component(test_plugin: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
