@@ -104,7 +104,7 @@ def test_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
 
     from my_utils.core.errors import InputError
     from my_utils.core.hookspecs import hookimpl
-    from my_utils.core.plugin_types import PluginDescription, PluginKind
+    from my_utils.core.plugin_types import OptionSpec, PluginDescription, PluginKind
     from my_utils.core.plugins import get_registry, reset_registry
 
     module = types.ModuleType("cli_test_plugin")
@@ -114,11 +114,15 @@ def test_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
     def providers() -> list[PluginDescription]:
         desc = PluginDescription("cli_test_keyerror", PluginKind.METRICS_PROVIDER,
                                  "cli_test_plugin:KeyErrorProvider", "raises KeyError")
-        try:
-            from my_utils.core.plugin_types import OptionSpec
-        except ImportError:  # options are being added to core; show them when present
-            return [desc]
-        return [dataclasses.replace(desc, options=(OptionSpec("scale", float, 1.0, "multiply values"),))]
+        return [
+            dataclasses.replace(desc, options=(OptionSpec("scale", float, 1.0, "multiply values"),
+                                               OptionSpec("unit", str, "ms", "unit of every value"),
+                                               OptionSpec("columns", list, None, "columns to read"))),
+            PluginDescription("cli_test_unimportable", PluginKind.METRICS_PROVIDER,
+                              "cli_test_not_installed.module:Provider", "its module is not installed"),
+            PluginDescription("cli test blank", PluginKind.METRICS_PROVIDER, "cli_test_plugin:KeyErrorProvider",
+                              "a name with blanks is refused: listed BROKEN"),
+        ]
 
     def cli(app: typer.Typer) -> None:
         @app.command("cli-test-input")
@@ -151,9 +155,31 @@ OWNER = "plugin 'cli_test' (myutils-ext-cli-test 9.9)"
 def test_show_prints_declared_options(test_plugin: types.ModuleType) -> None:
     result = runner.invoke(build_app(), ["plugins", "show", "cli_test_keyerror"])
     assert result.exit_code == 0
-    assert "  distribution: myutils-ext-cli-test 9.9" in result.output
-    if "options:      -" not in result.output:
-        assert "    scale (float, default 1.0): multiply values" in result.output
+    lines = result.output.splitlines()
+    assert "  distribution: myutils-ext-cli-test 9.9" in lines
+    # every declared option, in order, right under the header
+    at = lines.index("  options:")
+    assert lines[at + 1:] == ["    scale (float, default 1.0): multiply values",
+                              "    unit (str, default 'ms'): unit of every value",
+                              "    columns (list, default None): columns to read"]
+    none = runner.invoke(build_app(), ["plugins", "show", "cli_test_unimportable"])
+    assert none.exit_code == 0 and none.output.splitlines()[-1] == "  options:      -"
+
+
+def test_a_broken_component_exits_1_naming_its_plugin(test_plugin: types.ModuleType, tmp_path: Path) -> None:
+    run = ["--input", str(tmp_path), "--output-dir", str(tmp_path / "o")]
+    unimportable = runner.invoke(build_app(), ["plugins", "run", "cli_test_unimportable", *run])
+    assert unimportable.exit_code == 1
+    assert unimportable.output == (
+        f"error: metrics provider 'cli_test_unimportable' from {OWNER} cannot be imported: ModuleNotFoundError: "
+        "No module named 'cli_test_not_installed' (`myutils plugins check` tests every plugin)\n")
+    refused = runner.invoke(build_app(), ["plugins", "run", "cli test blank", *run])
+    assert refused.exit_code == 1
+    assert refused.output.startswith(f"error: metrics provider 'cli test blank' from {OWNER} is broken: hook "
+                                     "myutils_metrics_providers: name 'cli test blank' must be letters")
+    shown = runner.invoke(build_app(), ["plugins", "show", "cli test blank"])  # show describes, whatever the status
+    assert shown.exit_code == 0 and "  status:       BROKEN (hook myutils_metrics_providers: name" in shown.output
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize("traceback", [False, True])
@@ -244,6 +270,8 @@ def test_check_exits_1_on_a_broken_component(test_plugin: types.ModuleType, monk
     assert rows["cli_test_keyerror"]["status"] == "ok"
     # the exit code is 0 exactly when no row is BROKEN (the installed built-ins included)
     assert ok.exit_code == (1 if any(r["status"] == "BROKEN" for r in rows.values()) else 0)
+    assert rows["cli_test_unimportable"]["status"] == "BROKEN"
+    assert ok.exit_code == 1
     monkeypatch.delattr(test_plugin, "KeyErrorProvider")
     broken = runner.invoke(build_app(), ["plugins", "check"])
     assert broken.exit_code == 1
