@@ -154,6 +154,10 @@ def run_provider_on_input(
         raise
     except Exception as exc:  # a bug or library error: one line naming the provider, the cause chained
         raise ProviderError(name, source, exc) from exc
+    for i, event in enumerate(events):
+        if not isinstance(event, MetricEvent):  # the provider's bug, said before anything is written
+            wrong = TypeError(f"collect() returned a {type(event).__name__} as item {i}; expected MetricEvent")
+            raise ProviderError(name, source, wrong)
     out = events_path(output_dir)
     count = write_events(out, events)
     return out, count
