@@ -422,3 +422,23 @@ def test_an_unknown_name_says_which_plugins_broke_before_saying_what_they_offer(
     assert str(info.value) == ("no metrics provider named 'gamma' is installed; installed: none (not searched: "
                                "plugin 'gone' (no distribution) and plugin 'hk' (dist-hk 2) are BROKEN; "
                                "`myutils plugins list` says why)")
+
+
+def test_a_factory_import_that_hangs_is_bounded_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _plugin_modules(tmp_path, monkeypatch, r4_slowfactory="import time\ntime.sleep(3)\nProvider = object\n")
+    monkeypatch.setenv("MYUTILS_PLUGIN_IMPORT_TIMEOUT", "0.3")
+    reset_registry()
+    try:
+        get_registry().register(_module("sf", myutils_metrics_providers=lambda: [PluginDescription(
+            "slowfactory", PluginKind.METRICS_PROVIDER, "r4_slowfactory:Provider", "s")]), "sf", "dist-sf", "1")
+        started = time.monotonic()
+        (row,) = [r for r in get_registry().check() if r.name == "slowfactory"]
+        assert row.status is PluginStatus.BROKEN and row.reason == (
+            "factory 'r4_slowfactory:Provider' cannot be imported: PluginTimeout: import of factory "
+            "'r4_slowfactory:Provider' did not finish within 0.3 s (set MYUTILS_PLUGIN_IMPORT_TIMEOUT to wait longer)")
+        with pytest.raises(PluginLoadError, match=r"^metrics provider 'slowfactory' from plugin 'sf' \(dist-sf 1\) "
+                                                  r"cannot be imported: PluginTimeout: import of factory"):
+            load_component(PluginKind.METRICS_PROVIDER, "slowfactory")
+        assert time.monotonic() - started < 2.5
+    finally:
+        reset_registry()

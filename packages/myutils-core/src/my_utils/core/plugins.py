@@ -336,8 +336,7 @@ class PluginRegistry:
         for rec in self.records():
             if rec.status is PluginStatus.OK and rec.description is not None:
                 try:
-                    with plugin_output(), contained():
-                        rec.description.load()
+                    _load_factory(rec.description)
                 except Exception as exc:
                     rec = self._row(rec.plugin, rec.kind, PluginStatus.BROKEN,
                                     f"factory {rec.description.factory!r} cannot be imported: {_reason(exc)}",
@@ -384,18 +383,26 @@ def reset_registry() -> None:
     get_registry.cache_clear()
 
 
+def _load_factory(description: PluginDescription) -> Callable[..., Any]:
+    """Import a component's factory like an entry point: contained, output to stderr, bounded in time."""
+    with plugin_output():
+        factory: Callable[..., Any] = call_bounded(description.load, import_timeout(),
+                                                   f"import of factory {description.factory!r}")
+    return factory
+
+
 def load_component(kind: PluginKind, name: str) -> Callable[..., Any]:
     """Import and return the factory of the component ``name`` of ``kind``.
 
-    A factory that cannot be imported raises ``PluginLoadError`` naming the component, its
+    A factory that cannot be imported (or whose import does not finish within
+    ``MYUTILS_PLUGIN_IMPORT_TIMEOUT``) raises ``PluginLoadError`` naming the component, its
     plugin and distribution, and the import error.
     """
     rec = get_registry().record(kind, name)
     if rec.description is None:
         raise PluginLoadError(f"{kind_label(kind)} {name!r} has no description")
     try:
-        with plugin_output(), contained():
-            factory: Callable[..., Any] = rec.description.load()
+        factory = _load_factory(rec.description)
     except Exception as exc:
         raise PluginLoadError(
             f"{kind_label(kind)} {name!r} from {owner_label(rec)} cannot be imported: {_reason(exc)} "
