@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -138,7 +140,7 @@ def _record_end(data: bytes, line: int) -> int:
         (HEADER_LINE.encode() + b"1.0,t,m,3.5,n,START,0,\n", "line 2", "expected an integer in column 'step'"),
         (HEADER_LINE.encode() + b"1.0,t,m,3,n,END,fast,\n", "line 2", "expected a number in column 'duration_ms'"),
         (HEADER_LINE.encode() + b"inf,t,m,3,n,END,1,\n", "line 2", "expected a finite unix time"),
-        (HEADER_LINE.encode() + b"\xff\xfe,t\n1.0,t,m,3,n,END,1,\n", "line 2", "expected UTF-8 text"),
+        (HEADER_LINE.encode() + b"\xff\xfe,t\n1.0,t,m,3,n,END,1,\n", "line 2", "expected 8 comma-separated fields"),
         (HEADER_LINE.encode() + b'1.0,"t"x,m,3,n,END,1,\n1.0,t,m,3,n,END,1,\n', "line 2", "well-formed CSV"),
         (b'{"traceEvents": []}', "line 1", "expected the profile CSV header"),
     ],
@@ -150,6 +152,46 @@ def test_garbage_is_reported_with_file_line_and_expectation(tmp_path: Path, cont
         read_profile_csv(path)
     assert str(info.value).startswith(f"{path}:{place}: ")
     assert expected in str(info.value)
+
+
+def test_an_old_file_with_non_utf8_names_is_read_with_the_bytes_escaped(tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    # what the writer wrote before names went through utf8_text: a raw \xe9 byte in the middle
+    good = format_profile_line(BASE_NS, "m", 1, "n", "START", 0.0, "node_id=0")
+    bad = good.replace(",n,", ",layer_\udce9,").encode("utf-8", "surrogateescape")
+    path = write(tmp_path, HEADER_LINE.encode() + bad + good.encode() + bad)
+    with caplog.at_level(logging.WARNING, logger="my_utils.core.profile_csv"):
+        rows = read_profile_csv(path)
+    assert [r.event_name for r in rows] == ["layer_\\xe9", "n", "layer_\\xe9"]
+    assert "2 line(s) are not valid UTF-8 (lines 2, 4)" in caplog.text
+    # a multi-byte character cut by a killed writer is still a torn last record, not a row
+    torn = write(tmp_path, HEADER_LINE.encode() + good.encode() + good.replace(",n,", ",é,").encode()[:-12])
+    assert [r.event_name for r in read_profile_csv(torn)] == ["n"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo (POSIX)")
+def test_a_fifo_named_like_a_profile_csv_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "profile_rank_1.csv"
+    os.mkfifo(fifo)
+    (tmp_path / "profile_rank_1.steplog").write_bytes(b"")  # a log beside it: not rendered into a FIFO
+    outcome: list[BaseException] = []
+    reader = threading.Thread(target=lambda: outcome.append(_raised(lambda: read_profile_csv(fifo))), daemon=True)
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():  # unblock the reader before failing, so the session can end
+        with open(fifo, "wb"):
+            pass
+        pytest.fail("reading a FIFO blocked")
+    (error,) = outcome
+    assert isinstance(error, InputError) and str(error) == f"{fifo}: a regular file (this is a FIFO)"
+
+
+def _raised(fn: Callable[[], object]) -> BaseException:
+    try:
+        fn()
+    except BaseException as exc:
+        return exc
+    raise AssertionError("no error raised")
 
 
 def test_empty_file_bom_and_blank_lines(tmp_path: Path) -> None:

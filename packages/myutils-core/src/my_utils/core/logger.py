@@ -166,7 +166,8 @@ class GlobalLogger:
         logger.propagate = False
         try:
             log_dir.mkdir(parents=True, exist_ok=True)
-            file_handler = logging.FileHandler(log_dir / f"rank_{self.rank}.log", encoding="utf-8")
+            file_handler = logging.FileHandler(log_dir / f"rank_{self.rank}.log", encoding="utf-8",
+                                               errors="backslashreplace")
         except OSError as exc:
             logger.error("cannot open %s (%s); logging to the console only", log_dir, exc.strerror or exc)
             return

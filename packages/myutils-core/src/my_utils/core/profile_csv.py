@@ -23,6 +23,7 @@ from typing import IO
 from urllib.parse import quote, unquote
 
 from my_utils.core.errors import InputError
+from my_utils.core.safe_io import open_regular, utf8_text
 
 __all__ = [
     "HEADER_LINE",
@@ -174,12 +175,12 @@ def format_profile_line(
         (
             format_unix_ns(unix_ns),
             readable_time_ns(unix_ns),
-            csv_field(machine_id),
+            csv_field(utf8_text(machine_id)),
             str(int(step)),
-            csv_field(event_name),
-            csv_field(event_type),
+            csv_field(utf8_text(event_name)),
+            csv_field(utf8_text(event_type)),
             dur,
-            csv_field(metadata),
+            csv_field(utf8_text(metadata)),
         )
     ) + "\n"
 
@@ -194,6 +195,7 @@ class _Lines:
         self._fh = fh
         self._where = where
         self._pushed: bytes | None = None
+        self.not_utf8: list[int] = []  # lines read with their invalid bytes as \xNN escapes
         self.lineno = 0
         self.torn = False  # the file ends inside an undecodable, unterminated line
         self.last_terminated = True  # the last line read ends with a newline
@@ -222,7 +224,10 @@ class _Lines:
             if not raw.endswith(b"\n") and self.at_eof():
                 self.torn = True  # a multi-byte character cut by a killed writer
                 raise StopIteration from None
-            raise InputError(self._where, f"line {self.lineno}", "expected UTF-8 text") from None
+            # an older writer wrote names with non-UTF-8 bytes as they were: read the line with
+            # those bytes as \xNN (what writers write now) instead of refusing the whole file
+            text = raw.decode("utf-8", "backslashreplace")
+            self.not_utf8.append(self.lineno)
         if self.lineno == 1 and text.startswith("\ufeff"):
             text = text[1:]
         if self.first_text is None and text.strip():
@@ -276,8 +281,10 @@ def iter_profile_rows(path: str | Path) -> Iterator[ProfileRow]:
 
     The first record must be the header (PROFILE_CSV_COLUMNS; spaces around names allowed).
     The final record is a torn write, and skipped, when the file does not end with a newline
-    or ends inside a quoted field. Anything else malformed raises ``InputError`` naming the
-    file, the line and what was expected. An empty file has no rows.
+    or ends inside a quoted field. Bytes that are not UTF-8 (an older writer's names) are read
+    as ``\\xNN`` escapes, said once through logging. Anything else malformed raises ``InputError``
+    naming the file, the line and what was expected. An empty file has no rows; a path that is
+    not a regular file (a FIFO, a folder) is refused without blocking.
     """
     where = Path(path)
     # MyTimer persists steps in a packed log beside the CSV and renders them into it a moment
@@ -287,7 +294,8 @@ def iter_profile_rows(path: str | Path) -> Iterator[ProfileRow]:
 
     sync_profile_csv(where)
     try:
-        fh = open(where, "rb")  # noqa: SIM115 - generator, closed in finally
+        # only a regular file: a FIFO named like a profile CSV would block the reader forever
+        fh = open_regular(where, "rb")
     except OSError as exc:
         raise InputError(where, None, f"cannot open the profile CSV ({exc.strerror or exc})") from None
     try:
@@ -335,6 +343,10 @@ def iter_profile_rows(path: str | Path) -> Iterator[ProfileRow]:
         row = _check(held, where, header_seen)
         if header_seen:
             yield row
+        if lines.not_utf8:
+            shown = ", ".join(map(str, lines.not_utf8[:5])) + (", ..." if len(lines.not_utf8) > 5 else "")
+            _log.warning("%s: %d line(s) are not valid UTF-8 (lines %s); their bytes were read as \\xNN escapes",
+                         where, len(lines.not_utf8), shown)
     finally:
         fh.close()
 
