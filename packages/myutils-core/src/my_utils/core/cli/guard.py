@@ -23,7 +23,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from my_utils.core.errors import MyUtilsError, ProviderError
+from my_utils.core.errors import MyUtilsError, ProviderError, one_line
 from my_utils.core.plugin_calls import PluginAbort, describe_failure, send_plugin_output_to_stderr
 from my_utils.core.plugin_errors import PluginLoadError
 
@@ -128,7 +128,9 @@ def plugin_guard(owner: str | None = None, *, own_exit: bool = False) -> Iterato
               if owner else _one_line(exc))
     except (MyUtilsError, OSError) as exc:
         message = _one_line(exc)
-        if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in message:
+        if isinstance(exc, OSError) and exc.strerror:  # "[Errno 28] ..." says nothing a user needs
+            message = one_line(f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror)
+        elif isinstance(exc, OSError) and exc.filename and str(exc.filename) not in message:
             message = f"{exc.filename}: {message}"
         _fail(EXIT_BAD_INPUT, message)
     except PluginAbort as exc:  # sys.exit or a BaseException of plugin code, contained where it was called
