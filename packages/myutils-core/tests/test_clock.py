@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
@@ -12,7 +13,7 @@ from my_utils.core import clock
 def test_now_is_unix_time_and_never_runs_backwards() -> None:
     assert abs(clock.unix_now_ns() - time.time_ns()) < 1_000_000_000
     stamps = [clock.unix_now_ns() for _ in range(20_000)]
-    assert all(b >= a for a, b in zip(stamps, stamps[1:]))
+    assert all(b >= a for a, b in itertools.pairwise(stamps))
 
 
 def test_the_offset_is_measured_once_and_again_only_on_request(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -80,7 +80,8 @@ def test_reader_returns_rows_with_their_start_lines(tmp_path: Path) -> None:
     assert rows[0].timestamp_unix == pytest.approx(BASE_NS / 1e9)
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(row_args, min_size=1, max_size=6))
 def test_valid_rows_round_trip(tmp_path: Path, rows: list[tuple]) -> None:
     text = HEADER_LINE + "".join(
@@ -99,7 +100,8 @@ def test_valid_rows_round_trip(tmp_path: Path, rows: list[tuple]) -> None:
         assert row.metadata_dict() == {k.strip(): v for k, v in meta.items()}
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.binary(max_size=400), st.booleans())
 def test_arbitrary_bytes_never_crash_the_reader(tmp_path: Path, data: bytes, with_header: bool) -> None:
     path = write(tmp_path, (HEADER_LINE.encode() if with_header else b"") + data)
@@ -223,6 +225,7 @@ def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
         read_profile_csv(tmp_path / "absent.csv")
 
 
+@settings(deadline=None, derandomize=True, database=None)
 @given(st.dictionaries(texts.filter(lambda k: bool(k.strip()) and k == k.strip()), texts, max_size=5))
 def test_metadata_round_trips(meta: dict[str, str]) -> None:
     assert parse_metadata(format_metadata(meta)) == meta
