@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import typer
 
 from my_utils.core.atomic import atomic_write
 
@@ -50,3 +55,122 @@ def test_permissions_follow_the_umask_like_open(tmp_path: Path, mask: int) -> No
     plain = stat.S_IMODE((tmp_path / "plain").stat().st_mode)
     assert plain == 0o666 & ~mask
     assert stat.S_IMODE((tmp_path / "atomic").stat().st_mode) == plain
+
+
+# -- a failed write names the output, never the hidden temporary file ----------------------
+
+_CHILD = """
+import os, resource, signal, sys
+from my_utils.core.atomic import atomic_write
+if sys.argv[2] == "fsize":
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a signal
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+try:
+    with atomic_write(sys.argv[1], "wb") as fh:
+        for _ in range(64):
+            fh.write(b"x" * 8192)
+except OSError as exc:
+    print(type(exc).__name__, exc.errno, exc.filename, exc.strerror, sep="|")
+"""
+
+
+def _write_in_child(target: Path, how: str, *prefix: str) -> list[str]:
+    proc = subprocess.run([*prefix, sys.executable, "-c", _CHILD, str(target), how], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().split("|")
+
+
+def test_a_file_size_limit_names_the_output(tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+    target.write_text("old")
+    kind, code, filename, message = _write_in_child(target, "fsize")
+    assert (kind, int(code), filename) == ("OSError", errno.EFBIG, "None")
+    assert message == f"File too large writing {target}"
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def _tmpfs_command(mount_dir: Path, options: str) -> list[str] | None:
+    """A command prefix running its argument with a small tmpfs at ``mount_dir`` (a user namespace), or None."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return None
+    probe = subprocess.run([unshare, "-rm", "sh", "-c", f"mount -t tmpfs -o {options} tmpfs {mount_dir}"],
+                           capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0:
+        return None
+    return [unshare, "-rm", "sh", "-c", f'mount -t tmpfs -o {options} tmpfs {mount_dir} && exec "$@"', "sh"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="tmpfs in a user namespace is Linux only")
+def test_a_full_disk_names_the_output(tmp_path: Path) -> None:
+    mount_dir = tmp_path / "small"
+    mount_dir.mkdir()
+    prefix = _tmpfs_command(mount_dir, "size=64k")
+    if prefix is None:
+        pytest.skip("no user namespaces here (unshare -rm + mount tmpfs refused): cannot make a small disk")
+    target = mount_dir / "out" / "trace.json"
+    kind, code, filename, message = _write_in_child(target, "plain", *prefix)
+    assert (kind, int(code), filename) == ("OSError", errno.ENOSPC, "None")
+    assert message == f"No space left on device writing {target}"
+
+
+def test_a_folder_that_cannot_be_written_names_the_output(tmp_path: Path) -> None:
+    if os.geteuid() == 0:  # root writes into any folder of a normal file system: sysfs refuses even root
+        target = Path("/sys/kernel/myutils_report.json")
+        if not target.parent.is_dir():
+            pytest.skip("running as root without /sys/kernel: no folder refuses root here")
+    else:
+        folder = tmp_path / "ro"
+        folder.mkdir()
+        folder.chmod(0o555)
+        target = folder / "report.json"
+    try:
+        with pytest.raises(PermissionError) as info, atomic_write(target) as fh:
+            fh.write("x")
+    finally:
+        if os.geteuid() != 0:
+            target.parent.chmod(0o755)
+    assert info.value.filename is None
+    assert str(info.value) == f"[Errno {errno.EACCES}] Permission denied writing {target}"
+    assert ".tmp" not in str(info.value)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="tmpfs in a user namespace is Linux only")
+def test_a_read_only_file_system_names_the_output(tmp_path: Path) -> None:
+    mount_dir = tmp_path / "ro"
+    mount_dir.mkdir()
+    prefix = _tmpfs_command(mount_dir, "ro,size=64k")
+    if prefix is None:
+        pytest.skip("no user namespaces here (unshare -rm + mount tmpfs refused): cannot mount a read-only folder")
+    kind, code, filename, message = _write_in_child(mount_dir / "out.json", "plain", *prefix)
+    assert (kind, int(code), filename) == ("OSError", errno.EROFS, "None")
+    assert message == f"Read-only file system writing {mount_dir / 'out.json'}"
+
+
+def test_the_callers_own_errors_are_left_alone(tmp_path: Path) -> None:
+    missing = tmp_path / "input.csv"
+    with pytest.raises(FileNotFoundError) as info, atomic_write(tmp_path / "out.json") as fh:
+        fh.write(missing.read_text())
+    assert info.value.filename == str(missing)
+    assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_the_cli_prints_the_output_and_what_happened(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from my_utils.core.cli.guard import exit_on_error
+
+    app = typer.Typer()
+
+    @app.command()
+    @exit_on_error
+    def write(path: Path) -> None:
+        with atomic_write(path) as fh:
+            fh.write("x")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # what a full disk raises from write()
+
+    result = CliRunner().invoke(app, [str(tmp_path / "r.json")])
+    assert result.exit_code == 2
+    assert result.output == f"error: No space left on device writing {tmp_path / 'r.json'}\n"
+    assert list(tmp_path.iterdir()) == []

@@ -83,6 +83,10 @@ def test_option_values_are_json_or_text() -> None:
 # -- plugin components and commands inside the guard --------------------------------------
 
 
+class _Boom(BaseException):
+    """A plugin's own BaseException subclass."""
+
+
 class _KeyErrorProvider:
     name = "cli_test_keyerror"
 
@@ -100,7 +104,7 @@ def test_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
 
     from my_utils.core.errors import InputError
     from my_utils.core.hookspecs import hookimpl
-    from my_utils.core.plugin_types import PluginDescription, PluginKind
+    from my_utils.core.plugin_types import OptionSpec, PluginDescription, PluginKind
     from my_utils.core.plugins import get_registry, reset_registry
 
     module = types.ModuleType("cli_test_plugin")
@@ -110,11 +114,15 @@ def test_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
     def providers() -> list[PluginDescription]:
         desc = PluginDescription("cli_test_keyerror", PluginKind.METRICS_PROVIDER,
                                  "cli_test_plugin:KeyErrorProvider", "raises KeyError")
-        try:
-            from my_utils.core.plugin_types import OptionSpec
-        except ImportError:  # options are being added to core; show them when present
-            return [desc]
-        return [dataclasses.replace(desc, options=(OptionSpec("scale", float, 1.0, "multiply values"),))]
+        return [
+            dataclasses.replace(desc, options=(OptionSpec("scale", float, 1.0, "multiply values"),
+                                               OptionSpec("unit", str, "ms", "unit of every value"),
+                                               OptionSpec("columns", list, None, "columns to read"))),
+            PluginDescription("cli_test_unimportable", PluginKind.METRICS_PROVIDER,
+                              "cli_test_not_installed.module:Provider", "its module is not installed"),
+            PluginDescription("cli test blank", PluginKind.METRICS_PROVIDER, "cli_test_plugin:KeyErrorProvider",
+                              "a name with blanks is refused: listed BROKEN"),
+        ]
 
     def cli(app: typer.Typer) -> None:
         @app.command("cli-test-input")
@@ -124,6 +132,14 @@ def test_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
         @app.command("cli-test-crash")
         def crash() -> None:
             raise ZeroDivisionError("division by zero")
+
+        @app.command("cli-test-exit")
+        def own_exit() -> None:
+            sys.exit(3)  # a plugin's own command may end itself so
+
+        @app.command("cli-test-boom")
+        def boom() -> None:
+            raise _Boom("from the command")
 
     module.myutils_metrics_providers = hookimpl(providers)  # type: ignore[attr-defined]
     module.myutils_cli = hookimpl(cli)  # type: ignore[attr-defined]
@@ -139,9 +155,31 @@ OWNER = "plugin 'cli_test' (myutils-ext-cli-test 9.9)"
 def test_show_prints_declared_options(test_plugin: types.ModuleType) -> None:
     result = runner.invoke(build_app(), ["plugins", "show", "cli_test_keyerror"])
     assert result.exit_code == 0
-    assert "  distribution: myutils-ext-cli-test 9.9" in result.output
-    if "options:      -" not in result.output:
-        assert "    scale (float, default 1.0): multiply values" in result.output
+    lines = result.output.splitlines()
+    assert "  distribution: myutils-ext-cli-test 9.9" in lines
+    # every declared option, in order, right under the header
+    at = lines.index("  options:")
+    assert lines[at + 1:] == ["    scale (float, default 1.0): multiply values",
+                              "    unit (str, default 'ms'): unit of every value",
+                              "    columns (list, default None): columns to read"]
+    none = runner.invoke(build_app(), ["plugins", "show", "cli_test_unimportable"])
+    assert none.exit_code == 0 and none.output.splitlines()[-1] == "  options:      -"
+
+
+def test_a_broken_component_exits_1_naming_its_plugin(test_plugin: types.ModuleType, tmp_path: Path) -> None:
+    run = ["--input", str(tmp_path), "--output-dir", str(tmp_path / "o")]
+    unimportable = runner.invoke(build_app(), ["plugins", "run", "cli_test_unimportable", *run])
+    assert unimportable.exit_code == 1
+    assert unimportable.output == (
+        f"error: metrics provider 'cli_test_unimportable' from {OWNER} cannot be imported: ModuleNotFoundError: "
+        "No module named 'cli_test_not_installed' (`myutils plugins check` tests every plugin)\n")
+    refused = runner.invoke(build_app(), ["plugins", "run", "cli test blank", *run])
+    assert refused.exit_code == 1
+    assert refused.output.startswith(f"error: metrics provider 'cli test blank' from {OWNER} is broken: hook "
+                                     "myutils_metrics_providers: name 'cli test blank' must be letters")
+    shown = runner.invoke(build_app(), ["plugins", "show", "cli test blank"])  # show describes, whatever the status
+    assert shown.exit_code == 0 and "  status:       BROKEN (hook myutils_metrics_providers: name" in shown.output
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize("traceback", [False, True])
@@ -166,12 +204,74 @@ def test_plugin_commands_are_guarded(test_plugin: types.ModuleType) -> None:
     assert crash.output == f"error: command of {OWNER} failed: ZeroDivisionError: division by zero\n"
 
 
+def test_a_plugin_command_may_exit_but_not_escape_the_guard(test_plugin: types.ModuleType) -> None:
+    assert runner.invoke(build_app(), ["cli-test-exit"]).exit_code == 3
+    boom = runner.invoke(build_app(), ["cli-test-boom"])
+    assert boom.exit_code == 1
+    assert boom.output == f"error: command of {OWNER} failed: _Boom: from the command\n"
+
+
+@pytest.fixture
+def deep_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """An installed plugin distribution whose functions end the process when called from a command."""
+    import importlib
+
+    from my_utils.core.testing.plugin_env import write_distribution
+
+    write_distribution(tmp_path, "myutils-ext-deep", "0.2", {"my_utils_ext_deep/__init__.py": (
+        "import sys\n"
+        "class Boom(BaseException):\n    pass\n"
+        "def exits():\n    sys.exit(0)\n"
+        "def booms():\n    raise Boom('deep inside')\n"
+        "def fails():\n    raise LookupError('an ordinary bug')\n")}, {"ext_deep": "my_utils_ext_deep"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    monkeypatch.delitem(sys.modules, "my_utils_ext_deep", raising=False)
+    return importlib.import_module("my_utils_ext_deep")
+
+
+def _command_calling(target: object) -> typer.Typer:
+    """A command of my_utils (guarded by exit_on_error, no owner) that calls ``target`` deep inside."""
+    from my_utils.core.cli.guard import exit_on_error
+
+    app = typer.Typer()
+
+    @app.command()
+    @exit_on_error
+    def analyse(what: str) -> None:
+        getattr(target, what)()
+
+    return app
+
+
+@pytest.mark.parametrize(("what", "reason"), [
+    ("exits", "SystemExit: the plugin called sys.exit(0)"),
+    ("booms", "Boom: deep inside"),
+])
+def test_sys_exit_deep_inside_a_command_is_a_plugin_failure_naming_it(deep_plugin: types.ModuleType, what: str,
+                                                                      reason: str) -> None:
+    result = runner.invoke(_command_calling(deep_plugin), [what])
+    assert result.exit_code == 1
+    assert result.output == f"error: plugin 'ext_deep' (myutils-ext-deep 0.2) failed: {reason}\n"
+    ordinary = runner.invoke(_command_calling(deep_plugin), ["fails"])  # not ours to summarise: propagates
+    assert isinstance(ordinary.exception, LookupError)
+
+
+def test_sys_exit_from_no_plugin_still_stops_with_one_line() -> None:
+    result = runner.invoke(_command_calling(sys), ["exit"])
+    assert result.exit_code == 1
+    assert result.output == ("error: the command was stopped by sys.exit(None) "
+                             "(not raised by my_utils; run with --traceback to see where)\n")
+
+
 def test_check_exits_1_on_a_broken_component(test_plugin: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     ok = runner.invoke(build_app(), ["plugins", "check", "--json"])
     rows = {r["name"]: r for r in json.loads(ok.stdout)}
     assert rows["cli_test_keyerror"]["status"] == "ok"
     # the exit code is 0 exactly when no row is BROKEN (the installed built-ins included)
     assert ok.exit_code == (1 if any(r["status"] == "BROKEN" for r in rows.values()) else 0)
+    assert rows["cli_test_unimportable"]["status"] == "BROKEN"
+    assert ok.exit_code == 1
     monkeypatch.delattr(test_plugin, "KeyErrorProvider")
     broken = runner.invoke(build_app(), ["plugins", "check"])
     assert broken.exit_code == 1

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import importlib.metadata
 import sys
+import time
 import types
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +16,7 @@ from my_utils.core.errors import UnknownPluginError
 from my_utils.core.hookspecs import ENTRY_POINT_GROUP, hookimpl
 from my_utils.core.plugin_errors import PluginClashError, PluginDisabledError, PluginLoadError
 from my_utils.core.plugin_policy import DisableList
-from my_utils.core.plugin_types import PluginDescription, PluginKind, PluginStatus
+from my_utils.core.plugin_types import OptionSpec, PluginDescription, PluginKind, PluginStatus
 from my_utils.core.plugins import (
     PluginRegistry,
     disabled_names,
@@ -294,3 +297,148 @@ def test_options_mismatch_tells_a_bad_call_from_a_bug_inside() -> None:
     why = options_mismatch(Backend, outptu_dir="x")
     assert why == "got an unexpected keyword argument 'outptu_dir'; it accepts output_dir, every"
     assert options_mismatch(len) == "missing a required argument: 'obj'; it accepts no options"
+
+
+# -- rule 4: a plugin cannot take the host down (in-process; the CLI side is test_cli_isolation) -----
+
+
+def _plugin_modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **sources: str) -> None:
+    """Importable modules ``NAME`` written from ``sources`` (imported only when an entry point loads them)."""
+    for name, text in sources.items():
+        (tmp_path / f"{name}.py").write_text(text)
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+PROVIDES = ("from my_utils.core.hookspecs import hookimpl\n"
+            "from my_utils.core.plugin_types import PluginDescription, PluginKind\n"
+            "@hookimpl\n"
+            "def myutils_metrics_providers():\n"
+            "    return [PluginDescription('{name}', PluginKind.METRICS_PROVIDER, 'json:dumps', 's')]\n")
+
+
+def test_base_exceptions_at_import_and_in_hooks_are_broken_rows(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    _plugin_modules(
+        tmp_path, monkeypatch,
+        r4_exit="import sys\nsys.exit(0)\n",
+        r4_boom="class Boom(BaseException):\n    pass\nraise Boom('at import')\n",
+        r4_interrupt="raise KeyboardInterrupt\n",  # in the import thread only the plugin can raise it
+        r4_genexit=PROVIDES.format(name="g").replace("    return [", "    raise GeneratorExit\n    return ["),
+        r4_hookexit=PROVIDES.format(name="h").replace("    return [", "    raise SystemExit(4)\n    return ["),
+        r4_good=PROVIDES.format(name="good_one"),
+    )
+    monkeypatch.setenv("MYUTILS_PLUGIN_IMPORT_TIMEOUT", "30")
+    reg = PluginRegistry(_eps(*[(n, f"r4_{n}") for n in ("exit", "boom", "interrupt", "genexit", "hookexit",
+                                                          "good")]), disabled=())
+    assert list(reg.descriptions(PluginKind.METRICS_PROVIDER)) == ["good_one"]
+    broken = {r.plugin: r.reason for r in reg.records() if r.status is PluginStatus.BROKEN}
+    assert broken == {
+        "exit": "SystemExit: the plugin called sys.exit(0)",
+        "boom": "Boom: at import",
+        "interrupt": "KeyboardInterrupt: raised with no message",
+        "genexit": "GeneratorExit: raised with no message",
+        "hookexit": "SystemExit: the plugin called sys.exit(4)",
+    }
+
+
+def test_an_import_that_hangs_is_abandoned_after_its_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the "hang" ends by itself after 3 s, so the abandoned thread does not outlive the test session
+    _plugin_modules(tmp_path, monkeypatch, r4_slow="import time\ntime.sleep(3)\n", r4_fine=PROVIDES.format(name="fine"))
+    monkeypatch.setenv("MYUTILS_PLUGIN_IMPORT_TIMEOUT", "0.3")
+    started = time.monotonic()
+    reg = PluginRegistry(_eps(("slow", "r4_slow"), ("fine", "r4_fine")), disabled=())
+    assert time.monotonic() - started < 2.5
+    assert list(reg.descriptions(PluginKind.METRICS_PROVIDER)) == ["fine"]
+    (row,) = [r for r in reg.records() if r.status is PluginStatus.BROKEN]
+    assert (row.plugin, row.reason) == ("slow", "PluginTimeout: import of 'r4_slow' did not finish within 0.3 s "
+                                                "(set MYUTILS_PLUGIN_IMPORT_TIMEOUT to wait longer)")
+
+
+class _Endless(Sequence[PluginDescription]):
+    """A lazy Sequence claiming 10**9 items: refused by its length, never iterated."""
+
+    def __len__(self) -> int:
+        return 10**9
+
+    def __getitem__(self, index: Any) -> Any:
+        raise AssertionError("iterated")
+
+
+BIG = "x" * 3_000_000
+
+
+@pytest.mark.parametrize(("result", "reason"), [
+    ([_desc(f"n{i}") for i in range(257)], "hook myutils_metrics_providers returned 257 descriptions; "
+                                           "at most 256 are accepted"),
+    (_Endless(), "hook myutils_metrics_providers returned 1000000000 descriptions; at most 256 are accepted"),
+    ((x for x in ()), "hook myutils_metrics_providers must return a list of PluginDescription, got generator"),
+    ([BIG], f"hook myutils_metrics_providers: returned '{'x' * 37}...{'x' * 38}'; "
+            "expected PluginDescription(kind=PluginKind.METRICS_PROVIDER)"),
+    ([PluginDescription("big", PluginKind.METRICS_PROVIDER, "json:dumps", BIG)],
+     "hook myutils_metrics_providers: 'big': the summary is 3000000 characters long; at most 2000 are accepted"),
+    ([PluginDescription("big", PluginKind.METRICS_PROVIDER, "json:dumps", "s", inputs=BIG)],  # type: ignore[arg-type]
+     "hook myutils_metrics_providers: 'big': inputs must be a tuple of str, got str"),
+    ([PluginDescription("big", PluginKind.METRICS_PROVIDER, "json:dumps", "s", inputs=("*.x",) * 65)],
+     "hook myutils_metrics_providers: 'big': inputs has 65 items; at most 64 are accepted"),
+    ([PluginDescription("big", PluginKind.METRICS_PROVIDER, "json:dumps", "s",
+                        options=(OptionSpec("o", str, BIG, "h"),))],
+     "hook myutils_metrics_providers: 'big': option 'o': its default is 3000000 characters long; at most 1000"),
+    ([PluginDescription("n" * 101, PluginKind.METRICS_PROVIDER, "json:dumps", "s")],
+     "hook myutils_metrics_providers: the name is 101 characters long; at most 100 are accepted"),
+    ([PluginDescription("alpha\n", PluginKind.METRICS_PROVIDER, "json:dumps", "s")],
+     "hook myutils_metrics_providers: name 'alpha\\n' must be letters, digits, '_', '-' or '.' "
+     "(no blanks, commas or colons)"),
+    ([PluginDescription("alpha", PluginKind.METRICS_PROVIDER, "json:dumps\n", "s")],
+     "hook myutils_metrics_providers: 'alpha': factory 'json:dumps\\n' is not of the form 'module:attribute'"),
+])
+def test_hook_results_are_bounded_and_well_formed(result: object, reason: str) -> None:
+    reg = PluginRegistry([], disabled=())
+    reg.register(_module("h", myutils_metrics_providers=lambda: result), "h", "dist-h", "1")
+    reg.register(_module("ok", myutils_metrics_providers=lambda: [_desc("fine")]), "ok", "dist-ok", "1")
+    assert list(reg.descriptions(PluginKind.METRICS_PROVIDER)) == ["fine"]
+    assert [r.reason for r in reg.records() if r.status is PluginStatus.BROKEN] == [reason]
+
+
+def test_a_huge_exception_message_is_a_bounded_reason() -> None:
+    def explode() -> list[PluginDescription]:
+        raise RuntimeError(BIG)
+
+    reg = PluginRegistry([], disabled=())
+    reg.register(_module("e", myutils_metrics_providers=explode), "e", "dist-e", "1")
+    (row,) = reg.records()
+    assert row.status is PluginStatus.BROKEN and len(row.reason) <= 520
+    assert row.reason.startswith("RuntimeError: xxx") and row.reason.endswith("... (3000000 characters in all)")
+
+
+def test_an_unknown_name_says_which_plugins_broke_before_saying_what_they_offer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _plugin_modules(tmp_path, monkeypatch, r4_gone="raise ImportError('needs a missing library')\n")
+    reg = PluginRegistry(_eps(("gone", "r4_gone")), disabled=())
+    reg.register(_module("hk", myutils_metrics_providers=lambda: 5), "hk", "dist-hk", "2")
+    with pytest.raises(UnknownPluginError) as info:
+        reg.get(PluginKind.METRICS_PROVIDER, "gamma")
+    assert str(info.value) == ("no metrics provider named 'gamma' is installed; installed: none (not searched: "
+                               "plugin 'gone' (no distribution) and plugin 'hk' (dist-hk 2) are BROKEN; "
+                               "`myutils plugins list` says why)")
+
+
+def test_a_factory_import_that_hangs_is_bounded_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _plugin_modules(tmp_path, monkeypatch, r4_slowfactory="import time\ntime.sleep(3)\nProvider = object\n")
+    monkeypatch.setenv("MYUTILS_PLUGIN_IMPORT_TIMEOUT", "0.3")
+    reset_registry()
+    try:
+        get_registry().register(_module("sf", myutils_metrics_providers=lambda: [PluginDescription(
+            "slowfactory", PluginKind.METRICS_PROVIDER, "r4_slowfactory:Provider", "s")]), "sf", "dist-sf", "1")
+        started = time.monotonic()
+        (row,) = [r for r in get_registry().check() if r.name == "slowfactory"]
+        assert row.status is PluginStatus.BROKEN and row.reason == (
+            "factory 'r4_slowfactory:Provider' cannot be imported: PluginTimeout: import of factory "
+            "'r4_slowfactory:Provider' did not finish within 0.3 s (set MYUTILS_PLUGIN_IMPORT_TIMEOUT to wait longer)")
+        with pytest.raises(PluginLoadError, match=r"^metrics provider 'slowfactory' from plugin 'sf' \(dist-sf 1\) "
+                                                  r"cannot be imported: PluginTimeout: import of factory"):
+            load_component(PluginKind.METRICS_PROVIDER, "slowfactory")
+        assert time.monotonic() - started < 2.5
+    finally:
+        reset_registry()

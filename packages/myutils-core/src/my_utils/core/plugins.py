@@ -6,6 +6,11 @@ module loads entry points one by one, refuses plugins with unknown hooks, and ca
 implementations one by one. A failing plugin becomes a BROKEN ``PluginRecord`` naming
 the plugin, its distribution and the reason (on one line); everything else keeps working.
 
+Plugin code never takes the caller down (``my_utils.core.plugin_calls``): every import,
+hook call and factory import runs contained (``sys.exit`` and other ``BaseException``s become
+failures of that plugin, its stdout goes to stderr in the CLI), an entry point's import is
+bounded in time, and what a hook returns is bounded in size (``my_utils.core.plugin_limits``).
+
 Names are settled by ``my_utils.core.plugin_policy`` (built-ins are never displaced, a clash
 between third parties is never decided by installation order), and
 ``MYUTILS_DISABLE_PLUGINS`` switches plugins or single components off (see that module).
@@ -18,19 +23,26 @@ import functools
 import importlib.metadata
 import inspect
 import logging
-import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from my_utils.core import hookspecs
+from my_utils.core.plugin_calls import (
+    call_bounded,
+    contained,
+    describe_failure,
+    import_timeout,
+    plugin_output,
+)
 from my_utils.core.plugin_errors import (
     PluginClashError,
     PluginDisabledError,
     PluginLoadError,
     UnknownComponentError,
 )
+from my_utils.core.plugin_limits import description_problem, result_problem
 from my_utils.core.plugin_policy import (
     DISABLE_ENV,
     DisableList,
@@ -63,14 +75,10 @@ KIND_HOOKS: dict[PluginKind, str] = {
     PluginKind.ANALYSIS_RULE: "myutils_analysis_rules",
     PluginKind.EVENT_SINK: "myutils_event_sinks",
 }
-_FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-_NAME = re.compile(r"^[\w.\-]+$")  # no blanks, commas or colons: names are typed in MYUTILS_DISABLE_PLUGINS
-
 
 def _reason(exc: BaseException) -> str:
-    """``Type: message`` on one line, keeping every line of the message (pluggy's are several)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return f"{type(exc).__name__}: {'; '.join(lines)}" if lines else type(exc).__name__
+    """``Type: message`` on one line, keeping every line of the message (pluggy's are several), bounded."""
+    return describe_failure(exc)
 
 
 def kind_label(kind: PluginKind | str) -> str:
@@ -127,8 +135,13 @@ class PluginRegistry:
                                                            f"by the plugin from {other!r}; rename one"))
             return
         try:
-            self.register(ep.load(), ep.name, dist, version)
-        except (Exception, SystemExit) as exc:  # a plugin must never take the host down
+            with plugin_output():
+                # the import runs in a thread with a time bound: a plugin that hangs at import
+                # must not hang every command
+                plugin = call_bounded(ep.load, import_timeout(), f"import of {ep.value!r}")
+                with contained():  # pluggy reads the plugin's attributes: plugin code again
+                    self.register(plugin, ep.name, dist, version)
+        except Exception as exc:  # a plugin must never take the host down (BaseExceptions arrive contained)
             _log.warning("plugin %r from %r is broken: %s", ep.name, dist, _reason(exc))
             self._problems.append(row(PluginStatus.BROKEN, _reason(exc)))
 
@@ -166,9 +179,11 @@ class PluginRegistry:
         hook = getattr(self._pm.hook, hook_name)
         for impl in hook.get_hookimpls():  # registration order (pluggy stores them so)
             try:
-                yield impl.plugin_name, impl.function(*[kwargs[a] for a in impl.argnames])
-            except (Exception, SystemExit) as exc:
-                yield impl.plugin_name, exc
+                with plugin_output(), contained():
+                    result = impl.function(*[kwargs[a] for a in impl.argnames])
+            except Exception as exc:
+                result = exc
+            yield impl.plugin_name, result
 
     def _row(self, plugin: str, kind: str, status: PluginStatus, reason: str = "", name: str | None = None,
              description: PluginDescription | None = None) -> PluginRecord:
@@ -236,15 +251,21 @@ class PluginRegistry:
         hook = KIND_HOOKS[kind]
         if result is None:
             return []
-        # a str is a Sequence too: without this check each character became a BROKEN row
-        if isinstance(result, (str, bytes, PluginDescription)) or not isinstance(result, Sequence):
-            return [self._row(plugin, kind.value, PluginStatus.BROKEN,
-                              f"hook {hook} must return a list of PluginDescription, got {type(result).__name__}")]
+        problem = result_problem(result, hook)
+        if problem is not None:
+            return [self._row(plugin, kind.value, PluginStatus.BROKEN, problem)]
         records = []
-        for desc in result:
-            problem = self._description_problem(kind, desc)
+        try:
+            with plugin_output(), contained():  # a Sequence's __getitem__ is plugin code too
+                items = list(result)
+        except Exception as exc:
+            return [self._row(plugin, kind.value, PluginStatus.BROKEN, f"hook {hook}: its result cannot be read: "
+                              f"{_reason(exc)}")]
+        for desc in items:
+            problem = description_problem(kind, desc)
             if problem is not None:
-                name = desc.name if isinstance(desc, PluginDescription) and isinstance(desc.name, str) else None
+                name = (desc.name if isinstance(desc, PluginDescription) and isinstance(desc.name, str)
+                        and len(desc.name) <= 100 else None)
                 records.append(self._row(plugin, kind.value, PluginStatus.BROKEN, f"hook {hook}: {problem}", name))
                 continue
             dist = self._origin.get(plugin, (None, None))[0]
@@ -255,18 +276,6 @@ class PluginRegistry:
             else:
                 records.append(self._row(plugin, kind.value, PluginStatus.OK, "", desc.name, desc))
         return records
-
-    @staticmethod
-    def _description_problem(kind: PluginKind, desc: object) -> str | None:
-        if not isinstance(desc, PluginDescription):
-            return f"returned {desc!r}; expected PluginDescription(kind={kind})"
-        if desc.kind is not kind:
-            return f"returned {desc.name!r} of kind {desc.kind}; expected kind {kind}"
-        if not isinstance(desc.name, str) or not _NAME.match(desc.name):
-            return f"name {desc.name!r} must be letters, digits, '_', '-' or '.' (no blanks, commas or colons)"
-        if not isinstance(desc.factory, str) or not _FACTORY.match(desc.factory):
-            return f"{desc.name!r}: factory {desc.factory!r} is not of the form 'module:attribute'"
-        return None
 
     # -- queries ----------------------------------------------------------------------
 
@@ -305,7 +314,10 @@ class PluginRegistry:
                     raise PluginDisabledError(label, name, rec.reason)
                 raise PluginLoadError(f"{label} {name!r} from {owner_label(rec)} is broken: {rec.reason}")
         off = [r.plugin for r in self._problems if r.status is PluginStatus.DISABLED]
-        raise UnknownComponentError(label, name, list(found), off)
+        # a plugin that broke before saying what it offers (import or hook failure) may be the one
+        broken = [owner_label(r) for r in self._problems + self._component_problems
+                  if r.status is PluginStatus.BROKEN and r.name == r.plugin and r.kind in ("plugin", kind.value)]
+        raise UnknownComponentError(label, name, list(found), off, list(dict.fromkeys(broken)))
 
     def get(self, kind: PluginKind, name: str) -> PluginDescription:
         """The description of component ``name`` of ``kind`` (errors as ``record``)."""
@@ -324,8 +336,8 @@ class PluginRegistry:
         for rec in self.records():
             if rec.status is PluginStatus.OK and rec.description is not None:
                 try:
-                    rec.description.load()
-                except (Exception, SystemExit) as exc:
+                    _load_factory(rec.description)
+                except Exception as exc:
                     rec = self._row(rec.plugin, rec.kind, PluginStatus.BROKEN,
                                     f"factory {rec.description.factory!r} cannot be imported: {_reason(exc)}",
                                     rec.name, rec.description)
@@ -348,8 +360,9 @@ class PluginRegistry:
         for impl in self._pm.hook.myutils_cli.get_hookimpls():
             before = (len(app.registered_commands), len(app.registered_groups))
             try:
-                impl.function(*[{"app": app}[a] for a in impl.argnames])
-            except (Exception, SystemExit) as exc:
+                with plugin_output(), contained():
+                    impl.function(*[{"app": app}[a] for a in impl.argnames])
+            except Exception as exc:
                 failures.append(self._row(impl.plugin_name, "cli", PluginStatus.BROKEN, _reason(exc)))
             problem = guard(app, *before, self._row(impl.plugin_name, "cli", PluginStatus.OK)) if guard else None
             if problem is not None:
@@ -370,18 +383,27 @@ def reset_registry() -> None:
     get_registry.cache_clear()
 
 
+def _load_factory(description: PluginDescription) -> Callable[..., Any]:
+    """Import a component's factory like an entry point: contained, output to stderr, bounded in time."""
+    with plugin_output():
+        factory: Callable[..., Any] = call_bounded(description.load, import_timeout(),
+                                                   f"import of factory {description.factory!r}")
+    return factory
+
+
 def load_component(kind: PluginKind, name: str) -> Callable[..., Any]:
     """Import and return the factory of the component ``name`` of ``kind``.
 
-    A factory that cannot be imported raises ``PluginLoadError`` naming the component, its
+    A factory that cannot be imported (or whose import does not finish within
+    ``MYUTILS_PLUGIN_IMPORT_TIMEOUT``) raises ``PluginLoadError`` naming the component, its
     plugin and distribution, and the import error.
     """
     rec = get_registry().record(kind, name)
     if rec.description is None:
         raise PluginLoadError(f"{kind_label(kind)} {name!r} has no description")
     try:
-        factory: Callable[..., Any] = rec.description.load()
-    except (Exception, SystemExit) as exc:
+        factory = _load_factory(rec.description)
+    except Exception as exc:
         raise PluginLoadError(
             f"{kind_label(kind)} {name!r} from {owner_label(rec)} cannot be imported: {_reason(exc)} "
             "(`myutils plugins check` tests every plugin)"

@@ -7,7 +7,10 @@ reports anything else malformed as ``file:line N: what was expected`` (``InputEr
 The writer side (``GlobalLogger``: packed step records rendered by ``step_log``, or
 ``ProfileCsvWriter`` on the direct path) builds its lines with the helpers here, so that what is
 written is exactly what the reader accepts: real CSV (fields with a comma, quote or newline are
-quoted) and every record ends with ``\\n``.
+quoted) and every record ends with ``\\n``. Text cells are safe to open in a spreadsheet: one
+that would run as a formula (``=``, ``+``, ``-``, ``@``, a tab... first) is written with a leading
+apostrophe (``safe_io.csv_text_cell``), which ``iter_profile_rows`` takes off, so every tool that
+reads through it sees the original name; names that are not UTF-8 are written as ``\\xNN``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import IO
 from urllib.parse import quote, unquote
 
 from my_utils.core.errors import InputError
+from my_utils.core.safe_io import csv_text_cell, csv_text_value, open_regular, utf8_text
 
 __all__ = [
     "HEADER_LINE",
@@ -159,6 +163,11 @@ def readable_time_ns(unix_ns: int) -> str:
     return f"{readable_second(sec)}.{rem // 1_000_000:03d}"
 
 
+def _text_cell(text: str) -> str:
+    """A free-text cell: valid UTF-8, never a spreadsheet formula (``iter_profile_rows`` undoes it), quoted as needed."""
+    return csv_field(csv_text_cell(utf8_text(text)))
+
+
 def format_profile_line(
     unix_ns: int,
     machine_id: str,
@@ -174,12 +183,12 @@ def format_profile_line(
         (
             format_unix_ns(unix_ns),
             readable_time_ns(unix_ns),
-            csv_field(machine_id),
+            _text_cell(machine_id),
             str(int(step)),
-            csv_field(event_name),
-            csv_field(event_type),
+            _text_cell(event_name),
+            _text_cell(event_type),
             dur,
-            csv_field(metadata),
+            _text_cell(metadata),
         )
     ) + "\n"
 
@@ -194,6 +203,7 @@ class _Lines:
         self._fh = fh
         self._where = where
         self._pushed: bytes | None = None
+        self.not_utf8: list[int] = []  # lines read with their invalid bytes as \xNN escapes
         self.lineno = 0
         self.torn = False  # the file ends inside an undecodable, unterminated line
         self.last_terminated = True  # the last line read ends with a newline
@@ -222,7 +232,10 @@ class _Lines:
             if not raw.endswith(b"\n") and self.at_eof():
                 self.torn = True  # a multi-byte character cut by a killed writer
                 raise StopIteration from None
-            raise InputError(self._where, f"line {self.lineno}", "expected UTF-8 text") from None
+            # an older writer wrote names with non-UTF-8 bytes as they were: read the line with
+            # those bytes as \xNN (what writers write now) instead of refusing the whole file
+            text = raw.decode("utf-8", "backslashreplace")
+            self.not_utf8.append(self.lineno)
         if self.lineno == 1 and text.startswith("\ufeff"):
             text = text[1:]
         if self.first_text is None and text.strip():
@@ -258,15 +271,16 @@ def _row(fields: list[str], where: Path, line: int) -> ProfileRow:
         step = int(step_text)
     except ValueError:
         raise InputError(where, f"line {line}", f"expected an integer in column 'step', got {step_text!r}") from None
+    # text cells were written with csv_text_cell (no spreadsheet formulas): read back exactly
     return ProfileRow(
         timestamp_unix=_float(fields, 0, where, line, empty_ok=False),
         readable_time=fields[1],
-        machine_id=fields[2],
+        machine_id=csv_text_value(fields[2]),
         step=step,
-        event_name=fields[4],
-        event_type=fields[5].strip(),
+        event_name=csv_text_value(fields[4]),
+        event_type=csv_text_value(fields[5]).strip(),
         duration_ms=_float(fields, 6, where, line, empty_ok=True),
-        metadata=fields[7],
+        metadata=csv_text_value(fields[7]),
         line=line,
     )
 
@@ -276,8 +290,10 @@ def iter_profile_rows(path: str | Path) -> Iterator[ProfileRow]:
 
     The first record must be the header (PROFILE_CSV_COLUMNS; spaces around names allowed).
     The final record is a torn write, and skipped, when the file does not end with a newline
-    or ends inside a quoted field. Anything else malformed raises ``InputError`` naming the
-    file, the line and what was expected. An empty file has no rows.
+    or ends inside a quoted field. Bytes that are not UTF-8 (an older writer's names) are read
+    as ``\\xNN`` escapes, said once through logging. Anything else malformed raises ``InputError``
+    naming the file, the line and what was expected. An empty file has no rows; a path that is
+    not a regular file (a FIFO, a folder) is refused without blocking.
     """
     where = Path(path)
     # MyTimer persists steps in a packed log beside the CSV and renders them into it a moment
@@ -287,7 +303,8 @@ def iter_profile_rows(path: str | Path) -> Iterator[ProfileRow]:
 
     sync_profile_csv(where)
     try:
-        fh = open(where, "rb")  # noqa: SIM115 - generator, closed in finally
+        # only a regular file: a FIFO named like a profile CSV would block the reader forever
+        fh = open_regular(where, "rb")
     except OSError as exc:
         raise InputError(where, None, f"cannot open the profile CSV ({exc.strerror or exc})") from None
     try:
@@ -335,6 +352,10 @@ def iter_profile_rows(path: str | Path) -> Iterator[ProfileRow]:
         row = _check(held, where, header_seen)
         if header_seen:
             yield row
+        if lines.not_utf8:
+            shown = ", ".join(map(str, lines.not_utf8[:5])) + (", ..." if len(lines.not_utf8) > 5 else "")
+            _log.warning("%s: %d line(s) are not valid UTF-8 (lines %s); their bytes were read as \\xNN escapes",
+                         where, len(lines.not_utf8), shown)
     finally:
         fh.close()
 

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from my_utils.core.profile_csv import HEADER_LINE
+from my_utils.core.safe_io import utf8_text
 
 __all__ = ["ProfileCsvWriter"]
 
@@ -83,7 +84,10 @@ class ProfileCsvWriter:
         """Append ``text`` (complete lines) in one write; return False if it could not be written."""
         if not text and not force_open:
             return True
-        data = text.encode("utf-8", "surrogatepass")
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (a name from os.fsdecode): \xNN, never invalid UTF-8
+            data = utf8_text(text).encode("utf-8")
         with self._lock:
             try:
                 if self._fd is None:

@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from my_utils.core.errors import ConfigError, InputError, MyUtilsError, ProviderError, UsageError
 from my_utils.core.events import MetricEvent, events_path, write_events
+from my_utils.core.plugin_calls import contained, plugin_output
 from my_utils.core.plugin_types import OptionSpec, PluginDescription, PluginKind
 
 _EXPECTED = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
@@ -138,17 +139,25 @@ def run_provider_on_input(
         raise UsageError(f"metrics provider {name!r} rejected its options ({mismatch}); "
                          "see `myutils plugins show` for what it reads")
     try:
-        provider = from_input(source, **checked)
+        # contained: sys.exit or another BaseException in the provider is its failure (exit 1), and
+        # what it prints goes to stderr in the CLI
+        with plugin_output(), contained():
+            provider = from_input(source, **checked)
     except MyUtilsError:
         raise
     except Exception as exc:  # a bug or library error while checking the input: one line, cause chained
         raise ProviderError(name, source, exc) from exc
     try:
-        events = list(provider.collect(None))
+        with plugin_output(), contained():
+            events = list(provider.collect(None))
     except MyUtilsError:
         raise
     except Exception as exc:  # a bug or library error: one line naming the provider, the cause chained
         raise ProviderError(name, source, exc) from exc
+    for i, event in enumerate(events):
+        if not isinstance(event, MetricEvent):  # the provider's bug, said before anything is written
+            wrong = TypeError(f"collect() returned a {type(event).__name__} as item {i}; expected MetricEvent")
+            raise ProviderError(name, source, wrong)
     out = events_path(output_dir)
     count = write_events(out, events)
     return out, count

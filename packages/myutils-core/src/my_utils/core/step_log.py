@@ -36,7 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from my_utils.core.errors import InputError
 from my_utils.core.profile_csv import HEADER_LINE
+from my_utils.core.safe_io import check_regular, utf8_text
 from my_utils.core.timer_rows import format_step_rows
 
 try:
@@ -343,7 +345,10 @@ class StepLogRenderer:
                 self._bad_reported = done + bad.offset
                 _log.error("%s:byte %d: %s", self.log_path, done + bad.offset, bad.what)
             if used:
-                encoded = text.encode("utf-8", "surrogatepass")
+                try:
+                    encoded = text.encode("utf-8")
+                except UnicodeEncodeError:  # text records of an older writer: never invalid UTF-8 in the CSV
+                    encoded = utf8_text(text).encode("utf-8")
                 _write_all(csv_fd, encoded)
                 os.pwrite(self._log_fd, _STATE.pack(done + used, csv_size + len(encoded)), _STATE_AT)
             return used
@@ -378,6 +383,12 @@ def sync_profile_csv(csv_path: str | os.PathLike[str]) -> bool:
     """
     log_path = steplog_path(csv_path)
     if fcntl is None or not log_path.exists():
+        return False
+    try:  # a FIFO or device under either name would block the render: the reader refuses it instead
+        check_regular(log_path)
+        check_regular(Path(csv_path))
+    except InputError as exc:
+        _log.debug("not rendering %s: %s", log_path, exc)
         return False
     try:
         renderer = StepLogRenderer(log_path, csv_path)

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from time import perf_counter_ns as _perf_ns
 from typing import Any
 
+from my_utils.core.clock import unix_offset_ns
 from my_utils.core.cuda_events import CudaEvents, default_cuda_events
 from my_utils.core.errors import UsageError
 from my_utils.core.logger import GlobalLogger
@@ -343,8 +343,9 @@ class MyTimer:
         manager = self._resolved
         if manager is None or manager is not GlobalLogger._instance:
             manager = self._resolved = self._resolve_manager()
-        # one (wall, perf) pair per step maps perf_counter_ns to unix time for this step's rows
-        base_ns = time.time_ns() - _perf_ns()
+        # one offset per process maps perf_counter_ns to unix time (clock.py): reading the wall
+        # clock here, at every step, let a preemption between two reads overlap adjacent steps
+        base_ns = unix_offset_ns()
         if manager is not None:
             base_ns += manager.time_offset_ns
             sink = manager._writer

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from my_utils.core.profile_csv import csv_field, format_metadata, readable_second
+from my_utils.core.safe_io import csv_text_cell, utf8_text
 
 __all__ = ["format_step_rows"]
 
@@ -17,9 +18,13 @@ __all__ = ["format_step_rows"]
 def _tails(name: str, node: int, parent: int, depth: int, tag: str) -> tuple[str, str, str, str]:
     meta_items: dict[str, object] = {"node_id": node, "parent_id": parent, "depth": depth}
     if tag:
-        meta_items["tag"] = tag
+        meta_items["tag"] = utf8_text(tag)
     meta = format_metadata(meta_items)
-    qname = csv_field(name)
+    # a name from os.fsdecode of a non-UTF-8 byte holds a lone surrogate: written as is, the
+    # whole file would be invalid UTF-8 and every reader would refuse it; \xNN keeps the byte.
+    # A name a spreadsheet would run as a formula ("=HYPERLINK(...)") gets a leading apostrophe
+    # (csv_text_cell), which the reader takes off again.
+    qname = csv_field(csv_text_cell(utf8_text(name)))
     # START: "name,START,0.0,meta\n"; END: "name,END," + duration + "," + meta (+ cuda) + "\n"
     return f"{qname},START,0.0,{csv_field(meta)}\n", f"{qname},END,", f",{csv_field(meta)}\n", meta
 
@@ -40,7 +45,7 @@ def format_step_rows(
     parent_id = -1 at depth 0). With ``cuda_ms``, END rows carry ``cuda_ms=`` in the metadata.
     """
     # This loop is the per-step cost of the timer: integer arithmetic and one f-string per row.
-    prefix = f"{csv_field(machine_id)},{step},"
+    prefix = f"{csv_field(csv_text_cell(utf8_text(machine_id)))},{step},"
     out: list[str] = []
     emit = out.append
     open_nodes: list[int] = []  # indices of regions whose END is not emitted yet

@@ -38,6 +38,7 @@ from typing import Any, Union
 from my_utils.core.atomic import atomic_write
 from my_utils.core.errors import InputError, UsageError
 from my_utils.core.profile_csv import ProfileRow, iter_profile_rows
+from my_utils.core.safe_io import utf8_text
 
 __all__ = [
     "TRACE_SCHEMA_VERSION",
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 TRACE_SCHEMA_VERSION = 2
-_RANK_RE = re.compile(r"rank[_-]?(\d+)$")
+_RANK_RE = re.compile(r"rank[_-]?(\d+)\Z")
 _CSV_RE = re.compile(r"profile_rank_(\d+)\.csv")
 _Key = tuple[int, int, int]  # (µs, line, tie-break): the order things happened
 
@@ -347,6 +348,17 @@ def find_profile_csvs(paths: str | Path | Sequence[str | Path]) -> list[Path]:
     return found
 
 
+def _utf8_strings(obj: Any) -> Any:
+    """``obj`` with every string (keys too) passed through ``utf8_text``."""
+    if isinstance(obj, str):
+        return utf8_text(obj)
+    if isinstance(obj, dict):
+        return {_utf8_strings(k): _utf8_strings(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_utf8_strings(v) for v in obj]
+    return obj
+
+
 def csv_to_trace(csv_path: str | Path | Sequence[str | Path], out_json: str | Path, *,
                  layout: TraceLayout | str = TraceLayout.RANK, clock_offsets: ClockOffsets | None = None) -> Path:
     """Convert profile CSVs (a file, a folder of ``profile_rank_<R>.csv``, or a list) into one trace file.
@@ -363,7 +375,11 @@ def csv_to_trace(csv_path: str | Path | Sequence[str | Path], out_json: str | Pa
         rows.extend(iter_profile_rows(path))
     doc = profile_rows_to_trace(rows, sources=[str(p) for p in paths], layout=layout, clock_offsets=clock_offsets)
     out = Path(out_json)
-    data = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # a name (or a path from os.fsdecode) with a lone surrogate: \xNN instead
+        data = json.dumps(_utf8_strings(doc), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     with atomic_write(out, "wb") as fh:
         fh.write(gzip.compress(data, mtime=0) if out.name.endswith(".gz") else data)
     return out

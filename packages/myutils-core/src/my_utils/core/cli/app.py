@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
+import os
+import sys
 import typing
 
 import typer
 
 from my_utils.core.cli.guard import guard_plugin_command, set_traceback
 from my_utils.core.cli.plugins_cmd import plugins_app
+from my_utils.core.plugin_calls import abandoned, send_plugin_output_to_stderr
 from my_utils.core.plugin_types import PluginRecord
 from my_utils.core.plugins import get_registry, owner_label
 
@@ -26,11 +29,27 @@ def installed_distributions() -> list[tuple[str, str]]:
     return sorted(found.items())
 
 
+def _print_versions() -> None:
+    for name, version in installed_distributions():
+        typer.echo(f"{name} {version}")
+
+
 def _version_callback(value: bool) -> None:
     if value:
-        for name, version in installed_distributions():
-            typer.echo(f"{name} {version}")
+        _print_versions()
         raise typer.Exit()
+
+
+def asks_for_version(args: list[str]) -> bool:
+    """True when ``--version`` is among the root options (before the first command word)."""
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg == "--version":
+            return True
+        if not arg.startswith("-"):
+            return False  # a command: its own options follow
+    return False
 
 
 def build_app() -> typer.Typer:
@@ -97,6 +116,32 @@ def quiet_plugin_warnings() -> None:
 
 
 def main() -> None:
-    """Console-script entry point of ``myutils``."""
+    """Console-script entry point of ``myutils``.
+
+    ``--version`` reads installed metadata only and imports no plugin (a plugin that hangs or
+    exits at import cannot stop it). Elsewhere, what plugin code prints goes to stderr, and
+    when a plugin import was abandoned (it did not finish within its bound) the process ends
+    without waiting for that thread.
+    """
     quiet_plugin_warnings()
-    build_app()(prog_name="myutils")
+    if asks_for_version(sys.argv[1:]):
+        _print_versions()
+        return
+    send_plugin_output_to_stderr(True)
+    try:
+        build_app()(prog_name="myutils")
+    except SystemExit as exc:
+        if not abandoned():
+            raise
+        code = exc.code
+    else:
+        if not abandoned():
+            return
+        code = 0
+    if not isinstance(code, int):  # sys.exit("message") or None, as the interpreter would end
+        if code is not None:
+            print(code, file=sys.stderr)
+        code = 0 if code is None else 1
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)

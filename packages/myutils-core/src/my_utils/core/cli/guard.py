@@ -4,19 +4,27 @@ Exit 2: the input or the request is wrong (``InputError``, ``UsageError``, an un
 disabled or clashing plugin name, an ``OSError`` on a named file). Exit 1: a plugin broke
 (it cannot be imported, or raised something unexpected); the line names the plugin and its
 distribution. ``myutils --traceback ...`` or ``MYUTILS_TRACEBACK=1`` also prints the stack.
+
+Plugin code may also end a command with ``sys.exit`` or another ``BaseException`` (a provider,
+a rule, a sink called deep inside a command): that is a plugin failure too, exit 1, and the line
+names the plugin whose code raised it (found in the stack). Only ``KeyboardInterrupt`` passes
+(a real Ctrl-C stops the command), and a plugin's *own* command may end itself with ``sys.exit``.
+While a command runs, what plugin code prints goes to stderr (``plugin_calls.plugin_output``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.metadata
 import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from my_utils.core.errors import MyUtilsError, ProviderError
+from my_utils.core.errors import MyUtilsError, ProviderError, one_line
+from my_utils.core.plugin_calls import PluginAbort, describe_failure, send_plugin_output_to_stderr
 from my_utils.core.plugin_errors import PluginLoadError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,6 +53,39 @@ def _one_line(exc: BaseException) -> str:
     return "; ".join(lines) or type(exc).__name__
 
 
+def plugin_in_traceback(exc: BaseException) -> str | None:
+    """``plugin 'ext_x' (myutils-ext-x 1.0)`` for the innermost frame of ``exc`` in a third-party plugin's code.
+
+    A frame belongs to a plugin when its module's top-level package is installed by a
+    distribution (not one of my_utils' own) that declares ``my_utils.plugins`` entry points.
+    """
+    from my_utils.core.hookspecs import ENTRY_POINT_GROUP
+    from my_utils.core.plugin_policy import is_builtin
+
+    modules = []
+    tb = exc.__traceback__
+    while tb is not None:
+        modules.append(str(tb.tb_frame.f_globals.get("__name__") or ""))
+        tb = tb.tb_next
+    try:
+        owners = importlib.metadata.packages_distributions()
+    except Exception:  # broken metadata somewhere: no attribution, the message still says what happened
+        return None
+    for module in reversed(modules):
+        for dist_name in owners.get(module.partition(".")[0], []):
+            if is_builtin(dist_name):
+                continue
+            try:
+                dist = importlib.metadata.distribution(dist_name)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+            plugins = sorted(ep.name for ep in dist.entry_points if ep.group == ENTRY_POINT_GROUP)
+            if plugins:
+                names = ", ".join(repr(p) for p in plugins)
+                return f"plugin {names} ({dist.metadata['Name'] or dist_name} {dist.version})"
+    return None
+
+
 def _fail(code: int, message: str) -> None:
     import typer
 
@@ -55,33 +96,68 @@ def _fail(code: int, message: str) -> None:
 
 
 @contextlib.contextmanager
-def plugin_guard(owner: str | None = None) -> Iterator[None]:
+def _plugin_output_to_stderr() -> Iterator[None]:
+    previous = send_plugin_output_to_stderr(True)
+    try:
+        yield
+    finally:
+        send_plugin_output_to_stderr(previous)
+
+
+@contextlib.contextmanager
+def plugin_guard(owner: str | None = None, *, own_exit: bool = False) -> Iterator[None]:
     """Run a command body: expected errors exit 2, a broken plugin exits 1, both on one line.
 
     ``owner`` (e.g. ``metrics provider 'x' from plugin 'ext_x' (myutils-ext-x 1.0)``) is
-    named when anything unexpected escapes; without it unexpected errors propagate.
+    named when anything unexpected escapes; without it unexpected ``Exception``s propagate.
+    ``sys.exit`` and other ``BaseException``s (not ``KeyboardInterrupt``) exit 1 naming the
+    plugin found in the stack, except ``SystemExit`` with ``own_exit`` (a plugin's own command).
     """
     import typer
 
     try:
-        yield
+        with _plugin_output_to_stderr():
+            yield
     except (typer.Exit, typer.Abort, typer.TyperException):
         raise  # deliberate exits and usage errors: click already knows how to end them
     except PluginLoadError as exc:
         _fail(EXIT_PLUGIN_FAILED, _one_line(exc))
     except ProviderError as exc:  # the provider's own bug, already wrapped by run_provider_on_input
         cause = exc.cause
-        _fail(EXIT_PLUGIN_FAILED, f"{owner} failed on {exc.where}: {type(cause).__name__}: {_one_line(cause)}"
+        _fail(EXIT_PLUGIN_FAILED, f"{owner} failed on {exc.where}: {describe_failure(cause)}"
               if owner else _one_line(exc))
     except (MyUtilsError, OSError) as exc:
         message = _one_line(exc)
-        if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in message:
+        if isinstance(exc, OSError) and exc.strerror:  # "[Errno 28] ..." says nothing a user needs
+            message = one_line(f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror)
+        elif isinstance(exc, OSError) and exc.filename and str(exc.filename) not in message:
             message = f"{exc.filename}: {message}"
         _fail(EXIT_BAD_INPUT, message)
+    except PluginAbort as exc:  # sys.exit or a BaseException of plugin code, contained where it was called
+        _fail(EXIT_PLUGIN_FAILED, f"{owner or plugin_in_traceback(exc) or 'plugin code'} failed: "
+                                  f"{describe_failure(exc)}")
     except Exception as exc:
         if owner is None:
             raise
-        _fail(EXIT_PLUGIN_FAILED, f"{owner} failed: {type(exc).__name__}: {_one_line(exc)}")
+        _fail(EXIT_PLUGIN_FAILED, f"{owner} failed: {describe_failure(exc)}")
+    except KeyboardInterrupt:
+        raise
+    except SystemExit as exc:
+        if own_exit:
+            raise
+        _fail_base(exc, owner)
+    except BaseException as exc:  # GeneratorExit, a plugin's own BaseException subclass
+        _fail_base(exc, owner)
+
+
+def _fail_base(exc: BaseException, owner: str | None) -> None:
+    """Exit 1 for a ``BaseException`` that plugin code let escape into a command."""
+    who = owner or plugin_in_traceback(exc)
+    if who:
+        _fail(EXIT_PLUGIN_FAILED, f"{who} failed: {describe_failure(PluginAbort(exc))}")
+    what = f"sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else describe_failure(exc)
+    _fail(EXIT_PLUGIN_FAILED, f"the command was stopped by {what} (not raised by my_utils; "
+                              "run with --traceback to see where)")
 
 
 def exit_on_error(func: F) -> F:
@@ -105,7 +181,7 @@ def guard_plugin_command(func: F, owner: str) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with plugin_guard(owner):
+        with plugin_guard(owner, own_exit=True):
             return func(*args, **kwargs)
 
     setattr(wrapper, _GUARDED, True)

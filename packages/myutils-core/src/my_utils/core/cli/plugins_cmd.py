@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import reprlib
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ plugins_app = typer.Typer(
     rich_markup_mode=None,
 )
 
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 200
 _COLUMNS = ("name", "kind", "distribution", "version", "status")
 
 
@@ -72,8 +75,8 @@ def _option_lines(description: object) -> list[str]:
     for spec in getattr(description, "options", ()) or ():
         kind = getattr(spec, "type", None)
         kind_name = getattr(kind, "__name__", None) or str(kind or "any")
-        default = getattr(spec, "default", None)
-        lines.append(f"    {getattr(spec, 'name', '?')} ({kind_name}, default {default!r}): "
+        default = _REPR.repr(getattr(spec, "default", None))  # bounded: a default may be any size
+        lines.append(f"    {getattr(spec, 'name', '?')} ({kind_name}, default {default}): "
                      f"{getattr(spec, 'help', '')}".rstrip())
     return lines
 

@@ -27,7 +27,9 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "sink": ("sink", "event sink", "Appends metric events to a CSV file."),
     "cli": ("command", "command", "Adds `myutils {cmd}`: counts the lines of a text file."),
 }
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+# fullmatch, never ``$``: ``$`` also matches before a final newline, so "foo\n" passed and
+# became a folder named with a newline
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ def plan_package(name: str, kind: str) -> PackageNames:
     """Check ``name`` and ``kind`` and derive the distribution, package and entry-point names."""
     if kind not in KINDS:
         raise UsageError(f"plugins new: --kind {kind!r} is not one of {', '.join(KINDS)}")
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise UsageError(f"plugins new: NAME {name!r} must be a lowercase identifier (letters, digits, '_'), "
                          "e.g. foo_log")
     return PackageNames(

@@ -9,11 +9,20 @@ plugin packages installed into it stay invisible to the running interpreter.
 
 ``--system-site-packages`` is not enough: it inherits the *base* interpreter, which is not
 the venv the tests run in (``No module named 'my_utils'`` in a fresh clone).
+
+``write_distribution(site, ...)`` installs a plugin without pip or a build: it writes its
+modules and the ``.dist-info`` folder an installer writes (``METADATA``, ``entry_points.txt``,
+``RECORD``) into ``site``; a process with ``site`` on ``PYTHONPATH`` finds its entry points
+like any installed distribution's. It takes milliseconds, so a test can install many small
+misbehaving plugins.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
+import re
 import site
 import subprocess
 import sys
@@ -23,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PluginEnv", "PluginEnvError"]
+__all__ = ["PluginEnv", "PluginEnvError", "write_distribution"]
 
 _PTH_NAME = "_myutils_parent_env.pth"
 
@@ -127,3 +136,31 @@ class PluginEnv:
 
         found: dict[str, bool] = json.loads(proc.stdout)
         return found
+
+
+def write_distribution(site: str | os.PathLike[str], name: str, version: str, modules: Mapping[str, str],
+                       entry_points: Mapping[str, str], group: str = "my_utils.plugins") -> Path:
+    """Install distribution ``name`` into the folder ``site`` as an installer would; return its ``.dist-info``.
+
+    ``modules`` maps relative file paths (``my_utils_ext_x/__init__.py``) to their text;
+    ``entry_points`` maps entry-point names to ``module[:attr]`` in ``group``.
+    """
+    root = Path(site)
+    root.mkdir(parents=True, exist_ok=True)
+    normal = re.sub(r"[-_.]+", "_", name)
+    info = root / f"{normal}-{version}.dist-info"
+    info.mkdir()
+    files: dict[str, bytes] = {path: text.encode("utf-8") for path, text in modules.items()}
+    files[f"{info.name}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
+    files[f"{info.name}/entry_points.txt"] = (
+        f"[{group}]\n" + "".join(f"{ep} = {target}\n" for ep, target in entry_points.items())).encode()
+    files[f"{info.name}/INSTALLER"] = b"my_utils.core.testing\n"
+    record = []
+    for relative, data in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{relative},sha256={digest},{len(data)}")
+    (info / "RECORD").write_text("\n".join([*record, f"{info.name}/RECORD,,"]) + "\n", encoding="utf-8")
+    return info
