@@ -120,3 +120,15 @@ def test_memory_viz_cli_renders_the_pickle_of_a_cut(snap_file: Path, tmp_path: P
                            "-o", str(html)], capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "const local_files" in html.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("out_name", ["run.pt", "run.pickle", "link.pickle"])
+def test_cut_never_replaces_its_input(tmp_path: Path, hand_snapshot: dict[str, Any], out_name: str) -> None:
+    """``-o run.pt`` would write the sibling ``run.pickle``; ``-o run.pickle`` (or a link to it) is the input."""
+    src = save_snapshot(tmp_path / "run.pickle", hand_snapshot)
+    (tmp_path / "link.pickle").symlink_to(src)
+    before = src.read_bytes()
+    out = tmp_path / out_name
+    result = _run("memory", "cut", str(src), "--from", "0", "--to", "5", "-o", str(out))
+    _one_line_exit_2(result, "run.pickle", "would replace the input")
+    assert src.read_bytes() == before and not (tmp_path / "run.pt").exists()
