@@ -132,3 +132,19 @@ def test_cut_never_replaces_its_input(tmp_path: Path, hand_snapshot: dict[str, A
     result = _run("memory", "cut", str(src), "--from", "0", "--to", "5", "-o", str(out))
     _one_line_exit_2(result, "run.pickle", "would replace the input")
     assert src.read_bytes() == before and not (tmp_path / "run.pt").exists()
+
+
+HOSTILE_NAME = "evil\r\x1b[2Jpeak in use: 0 B\n| `x` <img src=x onerror=alert(1)>\u2028end"
+
+
+def test_names_from_the_file_cannot_rewrite_the_terminal(tmp_path: Path, hand_snapshot: dict[str, Any]) -> None:
+    """A frame name with CR, an escape sequence and line breaks stays on its own line, escaped."""
+    hand_snapshot["device_traces"][0][2]["frames"] = [{"filename": "m.py", "line": 1, "name": HOSTILE_NAME}]
+    path = save_snapshot(tmp_path / "hostile.pickle", hand_snapshot)
+    result = _run("memory", "summarize", str(path))
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "\x1b" not in out and "\r" not in out and "\u2028" not in out
+    assert [line for line in out.splitlines() if line.startswith("peak in use")] == ["peak in use: 4.00 MiB at 3.000s"]
+    (line,) = [line for line in out.splitlines() if "evil" in line]
+    assert "evil\\r\\x1b[2Jpeak in use: 0 B\\n| `x` <img src=x onerror=alert(1)>\\u2028end (m.py:1)" in line

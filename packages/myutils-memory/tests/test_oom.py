@@ -163,3 +163,27 @@ def test_real_cuda_oom_writes_a_bundle(tmp_path: Path) -> None:
     (bundle,) = recorder.bundles
     assert torch.load(bundle / "snapshot.pt")["segments"] and (bundle / "snapshot.pickle").stat().st_size > 0
     assert "error raised: OutOfMemoryError" in (bundle / "summary.txt").read_text()
+
+
+def test_bundle_files_are_strict_json_and_names_stay_on_their_line(tmp_path: Path,
+                                                                    hand_snapshot: dict[str, Any]) -> None:
+    """NaN/Infinity in the allocator stats become null; a frame name with line breaks is escaped in summary.txt."""
+    hand_snapshot["segments"][0]["blocks"][0]["frames"] = [{"filename": "a.py", "line": 1,
+                                                            "name": "x\nnote: fake\r\x1b[2J"}]
+    cuda = RecordingCudaMemory(state=hand_snapshot, stats={"ratio": float("nan"), "peak": float("inf"), "n": 3})
+    recorder = OomRecorder(tmp_path, cuda=cuda)
+    with pytest.raises(torch.OutOfMemoryError), recorder.guard():
+        raise torch.OutOfMemoryError(MESSAGE)
+    (bundle,) = recorder.bundles
+
+    def strict(token: str) -> None:
+        raise AssertionError(f"bare {token} in a bundle file")
+
+    stats = json.loads((bundle / "allocator_stats.json").read_text(), parse_constant=strict)
+    assert stats["memory_stats"] == {"ratio": None, "peak": None, "n": 3}
+    blocks = json.loads((bundle / "largest_blocks.json").read_text(), parse_constant=strict)
+    assert blocks[0]["frames"][0]["name"] == "x\nnote: fake\r\x1b[2J"  # JSON keeps the name exactly
+    summary = (bundle / "summary.txt").read_text()
+    assert "\x1b" not in summary and "\r" not in summary
+    assert [line for line in summary.splitlines() if line.startswith("note:")] == []
+    assert "x\\nnote: fake\\r\\x1b[2J (a.py:1)" in summary

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from my_utils.memory.snapshot_summary import MemorySummary
 
-__all__ = ["format_bytes", "render_summary"]
+__all__ = ["format_bytes", "render_summary", "terminal_text"]
 
 
 def format_bytes(n: float) -> str:
@@ -17,14 +17,26 @@ def format_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
+def terminal_text(text: str) -> str:
+    """``text`` with every unprintable character escaped (``\\r``, ``\\x1b``): names from a file stay on their line.
+
+    Frame and region names come from the snapshot; a carriage return or an escape sequence in
+    one would rewrite the terminal (a fake ``peak in use`` line, a cleared screen).
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape", "backslashreplace").decode("ascii")
+                   for ch in text)
+
+
 def render_summary(summary: MemorySummary, source: str) -> str:
     """A plain-text report: totals, top stacks, regions (or windows), trend."""
     s = summary
     u = "s" if s.time_unit == "s" else " (entry #)"
     lines = [
-        f"snapshot: {source}",
+        f"snapshot: {terminal_text(source)}",
         f"trace: {s.entries} entries over {s.duration_s:.3f}{u} ("
-        + ", ".join(f"{k} {v}" for k, v in sorted(s.actions.items())) + ")",
+        + ", ".join(f"{terminal_text(k)} {v}" for k, v in sorted(s.actions.items())) + ")",
         f"peak in use: {format_bytes(s.peak_bytes)} at {s.peak_at_s:.3f}{u}",
         f"in use: {format_bytes(s.baseline_bytes)} before the trace, {format_bytes(s.end_bytes)} at its end; "
         f"reserved at the end: {format_bytes(s.reserved_bytes)}",
@@ -32,11 +44,11 @@ def render_summary(summary: MemorySummary, source: str) -> str:
         f"top allocation stacks (by bytes allocated, {len(s.top_stacks)} shown):",
     ]
     for st in s.top_stacks:
-        where = " <- ".join(st.frames) if st.frames else "(no stack recorded)"
+        where = " <- ".join(terminal_text(f) for f in st.frames) if st.frames else "(no stack recorded)"
         lines.append(f"  {format_bytes(st.total_bytes):>12} in {st.count:>6} allocs  {where}")
     lines += ["", "time windows (no regions recorded):" if s.regions_are_windows else "regions:"]
     for r in s.regions:
-        lines.append(f"  {r.name:<24} {r.start_s:9.3f}-{r.stop_s:9.3f}{u}  delta {format_bytes(r.delta_bytes):>12}"
+        lines.append(f"  {terminal_text(r.name):<24} {r.start_s:9.3f}-{r.stop_s:9.3f}{u}  delta {format_bytes(r.delta_bytes):>12}"
                      f"  peak {format_bytes(r.peak_bytes):>12}")
     verdict = "growing" if s.growing else "flat"
     per = "s" if s.time_unit == "s" else "entry"
