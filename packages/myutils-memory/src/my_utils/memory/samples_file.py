@@ -97,7 +97,9 @@ def read_samples(path: str | Path, start_line: int = 0) -> tuple[dict[str, Any],
             if "note" in obj:
                 notes.append(str(obj["note"]))
                 continue
-            metrics, ts, t = obj.get("metrics"), obj.get("ts"), obj.get("t", 0.0)
+            metrics: Any = obj.get("metrics")
+            ts: Any = obj.get("ts")
+            t: Any = obj.get("t", 0.0)
             if not isinstance(metrics, dict) or not _finite(ts) or not _finite(t) \
                     or not all(_finite(v) for v in metrics.values()):
                 raise InputError(p, f"line {done}", 'expected {"ts": number, "t": number, "metrics": {name: number}} '
