@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -110,3 +111,35 @@ def test_peak_matches_brute_force(ops: list[tuple[bool, int]]) -> None:
         peak = max(peak, running)
     s = summarize_snapshot({"segments": [], "device_traces": [trace]})
     assert s.peak_bytes == peak and s.end_bytes == running
+
+
+def _freed_steadily(before_trace: bool) -> dict[str, Any]:
+    """30 blocks of 1 MiB, freed one per second; allocated before the trace (live at its start) or at t=0."""
+    frees = [{"action": "free_completed", "addr": i * MiB, "size": MiB, "time_us": (i + 1) * 1_000_000, "frames": []}
+             for i in range(30)]
+    allocs = [] if before_trace else [{"action": "alloc", "addr": i * MiB, "size": MiB, "time_us": 0, "frames": []}
+                                      for i in range(30)]
+    segment = {"device": 0, "address": 0, "total_size": 32 * MiB, "blocks": [{"size": 32 * MiB, "state": "inactive"}]}
+    return {"segments": [segment], "device_traces": [allocs + frees]}
+
+
+@pytest.mark.parametrize("before_trace", [True, False], ids=["allocated-before-the-trace", "allocated-at-start"])
+def test_memory_freed_steadily_is_shrinking_never_growing(before_trace: bool) -> None:
+    s = summarize_snapshot(_freed_steadily(before_trace))
+    assert s.trend == "shrinking" and not s.growing
+    assert abs(s.slope_bytes_per_s + MiB) < 0.1 * MiB
+    text = render_summary(s, "freed.pickle")
+    assert "trend: shrinking, -1.0" in text and "growing" not in text
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.integers(1, 10 * MiB), min_size=3, max_size=40))
+def test_a_trace_that_only_frees_is_never_growing(sizes: list[int]) -> None:
+    """Whatever the sizes, memory that only goes down is never reported as growing."""
+    frees = [{"action": "free_completed", "addr": i, "size": size, "time_us": (i + 1) * 1_000_000, "frames": []}
+             for i, size in enumerate(sizes)]
+    blocks = [{"size": sum(sizes), "state": "inactive"}]
+    s = summarize_snapshot({"segments": [{"address": 0, "total_size": sum(sizes), "blocks": blocks}],
+                            "device_traces": [frees]})
+    assert s.trend in ("shrinking", "flat") and not s.growing
+    assert s.baseline_bytes == sum(sizes) and s.end_bytes == 0

@@ -69,9 +69,17 @@ class MemorySummary:
     time_unit: str = "s"
 
     @property
+    def trend(self) -> str:
+        """``growing`` / ``shrinking`` when the fitted trend adds / removes more than 5 % of the peak over the trace,
+        else ``flat``."""
+        change = self.slope_bytes_per_s * self.duration_s
+        threshold = 0.05 * max(self.peak_bytes, 1)
+        return "growing" if change > threshold else "shrinking" if change < -threshold else "flat"
+
+    @property
     def growing(self) -> bool:
         """True when the fitted trend adds more than 5 % of the peak over the trace."""
-        return self.slope_bytes_per_s * self.duration_s > 0.05 * max(self.peak_bytes, 1)
+        return self.trend == "growing"
 
 
 def theil_sen_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
@@ -151,7 +159,7 @@ def summarize_snapshot(snapshot: dict[str, Any], *, top: int = 10, stack_depth: 
             peak, peak_at = top_level, times[levels.index(top_level)]
     duration = max(times[-1], 0.0) if times else 0.0
     regions, are_windows = _regions(snapshot, t0, times, levels, baseline, duration, windows)
-    xs, ys = _trend_points(times, levels, duration)
+    xs, ys = _trend_points(times, levels, baseline, duration)
     best = sorted(stacks.items(), key=lambda kv: -kv[1][0])[:top]
     top_stacks = [StackTotal(tuple(_frame_label(f) for f in key), v[0], v[1]) for key, v in best]
     return MemorySummary(
@@ -200,8 +208,8 @@ def _regions(snapshot: dict[str, Any], t0: float, times: Sequence[float], levels
     return out, are_windows
 
 
-def _trend_points(times: Sequence[float], levels: Sequence[int], duration: float) -> tuple[list[float], list[float]]:
+def _trend_points(times: Sequence[float], levels: Sequence[int], baseline: int, duration: float) -> tuple[list[float], list[float]]:
     if not times or duration <= 0:
         return [], []
     xs = [duration * (i + 1) / TREND_POINTS for i in range(TREND_POINTS)]
-    return xs, [float(_level_at(times, levels, 0, x)) for x in xs]
+    return xs, [float(_level_at(times, levels, baseline, x)) for x in xs]

@@ -50,9 +50,8 @@ def render_summary(summary: MemorySummary, source: str) -> str:
     for r in s.regions:
         lines.append(f"  {terminal_text(r.name):<24} {r.start_s:9.3f}-{r.stop_s:9.3f}{u}  delta {format_bytes(r.delta_bytes):>12}"
                      f"  peak {format_bytes(r.peak_bytes):>12}")
-    verdict = "growing" if s.growing else "flat"
     per = "s" if s.time_unit == "s" else "entry"
-    lines += ["", f"trend: {verdict}, {format_bytes(s.slope_bytes_per_s)}/{per} (Theil-Sen over the trace)"]
+    lines += ["", f"trend: {s.trend}, {format_bytes(s.slope_bytes_per_s)}/{per} (Theil-Sen over the trace)"]
     if s.time_unit != "s":
         lines.append("(this snapshot records no times: positions are entry numbers, as `cut --from/--to` takes them)")
     return "\n".join(lines)
