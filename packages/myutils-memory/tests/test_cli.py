@@ -34,7 +34,8 @@ def test_summarize_prints_peak_stacks_windows_trend(snap_file: Path) -> None:
     assert result.exit_code == 0, result.output
     out = result.output
     assert "peak in use: 4.00 MiB at 3.000s" in out
-    assert "2.00 MiB in      1 allocs  mlp (model.py:3)" in out
+    stacks = out.split("allocation stacks by bytes still live at the end (3 shown):")[1].splitlines()[2:5]
+    assert stacks[2].split() == ["0", "B", "2.00", "MiB", "2.00", "MiB", "1", "0", "B", "mlp", "(model.py:3)"]
     assert out.count("window ") == 4 and "trend:" in out
 
 
