@@ -211,3 +211,10 @@ def test_deep_nesting_kept_by_the_cut_is_refused_in_one_line(tmp_path: Path) -> 
                  f"{path}:key 'allocator_settings':")
         assert not out.exists() and not out.with_suffix(".pickle").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["deep.pickle"]
+
+
+def test_a_bytearray_declaring_exabytes_gives_one_line(tmp_path: Path) -> None:
+    """CPython prints a stray 'SystemError: deallocated bytearray...' when BYTEARRAY8 cannot be allocated."""
+    path = tmp_path / "ba.pickle"
+    path.write_bytes(b"\x80\x05\x96" + (8391162081649385248).to_bytes(8, "little") + b"abc" * 100)
+    _refused(_cli("memory", "summarize", str(path)), f"{path}:byte 2:", "BYTEARRAY8")

@@ -11,8 +11,11 @@ unpickler. Anything else is an ``InputError`` naming the file, the place and wha
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import pickle
+import sys
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,10 +75,33 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
     return data
 
 
+@contextlib.contextmanager
+def _without_bytearray_noise() -> Iterator[None]:
+    """Drop the line CPython prints when a pickle's BYTEARRAY8 declares more memory than exists.
+
+    The C unpickler allocates the declared size first; when that fails, CPython (3.11, 3.12)
+    frees the half-made bytearray, finds garbage in its export count and prints
+    ``SystemError: deallocated bytearray object has exported buffers`` to ``sys.stderr``
+    before the ``MemoryError`` we report. A bad file gets one line, so that one is dropped;
+    anything else written meanwhile (another thread's) is passed on afterwards.
+    """
+    real, buffer = sys.stderr, io.StringIO()
+    sys.stderr = buffer
+    try:
+        yield
+    finally:
+        sys.stderr = real
+        rest = [line for line in buffer.getvalue().splitlines(keepends=True)
+                if "deallocated bytearray object has exported buffers" not in line]
+        if rest:
+            real.write("".join(rest))
+
+
 def _load_pickle(path: Path, fh: IO[bytes]) -> Any:
     """The plain pickle in ``fh`` (C unpickler); on failure, the byte where it breaks (``pickle_place``)."""
     try:
-        return _PlainUnpickler(fh).load()
+        with _without_bytearray_noise():
+            return _PlainUnpickler(fh).load()
     except Exception as exc:  # no code runs while loading: every failure is the file's
         stopped = fh.tell()
         fh.seek(0)
