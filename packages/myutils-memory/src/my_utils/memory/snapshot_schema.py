@@ -65,21 +65,33 @@ class _Checker:
         if type(value) is not int or not low <= value <= high:
             raise self.fail(place, f"expected {what} (an integer from {low} to {high}), got {_shown(value)}")
 
-    def frames(self, frames: Any, place: str) -> None:
-        if not isinstance(frames, list):
-            raise self.fail(place, f"expected a list of stack frames, got {_shown(frames)}")
-        if id(frames) in self.frames_seen:  # torch shares one list among the entries of a stack
+    def frames(self, frames: Any, place: str, *at: int) -> None:
+        """Check a frames list once (torch shares one list among the entries of a stack).
+
+        ``place`` is a format string filled with ``at`` only when something is wrong: the hot
+        path formats nothing.
+        """
+        if id(frames) in self.frames_seen:
             return
+        if not isinstance(frames, list):
+            raise self.fail(place.format(*at), f"expected a list of stack frames, got {_shown(frames)}")
         self.frames_seen.add(id(frames))
-        self.spend(len(frames), place, f"{len(frames)} frames")
+        if self.budget is not None and self.spent + len(frames) > self.budget:
+            self.spend(len(frames), place.format(*at), f"{len(frames)} frames")
+        self.spent += len(frames)
+        for f in frames:
+            if type(f) is dict or isinstance(f, dict):
+                name, filename, line = f.get("name"), f.get("filename"), f.get("line")
+                if (name is None or type(name) is str) and (filename is None or type(filename) is str) \
+                        and (line is None or type(line) is int):
+                    continue  # the hot path: millions of frames in a big snapshot
+            self._bad_frame(frames, place.format(*at))
+
+    def _bad_frame(self, frames: list[Any], place: str) -> None:
         for k, f in enumerate(frames):
             if not isinstance(f, dict):
                 raise self.fail(f"{place}[{k}]", f"expected a frame (a dict with name, filename, line), "
                                                  f"got {_shown(f)}")
-            name, filename, line = f.get("name"), f.get("filename"), f.get("line")
-            if (name is None or type(name) is str) and (filename is None or type(filename) is str) \
-                    and (line is None or type(line) is int):
-                continue  # the hot path: millions of frames in a big snapshot
             for key, kind in (("name", str), ("filename", str), ("line", int)):
                 v = f.get(key)
                 if v is not None and type(v) is not kind:
@@ -175,6 +187,7 @@ def _traces(c: _Checker, traces: Any) -> None:
     timed = isinstance(first, dict) and "time_us" in first
     allocated = 0
     for d, trace in enumerate(traces):
+        # the hot loop (millions of entries): places are formatted only for the entry that is wrong
         for i, e in enumerate(trace):
             if not isinstance(e, dict):
                 raise c.fail(f"device_traces[{d}][{i}]", f"expected a trace entry (a dict with action, size, "
@@ -188,8 +201,9 @@ def _traces(c: _Checker, traces: Any) -> None:
                 c.integer(size, f"device_traces[{d}][{i}].size", "a size in bytes", MAX_SIZE)
             if action == "alloc":
                 allocated += size
-            if "addr" in e and e["addr"] is not None:
-                c.integer(e["addr"], f"device_traces[{d}][{i}].addr", "an address", MAX_ADDRESS)
+            addr = e.get("addr")
+            if addr is not None and (type(addr) is not int or not 0 <= addr <= MAX_ADDRESS):
+                c.integer(addr, f"device_traces[{d}][{i}].addr", "an address", MAX_ADDRESS)
             if timed:
                 t: Any = e.get("time_us")
                 if type(t) not in (int, float) or not -MAX_TIME_US <= t <= MAX_TIME_US:  # NaN fails too
@@ -198,7 +212,7 @@ def _traces(c: _Checker, traces: Any) -> None:
                                  f"has, got {_shown(t)}")
             frames = e.get("frames")
             if frames is not None:
-                c.frames(frames, f"device_traces[{d}][{i}].frames")
+                c.frames(frames, "device_traces[{}][{}].frames", d, i)
     if allocated > MAX_TOTAL:
         raise c.fail("device_traces", f"expected at most {MAX_TOTAL} bytes allocated over the trace, "
                                       f"found {allocated}")
