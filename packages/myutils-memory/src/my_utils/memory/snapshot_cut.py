@@ -11,6 +11,7 @@ block whose allocation the trace does not hold.
 from __future__ import annotations
 
 import pickle
+from bisect import bisect_left
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +46,11 @@ def _rewind(segments: list[dict[str, Any]], later: list[dict[str, Any]], device:
                           "stream": e.get("stream", 0), "segment_type": "large", "segment_pool_id": (0, 0),
                           "is_expandable": False, "frames": e.get("frames", [])}
     out = []
+    addresses = sorted(live)  # once: each segment takes its slice by bisection (no segments x blocks scan)
     for base, s in sorted(segs.items()):
         end = base + s["total_size"]
         blocks, cursor, used = [], base, 0
-        for addr in sorted(a for a in live if base <= a < end):
+        for addr in addresses[bisect_left(addresses, base):bisect_left(addresses, end)]:
             b = live[addr]
             if addr > cursor:
                 blocks.append({"address": cursor, "size": addr - cursor, "requested_size": 0,
