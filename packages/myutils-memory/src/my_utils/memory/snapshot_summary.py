@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
+from my_utils.memory.range_max import RangeMax
 from my_utils.memory.snapshot import REGIONS_KEY
 from my_utils.memory.snapshot_io import has_times, trace_origin_us
 from my_utils.memory.snapshot_stacks import StackTotal, attribute_stacks, theil_sen_slope
@@ -175,12 +176,12 @@ def _level_at(times: Sequence[float], levels: Sequence[int], baseline: int, t: f
     return levels[i - 1] if i else baseline
 
 
-def _peak_between(times: Sequence[float], levels: Sequence[int], baseline: int, a: float, b: float) -> int:
+def _peak_between(times: Sequence[float], levels: RangeMax, baseline: int, a: float, b: float) -> int:
     import bisect
 
     lo, hi = bisect.bisect_right(times, a), bisect.bisect_right(times, b)
-    start = _level_at(times, levels, baseline, a)
-    return max([start, *levels[lo:hi]])
+    start = _level_at(times, levels.values, baseline, a)
+    return max(start, levels.max(lo, hi)) if hi > lo else start
 
 
 def _regions(snapshot: dict[str, Any], t0: float, times: Sequence[float], levels: Sequence[int], baseline: int,
@@ -198,10 +199,11 @@ def _regions(snapshot: dict[str, Any], t0: float, times: Sequence[float], levels
         step = duration / n
         spans = [(f"window {i + 1}/{n}", i * step, duration if i == n - 1 else (i + 1) * step) for i in range(n)]
     out = []
+    peaks = RangeMax(levels)  # one setup: regions may overlap, and there may be as many as entries
     for name, a, b in spans:
         start = _level_at(times, levels, baseline, a) if not are_windows or a > 0 else baseline
         out.append(RegionDelta(name, a, b, start, _level_at(times, levels, baseline, b),
-                               _peak_between(times, levels, baseline, a, b)))
+                               _peak_between(times, peaks, baseline, a, b)))
     return out, are_windows
 
 
