@@ -139,3 +139,40 @@ def test_cuda_times_and_memory(tmp_path: Path) -> None:
     assert all(r.current_mib > 0 and r.reserved_mib for r in wrapper.memory_records)
     assert result.memory_pickle is not None and result.memory_pickle.stat().st_size > 0
     assert "times are CUDA (device) times" in (tmp_path / "mt_rank_0.log").read_text()
+
+
+def _no_overlap(fig: object, *artists: object) -> None:
+    """No two of ``artists`` (legend, note, axes) overlap on the drawn canvas."""
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    fig.draw(renderer)  # type: ignore[attr-defined]
+    boxes = [a.get_window_extent(renderer) for a in artists]  # type: ignore[attr-defined]
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b), (a, b)
+
+
+@pytest.mark.skipif(not HAS_MPL, reason="matplotlib is not installed (the [charts] extra)")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU path (process RSS) is what is tested")
+def test_cpu_memory_chart_plots_a_peak_never_below_the_rss(tmp_path: Path) -> None:
+    """Memory grows window by window, then drops: the plotted peak RSS is a running maximum at or above every RSS."""
+    wrapper = ProfilerWrapper(log_dir=tmp_path, enable_record_cuda_mm=True, rank=0)
+    kept = []
+    for window in range(6):
+        with wrapper:
+            if window < 4:
+                kept.append(torch.ones(4_000_000 * (window + 1)))  # 16, 32, 48, 64 MB more each window
+            else:
+                kept.clear()
+    fig = wrapper.memory_usage_figure()
+    (ax,) = fig.axes
+    plotted = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines()}
+    rss, peak = plotted["process RSS"], plotted["peak RSS"]
+    assert len(rss) == len(peak) == 6
+    assert all(p >= r for p, r in zip(peak, rss, strict=True)), (rss, peak)
+    assert peak == sorted(peak) and peak[-1] >= max(rss)
+    assert rss[3] - rss[0] > 100  # MiB: the tensors really were resident
+    _no_overlap(fig, ax, ax.get_legend(), fig.texts[0])
+    ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert ticks and all(t.lstrip("−-").isdigit() for t in ticks), ticks  # whole windows, never 2.5
+    result = wrapper.leave()
+    assert result.memory_chart is not None and result.memory_chart.read_bytes()[:8] == PNG_MAGIC

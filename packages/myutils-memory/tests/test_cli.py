@@ -34,7 +34,8 @@ def test_summarize_prints_peak_stacks_windows_trend(snap_file: Path) -> None:
     assert result.exit_code == 0, result.output
     out = result.output
     assert "peak in use: 4.00 MiB at 3.000s" in out
-    assert "2.00 MiB in      1 allocs  mlp (model.py:3)" in out
+    stacks = out.split("allocation stacks by bytes still live at the end (3 shown):")[1].splitlines()[2:5]
+    assert stacks[2].split() == ["0", "B", "2.00", "MiB", "2.00", "MiB", "1", "0", "B", "mlp", "(model.py:3)"]
     assert out.count("window ") == 4 and "trend:" in out
 
 
@@ -120,3 +121,31 @@ def test_memory_viz_cli_renders_the_pickle_of_a_cut(snap_file: Path, tmp_path: P
                            "-o", str(html)], capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "const local_files" in html.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("out_name", ["run.pt", "run.pickle", "link.pickle"])
+def test_cut_never_replaces_its_input(tmp_path: Path, hand_snapshot: dict[str, Any], out_name: str) -> None:
+    """``-o run.pt`` would write the sibling ``run.pickle``; ``-o run.pickle`` (or a link to it) is the input."""
+    src = save_snapshot(tmp_path / "run.pickle", hand_snapshot)
+    (tmp_path / "link.pickle").symlink_to(src)
+    before = src.read_bytes()
+    out = tmp_path / out_name
+    result = _run("memory", "cut", str(src), "--from", "0", "--to", "5", "-o", str(out))
+    _one_line_exit_2(result, "run.pickle", "would replace the input")
+    assert src.read_bytes() == before and not (tmp_path / "run.pt").exists()
+
+
+HOSTILE_NAME = "evil\r\x1b[2Jpeak in use: 0 B\n| `x` <img src=x onerror=alert(1)>\u2028end"
+
+
+def test_names_from_the_file_cannot_rewrite_the_terminal(tmp_path: Path, hand_snapshot: dict[str, Any]) -> None:
+    """A frame name with CR, an escape sequence and line breaks stays on its own line, escaped."""
+    hand_snapshot["device_traces"][0][2]["frames"] = [{"filename": "m.py", "line": 1, "name": HOSTILE_NAME}]
+    path = save_snapshot(tmp_path / "hostile.pickle", hand_snapshot)
+    result = _run("memory", "summarize", str(path))
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "\x1b" not in out and "\r" not in out and "\u2028" not in out
+    assert [line for line in out.splitlines() if line.startswith("peak in use")] == ["peak in use: 4.00 MiB at 3.000s"]
+    (line,) = [line for line in out.splitlines() if "evil" in line]
+    assert "evil\\r\\x1b[2Jpeak in use: 0 B\\n| `x` <img src=x onerror=alert(1)>\\u2028end (m.py:1)" in line

@@ -163,3 +163,55 @@ def test_real_cuda_oom_writes_a_bundle(tmp_path: Path) -> None:
     (bundle,) = recorder.bundles
     assert torch.load(bundle / "snapshot.pt")["segments"] and (bundle / "snapshot.pickle").stat().st_size > 0
     assert "error raised: OutOfMemoryError" in (bundle / "summary.txt").read_text()
+
+
+def test_bundle_files_are_strict_json_and_names_stay_on_their_line(tmp_path: Path,
+                                                                    hand_snapshot: dict[str, Any]) -> None:
+    """NaN/Infinity in the allocator stats become null; a frame name with line breaks is escaped in summary.txt."""
+    hand_snapshot["segments"][0]["blocks"][0]["frames"] = [{"filename": "a.py", "line": 1,
+                                                            "name": "x\nnote: fake\r\x1b[2J"}]
+    cuda = RecordingCudaMemory(state=hand_snapshot, stats={"ratio": float("nan"), "peak": float("inf"), "n": 3})
+    recorder = OomRecorder(tmp_path, cuda=cuda)
+    with pytest.raises(torch.OutOfMemoryError), recorder.guard():
+        raise torch.OutOfMemoryError(MESSAGE)
+    (bundle,) = recorder.bundles
+
+    def strict(token: str) -> None:
+        raise AssertionError(f"bare {token} in a bundle file")
+
+    stats = json.loads((bundle / "allocator_stats.json").read_text(), parse_constant=strict)
+    assert stats["memory_stats"] == {"ratio": None, "peak": None, "n": 3}
+    blocks = json.loads((bundle / "largest_blocks.json").read_text(), parse_constant=strict)
+    assert blocks[0]["frames"][0]["name"] == "x\nnote: fake\r\x1b[2J"  # JSON keeps the name exactly
+    summary = (bundle / "summary.txt").read_text()
+    assert "\x1b" not in summary and "\r" not in summary
+    assert [line for line in summary.splitlines() if line.startswith("note:")] == []
+    assert "x\\nnote: fake\\r\\x1b[2J (a.py:1)" in summary
+
+
+def test_largest_blocks_are_listed_largest_first(tmp_path: Path) -> None:
+    """25 live blocks of distinct sizes in a shuffled order (and inactive ones between): the 20 largest, largest
+    first, in largest_blocks.json and in summary.txt."""
+    import random
+
+    sizes = [(i + 1) * 4096 + i for i in range(25)]
+    random.Random(7).shuffle(sizes)
+    blocks, address = [], 0x10000
+    for n, size in enumerate(sizes):
+        blocks.append({"address": address, "size": size, "state": "active_allocated",
+                       "frames": [{"name": f"alloc{size}", "filename": "m.py", "line": n}]})
+        blocks.append({"address": address + size, "size": 1 << 30, "state": "inactive", "frames": []})
+        address += size + (1 << 30)
+    snapshot = {"segments": [{"device": 0, "address": 0x10000, "total_size": address - 0x10000, "blocks": blocks}],
+                "device_traces": [[]]}
+    recorder = OomRecorder(tmp_path, cuda=RecordingCudaMemory(state=snapshot))
+    with pytest.raises(torch.OutOfMemoryError), recorder.guard():
+        raise torch.OutOfMemoryError(MESSAGE)
+    (bundle,) = recorder.bundles
+    expected = sorted(sizes, reverse=True)[:20]
+    listed = json.loads((bundle / "largest_blocks.json").read_text())
+    assert [b["size"] for b in listed] == expected
+    assert [b["frames"][0]["name"] for b in listed] == [f"alloc{size}" for size in expected]
+    summary = (bundle / "summary.txt").read_text().splitlines()
+    rows = summary[summary.index("largest live blocks (20):") + 1:]
+    assert [row.split()[-2] for row in rows] == [f"alloc{size}" for size in expected]

@@ -96,3 +96,24 @@ def test_cli_ingest_through_the_core_runner(samples_file: Path, tmp_path: Path) 
 def test_empty_folder_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"no \*_samples\.jsonl files"):
         MonitorSamplesMetricsProvider.from_input(tmp_path)
+
+
+def test_samples_file_is_strict_json_and_refuses_non_finite_numbers(tmp_path: Path) -> None:
+    """A NaN/Infinity metric is left out of the line (not measured), never written as a bare NaN; reading one back
+    from a hand-edited file is refused on its line."""
+
+    path = tmp_path / "x_rank0_samples.jsonl"
+    writer = SamplesWriter(path, {"prefix": "x", "rank": 0})
+    writer.sample(Sample(1.0, 0.0, {"power_w": float("nan"), "energy_j": float("inf"), "host_rss_bytes": 5.0}))
+    writer.close()
+    for line in path.read_text().splitlines():
+        json.loads(line, parse_constant=lambda token: pytest.fail(f"bare {token}"))
+    _, samples, _, _ = read_samples(path)
+    assert [s.metrics for s in samples] == [{"host_rss_bytes": 5.0}]
+    for bad in ('{"ts": 1, "t": 0, "metrics": {"power_w": NaN}}', '{"ts": 1e999, "t": 0, "metrics": {}}',
+                '{"ts": 1, "t": 0, "metrics": {"x": ' + "9" * 400 + "}}"):
+        with path.open("a") as fh:
+            fh.write(bad + "\n")
+        with pytest.raises(InputError, match="line 3"):
+            read_samples(path)
+        path.write_text("\n".join(path.read_text().splitlines()[:2]) + "\n")

@@ -5,10 +5,13 @@ from __future__ import annotations
 import base64
 import json
 import pickle
+import random
 import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from my_utils.core.errors import UsageError
 from my_utils.memory.snapshot import REGIONS_KEY
@@ -70,3 +73,79 @@ def test_memory_viz_reads_the_cut_of_a_real_profile(profile_snapshot: dict[str, 
     assert "segments:" in mv.segsum(cut)
     full, half = summarize_snapshot(profile_snapshot), summarize_snapshot(cut)
     assert half.entries == n // 2 + 1 and half.peak_bytes <= full.peak_bytes
+
+
+def _random_history(rng: random.Random, n: int) -> dict[str, Any]:
+    """A snapshot whose trace starts from an empty allocator: segments mapped and unmapped, blocks allocated and
+    freed (free_requested, then free_completed), several entries per time stamp. The final segments are the forward
+    replay of the whole trace, as the allocator would report them."""
+    segments: dict[int, int] = {}  # base -> size
+    live: dict[int, int] = {}  # addr -> size
+    trace: list[dict[str, Any]] = []
+    next_base = 1 << 32
+    for i in range(n):
+        t = (i // 2) * 1_000  # two entries share each time stamp
+        roll = rng.random()
+        free_slots = [(b, s) for b in segments for s in range(8) if b + s * MiB not in live]
+        if not segments or roll < 0.08:
+            trace.append({"action": "segment_alloc", "addr": next_base, "size": 8 * MiB, "time_us": t, "frames": []})
+            segments[next_base] = 8 * MiB
+            next_base += 16 * MiB
+        elif roll < 0.12 and any(not any(b <= a < b + s for a in live) for b, s in segments.items()):
+            base = next(b for b, s in segments.items() if not any(b <= a < b + s for a in live))
+            trace.append({"action": "segment_free", "addr": base, "size": segments.pop(base), "time_us": t,
+                          "frames": []})
+        elif (roll < 0.6 or not live) and free_slots:
+            base, slot = rng.choice(free_slots)
+            size = rng.randint(1, MiB)
+            trace.append({"action": "alloc", "addr": base + slot * MiB, "size": size, "time_us": t,
+                          "frames": [{"name": f"f{slot}", "filename": "m.py", "line": slot}]})
+            live[base + slot * MiB] = size
+        elif live:
+            addr = rng.choice(sorted(live))
+            size = live.pop(addr)
+            trace.append({"action": "free_requested", "addr": addr, "size": size, "time_us": t, "frames": []})
+            trace.append({"action": "free_completed", "addr": addr, "size": size, "time_us": t, "frames": []})
+    state = [{"device": 0, "address": b, "total_size": s, "blocks": [
+        {"address": a, "size": live[a], "state": "active_allocated", "frames": []}
+        for a in sorted(live) if b <= a < b + s]} for b, s in sorted(segments.items())]
+    return {"segments": state, "device_traces": [trace]}
+
+
+def _replay(entries: list[dict[str, Any]], segments: dict[int, int], live: dict[int, int]) -> None:
+    """Apply trace entries forward to a state (segments base -> size, live blocks addr -> size)."""
+    for e in entries:
+        if e["action"] == "segment_alloc":
+            segments[e["addr"]] = e["size"]
+        elif e["action"] == "segment_free":
+            del segments[e["addr"]]
+        elif e["action"] == "alloc":
+            live[e["addr"]] = e["size"]
+        elif e["action"] == "free_completed":
+            del live[e["addr"]]
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(st.integers(0, 2**32), st.integers(20, 160), st.floats(0, 1), st.floats(0, 1))
+def test_replaying_the_cut_from_its_start_state_gives_its_segments(seed: int, n: int, a: float, b: float) -> None:
+    """The state at --from (replayed forward from the empty allocator, independently of the cut), plus the cut's
+    own trace, is exactly the allocator state the cut carries; its trace is every entry with from <= t <= to."""
+    snap = _random_history(random.Random(seed), n)
+    trace = snap["device_traces"][0]
+    end_s = trace[-1]["time_us"] / 1e6
+    start_s, stop_s = sorted((round(a * end_s, 3), round(b * end_s, 3)))
+    if stop_s <= start_s:
+        stop_s = start_s + 0.001  # a range of one time stamp
+    cut = cut_snapshot(snap, start_s, stop_s)
+    lo, hi = start_s * 1e6, stop_s * 1e6
+    assert cut["device_traces"][0] == [e for e in trace if lo <= e["time_us"] <= hi]
+    segments: dict[int, int] = {}
+    live: dict[int, int] = {}
+    _replay([e for e in trace if e["time_us"] < lo], segments, live)  # the state at --from
+    _replay(cut["device_traces"][0], segments, live)
+    assert {(s["address"], s["total_size"]) for s in cut["segments"]} == set(segments.items())
+    assert {(blk["address"], blk["size"]) for s in cut["segments"] for blk in s["blocks"]
+            if blk["state"] == "active_allocated"} == set(live.items())
+    for s in cut["segments"]:  # blocks tile each segment
+        assert sum(blk["size"] for blk in s["blocks"]) == s["total_size"]
+    validate_snapshot(cut, "<cut>")

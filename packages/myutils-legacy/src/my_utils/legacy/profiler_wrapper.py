@@ -30,7 +30,7 @@ from typing import Any
 from my_utils.core.atomic import atomic_write
 from my_utils.core.dist_env import env_int, env_rank
 from my_utils.core.errors import UsageError
-from my_utils.legacy.line_chart import ChartUnavailable, write_line_chart
+from my_utils.legacy.line_chart import ChartUnavailable, line_chart_figure, write_line_chart
 from my_utils.legacy.torch_session import cuda_available, export_trace, profiler_activities, time_basis
 
 __all__ = ["LeaveResult", "MemoryRecord", "ProfilerWrapper", "TimeRecord"]
@@ -246,7 +246,10 @@ class ProfilerWrapper:
                 self._report_once("mm", "ProfilerWrapper: CUDA memory unreadable (%s); recording process RSS", exc)
         if record is None:
             current, peak = _host_rss_mib()
-            record = MemoryRecord(self._windows, current, peak, None)
+            # ru_maxrss is the kernel's high-water mark, updated lazily: it can read below the RSS
+            # just measured. The peak is the running maximum of everything seen.
+            earlier = max((r.peak_mib for r in self.memory_records), default=0.0)
+            record = MemoryRecord(self._windows, current, max(peak, current, earlier), None)
         self.memory_records.append(record)
         return record
 
@@ -272,6 +275,21 @@ class ProfilerWrapper:
         """Write ``<prefix>_memory_usage_line_chart.png``; None when no memory was recorded."""
         if not self.memory_records:
             return None
+        x, series = self.memory_chart_series()
+        return self._chart(self.log_dir / f"{self.prefix}_memory_usage_line_chart.png", x, series,
+                           title=f"memory per profiled window (rank {self.rank})", ylabel="MiB",
+                           note=self._memory_basis())
+
+    def memory_usage_figure(self) -> Any:
+        """The matplotlib figure ``plot_memory_usage_line_chart`` saves (None without memory records)."""
+        if not self.memory_records:
+            return None
+        x, series = self.memory_chart_series()
+        return line_chart_figure(x, series, title=f"memory per profiled window (rank {self.rank})", xlabel="window",
+                                 ylabel="MiB", note=self._memory_basis())
+
+    def memory_chart_series(self) -> tuple[list[int], list[tuple[str, list[float]]]]:
+        """(windows, [(label, MiB per window)]) of the memory chart: CUDA allocated/peak/reserved, or RSS/peak RSS."""
         x = [r.window for r in self.memory_records]
         if self.use_cuda:
             series = [("allocated", [r.current_mib for r in self.memory_records]),
@@ -280,9 +298,7 @@ class ProfilerWrapper:
         else:
             series = [("process RSS", [r.current_mib for r in self.memory_records]),
                       ("peak RSS", [r.peak_mib for r in self.memory_records])]
-        return self._chart(self.log_dir / f"{self.prefix}_memory_usage_line_chart.png", x, series,
-                           title=f"memory per profiled window (rank {self.rank})", ylabel="MiB",
-                           note=self._memory_basis())
+        return x, series
 
     def _chart(self, path: Path, x: list[int], series: list[tuple[str, list[float]]], *, title: str,
                ylabel: str, note: str) -> Path | None:

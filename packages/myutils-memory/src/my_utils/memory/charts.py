@@ -5,19 +5,26 @@ else this process's RSS. Panel 2 is activity: GPU and memory-bandwidth utilisati
 power (W) on a second axis; without NVML it shows host CPU use and says why NVML is absent.
 Both writers build their figures without pyplot's global state (safe off the main thread)
 and write atomically.
+
+Memory is drawn in the binary unit that suits the largest value (a 300 MB process in MiB,
+not as 0.29 GiB), from zero, with ticks at round steps and at most one decimal: a nearly
+flat RSS must not turn into six-decimal tick labels. Legends sit above their panel and the
+NVML note below the figure, so neither covers the other or the lines.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from my_utils.core.atomic import atomic_write
 from my_utils.memory.samples_file import Sample
 
-__all__ = ["ChartUnavailable", "panels", "write_html", "write_png"]
+__all__ = ["ChartUnavailable", "memory_scale", "panels", "png_figure", "write_html", "write_png"]
 
-GIB = float(1 << 30)
+_UNITS = (("B", 1.0), ("KiB", float(1 << 10)), ("MiB", float(1 << 20)), ("GiB", float(1 << 30)),
+          ("TiB", float(1 << 40)))
 _MEMORY = (("torch_allocated_bytes", "torch allocated"), ("torch_reserved_bytes", "torch reserved"))
 _FALLBACK_MEMORY = (("gpu_mem_used_bytes", "GPU memory used (NVML)"), ("host_rss_bytes", "process RSS"))
 _ACTIVITY = (("gpu_util_pct", "GPU utilisation"), ("mem_bw_util_pct", "memory-bandwidth utilisation"))
@@ -40,48 +47,81 @@ def _series(samples: Sequence[Sample], keys: Sequence[tuple[str, str]], scale: f
 
 
 def panels(samples: Sequence[Sample]) -> tuple[Series, Series, Series]:
-    """(memory series in GiB, activity series in %, power series in W) as (label, t, values)."""
-    memory = _series(samples, _MEMORY, GIB)
+    """(memory series in bytes, activity series in %, power series in W) as (label, t, values)."""
+    memory = _series(samples, _MEMORY)
     if not memory:
         for key, label in _FALLBACK_MEMORY:
-            memory = _series(samples, [(key, label)], GIB)
+            memory = _series(samples, [(key, label)])
             if memory:
                 break
     activity = _series(samples, _ACTIVITY) or _series(samples, [("host_cpu_pct", "process CPU (% of one core)")])
     return memory, activity, _series(samples, [("power_w", "power")])
 
 
-def write_png(path: Path, samples: Sequence[Sample], *, title: str, nvml_status: str) -> Path:
-    """Write the two-panel PNG to ``path``; return it."""
+def memory_scale(memory: Series) -> tuple[str, float]:
+    """(unit, bytes per unit): the largest binary unit in which the largest value is at least 1."""
+    top = max((max(v) for _, _, v in memory if v), default=0.0)
+    unit = _UNITS[0]
+    for candidate in _UNITS:
+        if top >= candidate[1]:
+            unit = candidate
+    return unit
+
+
+def png_figure(samples: Sequence[Sample], *, title: str, nvml_status: str) -> Any:
+    """The two-panel matplotlib ``Figure`` that ``write_png`` saves."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
+        from matplotlib.layout_engine import ConstrainedLayoutEngine
+        from matplotlib.ticker import MaxNLocator, StrMethodFormatter
     except ImportError as exc:
         raise ChartUnavailable(f"matplotlib is not installed ({exc}); pip install 'myutils-memory[charts]'") from None
+
     memory, activity, power = panels(samples)
-    fig = Figure(figsize=(10, 7), dpi=100)
+    note = None if nvml_status.startswith("ok") else nvml_status
+    # constrained layout places the legends; it ignores figure texts, so a strip is kept for the note
+    fig = Figure(figsize=(10, 7), dpi=100, layout=ConstrainedLayoutEngine(rect=(0, 0.04, 1, 0.96) if note
+                                                                          else (0, 0, 1, 1)))
     FigureCanvasAgg(fig)
     top, bottom = fig.subplots(2, 1, sharex=True)
+    fig.suptitle(title)
+    unit, scale = memory_scale(memory)
     for label, t, v in memory:
-        top.plot(t, v, label=label)
-    top.set_ylabel("memory (GiB)")
-    top.set_title(title)
+        top.plot(t, [x / scale for x in v], label=label)
+    top.set_ylabel(f"memory ({unit})")
+    highest = max((max(v) / scale for _, _, v in memory if v), default=0.0)
+    top.set_ylim(0, max(highest * 1.08, 1.0))
+    top.yaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 5, 10]))
+    # round steps from zero: a step is >= 0.2 below 10 units, >= 2 above, so these never cut a tick
+    top.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}" if highest >= 10 else "{x:,.1f}"))
     for label, t, v in activity:
         bottom.plot(t, v, label=label)
     bottom.set_ylabel("utilisation (%)")
+    bottom.set_ylim(bottom=0)
     bottom.set_xlabel("time since start (s)")
+    handles, labels = bottom.get_legend_handles_labels()
     if power:
         right = bottom.twinx()
         for label, t, v in power:
             right.plot(t, v, label=label, color="tab:red", linestyle="--")
         right.set_ylabel("power (W)")
-        right.legend(loc="upper right", fontsize="small")
-    if not nvml_status.startswith("ok"):
-        bottom.text(0.01, 0.95, nvml_status, transform=bottom.transAxes, fontsize="small", va="top")
-    for ax in (top, bottom):
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(loc="upper left", fontsize="small")
+        right.set_ylim(bottom=0)
+        more = right.get_legend_handles_labels()
+        handles, labels = handles + more[0], labels + more[1]
+    for ax, (h, lab) in ((top, top.get_legend_handles_labels()), (bottom, (handles, labels))):
+        if h:
+            ax.legend(h, lab, loc="lower left", bbox_to_anchor=(0.0, 1.01), ncols=min(len(h), 4), fontsize="small",
+                      frameon=False, borderaxespad=0.0)
         ax.grid(alpha=0.3)
+    if note:
+        fig.text(0.01, 0.005, note, fontsize="small", ha="left", va="bottom")
+    return fig
+
+
+def write_png(path: Path, samples: Sequence[Sample], *, title: str, nvml_status: str) -> Path:
+    """Write the two-panel PNG (``png_figure``) to ``path``; return it."""
+    fig = png_figure(samples, title=title, nvml_status=nvml_status)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path, "wb", encoding=None) as fh:
         fig.savefig(fh, format="png")
@@ -97,10 +137,11 @@ def write_html(path: Path, samples: Sequence[Sample], *, title: str, nvml_status
     except ImportError as exc:
         raise ChartUnavailable(f"plotly is not installed ({exc}); pip install 'myutils-memory[charts]'") from None
     memory, activity, power = panels(samples)
+    unit, scale = memory_scale(memory)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, specs=[[{}], [{"secondary_y": True}]],
-                        subplot_titles=("memory (GiB)", f"activity ({nvml_status})"))
+                        subplot_titles=(f"memory ({unit})", f"activity ({nvml_status})"))
     for label, t, v in memory:
-        fig.add_trace(go.Scatter(x=t, y=v, name=label, mode="lines"), row=1, col=1)
+        fig.add_trace(go.Scatter(x=t, y=[x / scale for x in v], name=label, mode="lines"), row=1, col=1)
     for label, t, v in activity:
         fig.add_trace(go.Scatter(x=t, y=v, name=label, mode="lines"), row=2, col=1)
     for label, t, v in power:

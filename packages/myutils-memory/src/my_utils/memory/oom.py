@@ -23,7 +23,6 @@ Recording never raises: a failure is logged once and the original error still pr
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -37,10 +36,11 @@ from types import TracebackType
 from typing import Any
 
 from my_utils.core.dist_env import env_rank
+from my_utils.core.safe_io import strict_json
 from my_utils.memory.cuda_memory import CudaMemory, default_cuda_memory
 from my_utils.memory.snapshot import DEFAULT_MAX_ENTRIES, save_snapshot
 from my_utils.memory.snapshot_io import block_addresses
-from my_utils.memory.summary_render import format_bytes
+from my_utils.memory.summary_render import format_bytes, terminal_text
 
 __all__ = ["ENV_VAR", "OomRecorder", "install_oom_recorder", "is_oom_error", "requested_bytes"]
 
@@ -150,10 +150,11 @@ class OomRecorder:
         if snap is not None:
             save_snapshot(tmp / "snapshot.pt", snap)
         blocks = largest_blocks(snap) if snap is not None else []
-        (tmp / "allocator_stats.json").write_text(json.dumps(
+        # strict JSON (no bare NaN/Infinity: other tools refuse them); unknown types as text
+        (tmp / "allocator_stats.json").write_text(strict_json(
             {"memory_stats": stats, "mem_get_info": list(free_total) if free_total else None,
              "device": device, "device_free": device_free}, indent=1, default=str), encoding="utf-8")
-        (tmp / "largest_blocks.json").write_text(json.dumps(blocks, indent=1, default=str), encoding="utf-8")
+        (tmp / "largest_blocks.json").write_text(strict_json(blocks, indent=1, default=str), encoding="utf-8")
         (tmp / "summary.txt").write_text(
             _summary_text(self.rank, exc, requested, free_total, device_free, blocks, notes), encoding="utf-8")
 
@@ -219,7 +220,8 @@ def _summary_text(rank: int, exc: BaseException | None, requested: int | None, f
     lines.append(f"largest live blocks ({len(blocks)}):")
     for b in blocks:
         top = b["frames"][0] if b["frames"] else {}
-        where = f"{top.get('name', '?')} ({top.get('filename', '?')}:{top.get('line', '?')})" if top else "no stack"
+        where = terminal_text(f"{top.get('name', '?')} ({top.get('filename', '?')}:{top.get('line', '?')})") \
+            if top else "no stack"
         lines.append(f"  {format_bytes(b['size']):>12}  device {b['device']}  {where}")
     return "\n".join(lines) + "\n"
 

@@ -66,12 +66,16 @@ def myutils_cli(app: "typer.Typer") -> None:
                                    "any other name, the pickle alone")],
     ) -> None:
         """Write the trace between --from and --to (and the allocator state at --to) to OUTPUT."""
-        from my_utils.memory.snapshot import TORCH_SUFFIX, save_snapshot, viz_pickle_path
-        from my_utils.memory.snapshot_cut import cut_snapshot
+        from my_utils.core.safe_io import refuse_overwriting_inputs
+        from my_utils.memory.snapshot import TORCH_SUFFIX, viz_pickle_path
+        from my_utils.memory.snapshot_cut import cut_snapshot, save_cut
         from my_utils.memory.snapshot_io import load_snapshot
 
+        # every file the cut writes (a .pt also writes its .pickle sibling), before any work
+        writes = [output, viz_pickle_path(output)] if output.suffix == TORCH_SUFFIX else [output]
+        refuse_overwriting_inputs(writes, [snapshot])
         smaller = cut_snapshot(load_snapshot(snapshot), start, stop)
-        save_snapshot(output, smaller)
+        save_cut(output, smaller, snapshot)
         kept = sum(len(t) for t in smaller["device_traces"])
         written = f"{output} and {viz_pickle_path(output)}" if output.suffix == TORCH_SUFFIX else str(output)
         typer.echo(f"wrote {written}: {kept} trace entries between {start} s and {stop} s")

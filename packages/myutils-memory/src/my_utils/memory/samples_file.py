@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from my_utils.core.errors import InputError, UnsupportedInputError
+from my_utils.core.safe_io import open_regular
 
 __all__ = ["FORMAT", "SCHEMA_VERSION", "UNITS", "Sample", "SamplesWriter", "read_samples"]
 
@@ -54,8 +55,9 @@ class SamplesWriter:
             self._fh.flush()
 
     def sample(self, sample: Sample) -> None:
-        """Append one sample line."""
-        self._line({"ts": round(sample.ts, 6), "t": round(sample.t, 6), "metrics": sample.metrics})
+        """Append one sample line; a NaN or infinite value is left out (not measured, and JSON has no NaN)."""
+        metrics = {k: v for k, v in sample.metrics.items() if _finite(v)}
+        self._line({"ts": round(sample.ts, 6), "t": round(sample.t, 6), "metrics": metrics})
 
     def note(self, ts: float, text: str) -> None:
         """Append one note line."""
@@ -79,7 +81,7 @@ def read_samples(path: str | Path, start_line: int = 0) -> tuple[dict[str, Any],
     samples: list[Sample] = []
     notes: list[str] = []
     try:
-        fh = open(p, "rb")  # noqa: SIM115 - closed below
+        fh = open_regular(p, "rb")  # a FIFO named like a samples file must not block
     except OSError as exc:
         raise InputError(p, None, f"cannot open the samples file ({exc.strerror or exc})") from None
     with fh:
@@ -95,13 +97,20 @@ def read_samples(path: str | Path, start_line: int = 0) -> tuple[dict[str, Any],
             if "note" in obj:
                 notes.append(str(obj["note"]))
                 continue
-            metrics, ts, t = obj.get("metrics"), obj.get("ts"), obj.get("t", 0.0)
-            if not isinstance(metrics, dict) or not isinstance(ts, (int, float)) or not isinstance(t, (int, float)) \
-                    or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values()):
+            metrics: Any = obj.get("metrics")
+            ts: Any = obj.get("ts")
+            t: Any = obj.get("t", 0.0)
+            if not isinstance(metrics, dict) or not _finite(ts) or not _finite(t) \
+                    or not all(_finite(v) for v in metrics.values()):
                 raise InputError(p, f"line {done}", 'expected {"ts": number, "t": number, "metrics": {name: number}} '
-                                 'or {"ts": number, "note": text}')
+                                 'or {"ts": number, "note": text}, every number finite')
             samples.append(Sample(float(ts), float(t), {str(k): float(v) for k, v in metrics.items()}))
     return header, samples, notes, done
+
+
+def _finite(value: Any) -> bool:
+    """A JSON number a float holds: not NaN/Infinity, not a 400-digit integer (``float()`` would overflow)."""
+    return type(value) in (int, float) and -1e300 < value < 1e300
 
 
 def _lines(fh: IO[bytes]) -> Iterator[bytes]:

@@ -5,6 +5,12 @@ takes it away (as memory_viz does: memory is in use until the free completes). M
 live before the trace began (blocks still allocated at the end that the trace never saw
 allocated) is the baseline. Times are seconds since the first trace entry, the unit that
 ``myutils memory cut --from/--to`` takes.
+
+Each change of memory in use is owned by the stack that allocated the block (a
+``free_completed`` is matched to its ``alloc`` by device and address; a free whose alloc
+the trace never saw releases memory live before the trace). So stacks are ranked by what
+they still hold at the end, not by what they once allocated: a buffer allocated and freed
+every step is not a leak, whatever its size (``snapshot_stacks``).
 """
 
 from __future__ import annotations
@@ -16,21 +22,14 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
+from my_utils.memory.range_max import RangeMax
 from my_utils.memory.snapshot import REGIONS_KEY
 from my_utils.memory.snapshot_io import has_times, trace_origin_us
+from my_utils.memory.snapshot_stacks import StackTotal, attribute_stacks, theil_sen_slope
 
 __all__ = ["MemorySummary", "RegionDelta", "StackTotal", "summarize_snapshot", "theil_sen_slope"]
 
 TREND_POINTS = 20
-
-
-@dataclass(frozen=True)
-class StackTotal:
-    """Bytes allocated by one call stack (its innermost frames) over the whole trace."""
-
-    frames: tuple[str, ...]
-    total_bytes: int
-    count: int
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,13 @@ class RegionDelta:
 
 @dataclass(frozen=True)
 class MemorySummary:
-    """The summary of one snapshot (all devices together)."""
+    """The summary of one snapshot (all devices together).
+
+    ``top_stacks`` are ranked by bytes still live at the end, then live at the peak, then
+    allocated; ``growing_stacks`` are those whose live bytes grow by more than 5 % of the peak
+    over the trace, fastest first; ``baseline_end_bytes`` is the memory live before the trace
+    that is still live at its end.
+    """
 
     entries: int
     duration_s: float
@@ -67,33 +72,21 @@ class MemorySummary:
     slope_bytes_per_s: float
     actions: dict[str, int] = field(default_factory=dict)
     time_unit: str = "s"
+    growing_stacks: tuple[StackTotal, ...] = ()
+    baseline_end_bytes: int = 0
+
+    @property
+    def trend(self) -> str:
+        """``growing`` / ``shrinking`` when the fitted trend adds / removes more than 5 % of the peak over the trace,
+        else ``flat``."""
+        change = self.slope_bytes_per_s * self.duration_s
+        threshold = 0.05 * max(self.peak_bytes, 1)
+        return "growing" if change > threshold else "shrinking" if change < -threshold else "flat"
 
     @property
     def growing(self) -> bool:
         """True when the fitted trend adds more than 5 % of the peak over the trace."""
-        return self.slope_bytes_per_s * self.duration_s > 0.05 * max(self.peak_bytes, 1)
-
-
-def theil_sen_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
-    """The median of pairwise slopes: robust to a few spikes (0.0 for fewer than two points)."""
-    slopes = [(ys[j] - ys[i]) / (xs[j] - xs[i])
-              for i in range(len(xs)) for j in range(i + 1, len(xs)) if xs[j] != xs[i]]
-    if not slopes:
-        return 0.0
-    slopes.sort()
-    mid = len(slopes) // 2
-    return slopes[mid] if len(slopes) % 2 else (slopes[mid - 1] + slopes[mid]) / 2
-
-
-def _frame_label(frame: Any) -> str:
-    """``name (file:line)`` of a (name, filename, line) key; profile-made frames carry the place in the name."""
-    if isinstance(frame, tuple) and len(frame) == 3:
-        name, filename, line = frame
-        if filename in (None, "none", "") and not line:
-            return str(name if name is not None else "?")
-        return f"{name if name is not None else '?'} ({filename if filename is not None else '?'}:" \
-               f"{line if line is not None else '?'})"
-    return str(frame)
+        return self.trend == "growing"
 
 
 def _live_at_end(snapshot: dict[str, Any]) -> tuple[int, int]:
@@ -109,56 +102,69 @@ def _live_at_end(snapshot: dict[str, Any]) -> tuple[int, int]:
 def summarize_snapshot(snapshot: dict[str, Any], *, top: int = 10, stack_depth: int = 4,
                        windows: int = 10) -> MemorySummary:
     """Replay the trace of ``snapshot`` (checked by ``load_snapshot``) and summarise it."""
-    # Hot loop over millions of entries: times and byte changes go into flat arrays (8 bytes
-    # each, not a tuple per entry), stacks are keyed by raw frame fields and only the top
-    # ones are formatted.
-    stamps, deltas = array("d"), array("q")
-    stacks: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0, 0])
+    # Hot loop over millions of entries: times, byte changes and the owning stack's number go
+    # into flat arrays (8 bytes each, not a tuple per entry); stacks are keyed by raw frame
+    # fields and only the ones shown are formatted.
+    stamps, deltas, owners = array("d"), array("q"), array("q")
+    stack_ids: dict[tuple[Any, ...], int] = {}
+    allocated: list[int] = [0]  # per stack; number 0 is "live before the trace"
+    counts: list[int] = [0]
+    live_owner: dict[tuple[int, int], int] = {}
     actions: dict[str, int] = defaultdict(int)
     timed = has_times(snapshot)
     traces = snapshot.get("device_traces", [])
-    for trace in traces:
+    for device, trace in enumerate(traces):
         for i, e in enumerate(trace):
             action = e["action"]
             actions[action] += 1
             if action == "alloc":
                 size = e.get("size", 0)
+                key = tuple([(f.get("name"), f.get("filename"), f.get("line"))
+                             for f in (e.get("frames") or ())[:stack_depth]])
+                k = stack_ids.get(key)
+                if k is None:
+                    k = stack_ids[key] = len(allocated)
+                    allocated.append(0)
+                    counts.append(0)
+                allocated[k] += size
+                counts[k] += 1
+                live_owner[(device, e.get("addr", -1))] = k
                 stamps.append(e["time_us"] if timed else i * 1e6)
                 deltas.append(size)
-                frames = e.get("frames") or ()
-                acc = stacks[tuple([(f.get("name"), f.get("filename"), f.get("line")) if isinstance(f, dict) else f
-                                    for f in frames[:stack_depth]])]
-                acc[0] += size
-                acc[1] += 1
+                owners.append(k)
             elif action == "free_completed":
                 stamps.append(e["time_us"] if timed else i * 1e6)
                 deltas.append(-e.get("size", 0))
+                owners.append(live_owner.pop((device, e.get("addr", -1)), 0))
     if sum(1 for t in traces if t) > 1:  # devices are merged on one time axis
         order = sorted(range(len(stamps)), key=stamps.__getitem__)
         stamps = array("d", (stamps[i] for i in order))
         deltas = array("q", (deltas[i] for i in order))
+        owners = array("q", (owners[i] for i in order))
     end_allocated, reserved = _live_at_end(snapshot)
     running = array("q", accumulate(deltas))  # bytes in use after each change, relative to the start
     baseline = max(0, end_allocated - (running[-1] if running else 0))
     t0 = trace_origin_us(snapshot)
     times = array("d", ((t - t0) / 1e6 for t in stamps))
     levels = array("q", (baseline + r for r in running))
-    del stamps, deltas, running
-    peak, peak_at = baseline, 0.0
+    del stamps, running
+    peak, peak_at, peak_index = baseline, 0.0, -1
     if levels:
         top_level = max(levels)
         if top_level > baseline:
-            peak, peak_at = top_level, times[levels.index(top_level)]
+            peak_index = levels.index(top_level)
+            peak, peak_at = top_level, times[peak_index]
     duration = max(times[-1], 0.0) if times else 0.0
     regions, are_windows = _regions(snapshot, t0, times, levels, baseline, duration, windows)
-    xs, ys = _trend_points(times, levels, duration)
-    best = sorted(stacks.items(), key=lambda kv: -kv[1][0])[:top]
-    top_stacks = [StackTotal(tuple(_frame_label(f) for f in key), v[0], v[1]) for key, v in best]
+    xs, ys = _trend_points(times, levels, baseline, duration)
+    stacks = attribute_stacks(list(stack_ids), allocated, counts, times, deltas, owners, baseline=baseline,
+                              peak_index=peak_index, trend_xs=xs, peak_bytes=peak, top=top)
     return MemorySummary(
         entries=sum(actions.values()), duration_s=duration, baseline_bytes=baseline, peak_bytes=peak,
         peak_at_s=peak_at, end_bytes=levels[-1] if levels else baseline, reserved_bytes=reserved,
-        top_stacks=tuple(top_stacks), regions=tuple(regions), regions_are_windows=are_windows,
+        top_stacks=stacks.top, regions=tuple(regions), regions_are_windows=are_windows,
         slope_bytes_per_s=theil_sen_slope(xs, ys), actions=dict(actions), time_unit="s" if timed else "entry",
+        growing_stacks=stacks.growing, baseline_end_bytes=stacks.baseline_end_bytes,
     )
 
 
@@ -170,12 +176,12 @@ def _level_at(times: Sequence[float], levels: Sequence[int], baseline: int, t: f
     return levels[i - 1] if i else baseline
 
 
-def _peak_between(times: Sequence[float], levels: Sequence[int], baseline: int, a: float, b: float) -> int:
+def _peak_between(times: Sequence[float], levels: RangeMax, baseline: int, a: float, b: float) -> int:
     import bisect
 
     lo, hi = bisect.bisect_right(times, a), bisect.bisect_right(times, b)
-    start = _level_at(times, levels, baseline, a)
-    return max([start, *levels[lo:hi]])
+    start = _level_at(times, levels.values, baseline, a)
+    return max(start, levels.max(lo, hi)) if hi > lo else start
 
 
 def _regions(snapshot: dict[str, Any], t0: float, times: Sequence[float], levels: Sequence[int], baseline: int,
@@ -193,15 +199,16 @@ def _regions(snapshot: dict[str, Any], t0: float, times: Sequence[float], levels
         step = duration / n
         spans = [(f"window {i + 1}/{n}", i * step, duration if i == n - 1 else (i + 1) * step) for i in range(n)]
     out = []
+    peaks = RangeMax(levels)  # one setup: regions may overlap, and there may be as many as entries
     for name, a, b in spans:
         start = _level_at(times, levels, baseline, a) if not are_windows or a > 0 else baseline
         out.append(RegionDelta(name, a, b, start, _level_at(times, levels, baseline, b),
-                               _peak_between(times, levels, baseline, a, b)))
+                               _peak_between(times, peaks, baseline, a, b)))
     return out, are_windows
 
 
-def _trend_points(times: Sequence[float], levels: Sequence[int], duration: float) -> tuple[list[float], list[float]]:
+def _trend_points(times: Sequence[float], levels: Sequence[int], baseline: int, duration: float) -> tuple[list[float], list[float]]:
     if not times or duration <= 0:
         return [], []
     xs = [duration * (i + 1) / TREND_POINTS for i in range(TREND_POINTS)]
-    return xs, [float(_level_at(times, levels, 0, x)) for x in xs]
+    return xs, [float(_level_at(times, levels, baseline, x)) for x in xs]
