@@ -117,6 +117,16 @@ def test_run_writes_events_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("registry_with_test_providers")
+def test_the_events_file_never_replaces_its_input(tmp_path: Path) -> None:
+    """Before: ``plugins run P --input d/metrics_events.jsonl --output-dir d`` read the file and wrote over it."""
+    src = tmp_path / "metrics_events.jsonl"
+    src.write_text("a\nb\n")
+    with pytest.raises(UsageError, match="would replace the input"):
+        run_provider_on_input("linecount", src, tmp_path)
+    assert src.read_text() == "a\nb\n"
+
+
+@pytest.mark.usefixtures("registry_with_test_providers")
 def test_errors_leave_no_output(tmp_path: Path) -> None:
     out_dir = tmp_path / "out"
     with pytest.raises(InputError, match="no such file or folder"):

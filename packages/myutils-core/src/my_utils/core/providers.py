@@ -126,6 +126,10 @@ def run_provider_on_input(
     source = Path(input_path)
     if not source.exists():
         raise InputError(source, None, "no such file or folder")
+    from my_utils.core.safe_io import refuse_overwriting_inputs
+
+    # before any work: the events file must never replace the file it is read from
+    refuse_overwriting_inputs([events_path(output_dir)], [source] if source.is_file() else [], what="--output-dir file")
     from_input = getattr(factory, "from_input", None)
     if not callable(from_input):
         raise UsageError(
