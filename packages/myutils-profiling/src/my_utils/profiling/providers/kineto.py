@@ -16,11 +16,13 @@ the profiler's ``on_trace_ready``: every cycle is then queued, whenever collect(
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from my_utils.core.errors import UnsupportedInputError
 from my_utils.core.events import MetricEvent
@@ -30,6 +32,7 @@ from my_utils.profiling.providers._files import (
     rank_from_name,
     read_head,
 )
+from my_utils.profiling.providers.kineto_context import TraceContext
 from my_utils.profiling.providers.parallel import Executor, run_many
 from my_utils.profiling.providers.trace_aggregate import TraceAggregator
 
@@ -49,22 +52,66 @@ def trace_rank(path: Path, metadata: dict[str, Any], rank: int | None) -> tuple[
     return rank, ("option" if rank is not None else "unknown")
 
 
-def parse_trace_file(path: str | Path, rank: int | None = None) -> list[MetricEvent]:
-    """Stream one trace file and return its aggregated metric events.
+class TracePass(Protocol):
+    """Something fed every event of a trace in the provider's own pass (see :func:`read_trace`)."""
 
-    ``rank`` is used only when the file has no ``distributedInfo`` and its name holds
-    no rank. Module-level so that process pools and Dask workers can import it.
+    def add(self, ev: dict[str, Any]) -> None:
+        """One decoded trace event, in file order."""
+
+    def finish(self, metadata: Mapping[str, Any], event_count: int, rank: int | None) -> Any:
+        """After the last event: the trace's top-level keys, its event count and rank; returns the result."""
+
+
+@dataclass(frozen=True)
+class TraceRead:
+    """One pass over a trace: the provider's events, the trace's context, and each extra pass's result."""
+
+    events: list[MetricEvent]
+    context: TraceContext
+    results: tuple[Any, ...] = ()
+
+
+def read_trace(path: str | Path, rank: int | None = None,
+               passes: Sequence[Callable[[Path], TracePass]] = ()) -> TraceRead:
+    """Stream one trace file once: its aggregated metric events, its context, and ``passes`` fed the same events.
+
+    ``passes`` are factories (classes) called with the path; each gets every event and its
+    ``finish`` result lands in ``TraceRead.results``, in order. This is how a command that
+    needs both the events and other analyses of a trace reads it only once. ``rank`` is
+    used only when the file has no ``distributedInfo`` and its name holds no rank.
+    Module-level so that process pools and Dask workers can import it.
     """
+    from my_utils.profiling.providers.kineto_context import trace_context
     from my_utils.profiling.providers.trace_stream import TraceStream
 
     p = Path(path)
     stream = TraceStream(p)
     agg = TraceAggregator(p)
-    add = agg.add
-    for ev in stream.events():
-        add(ev)
+    extra = [make(p) for make in passes]
+    if extra:
+        adds = [agg.add, *(x.add for x in extra)]
+        for ev in stream.events():
+            for add in adds:
+                add(ev)
+    else:
+        add = agg.add
+        for ev in stream.events():
+            add(ev)
     found, source = trace_rank(p, stream.metadata, rank)
-    return agg.finish(stream.metadata, found, source)
+    context = trace_context(stream.metadata, p)
+    if found is not None and found != context.rank:  # the ``rank`` option: what the events carry
+        context = dataclasses.replace(context, rank=found, rank_source=source)
+    events = agg.finish(stream.metadata, found, source)
+    return TraceRead(events, context, tuple(x.finish(stream.metadata, stream.event_count, found) for x in extra))
+
+
+def parse_trace_file(path: str | Path, rank: int | None = None) -> list[MetricEvent]:
+    """Stream one trace file and return its aggregated metric events (:func:`read_trace`'s ``events``).
+
+    ``rank`` is used only when the file has no ``distributedInfo`` and its name holds
+    no rank. Module-level so that process pools and Dask workers can import it.
+    """
+    return read_trace(path, rank).events
 
 
 class TorchProfilerMetricsProvider(FileProviderBase):
