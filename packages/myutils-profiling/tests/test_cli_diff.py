@@ -257,7 +257,7 @@ def test_nested_names_are_folded_under_their_parent_and_counted_once(real_diff: 
 
 
 def test_markdown_cuts_long_names_with_an_ellipsis_and_puts_units_on_both_sides(real_diff: Any) -> None:
-    _, data, md, _ = real_diff
+    _, _, md, _ = real_diff
     rows = [line for line in md.splitlines() if line.startswith("| ") and "significant" not in line][2:]
     long_kernel = next(line for line in rows if "split\\_embedding\\_backward" in line)
     name_cell = long_kernel.split(" | ")[0]
