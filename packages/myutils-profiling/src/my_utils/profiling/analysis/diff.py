@@ -153,7 +153,9 @@ class DiffResult:
 
     def regressions(self, pct: float) -> list[OpChange]:
         """Significant slow-downs of at least ``pct`` % (the step time first when it is one of them)."""
-        pool = ([self.step_time] if self.step_time else []) + self.significant
+        step = self.step_time
+        same = {step.name, *(s.name for s in (step.base, step.target) if s is not None)} if step else set()
+        pool = ([step] if step else []) + [c for c in self.significant if c.name not in same]  # the step once
         return [c for c in pool if c.significant and c.delta > 0
                 and (c.delta_pct is None or c.delta_pct >= pct)]
 
