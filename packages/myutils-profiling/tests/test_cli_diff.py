@@ -211,6 +211,7 @@ def test_a_25_percent_speed_up_passes_the_gate(tmp_path: Path) -> None:
     back = CliRunner().invoke(app, ["diff", "--base-report", str(faster), "--target-report", str(base),
                                     "--fail-on-regression", "5"])
     assert back.exit_code == 1 and "backward +3" in back.stderr
+    assert back.stderr.count("step_time") == 1  # the operations table also holds it: listed once
 
 
 # -- the real pair: context warnings, folding, units, HTML (issue 18) --------------------------------------------
