@@ -58,18 +58,31 @@ class StagedOutputs:
 
     def write_text(self, target: str | Path, text: str) -> None:
         """Stage ``text`` (UTF-8) for ``target``."""
-        tmp = self._temporary(Path(target))
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        def write(tmp: Path) -> None:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(text)
+
+        self.write_with(target, write)
 
     def write_with(self, target: str | Path, writer: Callable[[Path], Any]) -> None:
-        """Stage what ``writer(temporary_path)`` writes for ``target`` (a renderer that writes files itself)."""
-        writer(self._temporary(Path(target)))
+        """Stage what ``writer(temporary_path)`` writes for ``target`` (a renderer that writes files itself).
+
+        An ``OSError`` (disk full, file-size limit, read-only folder) names ``target``, not
+        the hidden temporary the user never asked for.
+        """
+        path = Path(target)
+        try:
+            writer(self._temporary(path))
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}", str(path)) from None
 
     def commit(self) -> list[Path]:
         """Rename every staged file over its target; return the targets."""
         for tmp, target in self.staged:
-            os.replace(tmp, target)
+            try:
+                os.replace(tmp, target)
+            except OSError as exc:  # e.g. the target is a folder: name it, not the temporary
+                raise OSError(exc.errno, f"cannot write {target}: {exc.strerror or exc}", str(target)) from None
             self.written.append(target)
         self.staged = []
         return self.written

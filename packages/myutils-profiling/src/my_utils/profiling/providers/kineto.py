@@ -72,14 +72,15 @@ class TraceRead:
 
 
 def read_trace(path: str | Path, rank: int | None = None,
-               passes: Sequence[Callable[[Path], TracePass]] = ()) -> TraceRead:
+               passes: Sequence[Callable[[Path], TracePass]] = (), events: bool = True) -> TraceRead:
     """Stream one trace file once: its aggregated metric events, its context, and ``passes`` fed the same events.
 
     ``passes`` are factories (classes) called with the path; each gets every event and its
     ``finish`` result lands in ``TraceRead.results``, in order. This is how a command that
-    needs both the events and other analyses of a trace reads it only once. ``rank`` is
-    used only when the file has no ``distributedInfo`` and its name holds no rank.
-    Module-level so that process pools and Dask workers can import it.
+    needs both the events and other analyses of a trace reads it only once. ``events=False``
+    skips the provider's aggregation (``TraceRead.events`` is empty) when only the passes and
+    the context are wanted. ``rank`` is used only when the file has no ``distributedInfo``
+    and its name holds no rank. Module-level so that process pools and Dask workers can import it.
     """
     from my_utils.profiling.providers.kineto_context import trace_context
     from my_utils.profiling.providers.trace_stream import TraceStream
@@ -88,8 +89,8 @@ def read_trace(path: str | Path, rank: int | None = None,
     stream = TraceStream(p)
     agg = TraceAggregator(p)
     extra = [make(p) for make in passes]
-    if extra:
-        adds = [agg.add, *(x.add for x in extra)]
+    if extra or not events:
+        adds = [*([agg.add] if events else []), *(x.add for x in extra)]
         for ev in stream.events():
             for add in adds:
                 add(ev)
@@ -101,8 +102,8 @@ def read_trace(path: str | Path, rank: int | None = None,
     context = trace_context(stream.metadata, p)
     if found is not None and found != context.rank:  # the ``rank`` option: what the events carry
         context = dataclasses.replace(context, rank=found, rank_source=source)
-    events = agg.finish(stream.metadata, found, source)
-    return TraceRead(events, context, tuple(x.finish(stream.metadata, stream.event_count, found) for x in extra))
+    out = agg.finish(stream.metadata, found, source) if events else []
+    return TraceRead(out, context, tuple(x.finish(stream.metadata, stream.event_count, found) for x in extra))
 
 
 def parse_trace_file(path: str | Path, rank: int | None = None) -> list[MetricEvent]:
