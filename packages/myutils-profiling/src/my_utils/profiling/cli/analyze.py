@@ -118,13 +118,14 @@ def expand_traces(traces: Sequence[Path]) -> list[Path]:
 
 def read_traces(files: Sequence[Path], with_events: bool) -> tuple[list[MetricEvent], Any, dict[str, Any]]:
     """Each trace read once: the provider's events (``with_events``), the Kineto analyses, the run's hardware."""
+    from my_utils.profiling.analysis.diff import pool_for
     from my_utils.profiling.analysis.kineto.run import KinetoPass, combine
     from my_utils.profiling.providers._files import check_distinct_ranks
     from my_utils.profiling.providers.kineto import read_trace
     from my_utils.profiling.providers.kineto_context import run_hardware
     from my_utils.profiling.providers.parallel import run_many
 
-    reads = run_many(read_trace, [(str(f), None, (KinetoPass,), with_events) for f in files])
+    reads = run_many(read_trace, [(str(f), None, (KinetoPass,), with_events) for f in files], pool_for(files))
     analyses = [r.results[0] for r in reads]
     check_distinct_ranks({Path(a.file): a.rank for a in analyses}, "trace")
     events = [e for r in reads for e in r.events]
