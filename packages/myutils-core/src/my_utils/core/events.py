@@ -47,7 +47,8 @@ _KNOWN_SET = frozenset(_KNOWN)
 #: Value types both JSON encoders write alike (orjson differs on Enums, datetimes, dataclasses...).
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 #: Deepest nesting of objects/lists a line may hold (``attrs`` and unknown fields): deeper data is
-#: refused at read time, where the line is known, rather than failing later in a writer's recursion.
+#: refused at read time, where the line is known, rather than failing later in a writer's recursion
+#: (so is text holding a lone surrogate, which no UTF-8 writer can write).
 MAX_NESTING = 64
 _INT64 = 1 << 63
 _FLOAT_MAX = sys.float_info.max  # Python compares an int with a float exactly: 10**400 > _FLOAT_MAX
@@ -158,18 +159,30 @@ def _shown(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _too_deep(data: Any, limit: int = MAX_NESTING) -> bool:
-    """True when ``data`` nests objects/lists more than ``limit`` levels (walked without recursion)."""
-    stack: list[tuple[Any, int]] = [(data, 0)]
+def _tree_problem(data: Any, limit: int = MAX_NESTING) -> str | None:
+    """What makes ``data`` unreadable downstream, or None: nesting deeper than ``limit``, or text that is not UTF-8.
+
+    Walked without recursion. A lone surrogate (``"\\udce9"`` in the JSON) is valid JSON but
+    no UTF-8 text: every writer of a report or trace would fail on it later, far from the line.
+    """
+    stack: list[tuple[Any, int, str]] = [(data, 0, "")]
     while stack:
-        obj, depth = stack.pop()
+        obj, depth, key = stack.pop()
         if depth > limit:
-            return True
-        if isinstance(obj, dict):
-            stack.extend((v, depth + 1) for v in obj.values() if isinstance(v, (dict, list)))
+            return f"a metric event nested at most {limit} levels deep (attrs and other fields)"
+        if isinstance(obj, str):
+            try:
+                obj.encode("utf-8")
+            except UnicodeEncodeError:
+                where = f"field {key!r}" if key else "a field"
+                return f"UTF-8 text; {where} holds a lone surrogate ({_shown(obj)})"
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                stack.append((k, depth + 1, key or str(k)))
+                stack.append((v, depth + 1, key or str(k)))
         elif isinstance(obj, list):
-            stack.extend((v, depth + 1) for v in obj if isinstance(v, (dict, list)))
-    return False
+            stack.extend((v, depth + 1, key) for v in obj)
+    return None
 
 
 def _bad_field(event: MetricEvent, key: str, expected: str) -> UsageError:
@@ -412,8 +425,13 @@ def _int64(text: str) -> int:
     return int(text)
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]").search
+
+
 def _strict_stdlib_loads(raw: bytes) -> Any:
-    """The stdlib refusing, like orjson, NaN/Infinity, overflowing floats and long integers (slow path)."""
+    """The stdlib refusing, like orjson, NaN/Infinity, overflowing floats, long integers and surrogates (slow path)."""
+    if _SURROGATE_ESCAPE(raw) is not None:  # orjson refuses lone surrogates; pairs are checked there too
+        raise ValueError("a \\uD8xx-\\uDFxx escape: the strict checks decide")
     return json.loads(raw, parse_constant=_refuse, parse_float=_finite_float, parse_int=_int64)
 
 
@@ -482,9 +500,9 @@ def _validated(data: Any, raw: bytes, where: str, lineno: int, strict: bool) -> 
         exact = _as_stdlib(data, raw)
         strict = exact is not data  # re-read for its long integers: check their ranges too
         data = exact
-    if _too_deep(data):
-        raise InputError(where, f"line {lineno}", f"a metric event nested at most {MAX_NESTING} levels deep "
-                                                  "(attrs and other fields)")
+    problem = _tree_problem(data)
+    if problem is not None:
+        raise InputError(where, f"line {lineno}", problem)
     if not strict and _fast_row(data):
         return data, None
     return None, MetricEvent.from_dict(data, where, f"line {lineno}")

@@ -266,13 +266,22 @@ class _NotStrict(ValueError):
 
 
 def _walk_numbers(data: Any, where: str) -> None:
-    """Refuse non-finite or float-overflowing numbers and nesting deeper than ``MAX_REPORT_NESTING`` (iteratively)."""
+    """Refuse non-finite or float-overflowing numbers, text that is not UTF-8 and nesting deeper than
+    ``MAX_REPORT_NESTING`` (iteratively)."""
     stack: list[tuple[Any, str, int]] = [(data, "", 0)]
     while stack:
         obj, place, depth = stack.pop()
         if depth > MAX_REPORT_NESTING:
             raise InputError(where, place or None, f"a report nested at most {MAX_REPORT_NESTING} levels deep")
-        if isinstance(obj, dict):
+        if isinstance(obj, str):
+            try:
+                obj.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InputError(where, place or None, "UTF-8 text; found a lone surrogate (a \\uDCxx escape "
+                                                       "with no pair)") from None
+        elif isinstance(obj, dict):
+            for k in obj:
+                stack.append((k, f"{place}.<key>" if place else "<key>", depth + 1))
             stack.extend((v, f"{place}.{k}" if place else str(k), depth + 1) for k, v in obj.items())
         elif isinstance(obj, list):
             stack.extend((v, f"{place}[{i}]", depth + 1) for i, v in enumerate(obj))
@@ -316,6 +325,13 @@ def load_report(path: str | Path) -> AnalysisReport:
     return AnalysisReport.from_dict(data, where)
 
 
+def _real(value: Any) -> float:
+    """A JSON number as a float; TypeError for anything else (a string, a bool, an object)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"a number, got {type(value).__name__}")
+    return float(value)
+
+
 def _count(value: Any, default: float) -> float:
     if value is None:
         return default
@@ -329,13 +345,14 @@ def _stats_from_rows(rows: Iterable[Mapping[str, Any]], where: str) -> dict[str,
     for i, row in enumerate(rows):
         try:
             name = str(row["name"])
-            raw_steps = row.get("steps") or 1
+            raw_steps = row.get("steps", 1)
+            raw_steps = 1 if raw_steps is None else raw_steps
             if isinstance(raw_steps, bool) or not isinstance(raw_steps, (int, float)) \
                     or raw_steps != int(raw_steps) or not 1 <= raw_steps <= 2 ** 53:
                 raise ValueError(f"'steps' must be a whole number of steps >= 1, got {raw_steps!r}")
             steps = int(raw_steps)
-            mean = float(row["mean"]) if row.get("mean") is not None else float(row["total"]) / steps
-            std = float(row.get("std") or 0.0)
+            mean = _real(row["mean"]) if row.get("mean") is not None else _real(row["total"]) / steps
+            std = _real(0.0 if row.get("std") is None else row["std"])
             if not (math.isfinite(mean) and math.isfinite(std) and std >= 0):
                 raise ValueError(f"finite mean and std >= 0, got mean {mean!r}, std {std!r}")
             stats = OpStats(name, _count(row.get("count"), steps), steps, mean, std,

@@ -57,10 +57,15 @@ class StagedOutputs:
         return tmp
 
     def write_text(self, target: str | Path, text: str) -> None:
-        """Stage ``text`` (UTF-8) for ``target``."""
+        """Stage ``text`` (UTF-8; a lone surrogate from a trace's name is written as ``\\xNN`` text).
+
+        JSON must be cleaned as data first (:func:`utf8_clean`): an escape made inside JSON text is no JSON.
+        """
+        from my_utils.core.safe_io import utf8_text
+
         def write(tmp: Path) -> None:
             with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(text)
+                fh.write(utf8_text(text))
 
         self.write_with(target, write)
 
@@ -120,3 +125,20 @@ def out_of_memory(what: str) -> Any:
     typer.echo(f"error: {what}: out of memory; nothing was written (free memory, or analyse fewer/smaller "
                "inputs at a time)", err=True)
     return typer.Exit(1)
+
+
+def utf8_clean(obj: Any) -> Any:
+    """``obj`` (JSON-like) with every string, keys included, made writable as UTF-8 (``safe_io.utf8_text``).
+
+    Kineto traces may name a kernel with a lone surrogate (a ``\\udcNN`` escape): valid JSON,
+    but no UTF-8 writer can write it. Walked without recursion limits beyond the data's own.
+    """
+    from my_utils.core.safe_io import utf8_text
+
+    if isinstance(obj, str):
+        return utf8_text(obj)
+    if isinstance(obj, dict):
+        return {utf8_clean(k): utf8_clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [utf8_clean(v) for v in obj]
+    return obj

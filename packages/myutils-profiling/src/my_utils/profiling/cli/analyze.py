@@ -10,6 +10,7 @@ size, versions: the report's ``hardware``). A trace that is bad input fails the 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -157,6 +158,7 @@ def stage_reports(outputs: StagedOutputs, events: Path | Sequence[MetricEvent] |
     rule_options = settings.rule_options if settings is not None else None
     report = MetricsAnalyzer(source, workload, progress=not quiet, rules=rules, rule_options=rule_options,
                              **options).analyze()
+    report = _writable(report)
     if events_file is not None:
         report.inputs["events_file"] = str(events_file)
     elif events is None and traces:
@@ -174,3 +176,16 @@ def _write_one(report: Any, fmt: str, output_dir: Path, path: Path) -> Path:
     from my_utils.profiling.collector import write_report
 
     return write_report(report, fmt, path, output_dir)
+
+
+def _writable(report: Any) -> Any:
+    """``report`` itself, or a copy whose strings a UTF-8 file can hold (a trace's name with a lone surrogate)."""
+    from my_utils.profiling.analysis.model import AnalysisReport
+    from my_utils.profiling.cli._outputs import utf8_clean
+
+    data = report.to_dict()
+    try:
+        json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        return AnalysisReport.from_dict(utf8_clean(data), "<report>")
+    return report

@@ -100,10 +100,12 @@ def diff(
 def _stage(outputs: StagedOutputs, result: DiffResult, output: Path | None, markdown: Path | None, html: Path | None,
            fail_on_regression: float | None) -> None:
     from my_utils.core.safe_io import strict_json
+    from my_utils.profiling.cli._outputs import utf8_clean
     from my_utils.profiling.reports.diff_markdown import render_markdown
 
     if output is not None:
-        outputs.write_text(output, strict_json(result.to_dict(fail_on_regression), indent=2) + "\n")
+        # JSON text is cleaned as data: a surrogate's escape made in the text would not be valid JSON
+        outputs.write_text(output, strict_json(utf8_clean(result.to_dict(fail_on_regression)), indent=2) + "\n")
     if markdown is not None:
         outputs.write_text(markdown, render_markdown(result, fail_on_regression))
     if html is not None:

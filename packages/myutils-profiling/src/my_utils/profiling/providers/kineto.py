@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from my_utils.core.errors import UnsupportedInputError
+from my_utils.core.errors import InputError, UnsupportedInputError
 from my_utils.core.events import MetricEvent
 from my_utils.profiling.providers._files import (
     FileProviderBase,
@@ -89,21 +89,49 @@ def read_trace(path: str | Path, rank: int | None = None,
     stream = TraceStream(p)
     agg = TraceAggregator(p)
     extra = [make(p) for make in passes]
-    if extra or not events:
-        adds = [*([agg.add] if events else []), *(x.add for x in extra)]
+    adds = [_FiniteTimes(p).add, *([agg.add] if events else []), *(x.add for x in extra)]
+    try:
         for ev in stream.events():
             for add in adds:
                 add(ev)
-    else:
-        add = agg.add
-        for ev in stream.events():
-            add(ev)
+    except RecursionError:  # JSON nested deeper than the decoder's recursion: bad input, one line
+        raise InputError(p, f"traceEvents[{stream.event_count}]", "trace events nested less deeply than "
+                                                                  "Python's JSON reader allows") from None
     found, source = trace_rank(p, stream.metadata, rank)
     context = trace_context(stream.metadata, p)
     if found is not None and found != context.rank:  # the ``rank`` option: what the events carry
         context = dataclasses.replace(context, rank=found, rank_source=source)
-    out = agg.finish(stream.metadata, found, source) if events else []
+    out: list[MetricEvent] = []
+    if events:
+        import numpy as np
+
+        # sums of durations near 1e308 overflow to inf: the consumers judge that (diff refuses it);
+        # numpy's warning would be a second, unformatted line on stderr
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = agg.finish(stream.metadata, found, source)
     return TraceRead(out, context, tuple(x.finish(stream.metadata, stream.event_count, found) for x in extra))
+
+
+class _FiniteTimes:
+    """Refuses a ``ts`` or ``dur`` that is not a finite number (``1e999``, ``NaN``: what no clock writes).
+
+    The trace decoders accept them (the stdlib reads ``NaN`` and ``1e999`` as floats); left in,
+    an infinite time lands outside every step and an infinite duration poisons every sum.
+    Costs one type test per event (integers are always finite; too large ones fail the parse).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.index = -1
+
+    def add(self, ev: dict[str, Any]) -> None:
+        """Check one event."""
+        self.index += 1
+        ts = ev.get("ts")
+        dur = ev.get("dur")
+        if (ts.__class__ is float and ts - ts != 0.0) or (dur.__class__ is float and dur - dur != 0.0):
+            raise InputError(self.path, f"traceEvents[{self.index}]",
+                             f"finite 'ts'/'dur' (µs); found ts {ts!r}, dur {dur!r}")
 
 
 def parse_trace_file(path: str | Path, rank: int | None = None) -> list[MetricEvent]:
