@@ -1,11 +1,13 @@
 """Seeded corpus fuzz: 200 deterministic mutations of a real file per input format, through the real CLI.
 
 Every mutation (truncation, flipped bytes, garbled structure; one fixed seed per format)
-must either be read (exit 0, a strict-JSON events file) or be refused the way every bad
-input is: exit 2, one line on stderr naming the file, no traceback, no output file.
-The command runs in-process (``myutils-profile ingest`` through typer's runner: 1,800
-interpreter starts would not fit in CI on two cores); ``test_subprocess_samples`` proves
-the same outcome for real processes. Counts per format are printed in the test output.
+must either be read (exit 0, strict-JSON outputs) or be refused the way every bad input is:
+exit 2, one line on stderr naming the file, no traceback, no output file. The inputs of
+``ingest`` (every provider's format and the configs), of ``analyze`` (an events file) and of
+``diff`` (a report, a plain and a gzip Kineto trace, each against its unmutated original)
+are covered. The command runs in-process (typer's runner: 2,800 interpreter starts would
+not fit in CI on two cores); ``test_subprocess_samples`` proves the same outcome for real
+processes. Counts per format are printed in the test output.
 """
 
 from __future__ import annotations
@@ -72,6 +74,12 @@ FORMATS = [
     Format("table_csv", _shipped("op_summary.csv"), "table.csv", "table_csv", True),
     Format("config_json", _example_config, "config.json", "", True),
     Format("config_yaml", _example_config, "config.yaml", "", True),
+    # the commands that read what ingest writes: analyze (events) and diff (reports and traces)
+    Format("analyze_events", _shipped("profile_rank_0.csv"), "metrics_events.jsonl", "analyze", True),
+    Format("diff_report", _shipped("profile_rank_0.csv"), "analysis_report.json", "diff_report", True),
+    Format("diff_trace", _real("kineto/kineto_repo/after_fix_trace.json"), "trace.json", "diff_trace", True),
+    Format("diff_trace_gz", _real("kineto/hta/critical_path__event_sync_multi_stream.json.gz"), "test.json.gz",
+           "diff_trace", False, gzip_inner=True),
 ]
 
 
@@ -131,12 +139,19 @@ def mutate(fmt: Format, data: bytes, rng: random.Random) -> tuple[str, bytes]:
 def _base_bytes(fmt: Format, real_fixtures: Path, work: Path) -> bytes:
     """The unmutated input: the real file, or for configs and events a real file converted."""
     source = fmt.sample(real_fixtures)
-    if fmt.name == "events_jsonl":
+    if fmt.name in ("events_jsonl", "analyze_events", "diff_report"):
         from my_utils.core.events import write_events
         from my_utils.profiling.providers.mytimer import read_profile_csv_events
 
         write_events(work / "base.jsonl", read_profile_csv_events(source))
+        if fmt.name == "diff_report":  # the real analyzer's report of that run: the unmutated base side
+            from my_utils.profiling.analysis import MetricsAnalyzer
+
+            MetricsAnalyzer(work / "base.jsonl", "pretrain").analyze().write(work / "base_report.json")
+            return (work / "base_report.json").read_bytes()
         return (work / "base.jsonl").read_bytes()
+    if fmt.provider == "diff_trace":  # the unmutated trace is the base side of every diff
+        shutil.copy(source, work / f"base_{fmt.filename}")
     if fmt.name.startswith("config_"):
         # the shipped example config, its inputs copied beside it so relative paths resolve
         shutil.copytree(source.parent / "data", work / "data", dirs_exist_ok=True)
@@ -157,6 +172,21 @@ def _config_for(fmt: Format, work: Path, path: Path) -> Path:
     return cfg
 
 
+def _command(fmt: Format, work: Path, path: Path, out: Path) -> tuple[list[str], list[Path]]:
+    """The command line reading ``path`` and the files it writes into ``out``."""
+    if fmt.provider == "analyze":
+        return (["analyze", "--events", str(path), "--output-dir", str(out), "--formats", "json,markdown", "-q"],
+                [out / "analysis_report.json", out / "analysis_report.md"])
+    if fmt.provider in ("diff_report", "diff_trace"):
+        flag = "report" if fmt.provider == "diff_report" else "trace"
+        base = work / ("base_report.json" if flag == "report" else f"base_{fmt.filename}")
+        written = [out / "diff.json", out / "diff.md"]
+        return (["diff", f"--base-{flag}", str(base), f"--target-{flag}", str(path), "--output", str(written[0]),
+                 "--markdown", str(written[1])], written)
+    return (["ingest", "--config", str(_config_for(fmt, work, path)), "--output-dir", str(out), "--quiet"],
+            [out / "metrics_events.jsonl"])
+
+
 def run_case(fmt: Format, runner: CliRunner, work: Path, path: Path, data: bytes, index: int) -> str:
     """Write ``data`` to ``path``, read it like a user would; return 'parsed' or 'refused' (else fail)."""
     path.write_bytes(data)
@@ -168,15 +198,17 @@ def run_case(fmt: Format, runner: CliRunner, work: Path, path: Path, data: bytes
             assert str(exc).startswith(str(path)) and "\n" not in str(exc), exc
             return "refused"
         return "parsed" if events is not None else "?"
-    args = ["ingest", "--config", str(_config_for(fmt, work, path)), "--output-dir", str(out), "--quiet"]
+    args, written = _command(fmt, work, path, out)
     result = runner.invoke(app, args)
     context = f"{fmt.name} mutation {index}: exit {result.exit_code}, stderr {result.stderr!r}"
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise AssertionError(context) from result.exception
-    events_file = out / "metrics_events.jsonl"
     if result.exit_code == 0:
-        for line in events_file.read_text(encoding="utf-8").splitlines():
-            json.loads(line, parse_constant=lambda token: pytest.fail(f"bare {token} in output: {context}"))
+        for output in written:  # rule 5: strict JSON (no bare NaN/Infinity) wherever JSON is written
+            lines = output.read_text(encoding="utf-8").splitlines() if output.suffix == ".jsonl" else (
+                [output.read_text(encoding="utf-8")] if output.suffix == ".json" else [])
+            for line in lines:
+                json.loads(line, parse_constant=lambda token: pytest.fail(f"bare {token} in output: {context}"))
         shutil.rmtree(out)
         return "parsed"
     assert result.exit_code == 2, context
@@ -185,6 +217,7 @@ def run_case(fmt: Format, runner: CliRunner, work: Path, path: Path, data: bytes
     # names the file at fault: the input, its config, or (a mutated config) the data file it points to
     assert path.name in lines[0] or str(work) in lines[0], context
     assert "Traceback" not in result.stderr and not out.exists(), context
+    assert not any(p.exists() for p in written), context
     return "refused"
 
 

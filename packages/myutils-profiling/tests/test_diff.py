@@ -80,7 +80,7 @@ def test_cli_gate_exit_codes_outputs_and_markdown(tmp_path: Path) -> None:
     significant = {c["name"] for c in data["changes"] if c["significant"]}
     assert "backward" in significant and "forward" not in significant
     md = out_md.read_text()
-    assert "| `backward` | changed |" in md and "`forward`" not in md
+    assert "| backward | changed |" in md and "| forward |" not in md
     assert "different hardware" in md and "passed" in md
 
 

@@ -21,6 +21,7 @@ import math
 import operator
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,12 @@ _KNOWN = (
 _KNOWN_SET = frozenset(_KNOWN)
 #: Value types both JSON encoders write alike (orjson differs on Enums, datetimes, dataclasses...).
 _PLAIN = frozenset({str, int, float, bool, type(None)})
+#: Deepest nesting of objects/lists a line may hold (``attrs`` and unknown fields): deeper data is
+#: refused at read time, where the line is known, rather than failing later in a writer's recursion
+#: (so is text holding a lone surrogate, which no UTF-8 writer can write).
+MAX_NESTING = 64
+_INT64 = 1 << 63
+_FLOAT_MAX = sys.float_info.max  # Python compares an int with a float exactly: 10**400 > _FLOAT_MAX
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +111,7 @@ class MetricEvent:
             raise InputError(where, place, f"expected a JSON object (a metric event), got {type(data).__name__}")
 
         def bad(key: str, expected: str) -> InputError:
-            return InputError(where, place, f"field {key!r} must be {expected}, got {data.get(key)!r}")
+            return InputError(where, place, f"field {key!r} must be {expected}, got {_shown(data.get(key))}")
 
         name = data.get("name")
         if not isinstance(name, str) or not name:
@@ -114,13 +121,18 @@ class MetricEvent:
             value = math.nan
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad("value", "a number or null")
+        elif isinstance(value, int) and not -_FLOAT_MAX <= value <= _FLOAT_MAX:
+            raise bad("value", "a number within the range of a 64-bit float")
         for key in ("rank", "step"):
             v = data.get(key)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
                 raise bad(key, "an integer or null")
+            if v is not None and not -_INT64 <= v < _INT64:
+                raise bad(key, "a 64-bit integer or null")
         ts = data.get("ts")
-        if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float))):
-            raise bad("ts", "a number (unix seconds) or null")
+        if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float))
+                               or not -_FLOAT_MAX <= ts <= _FLOAT_MAX):  # also NaN and infinities
+            raise bad("ts", "a finite number (unix seconds) or null")
         attrs = data.get("attrs") or {}
         if not isinstance(attrs, Mapping):
             raise bad("attrs", "an object")
@@ -137,6 +149,40 @@ class MetricEvent:
             ts=None if ts is None else float(ts), run_id=data.get("run_id", ""), attrs=dict(attrs),
             schema_version=version, extra={k: v for k, v in data.items() if k not in _KNOWN},
         )
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters: a message quotes a 400-digit number or a long name in part."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -_INT64 <= value < _INT64:
+        return f"an integer of {len(str(abs(value)))} digits"  # str() itself refuses ~4,300 digits and more
+    text = repr(value)  # nesting deeper than MAX_NESTING never gets here
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _tree_problem(data: Any, limit: int = MAX_NESTING) -> str | None:
+    """What makes ``data`` unreadable downstream, or None: nesting deeper than ``limit``, or text that is not UTF-8.
+
+    Walked without recursion. A lone surrogate (``"\\udce9"`` in the JSON) is valid JSON but
+    no UTF-8 text: every writer of a report or trace would fail on it later, far from the line.
+    """
+    stack: list[tuple[Any, int, str]] = [(data, 0, "")]
+    while stack:
+        obj, depth, key = stack.pop()
+        if depth > limit:
+            return f"a metric event nested at most {limit} levels deep (attrs and other fields)"
+        if isinstance(obj, str):
+            try:
+                obj.encode("utf-8")
+            except UnicodeEncodeError:
+                where = f"field {key!r}" if key else "a field"
+                return f"UTF-8 text; {where} holds a lone surrogate ({_shown(obj)})"
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                stack.append((k, depth + 1, key or str(k)))
+                stack.append((v, depth + 1, key or str(k)))
+        elif isinstance(obj, list):
+            stack.extend((v, depth + 1, key) for v in obj)
+    return None
 
 
 def _bad_field(event: MetricEvent, key: str, expected: str) -> UsageError:
@@ -362,13 +408,42 @@ def _open(path: str | Path) -> tuple[Path, BinaryIO]:
         raise InputError(p, None, f"cannot open the events file ({exc.strerror or exc})") from None
 
 
-_loads: Callable[[bytes], Any] = _orjson.loads if _orjson is not None else json.loads
+def _refuse(token: str) -> Any:
+    raise ValueError(f"{token} is not strict JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value - value != 0.0:  # 1e999: what orjson refuses, refused here too (the slow path decides)
+        raise ValueError(f"{text} overflows a float")
+    return value
+
+
+def _int64(text: str) -> int:
+    if len(text) > 18:  # possibly beyond 64 bits, as orjson would refuse: the slow path decides
+        raise ValueError(f"{text[:20]}... may not fit 64 bits")
+    return int(text)
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]").search
+
+
+def _strict_stdlib_loads(raw: bytes) -> Any:
+    """The stdlib refusing, like orjson, NaN/Infinity, overflowing floats, long integers and surrogates (slow path)."""
+    if _SURROGATE_ESCAPE(raw) is not None:  # orjson refuses lone surrogates; pairs are checked there too
+        raise ValueError("a \\uD8xx-\\uDFxx escape: the strict checks decide")
+    return json.loads(raw, parse_constant=_refuse, parse_float=_finite_float, parse_int=_int64)
+
+
+# The fast decoder refuses what needs a closer look (non-finite or overflowing numbers, integers
+# beyond 64 bits); such a line is decoded again by the stdlib and checked field by field.
+_loads: Callable[[bytes], Any] = _orjson.loads if _orjson is not None else _strict_stdlib_loads
 _long_number = re.compile(rb"\d{19}").search
 _EXACT = frozenset({str, int, bool, type(None)})
 
 
 def _as_stdlib(data: Any, raw: bytes) -> Any:
-    """``data`` as the stdlib would have read ``raw``.
+    """``data`` as the stdlib would have read ``raw`` (only a well-formed line gets here).
 
     orjson reads an integer beyond 64 bits as a float where the stdlib keeps it exact. That can
     only matter where a float may sit: the known numeric fields are floats anyway (``rank``
@@ -376,7 +451,7 @@ def _as_stdlib(data: Any, raw: bytes) -> Any:
     fields, a float or a container in ``attrs``, or a failed fast check is looked at, and
     re-read only when it has 19 digits in a row.
     """
-    if _loads is json.loads or _long_number(raw) is None:
+    if _orjson is None or _long_number(raw) is None:
         return data
     return json.loads(raw)
 
@@ -394,36 +469,59 @@ _TORN = object()  # the torn last line of a killed writer: the end
 
 
 def _slow_line(raw: bytes, fh: BinaryIO, p: Path, lineno: int) -> Any:
-    """A line the fast decoder refused: the stdlib decides (NaN, huge ints, a BOM), else blank, torn or bad."""
+    """A line the fast decoder refused: the stdlib decides (NaN, huge ints, a BOM), else blank, torn or bad.
+
+    What it returns goes to the strict checks (``_checked_event(..., strict=True)``): the
+    numbers the fast decoder refused are exactly those that need them.
+    """
     stripped = raw.strip()
     if not stripped:
         return _BLANK
     try:
         return json.loads(stripped)
+    except RecursionError:
+        raise InputError(p, f"line {lineno}", f"a metric event nested at most {MAX_NESTING} levels deep; "
+                                              "found far deeper nesting") from None
     except (ValueError, UnicodeDecodeError):
         if not raw.endswith(b"\n") and fh.read(1) == b"":
             return _TORN
         raise InputError(p, f"line {lineno}", "expected one JSON object per line (a metric event)") from None
 
 
-def _checked_event(data: Any, raw: bytes, where: str, lineno: int) -> MetricEvent:
+def _validated(data: Any, raw: bytes, where: str, lineno: int, strict: bool) -> tuple[Any, MetricEvent | None]:
+    """``(row, None)`` for a row that passes the fast checks, else ``(None, event)`` checked field by field.
+
+    ``strict``: the line came from the slow decoder (or holds long integers), so every
+    field is checked (ranges, finite ``ts``). Either way nesting deeper than ``MAX_NESTING`` is refused.
+    """
+    if not strict and _fast_row(data) and _exact(data):
+        return data, None
+    if not strict:
+        exact = _as_stdlib(data, raw)
+        strict = exact is not data  # re-read for its long integers: check their ranges too
+        data = exact
+    problem = _tree_problem(data)
+    if problem is not None:
+        raise InputError(where, f"line {lineno}", problem)
+    if not strict and _fast_row(data):
+        return data, None
+    return None, MetricEvent.from_dict(data, where, f"line {lineno}")
+
+
+def _checked_event(data: Any, raw: bytes, where: str, lineno: int, strict: bool = False) -> MetricEvent:
     """The event of a decoded line that is not a plain well-formed one (see ``iter_events``), or InputError."""
-    if not (_fast_row(data) and _exact(data)):
-        data = _as_stdlib(data, raw)
-        if not _fast_row(data):
-            return MetricEvent.from_dict(data, where, f"line {lineno}")
-    return _event_of(data)
+    row, event = _validated(data, raw, where, lineno, strict)
+    return event if event is not None else _event_of(row)
 
 
-def _checked_row(data: Any, raw: bytes, where: str, lineno: int) -> dict[str, Any]:
+def _checked_row(data: Any, raw: bytes, where: str, lineno: int, strict: bool = False) -> dict[str, Any]:
     """The row of a decoded line that is not a plain well-formed one (see ``iter_event_rows``), or InputError."""
-    if not (_fast_row(data) and _exact(data)):
-        data = _as_stdlib(data, raw)
-        if not _fast_row(data):
-            event = MetricEvent.from_dict(data, where, f"line {lineno}")
-            data = event.to_dict()
-            data["value"] = event.value  # to_dict keeps NaN as NaN; only the writer turns it into null
-    return data
+    row, event = _validated(data, raw, where, lineno, strict)
+    if event is None:
+        return row
+    out = event.to_dict()
+    out["value"] = event.value  # to_dict keeps NaN as NaN; only the writer turns it into null
+    return out
 
 
 def iter_events(path: str | Path) -> Iterator[MetricEvent]:
@@ -449,12 +547,14 @@ def iter_events(path: str | Path) -> Iterator[MetricEvent]:
             lineno += 1
             try:
                 data = loads(raw)
-            except ValueError:  # orjson's and json's errors are ValueErrors
+            except (ValueError, RecursionError):  # orjson's and json's errors; the stdlib's on deep nesting
                 data = _slow_line(raw, fh, p, lineno)
                 if data is _BLANK:
                     continue
                 if data is _TORN:
                     return
+                yield _checked_event(data, raw, where, lineno, strict=True)
+                continue
             try:
                 name = data["name"]
                 value = data["value"]
@@ -520,12 +620,14 @@ def iter_event_rows(path: str | Path) -> Iterator[dict[str, Any]]:
             lineno += 1
             try:
                 data = loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):
                 data = _slow_line(raw, fh, p, lineno)
                 if data is _BLANK:
                     continue
                 if data is _TORN:
                     return
+                yield _checked_row(data, raw, where, lineno, strict=True)
+                continue
             try:  # the common line inline, as in iter_events
                 name = data["name"]
                 rank = data["rank"]

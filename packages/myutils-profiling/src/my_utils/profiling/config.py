@@ -63,6 +63,8 @@ def load_config(path: str | Path) -> dict[str, Any]:
 
         try:
             data = yaml.safe_load(text)
+        except RecursionError:
+            raise ConfigError(p, None, "a config nested less deeply than the YAML reader allows") from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             place = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else None
@@ -73,6 +75,10 @@ def load_config(path: str | Path) -> dict[str, Any]:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(p, f"line {exc.lineno}, column {exc.colno}", f"valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise ConfigError(p, None, "a config nested less deeply than the JSON reader allows") from None
+        except ValueError as exc:  # e.g. an integer longer than Python converts
+            raise ConfigError(p, None, f"valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise ConfigError(p, None, f"a mapping at the top level; found {type(data).__name__}")
     return data
@@ -133,11 +139,16 @@ def parse_config(cfg: Mapping[str, Any] | str | Path, *, keep_going: bool = Fals
     if run_id is not None and not isinstance(run_id, str):
         raise ConfigError(where, "run_id", f"a string; found {run_id!r}")
     rank = data.get("rank")
-    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int)):
-        raise ConfigError(where, "rank", f"an integer; found {rank!r}")
-    output_dir = data.get("output_dir") or "./metrics_out"
-    if not isinstance(output_dir, (str, Path)):
-        raise ConfigError(where, "output_dir", f"a path string; found {output_dir!r}")
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < 2 ** 31):
+        shown = f"an integer of {len(str(abs(rank)))} digits" if isinstance(rank, int) and abs(rank) > 2 ** 63 \
+            else repr(rank)
+        raise ConfigError(where, "rank", f"a rank, an integer from 0 to 2**31-1; found {shown}")
+    output_dir = data.get("output_dir", "./metrics_out")
+    if output_dir is None:
+        output_dir = "./metrics_out"
+    if not isinstance(output_dir, (str, Path)) or not str(output_dir):
+        shown = f"a {type(output_dir).__name__}" if isinstance(output_dir, (dict, list)) else repr(output_dir)
+        raise ConfigError(where, "output_dir", f"a path string; found {shown}")
     providers = data.get("providers", [])
     if not isinstance(providers, list):
         raise ConfigError(where, "providers", f"a list of provider entries; found {type(providers).__name__}")

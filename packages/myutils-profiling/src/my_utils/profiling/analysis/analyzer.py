@@ -34,6 +34,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, overload
 
+from my_utils.core.errors import InputError
 from my_utils.core.events import MetricEvent, iter_event_rows, trusted_event
 from my_utils.profiling.analysis.assembly import (
     capture_findings,
@@ -285,13 +286,15 @@ class MetricsAnalyzer:
     overrides options per rule name; ``traces`` names torch.profiler trace files for the
     Kineto analyses (default: the files named in the events, looked up beside the events
     file); ``hardware`` describes the machine of the run (the diff warns when two differ);
-    ``progress`` draws a counter of events read on stderr (a terminal only).
+    ``progress`` draws a counter of events read on stderr (a terminal only); ``kineto`` is a
+    ``KinetoAnalysis`` already made from the traces (``analyze --trace`` reads each trace once).
+    A trace that is bad input raises ``InputError``: the report is never presented without it.
     """
 
     def __init__(self, events: str | Path | Iterable[MetricEvent], workload: str | WorkloadProfile = DEFAULT_WORKLOAD,
                  *, rules: Sequence[str] | None = None, rule_options: Mapping[str, Mapping[str, Any]] | None = None,
                  traces: Sequence[str | Path] | None = None, hardware: Mapping[str, Any] | None = None,
-                 overhead_host: str = "analysis host", progress: bool = False) -> None:
+                 overhead_host: str = "analysis host", progress: bool = False, kineto: Any = None) -> None:
         self.source = events
         self.workload = get_workload(workload)
         self.rule_names = list(rules) if rules is not None else None
@@ -300,6 +303,7 @@ class MetricsAnalyzer:
         self.hardware = dict(hardware or {})
         self.overhead_host = overhead_host
         self.progress = progress
+        self.kineto = kineto  # a KinetoAnalysis the caller made in its own pass over the traces
 
     # -- reading ---------------------------------------------------------------------
 
@@ -460,6 +464,12 @@ class MetricsAnalyzer:
 
     def _kineto(self, agg: EventAggregate) -> tuple[dict[str, list[dict[str, Any]]], str, list[str]]:
         """Tables of the Kineto analyses over the run's traces, a note (why there are none), their warnings."""
+        if self.kineto is not None:  # made by the caller in its own pass over the traces
+            warnings = [str(w) for w in getattr(self.kineto, "warnings", ())]
+            for w in warnings:
+                _log.warning("%s", w)
+            return (_kineto_tables(self.kineto), f"Kineto analyses of {len(self.kineto.inputs)} trace file(s)",
+                    warnings)
         paths = self._trace_paths(agg)
         if not paths:
             return {}, ("no torch.profiler trace files given or found beside the events" if agg.trace_files
@@ -472,6 +482,8 @@ class MetricsAnalyzer:
             return {}, "the Kineto analyses (my_utils.profiling.analysis.kineto) are not installed in this version", []
         try:
             result = analyze_traces(paths)
+        except InputError:  # a trace the run names is bad input: exit 2, never a report without it
+            raise
         except Exception as exc:  # the metric analysis stands on its own; say why the trace part is missing
             _log.warning("Kineto analyses of %s failed: %s: %s", [str(p) for p in paths], type(exc).__name__, exc)
             return {}, f"Kineto analyses failed: {type(exc).__name__}: {exc}", []

@@ -4,7 +4,7 @@ Both sides become one :class:`OpStats` per name: the count of occurrences and th
 spread (population std) of the per-step total. The inputs are either two analysis reports
 (their ``operations`` table already holds those numbers, computed per step by the analyzer)
 or two Kineto traces (streamed by the Kineto provider into per-step events, never held as
-raw events).
+raw events, in one pass that also reads the trace's context and its call nesting).
 
 Why per step: a slower operation shows up as a larger per-step total, and the steps of
 one run give its spread for free. A change is *significant* only when both hold:
@@ -16,10 +16,23 @@ one run give its spread for free. A change is *significant* only when both hold:
 
 Names present on one side only are ``added`` / ``removed`` (significant when their
 per-step time is at least ``min_pct`` % of the base step time, or always without it).
+
+What a diff refuses (``InputError``, exit 2 in the CLI): a side with nothing to compare (no
+operation and no step: an empty trace, a report whose ``operations`` table is empty), numbers
+that are not finite or overflow a float, and reports that are not strict JSON. A regression
+gate that sees no data must not pass, so the diff itself refuses it.
+
+Context: the ``hardware`` of both sides (a report's, or each trace's ``deviceProperties`` and
+``distributedInfo``, see ``providers.kineto_context``) is kept in the result, and a warning
+names every field that differs (GPU model, device count, world size, CUDA/torch versions).
+Nesting: for traces, each host range's dominant parent (``providers.kineto_nesting``) is kept,
+so a renderer can fold ``aten::_local_scalar_dense`` under ``aten::item`` instead of counting
+the same milliseconds twice (:meth:`DiffResult.folded`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,16 +40,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from my_utils.core.errors import InputError
+from my_utils.core.errors import InputError, one_line
 from my_utils.core.events import MetricEvent
-from my_utils.profiling.analysis.model import AnalysisReport
+from my_utils.profiling.analysis.model import REPORT_FILE_NAME, AnalysisReport
+from my_utils.profiling.providers.kineto_context import PLACE_KEYS
 
-DIFF_SCHEMA_VERSION = "1.0"
+DIFF_SCHEMA_VERSION = "1.1"
 STEP_TIME = "step_time"
+#: A name is folded under its parent when at least this share of its time runs inside it.
+FOLD_SHARE = 0.5
+#: Deepest nesting accepted in a report file (a deeper one is not a report this package wrote).
+MAX_REPORT_NESTING = 64
 # aggregate names the Kineto provider emits beside the per-name ones: not operations
 _TRACE_TOTALS = frozenset({"gpu.kernel_time", "gpu.kernel_count", "gpu.comm_time", "gpu.memcpy_time",
                            "gpu.memset_time", "device.op_time", "trace.events", "memory.allocated_peak",
                            "memory.reserved_peak"})
+_FLOAT_MAX = 1.7976931348623157e308
 
 
 @dataclass(frozen=True)
@@ -59,7 +78,10 @@ class OpStats:
 
 @dataclass(frozen=True)
 class OpChange:
-    """How one name changed between base and target; ``status`` is changed/unchanged/added/removed."""
+    """How one name changed between base and target; ``status`` is changed/unchanged/added/removed.
+
+    ``parent`` is the name under which most of its time runs (traces only), else None.
+    """
 
     name: str
     status: str
@@ -70,6 +92,13 @@ class OpChange:
     count_delta: float  # occurrences per step
     noise: float  # the smallest |delta| that would have been significant
     significant: bool
+    parent: str | None = None
+
+    @property
+    def unit(self) -> str:
+        """The unit of both sides' means."""
+        side = self.base or self.target
+        return side.unit if side is not None else ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON row of this change."""
@@ -79,12 +108,34 @@ class OpChange:
 
         return {"name": self.name, "status": self.status, "significant": self.significant, "delta": self.delta,
                 "delta_pct": self.delta_pct, "count_delta": self.count_delta, "noise": self.noise,
-                "base": side(self.base), "target": side(self.target)}
+                "parent": self.parent, "base": side(self.base), "target": side(self.target)}
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """The verdict of ``--fail-on-regression PCT``: the significant slow-downs of at least ``threshold`` %."""
+
+    threshold: float
+    regressions: tuple[OpChange, ...]
+
+    @property
+    def passed(self) -> bool:
+        """True when no significant slow-down reaches the threshold (speed-ups never fail the gate)."""
+        return not self.regressions
+
+    def describe(self, limit: int = 5) -> str:
+        """One line: ``passed`` or ``FAILED: name +12.3%, ...``."""
+        if self.passed:
+            return "passed"
+        shown = ", ".join(f"{one_line(c.name)} {c.delta_pct:+.1f}%" if c.delta_pct is not None
+                          else f"{one_line(c.name)} (new)" for c in self.regressions[:limit])
+        more = f" and {len(self.regressions) - limit} more" if len(self.regressions) > limit else ""
+        return f"FAILED: {shown}{more}"
 
 
 @dataclass(frozen=True)
 class DiffResult:
-    """Every name's change, the step-time change, and the warnings a reader must see first."""
+    """Every name's change, the step-time change, both sides' hardware, and the warnings a reader must see first."""
 
     base: str
     target: str
@@ -92,6 +143,8 @@ class DiffResult:
     step_time: OpChange | None = None
     warnings: list[str] = field(default_factory=list)
     settings: dict[str, float] = field(default_factory=dict)
+    base_hardware: dict[str, Any] = field(default_factory=dict)
+    target_hardware: dict[str, Any] = field(default_factory=dict)
 
     @property
     def significant(self) -> list[OpChange]:
@@ -100,44 +153,191 @@ class DiffResult:
 
     def regressions(self, pct: float) -> list[OpChange]:
         """Significant slow-downs of at least ``pct`` % (the step time first when it is one of them)."""
-        pool = ([self.step_time] if self.step_time else []) + self.significant
+        step = self.step_time
+        same = {step.name, *(s.name for s in (step.base, step.target) if s is not None)} if step else set()
+        pool = ([step] if step else []) + [c for c in self.significant if c.name not in same]  # the step once
         return [c for c in pool if c.significant and c.delta > 0
                 and (c.delta_pct is None or c.delta_pct >= pct)]
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object written by ``myutils-profile diff --output``."""
+    def gate(self, pct: float) -> GateResult:
+        """The regression gate at ``pct`` %: its regressions list nested names after the others."""
+        folded = self.folded()
+        found = self.regressions(pct)
+        return GateResult(pct, tuple(sorted(found, key=lambda c: c.name in folded)))
+
+    def folded(self) -> dict[str, str]:
+        """Significant names that run inside another significant name changing the same way: name → that ancestor.
+
+        The ancestor's inclusive time already holds the name's change; a renderer lists
+        the name under it (and counts it once). Follows the dominant-parent chain.
+        """
+        sig = {c.name: c for c in self.changes if c.significant}
+        parents = {c.name: c.parent for c in self.changes if c.parent}
+        out: dict[str, str] = {}
+        for name, change in sig.items():
+            seen = {name}
+            up = parents.get(name)
+            while up is not None and up not in seen:
+                seen.add(up)
+                ancestor = sig.get(up)
+                if ancestor is not None and (ancestor.delta > 0) == (change.delta > 0):
+                    out[name] = up
+                    break
+                up = parents.get(up)
+        return out
+
+    def to_dict(self, fail_on_regression: float | None = None) -> dict[str, Any]:
+        """The JSON object written by ``myutils-profile diff --output`` (with the gate's verdict when asked)."""
         counts: dict[str, int] = defaultdict(int)
         for c in self.changes:
             counts[c.status] += 1
-        return {"schema_version": DIFF_SCHEMA_VERSION, "base": self.base, "target": self.target,
-                "settings": dict(self.settings), "warnings": list(self.warnings),
-                "step_time": None if self.step_time is None else self.step_time.to_dict(),
-                "summary": {"names": len(self.changes), "significant": len(self.significant), **counts},
-                "changes": [c.to_dict() for c in self.changes]}
+        folded = self.folded()
+        out: dict[str, Any] = {
+            "schema_version": DIFF_SCHEMA_VERSION, "base": self.base, "target": self.target,
+            "settings": dict(self.settings), "warnings": list(self.warnings),
+            "hardware": {"base": dict(self.base_hardware), "target": dict(self.target_hardware)},
+            "step_time": None if self.step_time is None else self.step_time.to_dict(),
+            "summary": {"names": len(self.changes), "significant": len(self.significant),
+                        "folded": len(folded), **counts},
+            "changes": [{**c.to_dict(), "folded_into": folded.get(c.name)} for c in self.changes]}
+        if fail_on_regression is not None:
+            gate = self.gate(fail_on_regression)
+            out["gate"] = {"threshold_pct": fail_on_regression, "passed": gate.passed,
+                           "regressions": [c.name for c in gate.regressions]}
+        return out
+
+
+def _finite(value: float, where: str, name: str, what: str) -> float:
+    if not math.isfinite(value):
+        raise InputError(where, f"name {name!r}", f"{what} within the range of a 64-bit float (got {value}); "
+                                                  "a duration this large is not a measurement")
+    return value
+
+
+def _spread(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and population std without overflow (``hypot`` scales; squares of 1e200 would not fit)."""
+    mean = math.fsum(values) / len(values)
+    if not math.isfinite(mean):
+        return mean, math.nan
+    return mean, math.hypot(*(v - mean for v in values)) / math.sqrt(len(values))
 
 
 def compare(base: Mapping[str, OpStats], target: Mapping[str, OpStats], *, sigmas: float = 3.0,
-            min_pct: float = 5.0, base_step_mean: float | None = None) -> list[OpChange]:
-    """One :class:`OpChange` per name of either side, sorted by name (see the module doc for the test)."""
+            min_pct: float = 5.0, base_step_mean: float | None = None,
+            parents: Mapping[str, str] | None = None, where: str = "<diff>") -> list[OpChange]:
+    """One :class:`OpChange` per name of either side, sorted by name (see the module doc for the test).
+
+    Numbers too large to compare (a delta or noise that overflows) raise ``InputError``
+    naming ``where`` and the name.
+    """
     out: list[OpChange] = []
+    parents = parents or {}
     floor = base_step_mean * min_pct / 100 if base_step_mean else 0.0
     for name in sorted(set(base) | set(target)):
         a, b = base.get(name), target.get(name)
         if a is not None and b is not None:
             delta = b.mean - a.mean
-            se = math.sqrt(a.std ** 2 / max(a.steps, 1) + b.std ** 2 / max(b.steps, 1))
+            se = math.hypot(a.std / math.sqrt(max(a.steps, 1)), b.std / math.sqrt(max(b.steps, 1)))
             noise = max(sigmas * se, abs(a.mean) * min_pct / 100)
-            significant = abs(delta) > noise
             pct = delta / a.mean * 100 if a.mean else None
+            for value, what in ((delta, "a delta"), (noise, "a noise level"), (pct or 0.0, "a percentage")):
+                _finite(value, where, name, what)
+            significant = abs(delta) > noise
             out.append(OpChange(name, "changed" if significant else "unchanged", a, b, delta, pct,
-                                b.count_per_step - a.count_per_step, noise, significant))
+                                b.count_per_step - a.count_per_step, noise, significant, parents.get(name)))
         else:
             only = a if a is not None else b
             assert only is not None  # one side holds every name of the union
             sign = 1.0 if b is not None else -1.0
             out.append(OpChange(name, "added" if b is not None else "removed", a, b, sign * only.mean, None,
-                                sign * only.count_per_step, floor, abs(only.mean) >= floor))
+                                sign * only.count_per_step, floor, abs(only.mean) >= floor, parents.get(name)))
     return out
+
+
+# -- reports -------------------------------------------------------------------------------
+
+
+def _bad_number(text: str) -> Any:
+    raise _NotStrict(text)
+
+
+class _NotStrict(ValueError):
+    """A bare NaN/Infinity in a report: strict JSON has none, and this package never writes one."""
+
+
+def _walk_numbers(data: Any, where: str) -> None:
+    """Refuse non-finite or float-overflowing numbers, text that is not UTF-8 and nesting deeper than
+    ``MAX_REPORT_NESTING`` (iteratively)."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        obj, place, depth = stack.pop()
+        if depth > MAX_REPORT_NESTING:
+            raise InputError(where, place or None, f"a report nested at most {MAX_REPORT_NESTING} levels deep")
+        if isinstance(obj, str):
+            try:
+                obj.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InputError(where, place or None, "UTF-8 text; found a lone surrogate (a \\uDCxx escape "
+                                                       "with no pair)") from None
+        elif isinstance(obj, dict):
+            for k in obj:
+                stack.append((k, f"{place}.<key>" if place else "<key>", depth + 1))
+            stack.extend((v, f"{place}.{k}" if place else str(k), depth + 1) for k, v in obj.items())
+        elif isinstance(obj, list):
+            stack.extend((v, f"{place}[{i}]", depth + 1) for i, v in enumerate(obj))
+        elif isinstance(obj, float) and not math.isfinite(obj):
+            raise InputError(where, place or None, f"a finite number; found {obj} (a number beyond the range "
+                                                   "of a 64-bit float)")
+        elif isinstance(obj, int) and not isinstance(obj, bool) and not -_FLOAT_MAX <= obj <= _FLOAT_MAX:
+            raise InputError(where, place or None, f"a number within the range of a 64-bit float; found an "
+                                                   f"integer of {len(str(abs(obj)))} digits")
+
+
+def load_report(path: str | Path) -> AnalysisReport:
+    """Read ``analysis_report.json`` (a file or a folder holding one) as strict JSON, for comparison.
+
+    Beyond ``AnalysisReport.load``: a bare ``NaN``/``Infinity``, a number that overflows a
+    float (``1e999``, a 400-digit integer) and nesting deeper than ``MAX_REPORT_NESTING``
+    are refused as ``InputError`` naming the file and the key (never a traceback).
+    """
+    from my_utils.core.safe_io import open_regular
+
+    source = Path(path)
+    if source.is_dir():
+        source = source / REPORT_FILE_NAME
+    try:
+        with open_regular(source, "r", encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(str(source), None, f"a readable UTF-8 analysis report ({exc})") from None
+    where = str(source)
+    try:
+        data = json.loads(text, parse_constant=_bad_number)
+    except _NotStrict as exc:
+        raise InputError(where, None, f"strict JSON (no bare NaN or Infinity); found {exc}") from None
+    except RecursionError:
+        raise InputError(where, None, f"a report nested at most {MAX_REPORT_NESTING} levels deep") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(where, f"line {exc.lineno}", f"valid JSON ({exc.msg})") from None
+    except ValueError as exc:  # e.g. an integer longer than Python converts
+        raise InputError(where, None, f"valid JSON ({exc})") from None
+    _walk_numbers(data, where)
+    return AnalysisReport.from_dict(data, where)
+
+
+def _real(value: Any) -> float:
+    """A JSON number as a float; TypeError for anything else (a string, a bool, an object)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"a number, got {type(value).__name__}")
+    return float(value)
+
+
+def _count(value: Any, default: float) -> float:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 2 ** 53:
+        raise ValueError(f"a count >= 0, got {value!r}")
+    return float(value)
 
 
 def _stats_from_rows(rows: Iterable[Mapping[str, Any]], where: str) -> dict[str, OpStats]:
@@ -145,11 +345,19 @@ def _stats_from_rows(rows: Iterable[Mapping[str, Any]], where: str) -> dict[str,
     for i, row in enumerate(rows):
         try:
             name = str(row["name"])
-            steps = int(row.get("steps") or 1)
-            mean = float(row["mean"]) if row.get("mean") is not None else float(row["total"]) / steps
-            stats = OpStats(name, float(row.get("count") or steps), steps, mean, float(row.get("std") or 0.0),
+            raw_steps = row.get("steps", 1)
+            raw_steps = 1 if raw_steps is None else raw_steps
+            if isinstance(raw_steps, bool) or not isinstance(raw_steps, (int, float)) \
+                    or raw_steps != int(raw_steps) or not 1 <= raw_steps <= 2 ** 53:
+                raise ValueError(f"'steps' must be a whole number of steps >= 1, got {raw_steps!r}")
+            steps = int(raw_steps)
+            mean = _real(row["mean"]) if row.get("mean") is not None else _real(row["total"]) / steps
+            std = _real(0.0 if row.get("std") is None else row["std"])
+            if not (math.isfinite(mean) and math.isfinite(std) and std >= 0):
+                raise ValueError(f"finite mean and std >= 0, got mean {mean!r}, std {std!r}")
+            stats = OpStats(name, _count(row.get("count"), steps), steps, mean, std,
                             str(row.get("unit") or ""), str(row.get("source") or ""))
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise InputError(where, f"tables.operations[{i}]",
                              f"a row with name, steps, mean (or total) and std ({type(exc).__name__}: {exc})") from None
         key = name if name not in out else f"{name} [{stats.source}]"
@@ -160,44 +368,63 @@ def _stats_from_rows(rows: Iterable[Mapping[str, Any]], where: str) -> dict[str,
 def _step_stats(report: AnalysisReport) -> OpStats | None:
     name = str(report.summary.get("step_time_name") or STEP_TIME)
     values = [float(r["step_time"]) for r in report.tables.get("steps", [])
-              if isinstance(r.get("step_time"), (int, float))]
+              if isinstance(r.get("step_time"), (int, float)) and not isinstance(r.get("step_time"), bool)]
+    values = [v for v in values if math.isfinite(v)]
     if not values:
         return None
-    mean = sum(values) / len(values)
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    mean, std = _spread(values)
     return OpStats(name, len(values), len(values), mean, std, str(report.summary.get("time_unit") or "ms"))
 
 
 def hardware_warning(base: Mapping[str, Any], target: Mapping[str, Any]) -> str | None:
-    """A warning naming the hardware fields that differ, or None (unknown hardware is not a difference)."""
+    """A warning naming the hardware/software fields that differ, or None.
+
+    Unknown is not a difference (a field known on one side only proves nothing), and
+    fields that say where a trace was taken (rank, host) are not compared.
+    """
     if not base or not target:
         return None
-    keys = sorted(k for k in set(base) & set(target) if base[k] != target[k])
-    if not keys:  # a field known on one side only proves nothing
+    keys = [k for k in dict.fromkeys([*base, *target]) if k in base and k in target
+            and k not in PLACE_KEYS and base[k] != target[k]]
+    if not keys:
         return None
-    parts = "; ".join(f"{k}: {base[k]!r} vs {target[k]!r}" for k in keys[:6])
-    return f"the two runs used different hardware ({parts}): deltas mix code and machine effects"
+    parts = "; ".join(f"{k}: {base[k]!r} vs {target[k]!r}" for k in keys[:8])
+    return f"the two runs used different hardware or software ({parts}): deltas mix code and machine effects"
+
+
+def _nothing(where: str, what: str) -> InputError:
+    return InputError(where, None, f"{what} to compare; found none, so a comparison (and a regression gate) "
+                                   "would pass on no data")
 
 
 def diff_reports(base: AnalysisReport, target: AnalysisReport, *, base_label: str = "base",
                  target_label: str = "target", sigmas: float = 3.0, min_pct: float = 5.0) -> DiffResult:
-    """Compare the ``operations`` tables of two analysis reports (matched by name)."""
+    """Compare the ``operations`` tables (and step times) of two analysis reports, matched by name.
+
+    A report with neither an operation nor a step is refused (``InputError`` naming it).
+    """
     a = _stats_from_rows(base.tables.get("operations", []), base_label)
     b = _stats_from_rows(target.tables.get("operations", []), target_label)
+    sa, sb = _step_stats(base), _step_stats(target)
+    for stats, side_step, label in ((a, sa, base_label), (b, sb, target_label)):
+        if not stats and side_step is None:
+            raise _nothing(label, "an operations table with rows, or steps,")
     warnings: list[str] = []
-    if not a and not b:
-        warnings.append("neither report has an operations table: nothing to compare (analyse the runs with "
-                        "this version of myutils-profile)")
     hw = hardware_warning(base.hardware, target.hardware)
     if hw:
         warnings.append(hw)
     if base.workload != target.workload:
         warnings.append(f"workload profiles differ ({base.workload!r} vs {target.workload!r}): findings may "
                         "differ by thresholds alone")
-    sa, sb = _step_stats(base), _step_stats(target)
-    step = compare({STEP_TIME: sa}, {STEP_TIME: sb}, sigmas=sigmas, min_pct=min_pct)[0] if sa and sb else None
-    changes = compare(a, b, sigmas=sigmas, min_pct=min_pct, base_step_mean=sa.mean if sa else None)
-    return DiffResult(base_label, target_label, changes, step, warnings, {"sigmas": sigmas, "min_pct": min_pct})
+    if not a or not b:
+        warnings.append(f"the {'base' if not a else 'target'} report has no operations table: only the step "
+                        "time is compared")
+    where = f"{base_label} vs {target_label}"
+    step = (compare({STEP_TIME: sa}, {STEP_TIME: sb}, sigmas=sigmas, min_pct=min_pct, where=where)[0]
+            if sa and sb else None)
+    changes = compare(a, b, sigmas=sigmas, min_pct=min_pct, base_step_mean=sa.mean if sa else None, where=where)
+    return DiffResult(base_label, target_label, changes, step, warnings, {"sigmas": sigmas, "min_pct": min_pct},
+                      dict(base.hardware), dict(target.hardware))
 
 
 def stats_from_events(events: Iterable[MetricEvent]) -> tuple[dict[str, OpStats], OpStats | None]:
@@ -227,35 +454,87 @@ def stats_from_events(events: Iterable[MetricEvent]) -> tuple[dict[str, OpStats]
         values = [per_step.get(s, 0.0) for s in buckets]
         if steps and None in per_step:  # outside every step: spread evenly, the total stays right
             values = [v + per_step[None] / len(values) for v in values]
-        mean = sum(values) / len(values)
-        std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        mean, std = _spread(values)
         out[name] = OpStats(name, counts[name], len(values), mean, std, "ms", "torch_profiler")
     step_stats = None
     if step_values:
         vals = list(step_values.values())
-        m = sum(vals) / len(vals)
-        step_stats = OpStats(STEP_TIME, len(vals), len(vals), m,
-                             math.sqrt(sum((v - m) ** 2 for v in vals) / len(vals)), "ms", "torch_profiler")
+        m, s = _spread(vals)
+        step_stats = OpStats(STEP_TIME, len(vals), len(vals), m, s, "ms", "torch_profiler")
     return out, step_stats
+
+
+def _check_stats(stats: Mapping[str, OpStats], step: OpStats | None, where: str) -> None:
+    for s in [*stats.values(), *([step] if step else [])]:
+        _finite(s.mean, where, s.name, "a per-step total")
+        _finite(s.std, where, s.name, "a per-step spread")
+
+
+def _parents(reads: Sequence[Any]) -> dict[str, str]:
+    """Each name's dominant parent when it holds at least ``FOLD_SHARE`` of the name's time in every trace."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for read in reads:
+        nesting = read.results[0] if read.results else {}
+        for name, parent in nesting.items():
+            found[name].add(parent.name if parent.share >= FOLD_SHARE else "")
+    return {n: p.pop() for n, p in found.items() if len(p) == 1 and "" not in p}
 
 
 def diff_traces(base: Sequence[str | Path], target: Sequence[str | Path], *, sigmas: float = 3.0,
                 min_pct: float = 5.0, executor: Any = None) -> DiffResult:
-    """Compare two runs' Kineto traces (one file per rank each), through the Kineto provider's events."""
-    from my_utils.profiling.providers.kineto import parse_trace_file
+    """Compare two runs' Kineto traces (one file per rank each), each read once by the Kineto provider.
+
+    The same pass reads each trace's context (its ``hardware``) and call nesting. A side
+    whose traces hold no operation and no step is refused (``InputError`` naming its files).
+    """
+    from my_utils.profiling.providers.kineto import read_trace
+    from my_utils.profiling.providers.kineto_context import run_hardware
+    from my_utils.profiling.providers.kineto_nesting import NestingPass
     from my_utils.profiling.providers.parallel import run_many
 
     files = [str(p) for p in base] + [str(p) for p in target]
-    parsed = run_many(parse_trace_file, [(f, None) for f in files], executor)
-    a, sa = stats_from_events(e for evs in parsed[:len(base)] for e in evs)
-    b, sb = stats_from_events(e for evs in parsed[len(base):] for e in evs)
+    reads = run_many(read_trace, [(f, None, (NestingPass,)) for f in files], executor or pool_for(files))
+    sides = []
+    for label, side in ((_label(base), reads[:len(base)]), (_label(target), reads[len(base):])):
+        stats, side_step = stats_from_events(e for r in side for e in r.events)
+        if not stats and side_step is None:
+            raise _nothing(label, "kernels, operators or ProfilerStep markers")
+        _check_stats(stats, side_step, label)
+        sides.append((stats, side_step, run_hardware([r.context for r in side])))
+    (a, sa, hw_a), (b, sb, hw_b) = sides
     warnings = []
+    hw = hardware_warning(hw_a, hw_b)
+    if hw:
+        warnings.append(hw)
     if not sa or not sb:
         warnings.append("a trace has no ProfilerStep markers: each trace counts as one step, so the spread "
                         "(noise) is unknown and only the --min-pct threshold applies")
-    step = compare({STEP_TIME: sa}, {STEP_TIME: sb}, sigmas=sigmas, min_pct=min_pct)[0] if sa and sb else None
-    changes = compare(a, b, sigmas=sigmas, min_pct=min_pct, base_step_mean=sa.mean if sa else None)
-    return DiffResult(_label(base), _label(target), changes, step, warnings, {"sigmas": sigmas, "min_pct": min_pct})
+    where = f"{_label(base)} vs {_label(target)}"
+    parents = _parents(reads)
+    step = (compare({STEP_TIME: sa}, {STEP_TIME: sb}, sigmas=sigmas, min_pct=min_pct, where=where)[0]
+            if sa and sb else None)
+    changes = compare(a, b, sigmas=sigmas, min_pct=min_pct, base_step_mean=sa.mean if sa else None,
+                      parents=parents, where=where)
+    return DiffResult(_label(base), _label(target), changes, step, warnings, {"sigmas": sigmas, "min_pct": min_pct},
+                      hw_a, hw_b)
+
+
+#: Below this many bytes of trace text in all, starting worker processes costs more than it saves
+#: (a spawned worker imports the parser in ~0.5 s; a 4 MB trace parses in ~0.2 s).
+POOL_MIN_BYTES = 16 << 20
+_GZIP_RATIO = 20  # Kineto JSON compresses about 20:1 (the real traces: 17-24)
+
+
+def pool_for(files: Sequence[str | Path]) -> str | None:
+    """``"serial"`` for small inputs, else None (``run_many``'s default: a process per file)."""
+    total = 0
+    for f in files:
+        try:
+            size = Path(f).stat().st_size
+        except OSError:
+            return None  # the parse names the file
+        total += size * (_GZIP_RATIO if str(f).endswith(".gz") else 1)
+    return "serial" if total < POOL_MIN_BYTES else None
 
 
 def _label(paths: Sequence[str | Path]) -> str:

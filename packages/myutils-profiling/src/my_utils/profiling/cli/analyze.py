@@ -1,75 +1,191 @@
-"""``myutils-profile analyze``: metric events → ``analysis_report.json`` (and Markdown/HTML when available)."""
+"""``myutils-profile analyze``: metric events and/or Kineto traces → ``analysis_report.json`` (and Markdown/HTML).
+
+``--trace`` alone analyses a torch.profiler trace without a prior ingest; with ``--events``
+the traces only feed the Kineto analyses. Either way each trace is read once: the Kineto
+provider's pass also feeds the Kineto analyses and reads the trace's context (GPU, world
+size, versions: the report's ``hardware``). A trace that is bad input fails the command
+(exit 2); the reports are written together at the end, or not at all.
+"""
 
 from __future__ import annotations
 
+import functools
+import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from my_utils.core.cli.guard import exit_on_error
 from my_utils.profiling.cli._app import app
 
+if TYPE_CHECKING:
+    from my_utils.core.events import MetricEvent
+    from my_utils.profiling.cli._outputs import StagedOutputs
+
 WORKLOADS = ("pretrain", "finetune", "inference")  # analysis.workloads.WORKLOADS; a test keeps them equal
+_TRACE_PATTERNS = ("*.json", "*.json.gz")
 
 
 @app.command("analyze")
 @exit_on_error
 def analyze(
-    events: Path = typer.Option(..., "--events", help="metrics_events.jsonl written by a collector or by ingest."),
+    events: Path | None = typer.Option(None, "--events", help="metrics_events.jsonl written by a collector or by "
+                                       "ingest (optional with --trace: the traces' own events are analysed)."),
     workload: str = typer.Option("pretrain", "--workload", help=f"Thresholds profile: {', '.join(WORKLOADS)}."),
     output_dir: Path = typer.Option(Path("./analysis_out"), "--output-dir", help="Where the reports are written."),
     trace: list[Path] = typer.Option(
-        [], "--trace", help="A torch.profiler trace of the run for the Kineto analyses (repeatable; default: the "
-                            "trace files named in the events, found beside the events file)."),
+        [], "--trace", help="A torch.profiler trace (.json/.json.gz, or a folder of rank traces) of the run "
+                            "(repeatable). Alone, it is analysed without a prior ingest; with --events it feeds "
+                            "the Kineto analyses (default: the trace files the events name, found beside them)."),
     formats: str = typer.Option("json,markdown,html", "--formats",
                                 help="Reports to write, comma-separated: json, markdown, html."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr."),
 ) -> None:
-    """Analyse metric events and write <output-dir>/analysis_report.json (and .md/.html).
+    """Analyse metric events or Kineto traces and write <output-dir>/analysis_report.json (and .md/.html).
 
-    Exit 0 when every report was written; 2 for bad input (a malformed events file, an
-    unknown workload or format); nothing is written when the command fails.
+    Exit 0 when every report was written; 2 for bad input (a malformed events file or trace,
+    an unknown workload or format); nothing is written when the command fails.
     """
+    from my_utils.core.errors import UsageError
+
+    if events is None and not trace:
+        raise UsageError("give --events (a metrics_events.jsonl) or --trace (a torch.profiler trace), or both")
     report_paths = run_analysis(events, workload, output_dir, trace or None, formats, quiet)
     for path in report_paths:
         typer.echo(f"wrote {path}")
 
 
-def run_analysis(events: Path, workload: str, output_dir: Path, traces: list[Path] | None, formats: str,
-                 quiet: bool, settings: Any = None) -> list[Path]:
-    """Analyse ``events`` and write the requested reports; shared by ``analyze`` and ``ingest --analyze``.
+def report_formats(formats: str) -> list[str]:
+    """The formats asked for (``json`` always first: ``diff`` reads it); UsageError for unknown ones."""
+    from my_utils.core.errors import UsageError
+    from my_utils.profiling.collector import REPORT_FORMATS
 
-    ``settings`` (a config's ``AnalysisSettings``) gives the rules and their options.
-    """
-    from my_utils.core.errors import InputError, UsageError
-    from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
-    from my_utils.profiling.analysis.workloads import WORKLOADS as PROFILES
-    from my_utils.profiling.collector import REPORT_FORMATS, write_report
-
-    if workload not in PROFILES:
-        raise UsageError(f"--workload {workload!r}: expected one of {', '.join(PROFILES)}")
     wanted = [f.strip().lower() for f in formats.split(",") if f.strip()]
     bad = [f for f in wanted if f not in REPORT_FORMATS]
     if bad or not wanted:
         raise UsageError(f"--formats {formats!r}: expected a comma-separated list of json, markdown, html")
-    if not events.is_file():
+    chosen = list(dict.fromkeys("markdown" if f == "md" else f for f in wanted))
+    return ["json", *(f for f in chosen if f != "json")]
+
+
+def run_analysis(events: Path | None, workload: str, output_dir: Path, traces: list[Path] | None, formats: str,
+                 quiet: bool, settings: Any = None) -> list[Path]:
+    """Analyse ``events`` (and/or ``traces``) and write the requested reports together; return their paths.
+
+    ``settings`` (a config's ``AnalysisSettings``) gives the rules and their options.
+    """
+    from my_utils.core.errors import InputError
+    from my_utils.profiling.cli._outputs import StagedOutputs, out_of_memory
+
+    check_workload(workload)
+    wanted = report_formats(formats)
+    if events is not None and not events.is_file():
         raise InputError(str(events), None, "an existing metrics_events.jsonl file (written by a collector or ingest)")
-    for t in traces or []:
-        if not t.is_file():
-            raise InputError(str(t), None, "an existing torch.profiler trace file (.json or .json.gz)")
+    trace_files = expand_traces(traces or [])
+    inputs = [*([events] if events is not None else []), *trace_files]
+    outputs = StagedOutputs(inputs)
+    try:
+        with outputs:
+            stage_reports(outputs, events, workload, output_dir, trace_files if traces else None, wanted, quiet,
+                          settings)
+    except MemoryError:
+        raise out_of_memory("analyze") from None
+    return outputs.written
+
+
+def check_workload(workload: str) -> None:
+    """UsageError unless ``workload`` is a known thresholds profile."""
+    from my_utils.core.errors import UsageError
+    from my_utils.profiling.analysis.workloads import WORKLOADS as PROFILES
+
+    if workload not in PROFILES:
+        raise UsageError(f"--workload {workload!r}: expected one of {', '.join(PROFILES)}")
+
+
+def expand_traces(traces: Sequence[Path]) -> list[Path]:
+    """The trace files named (a folder gives its ``*.json``/``*.json.gz`` files); InputError for a missing one."""
+    from my_utils.core.errors import InputError
+    from my_utils.profiling.providers._files import find_inputs
+
+    files: list[Path] = []
+    for t in traces:
+        if not t.exists():
+            raise InputError(str(t), None, "an existing torch.profiler trace file (.json or .json.gz) or folder")
+        files.extend(find_inputs(t, _TRACE_PATTERNS, "Kineto trace (.json/.json.gz)"))
+    return files
+
+
+def read_traces(files: Sequence[Path], with_events: bool) -> tuple[list[MetricEvent], Any, dict[str, Any]]:
+    """Each trace read once: the provider's events (``with_events``), the Kineto analyses, the run's hardware."""
+    from my_utils.profiling.analysis.diff import pool_for
+    from my_utils.profiling.analysis.kineto.run import KinetoPass, combine
+    from my_utils.profiling.providers._files import check_distinct_ranks
+    from my_utils.profiling.providers.kineto import read_trace
+    from my_utils.profiling.providers.kineto_context import run_hardware
+    from my_utils.profiling.providers.parallel import run_many
+
+    reads = run_many(read_trace, [(str(f), None, (KinetoPass,), with_events) for f in files], pool_for(files))
+    analyses = [r.results[0] for r in reads]
+    check_distinct_ranks({Path(a.file): a.rank for a in analyses}, "trace")
+    events = [e for r in reads for e in r.events]
+    return events, combine(analyses), run_hardware([r.context for r in reads])
+
+
+def stage_reports(outputs: StagedOutputs, events: Path | Sequence[MetricEvent] | None, workload: str,
+                  output_dir: Path, traces: Sequence[Path] | None, wanted: Sequence[str], quiet: bool,
+                  settings: Any = None, events_file: Path | None = None) -> None:
+    """Analyse and stage every report in ``outputs`` (written when the caller's ``outputs`` commits).
+
+    ``events`` is an events file, events already in memory (``ingest --analyze``; then
+    ``events_file`` names where they are being written), or None (the traces' own events).
+    ``traces`` None lets the analyzer find the traces the events name, beside the events file.
+    """
+    from my_utils.core.errors import UsageError
+    from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
+
+    targets = {fmt: output_dir / f"analysis_report.{'md' if fmt == 'markdown' else fmt}" for fmt in wanted}
+    outputs.check(targets.values())
+    options: dict[str, Any] = {}
+    source: Any = events
+    if traces:
+        trace_events, kineto, hardware = read_traces(traces, with_events=events is None)
+        options.update(kineto=kineto, hardware=hardware, traces=list(traces))
+        if events is None:
+            source = trace_events
     rules = list(settings.rules) if settings is not None and settings.rules is not None else None
     rule_options = settings.rule_options if settings is not None else None
-    report = MetricsAnalyzer(events, workload, traces=traces, progress=not quiet, rules=rules,
-                             rule_options=rule_options).analyze()
-    if "json" not in wanted:
-        wanted.insert(0, "json")  # the machine-readable report is always written: diff reads it
-    written: list[Path] = []
-    for fmt in dict.fromkeys("markdown" if f == "md" else f for f in wanted):
+    report = MetricsAnalyzer(source, workload, progress=not quiet, rules=rules, rule_options=rule_options,
+                             **options).analyze()
+    report = _writable(report)
+    if events_file is not None:
+        report.inputs["events_file"] = str(events_file)
+    elif events is None and traces:
+        report.inputs["trace_files"] = [str(t) for t in traces]
+    for fmt, target in targets.items():
         try:
-            written.append(write_report(report, fmt, None, output_dir))
+            outputs.write_with(target, functools.partial(_write_one, report, fmt, output_dir))
         except UsageError as exc:
             if fmt == "json" or "not available" not in str(exc):
                 raise
             typer.echo(f"note: {fmt} report skipped: the reports part is not installed in this version", err=True)
-    return written
+
+
+def _write_one(report: Any, fmt: str, output_dir: Path, path: Path) -> Path:
+    from my_utils.profiling.collector import write_report
+
+    return write_report(report, fmt, path, output_dir)
+
+
+def _writable(report: Any) -> Any:
+    """``report`` itself, or a copy whose strings a UTF-8 file can hold (a trace's name with a lone surrogate)."""
+    from my_utils.profiling.analysis.model import AnalysisReport
+    from my_utils.profiling.cli._outputs import utf8_clean
+
+    data = report.to_dict()
+    try:
+        json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        return AnalysisReport.from_dict(utf8_clean(data), "<report>")
+    return report

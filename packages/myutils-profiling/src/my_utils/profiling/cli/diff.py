@@ -1,13 +1,14 @@
-"""``myutils-profile diff``: two analysis reports (or two runs' Kineto traces) → JSON and Markdown deltas.
+"""``myutils-profile diff``: two analysis reports (or two runs' Kineto traces) → JSON, Markdown and HTML deltas.
 
 Exit 0: compared, nothing over ``--fail-on-regression``; 1: a significant slow-down of at
-least that many percent (for CI); 2: bad input. Both outputs are written atomically, and
-neither is written when the inputs are bad.
+least that many percent (for CI); 2: bad input, which includes a side with nothing to
+compare (an empty trace, a report without operations or steps): a gate that sees no data
+does not pass. The outputs are written together at the end (each to a temporary first), and
+none is written when anything fails.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,10 +18,10 @@ from my_utils.core.cli.guard import exit_on_error
 from my_utils.profiling.cli._app import app
 
 if TYPE_CHECKING:
-    from my_utils.profiling.analysis.diff import DiffResult, OpChange
+    from my_utils.profiling.analysis.diff import DiffResult
+    from my_utils.profiling.cli._outputs import StagedOutputs
 
 _TRACE_SUFFIXES = (".json.gz", ".pt.trace.json", ".trace.json")
-MARKDOWN_ROWS = 25  # a pull-request comment stays readable; the JSON holds every row
 
 
 @app.command("diff")
@@ -33,6 +34,8 @@ def diff(
     target_trace: list[Path] = typer.Option([], "--target-trace", help="Kineto trace of the target run (repeat per rank)."),
     output: Path | None = typer.Option(None, "--output", help="Write the full diff as JSON here."),
     markdown: Path | None = typer.Option(None, "--markdown", help="Write a pull-request-ready Markdown summary here."),
+    html: Path | None = typer.Option(None, "--html", help="Write an offline HTML page (charts of the largest "
+                                     "changes, both runs' hardware, the gate) here."),
     fail_on_regression: float | None = typer.Option(
         None, "--fail-on-regression", metavar="PCT",
         help="Exit 1 when a significant slow-down of at least PCT percent is found (CI gate)."),
@@ -41,12 +44,15 @@ def diff(
     min_pct: float = typer.Option(5.0, "--min-pct", help="...and this percentage of the base value."),
 ) -> None:
     """Compare two runs by name: count and duration deltas, flagging only changes above the noise."""
-    from my_utils.core.errors import UsageError
-    from my_utils.profiling.analysis.diff import diff_reports, diff_traces
-    from my_utils.profiling.analysis.model import AnalysisReport
+    import math
 
-    if sigmas < 0 or min_pct < 0 or (fail_on_regression is not None and fail_on_regression < 0):
-        raise UsageError("--sigmas, --min-pct and --fail-on-regression take numbers >= 0")
+    from my_utils.core.errors import UsageError
+    from my_utils.profiling.analysis.diff import diff_reports, diff_traces, load_report
+    from my_utils.profiling.cli._outputs import StagedOutputs, out_of_memory
+
+    numbers = [sigmas, min_pct] + ([fail_on_regression] if fail_on_regression is not None else [])
+    if any(not math.isfinite(x) or x < 0 for x in numbers):
+        raise UsageError("--sigmas, --min-pct and --fail-on-regression take finite numbers >= 0")
     bases = list(base_trace) + ([base_report] if base_report and _is_trace(base_report) else [])
     targets = list(target_trace) + ([target_report] if target_report and _is_trace(target_report) else [])
     report_a = base_report if base_report and not _is_trace(base_report) else None
@@ -54,31 +60,58 @@ def diff(
     if (report_a or report_b) and (bases or targets):
         raise UsageError("give two reports (--base-report/--target-report) or two runs' traces "
                          "(--base-trace/--target-trace), not a mix")
-    for p in [*bases, *targets, *(x for x in (report_a, report_b) if x)]:
-        if not p.is_file():
+    inputs = [*bases, *targets, *(x for x in (report_a, report_b) if x)]
+    for p in inputs:
+        if not p.exists():
             raise UsageError(f"{p}: no such file; expected an analysis_report.json or a Kineto trace")
-    if bases or targets:
-        if not bases or not targets:
-            raise UsageError("--base-trace and --target-trace are both needed to compare traces")
-        result = diff_traces(bases, targets, sigmas=sigmas, min_pct=min_pct)
-    else:
-        if report_a is None or report_b is None:
-            raise UsageError("--base-report and --target-report are both needed "
-                             "(or --base-trace/--target-trace for Kineto traces)")
-        result = diff_reports(AnalysisReport.load(report_a), AnalysisReport.load(report_b),
-                              base_label=str(report_a), target_label=str(report_b), sigmas=sigmas, min_pct=min_pct)
+    outputs = StagedOutputs(inputs)
+    outputs.check(p for p in (output, markdown, html) if p is not None)
+    try:
+        if bases or targets:
+            if not bases or not targets:
+                raise UsageError("--base-trace and --target-trace are both needed to compare traces")
+            result = diff_traces(bases, targets, sigmas=sigmas, min_pct=min_pct)
+        else:
+            if report_a is None or report_b is None:
+                raise UsageError("--base-report and --target-report are both needed "
+                                 "(or --base-trace/--target-trace for Kineto traces)")
+            result = diff_reports(load_report(report_a), load_report(report_b), base_label=str(report_a),
+                                  target_label=str(report_b), sigmas=sigmas, min_pct=min_pct)
+        with outputs:
+            _stage(outputs, result, output, markdown, html, fail_on_regression)
+    except MemoryError:
+        raise out_of_memory("diff") from None
     for warning in result.warnings:
         typer.echo(f"warning: {warning}", err=True)
-    _write(output, json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n")
-    _write(markdown, render_markdown(result, fail_on_regression))
+    for path in outputs.written:
+        typer.echo(f"wrote {path}")
     typer.echo(_summary_line(result))
     if fail_on_regression is not None:
-        bad = result.regressions(fail_on_regression)
-        if bad:
-            names = ", ".join(f"{c.name} {c.delta_pct:+.1f}%" if c.delta_pct is not None else f"{c.name} (new)"
-                              for c in bad[:5])
-            typer.echo(f"regression over {fail_on_regression:g}%: {names}", err=True)
+        gate = result.gate(fail_on_regression)
+        caveat = " (the runs' hardware or software differ: see the warning)" if any(
+            "different hardware" in w for w in result.warnings) else ""
+        if not gate.passed:
+            typer.echo(f"regression over {fail_on_regression:g}%: {gate.describe().removeprefix('FAILED: ')}"
+                       f"{caveat}", err=True)
             raise typer.Exit(1)
+        typer.echo(f"regression gate ({fail_on_regression:g}%): passed{caveat}")
+
+
+def _stage(outputs: StagedOutputs, result: DiffResult, output: Path | None, markdown: Path | None, html: Path | None,
+           fail_on_regression: float | None) -> None:
+    from my_utils.core.safe_io import strict_json
+    from my_utils.profiling.cli._outputs import utf8_clean
+    from my_utils.profiling.reports.diff_markdown import render_markdown
+
+    if output is not None:
+        # JSON text is cleaned as data: a surrogate's escape made in the text would not be valid JSON
+        outputs.write_text(output, strict_json(utf8_clean(result.to_dict(fail_on_regression)), indent=2) + "\n")
+    if markdown is not None:
+        outputs.write_text(markdown, render_markdown(result, fail_on_regression))
+    if html is not None:
+        from my_utils.profiling.reports.diff_html import render_diff_html
+
+        outputs.write_text(html, render_diff_html(result, fail_on_regression))
 
 
 def _is_trace(path: Path) -> bool:
@@ -89,78 +122,30 @@ def _is_trace(path: Path) -> bool:
     if path.name == "analysis_report.json" or not path.is_file():
         return False
     try:
-        with path.open("rb") as fh:
+        from my_utils.core.safe_io import open_regular
+
+        with open_regular(path, "rb") as fh:
             head = fh.read(4096)
-    except OSError:
+    except (OSError, ValueError):  # unreadable, or not a regular file: the report reader says why
         return False
     return b'"traceEvents"' in head or b'"schemaVersion"' in head
 
 
-def _write(path: Path | None, text: str) -> None:
-    if path is None:
-        return
-    from my_utils.core.atomic import atomic_write
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(path) as fh:
-        fh.write(text)
-
-
 def _summary_line(result: DiffResult) -> str:
-    step = result.step_time
-    head = (f"step time {step.base.mean:.3f} -> {step.target.mean:.3f} {step.base.unit} "
-            f"({_pct(step)}, {'significant' if step.significant else 'within noise'}); "
-            if step and step.base and step.target else "")
-    return f"{head}{len(result.significant)} significant change(s) among {len(result.changes)} names"
+    from my_utils.profiling.reports.diff_rows import pct_text, rows
 
-
-def _pct(c: OpChange) -> str:
-    return "new" if c.base is None else "gone" if c.target is None else (
-        f"{c.delta_pct:+.1f}%" if c.delta_pct is not None else "n/a")
-
-
-def _cell(text: str) -> str:
-    # names come from the traces: inside a code span '<' stays text, but '|' would end the cell
-    return text.replace("`", "'").replace("|", "\\|").replace("\n", " ")[:120]
-
-
-def _prose(text: str) -> str:
-    # outside a code span markup would render: show it as text
-    return text.replace("<", "&lt;").replace("\n", " ")
+    s = result.step_time
+    head = (f"step time {s.base.mean:.3f} -> {s.target.mean:.3f} {s.base.unit} "
+            f"({pct_text(s)}, {'significant' if s.significant else 'within noise'}); "
+            if s and s.base and s.target else "")
+    _, top, nested = rows(result, 0)
+    folded = f" (+{nested} nested in them)" if nested else ""
+    return f"{head}{top} significant change(s){folded} among {len(result.changes)} names"
 
 
 def render_markdown(result: DiffResult, fail_on_regression: float | None = None) -> str:
-    """A Markdown summary ready to paste into a pull request (the JSON keeps every row)."""
-    lines = [f"### Profile diff: `{_cell(result.base)}` → `{_cell(result.target)}`", ""]
-    lines += [f"> **Warning:** {_prose(w)}" for w in result.warnings] + ([""] if result.warnings else [])
-    step = result.step_time
-    if step and step.base and step.target:
-        verdict = "significant" if step.significant else "within noise"
-        lines.append(f"**Step time:** {step.base.mean:.3f} → {step.target.mean:.3f} {step.base.unit} "
-                     f"({_pct(step)}, {verdict}; noise ±{step.noise:.3f})")
-        lines.append("")
-    if fail_on_regression is not None:
-        bad = result.regressions(fail_on_regression)
-        lines += [f"**Regression gate ({fail_on_regression:g}%):** " + ("FAILED" if bad else "passed"), ""]
-    sig = result.significant
-    settings = result.settings
-    lines.append(f"{len(sig)} significant change(s) among {len(result.changes)} names "
-                 f"(> {settings.get('sigmas', 3):g} standard errors of the per-step spread and "
-                 f"> {settings.get('min_pct', 5):g}% of the base).")
-    lines.append("")
-    if sig:
-        lines += ["| name | status | base / step | target / step | Δ | Δ % | Δ count / step |",
-                  "|---|---|---:|---:|---:|---:|---:|"]
-        for c in sig[:MARKDOWN_ROWS]:
-            side = c.base or c.target
-            unit = side.unit if side else ""
-            lines.append(f"| `{_cell(c.name)}` | {c.status} | {_num(c.base)} | {_num(c.target)} | "
-                         f"{c.delta:+.3f} {unit} | {_pct(c)} | {c.count_delta:+g} |")
-        if len(sig) > MARKDOWN_ROWS:
-            lines.append(f"\n…and {len(sig) - MARKDOWN_ROWS} more in the JSON output.")
-    return "\n".join(lines) + "\n"
+    """The Markdown summary (``reports.diff_markdown.render_markdown``; kept here for callers of 0.x)."""
+    from my_utils.profiling.reports.diff_markdown import render_markdown as render
 
+    return render(result, fail_on_regression)
 
-def _num(s: object) -> str:
-    mean = getattr(s, "mean", None)
-    return "–" if mean is None else f"{mean:.3f} ± {getattr(s, 'std', 0.0):.3f}"

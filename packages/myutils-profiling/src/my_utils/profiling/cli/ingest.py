@@ -5,15 +5,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
 from my_utils.core.cli.guard import exit_on_error
 from my_utils.profiling.cli._app import app
-
-if TYPE_CHECKING:
-    from my_utils.profiling.collector import MetricsCollector
 
 
 @app.command("ingest")
@@ -40,6 +36,7 @@ def ingest(
     With --analyze the reports go beside the events (analysis_report.json, .md, .html).
     """
     from my_utils.core.errors import ProviderError, UsageError
+    from my_utils.profiling.cli._outputs import out_of_memory
     from my_utils.profiling.cli.analyze import WORKLOADS
 
     if analyze and workload is not None and workload not in WORKLOADS:
@@ -47,39 +44,56 @@ def ingest(
         raise UsageError(f"--workload {workload!r}: expected one of {', '.join(WORKLOADS)}")
     try:
         with _warnings_to_stderr():
-            collector = _ingest(config, output_dir, ignore_provider_errors, quiet)
-            if analyze:
-                from my_utils.profiling.cli.analyze import run_analysis
-
-                settings = collector.analysis_settings
-                chosen = workload or (settings.workload if settings is not None else "pretrain")
-                for path in run_analysis(collector.events_path, chosen, collector.events_path.parent,
-                                         collector.trace_files(), "json,markdown,html", quiet, settings):
-                    typer.echo(f"wrote {path}")
+            for line in _ingest(config, output_dir, ignore_provider_errors, quiet, analyze, workload):
+                typer.echo(line)
     except ProviderError as exc:  # not bad input: a bug or a library failure (exit 1, one line)
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+    except MemoryError:
+        raise out_of_memory("ingest") from None
 
 
-def _ingest(config: Path, output_dir: Path | None, ignore_provider_errors: bool, quiet: bool) -> MetricsCollector:
-    """Read and write the events; return the collector (its events file, traces and analysis settings)."""
+def _ingest(config: Path, output_dir: Path | None, ignore_provider_errors: bool, quiet: bool, analyze: bool,
+            workload: str | None) -> list[str]:
+    """Read every provider, then write the events (and with ``analyze`` the reports) together; the lines to say."""
+    from my_utils.core.errors import ConfigError
     from my_utils.core.events import write_events
     from my_utils.core.progress import progress
+    from my_utils.profiling.cli._outputs import StagedOutputs
+    from my_utils.profiling.cli.analyze import check_workload, stage_reports
     from my_utils.profiling.collector import MetricsCollector
 
     overrides = {"output_dir": output_dir} if output_dir is not None else {}
     collector = MetricsCollector.from_config(config, ignore_provider_errors=ignore_provider_errors, **overrides)
+    if not collector.providers and not collector.failures:
+        raise ConfigError(config, "providers", "at least one enabled provider entry, e.g. "
+                                               '{"provider": "mytimer", "input": "profile_rank_0.csv"}; '
+                                               "an ingest that reads nothing would write an empty events file")
+    settings = collector.analysis_settings
+    chosen = workload or (settings.workload if settings is not None else "pretrain")
+    if analyze:
+        check_workload(chosen)
+    inputs = [config, *(p for p in (getattr(x, "path", None) for x in collector.providers)
+                        if isinstance(p, Path) and p.is_file())]
+    outputs = StagedOutputs(inputs)
+    outputs.check([collector.events_path])
     with progress(len(collector.providers), "ingest", enabled=not quiet) as bar:
         events = collector.read_all(bar)
-    # one atomic file, written after every read: a failing provider leaves no partial output behind
-    count = write_events(collector.events_path, events)
+    counted: list[int] = []
+    with outputs:
+        outputs.write_with(collector.events_path, lambda tmp: counted.append(write_events(tmp, events)))
+        if analyze:
+            traces = collector.trace_files()
+            stage_reports(outputs, events, chosen, collector.events_path.parent, traces or None,
+                          ["json", "markdown", "html"], quiet, settings, events_file=collector.events_path)
     sources = sorted({e.source for e in events})
-    typer.echo(f"wrote {count} metric events from {len(collector.providers)} provider(s) "
-               f"({', '.join(sources) or 'none'}) to {collector.events_path}")
+    lines = [f"wrote {counted[0]} metric events from {len(collector.providers)} provider(s) "
+             f"({', '.join(sources) or 'none'}) to {collector.events_path}"]
     if collector.failures:
         skipped = "; ".join(f"{f.place} ({f.provider})" for f in collector.failures)
-        typer.echo(f"skipped {len(collector.failures)} provider(s) (--ignore-provider-errors): {skipped}")
-    return collector
+        lines.append(f"skipped {len(collector.failures)} provider(s) (--ignore-provider-errors): {skipped}")
+    lines += [f"wrote {p}" for p in outputs.written if p != collector.events_path]
+    return lines
 
 
 @contextlib.contextmanager

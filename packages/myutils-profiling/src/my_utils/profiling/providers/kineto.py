@@ -16,13 +16,15 @@ the profiler's ``on_trace_ready``: every cycle is then queued, whenever collect(
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from my_utils.core.errors import UnsupportedInputError
+from my_utils.core.errors import InputError, UnsupportedInputError
 from my_utils.core.events import MetricEvent
 from my_utils.profiling.providers._files import (
     FileProviderBase,
@@ -30,6 +32,7 @@ from my_utils.profiling.providers._files import (
     rank_from_name,
     read_head,
 )
+from my_utils.profiling.providers.kineto_context import TraceContext
 from my_utils.profiling.providers.parallel import Executor, run_many
 from my_utils.profiling.providers.trace_aggregate import TraceAggregator
 
@@ -49,22 +52,95 @@ def trace_rank(path: Path, metadata: dict[str, Any], rank: int | None) -> tuple[
     return rank, ("option" if rank is not None else "unknown")
 
 
-def parse_trace_file(path: str | Path, rank: int | None = None) -> list[MetricEvent]:
-    """Stream one trace file and return its aggregated metric events.
+class TracePass(Protocol):
+    """Something fed every event of a trace in the provider's own pass (see :func:`read_trace`)."""
 
-    ``rank`` is used only when the file has no ``distributedInfo`` and its name holds
-    no rank. Module-level so that process pools and Dask workers can import it.
+    def add(self, ev: dict[str, Any]) -> None:
+        """One decoded trace event, in file order."""
+
+    def finish(self, metadata: Mapping[str, Any], event_count: int, rank: int | None) -> Any:
+        """After the last event: the trace's top-level keys, its event count and rank; returns the result."""
+
+
+@dataclass(frozen=True)
+class TraceRead:
+    """One pass over a trace: the provider's events, the trace's context, and each extra pass's result."""
+
+    events: list[MetricEvent]
+    context: TraceContext
+    results: tuple[Any, ...] = ()
+
+
+def read_trace(path: str | Path, rank: int | None = None,
+               passes: Sequence[Callable[[Path], TracePass]] = (), events: bool = True) -> TraceRead:
+    """Stream one trace file once: its aggregated metric events, its context, and ``passes`` fed the same events.
+
+    ``passes`` are factories (classes) called with the path; each gets every event and its
+    ``finish`` result lands in ``TraceRead.results``, in order. This is how a command that
+    needs both the events and other analyses of a trace reads it only once. ``events=False``
+    skips the provider's aggregation (``TraceRead.events`` is empty) when only the passes and
+    the context are wanted. ``rank`` is used only when the file has no ``distributedInfo``
+    and its name holds no rank. Module-level so that process pools and Dask workers can import it.
     """
+    from my_utils.profiling.providers.kineto_context import trace_context
     from my_utils.profiling.providers.trace_stream import TraceStream
 
     p = Path(path)
     stream = TraceStream(p)
     agg = TraceAggregator(p)
-    add = agg.add
-    for ev in stream.events():
-        add(ev)
+    extra = [make(p) for make in passes]
+    adds = [_FiniteTimes(p).add, *([agg.add] if events else []), *(x.add for x in extra)]
+    try:
+        for ev in stream.events():
+            for add in adds:
+                add(ev)
+    except RecursionError:  # JSON nested deeper than the decoder's recursion: bad input, one line
+        raise InputError(p, f"traceEvents[{stream.event_count}]", "trace events nested less deeply than "
+                                                                  "Python's JSON reader allows") from None
     found, source = trace_rank(p, stream.metadata, rank)
-    return agg.finish(stream.metadata, found, source)
+    context = trace_context(stream.metadata, p)
+    if found is not None and found != context.rank:  # the ``rank`` option: what the events carry
+        context = dataclasses.replace(context, rank=found, rank_source=source)
+    out: list[MetricEvent] = []
+    if events:
+        import numpy as np
+
+        # sums of durations near 1e308 overflow to inf: the consumers judge that (diff refuses it);
+        # numpy's warning would be a second, unformatted line on stderr
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = agg.finish(stream.metadata, found, source)
+    return TraceRead(out, context, tuple(x.finish(stream.metadata, stream.event_count, found) for x in extra))
+
+
+class _FiniteTimes:
+    """Refuses a ``ts`` or ``dur`` that is not a finite number (``1e999``, ``NaN``: what no clock writes).
+
+    The trace decoders accept them (the stdlib reads ``NaN`` and ``1e999`` as floats); left in,
+    an infinite time lands outside every step and an infinite duration poisons every sum.
+    Costs one type test per event (integers are always finite; too large ones fail the parse).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.index = -1
+
+    def add(self, ev: dict[str, Any]) -> None:
+        """Check one event."""
+        self.index += 1
+        ts = ev.get("ts")
+        dur = ev.get("dur")
+        if (ts.__class__ is float and ts - ts != 0.0) or (dur.__class__ is float and dur - dur != 0.0):
+            raise InputError(self.path, f"traceEvents[{self.index}]",
+                             f"finite 'ts'/'dur' (µs); found ts {ts!r}, dur {dur!r}")
+
+
+def parse_trace_file(path: str | Path, rank: int | None = None) -> list[MetricEvent]:
+    """Stream one trace file and return its aggregated metric events (:func:`read_trace`'s ``events``).
+
+    ``rank`` is used only when the file has no ``distributedInfo`` and its name holds
+    no rank. Module-level so that process pools and Dask workers can import it.
+    """
+    return read_trace(path, rank).events
 
 
 class TorchProfilerMetricsProvider(FileProviderBase):

@@ -28,16 +28,22 @@ TEMPLATE_NAMES: dict[str, str] = {"html": "report.html.j2", "markdown": "report.
 # inline syntax only: values never start a line (the templates put them after text or a table pipe)
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 _LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
+# a heading, list item or setext underline where a line starts: a marker then a space, or the end
+_BLOCK_START = re.compile(r"^(\d{0,9})([.)]|#{1,6}|[-+=]+)(?=[ \t]|$)")
 
 
 def md_escape(value: Any) -> str:
     """``value`` as inline Markdown text: HTML entities for ``<>&``, backslashes before Markdown syntax.
 
-    Line breaks become spaces, so a value never breaks a table row or starts a heading.
+    Line breaks become spaces, so a value never breaks a table row; and a value that a
+    template places at the start of a line cannot open a block either (``# h`` after a folded
+    ``\\r``: a heading; ``1.``/``-``/``+``: a list; four spaces: code): leading spaces go and the
+    first character is escaped.
     """
-    text = _LINE_BREAKS.sub(" ", str(value))
+    text = _LINE_BREAKS.sub(" ", str(value)).lstrip()
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_SPECIAL.sub(r"\\\1", text)
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    return _BLOCK_START.sub(r"\1\\\2", text, count=1)
 
 
 def _md_finalize(value: Any) -> Any:

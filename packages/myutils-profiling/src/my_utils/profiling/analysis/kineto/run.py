@@ -8,7 +8,7 @@ not on the number of ranks.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,46 +28,68 @@ def analyze_file(path: str | Path, rank: int | None = None) -> RankAnalysis:
     The rank comes from ``distributedInfo.rank``, else from the file name, else ``rank``;
     without any of them the rank is None and a warning says so (and what was assumed).
     """
-    from my_utils.profiling.analysis.kineto.annotations import annotation_gpu_time
-    from my_utils.profiling.analysis.kineto.collect import TraceCollector
-    from my_utils.profiling.analysis.kineto.context import trace_context
-    from my_utils.profiling.analysis.kineto.health import capture_health
-    from my_utils.profiling.analysis.kineto.idle import device_idle, idle_breakdown
-    from my_utils.profiling.analysis.kineto.kernels import kernel_stats, kind_breakdown
-    from my_utils.profiling.analysis.kineto.launch import launch_stats
-    from my_utils.profiling.analysis.kineto.overlap import comm_comp_overlap
-    from my_utils.profiling.analysis.kineto.profiler_overhead import profiler_overhead
-    from my_utils.profiling.analysis.kineto.rank_data import build
-    from my_utils.profiling.analysis.kineto.sync import sync_rows
-    from my_utils.profiling.analysis.kineto.temporal import temporal_breakdown
     from my_utils.profiling.providers.trace_stream import TraceStream
 
     p = Path(path)
     stream = TraceStream(p)
-    col = TraceCollector(p)
-    add = col.add
+    analyses = KinetoPass(p)
+    add = analyses.add
     for ev in stream.events():
         add(ev)
-    found, source = trace_rank(p, stream.metadata, rank)
-    warnings: tuple[str, ...] = ()
-    if found is None:
-        warnings = (f"{p.name}: no rank found (no distributedInfo.rank in the trace, no rank in the file name, "
-                    "none given): analysed as the one process of a single-rank run, its rank shown as unknown",)
-    host_events = col.host_events
-    d = build(col, found)
-    devices = {lane[0] for lane in d.lanes}  # the device pids holding GPU activity
-    del col  # the columns now live in numpy arrays
-    launch, outliers = launch_stats(d)
-    return RankAnalysis(
-        file=str(p), rank=found, rank_source=source, events=stream.event_count,
-        temporal=temporal_breakdown(d), kernel_kinds=tuple(kind_breakdown(d)),
-        kernel_stats=tuple(kernel_stats(d)), idle=tuple(idle_breakdown(d, d.lanes)),
-        overlap=comm_comp_overlap(d) if len(d.gpu_ts) else None, launch=launch, launch_outliers=tuple(outliers),
-        annotations=tuple(annotation_gpu_time(d)), health=tuple(capture_health(d)),
-        idle_device=tuple(device_idle(d)), sync=tuple(sync_rows(d)),
-        profiler_overhead=profiler_overhead(d, host_events),
-        context=trace_context(stream.metadata, found, source, devices), warnings=warnings,
-    )
+    return analyses.finish(stream.metadata, stream.event_count, rank)
+
+
+class KinetoPass:
+    """The analyses of one trace fed by someone else's pass over it (``providers.kineto.read_trace``).
+
+    ``add`` every event, then ``finish`` gives the :class:`RankAnalysis` that
+    :func:`analyze_file` would: a command that also needs the provider's events reads the
+    trace once (ARCHITECTURE.md §8).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        from my_utils.profiling.analysis.kineto.collect import TraceCollector
+
+        self.path = Path(path)
+        self.collector: Any = TraceCollector(self.path)
+        self.add = self.collector.add
+
+    def finish(self, metadata: Mapping[str, Any], event_count: int, rank: int | None) -> RankAnalysis:
+        """The analyses, once every event was added; ``rank`` as in :func:`analyze_file`."""
+        from my_utils.profiling.analysis.kineto.annotations import annotation_gpu_time
+        from my_utils.profiling.analysis.kineto.context import trace_context
+        from my_utils.profiling.analysis.kineto.health import capture_health
+        from my_utils.profiling.analysis.kineto.idle import device_idle, idle_breakdown
+        from my_utils.profiling.analysis.kineto.kernels import kernel_stats, kind_breakdown
+        from my_utils.profiling.analysis.kineto.launch import launch_stats
+        from my_utils.profiling.analysis.kineto.overlap import comm_comp_overlap
+        from my_utils.profiling.analysis.kineto.profiler_overhead import profiler_overhead
+        from my_utils.profiling.analysis.kineto.rank_data import build
+        from my_utils.profiling.analysis.kineto.sync import sync_rows
+        from my_utils.profiling.analysis.kineto.temporal import temporal_breakdown
+
+        p = self.path
+        col = self.collector
+        found, source = trace_rank(p, dict(metadata), rank)
+        warnings: tuple[str, ...] = ()
+        if found is None:
+            warnings = (f"{p.name}: no rank found (no distributedInfo.rank in the trace, no rank in the file name, "
+                        "none given): analysed as the one process of a single-rank run, its rank shown as unknown",)
+        host_events = col.host_events
+        d = build(col, found)
+        devices = {lane[0] for lane in d.lanes}  # the device pids holding GPU activity
+        self.collector = col = None  # the columns now live in numpy arrays
+        launch, outliers = launch_stats(d)
+        return RankAnalysis(
+            file=str(p), rank=found, rank_source=source, events=event_count,
+            temporal=temporal_breakdown(d), kernel_kinds=tuple(kind_breakdown(d)),
+            kernel_stats=tuple(kernel_stats(d)), idle=tuple(idle_breakdown(d, d.lanes)),
+            overlap=comm_comp_overlap(d) if len(d.gpu_ts) else None, launch=launch, launch_outliers=tuple(outliers),
+            annotations=tuple(annotation_gpu_time(d)), health=tuple(capture_health(d)),
+            idle_device=tuple(device_idle(d)), sync=tuple(sync_rows(d)),
+            profiler_overhead=profiler_overhead(d, host_events),
+            context=trace_context(dict(metadata), found, source, devices), warnings=warnings,
+        )
 
 
 def analyze_traces(paths: str | Path | Iterable[str | Path], ranks: Sequence[int] | None = None,

@@ -1,0 +1,144 @@
+"""All of a command's outputs or none: each is written to a temporary beside it, all are renamed at the end.
+
+``atomic_write`` makes one file whole or absent; a command that writes three (the JSON,
+Markdown and HTML reports) could still leave the first two when the third fails (a full
+disk, a file-size limit, memory running out while rendering). :class:`StagedOutputs` renders
+every output into a hidden temporary in its target's folder, and only when all of them are
+complete renames them into place, one ``os.replace`` each; on any failure, ``BaseException``
+included (Ctrl-C), every temporary is removed and no target is touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from my_utils.core.errors import UsageError
+
+
+class StagedOutputs:
+    """``with StagedOutputs(inputs) as out: out.write_text(p, text); out.write_with(p, fn)`` → renamed at exit.
+
+    ``inputs`` are the files the command reads: an output that is (or links to) one of
+    them is refused before anything is written (``UsageError``). Two outputs with one
+    path are refused too. ``written`` lists the targets once they are in place.
+    """
+
+    def __init__(self, inputs: Iterable[str | Path] = ()) -> None:
+        self.inputs = [Path(p) for p in inputs]
+        self.staged: list[tuple[Path, Path]] = []  # (temporary, target)
+        self.written: list[Path] = []
+        self.created: list[Path] = []  # folders made for the outputs: removed again when nothing lands there
+
+    def check(self, targets: Iterable[str | Path]) -> None:
+        """Refuse, before any work, outputs that would replace an input or each other."""
+        from my_utils.core.safe_io import refuse_overwriting_inputs
+
+        paths = [Path(t) for t in targets]
+        refuse_overwriting_inputs(paths, self.inputs)
+        seen: dict[Path, Path] = {}
+        for p in paths:
+            key = p.resolve()
+            if key in seen:
+                raise UsageError(f"{seen[key]} and {p} are the same output file; give each output its own path")
+            seen[key] = p
+
+    def _temporary(self, target: Path) -> Path:
+        missing = [d for d in (target.parent, *target.parent.parents) if not d.exists()]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self.created.extend(reversed(missing))  # outermost first: removed last
+        tmp = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.staged.tmp"
+        self.staged.append((tmp, target))
+        return tmp
+
+    def write_text(self, target: str | Path, text: str) -> None:
+        """Stage ``text`` (UTF-8; a lone surrogate from a trace's name is written as ``\\xNN`` text).
+
+        JSON must be cleaned as data first (:func:`utf8_clean`): an escape made inside JSON text is no JSON.
+        """
+        from my_utils.core.safe_io import utf8_text
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(utf8_text(text))
+
+        self.write_with(target, write)
+
+    def write_with(self, target: str | Path, writer: Callable[[Path], Any]) -> None:
+        """Stage what ``writer(temporary_path)`` writes for ``target`` (a renderer that writes files itself).
+
+        An ``OSError`` (disk full, file-size limit, read-only folder) names ``target``, not
+        the hidden temporary the user never asked for.
+        """
+        path = Path(target)
+        try:
+            writer(self._temporary(path))
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}", str(path)) from None
+
+    def commit(self) -> list[Path]:
+        """Rename every staged file over its target; return the targets."""
+        for tmp, target in self.staged:
+            try:
+                os.replace(tmp, target)
+            except OSError as exc:  # e.g. the target is a folder: name it, not the temporary
+                raise OSError(exc.errno, f"cannot write {target}: {exc.strerror or exc}", str(target)) from None
+            self.written.append(target)
+        self.staged = []
+        return self.written
+
+    def discard(self) -> None:
+        """Remove every staged temporary (no target is touched), and the folders made for them if empty."""
+        for tmp, _ in self.staged:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        self.staged = []
+        if not self.written:
+            for folder in reversed(self.created):
+                with contextlib.suppress(OSError):  # not empty (another writer): keep it
+                    folder.rmdir()
+        self.created = []
+
+    def __enter__(self) -> StagedOutputs:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is None:
+            try:
+                self.commit()
+            finally:
+                self.discard()  # what a failed rename left
+        else:
+            self.discard()
+
+
+def out_of_memory(what: str) -> Any:
+    """The one-line exit of a command that ran out of memory (``raise out_of_memory("analyze")``): exit 1."""
+    import typer
+
+    typer.echo(f"error: {what}: out of memory; nothing was written (free memory, or analyse fewer/smaller "
+               "inputs at a time)", err=True)
+    return typer.Exit(1)
+
+
+def utf8_clean(obj: Any) -> Any:
+    """``obj`` (JSON-like) with every string, keys included, made writable as UTF-8 (``safe_io.utf8_text``).
+
+    Kineto traces may name a kernel with a lone surrogate (a ``\\udcNN`` escape): valid JSON,
+    but no UTF-8 writer can write it. Walked without recursion limits beyond the data's own.
+    """
+    from my_utils.core.safe_io import utf8_text
+
+    if isinstance(obj, str):
+        return utf8_text(obj)
+    if isinstance(obj, dict):
+        return {utf8_clean(k): utf8_clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [utf8_clean(v) for v in obj]
+    return obj

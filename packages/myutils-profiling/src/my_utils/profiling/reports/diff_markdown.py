@@ -1,0 +1,66 @@
+"""A diff as Markdown ready to paste into a pull request; every outside string is text, never markup.
+
+Names, labels, units and hardware strings come from traces and reports someone else wrote.
+Each goes through :func:`md_text`: one line (every line break, ``\\r`` included, becomes a
+space, so a value can neither start a heading nor end a table row), cut with an ellipsis,
+then ``reports.environment.md_escape`` (``<``, ``>``, ``&`` as entities; backslashes before
+Markdown syntax, ``|`` included). Values never start a line. A property test renders what
+this module writes with markdown-it-py and finds no heading, HTML or table row it did not put there.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from my_utils.profiling.reports.diff_rows import hardware_rows, rows, short_name, step_line
+from my_utils.profiling.reports.environment import md_escape
+
+if TYPE_CHECKING:
+    from my_utils.profiling.analysis.diff import DiffResult
+
+MARKDOWN_ROWS = 25  # a pull-request comment stays readable; the JSON holds every row
+_INDENT = "\u2003"  # an em space per level below the first: table cells keep it, Markdown does not read it
+
+
+def md_text(value: Any, limit: int = 200) -> str:
+    """``value`` as inline Markdown text: one line, at most ``limit`` characters, escaped."""
+    return md_escape(short_name(str(value), limit))
+
+
+def render_markdown(result: DiffResult, fail_on_regression: float | None = None) -> str:
+    """The Markdown summary of ``result`` (the gate's verdict when ``fail_on_regression`` is given)."""
+    lines = [f"### Profile diff: {md_text(result.base, 120)} → {md_text(result.target, 120)}", ""]
+    for warning in result.warnings:
+        lines += [f"> **Warning:** {md_text(warning, 600)}", ""]
+    hardware = hardware_rows(result)
+    if hardware:
+        lines += ["| | base | target |", "|---|---|---|"]
+        lines += [f"| {md_text(label, 40)}{' (differs)' if differs else ''} | {md_text(a, 120)} | "
+                  f"{md_text(b, 120)} |" for label, a, b, differs in hardware]
+        lines.append("")
+    step = step_line(result)
+    if step is not None:
+        lines += [f"**Step time:** {md_text(step, 200)}", ""]
+    if fail_on_regression is not None:
+        gate = result.gate(fail_on_regression)
+        caveat = " (the runs' hardware or software differ: see the warning)" if any(
+            "different hardware" in w for w in result.warnings) else ""
+        lines += [f"**Regression gate ({fail_on_regression:g}%):** {md_text(gate.describe(), 400)}{caveat}", ""]
+    shown, top, nested = rows(result, MARKDOWN_ROWS)
+    settings = result.settings
+    nested_text = f", {nested} more nested in them (listed under their parent, counted once)" if nested else ""
+    lines.append(f"{top} significant change(s) among {len(result.changes)} names{nested_text} "
+                 f"(> {settings.get('sigmas', 3):g} standard errors of the per-step spread and "
+                 f"> {settings.get('min_pct', 5):g}% of the base).")
+    lines.append("")
+    if shown:
+        lines += ["| name | status | base / step | target / step | Δ / step | Δ % | Δ count / step |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        for r in shown:
+            nest = f"{_INDENT * (r.depth - 1)}↳ " if r.depth else ""
+            lines.append(f"| {nest}{md_escape(r.shown)} | {md_text(r.status, 20)} | {md_text(r.base)} | "
+                         f"{md_text(r.target)} | {md_text(r.delta)} | {md_text(r.pct)} | {md_text(r.count)} |")
+        left = top + nested - len(shown)
+        if left > 0:
+            lines += ["", f"…and {left} more in the JSON output."]
+    return "\n".join(lines) + "\n"
