@@ -24,6 +24,7 @@ column. The database is opened read-only and immutable; nothing is written next 
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -103,6 +104,7 @@ class NsysExport:
         except sqlite3.Error as exc:
             raise InputError(self.path, None, f"a readable SQLite database ({exc})") from None
         self.conn.text_factory = _text
+        _math_functions(self.conn)
         try:
             rows = self.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
         except (sqlite3.Error, UnicodeDecodeError) as exc:
@@ -172,8 +174,22 @@ class NsysExport:
     def iterate(self, sql: str, params: Mapping[str, Any] | Sequence[Any] = (), *,
                 place: str = "query", batch: int = 1000) -> Iterator[tuple[Any, ...]]:
         """Rows of ``sql`` a batch at a time (memory stays bounded whatever the row count)."""
+        _, cur = self.description(sql, params, place=place)
+        return self.iterate_cursor(cur, place=place, batch=batch)
+
+    def description(self, sql: str, params: Mapping[str, Any] | Sequence[Any] = (), *,
+                    place: str = "query") -> tuple[list[str], sqlite3.Cursor]:
+        """The column names and an open cursor of ``sql`` (read it with :meth:`iterate_cursor`)."""
         try:
             cur = self.conn.execute(sql, params)
+        except (sqlite3.Error, UnicodeDecodeError, OverflowError) as exc:
+            raise InputError(self.path, place, f"a readable nsys export ({_reason(exc)})") from None
+        return [d[0] for d in cur.description or ()], cur
+
+    def iterate_cursor(self, cur: sqlite3.Cursor, *, place: str = "query",
+                       batch: int = 1000) -> Iterator[tuple[Any, ...]]:
+        """The rows of an open cursor a batch at a time, SQLite failures as one InputError line."""
+        try:
             while True:
                 rows = cur.fetchmany(batch)
                 if not rows:
@@ -181,15 +197,6 @@ class NsysExport:
                 yield from rows
         except (sqlite3.Error, UnicodeDecodeError, OverflowError) as exc:
             raise InputError(self.path, place, f"a readable nsys export ({_reason(exc)})") from None
-
-    def description(self, sql: str, params: Mapping[str, Any] | Sequence[Any] = (), *,
-                    place: str = "query") -> tuple[list[str], sqlite3.Cursor]:
-        """The column names and an open cursor of ``sql`` (for streaming a named query's rows)."""
-        try:
-            cur = self.conn.execute(sql, params)
-        except (sqlite3.Error, UnicodeDecodeError, OverflowError) as exc:
-            raise InputError(self.path, place, f"a readable nsys export ({_reason(exc)})") from None
-        return [d[0] for d in cur.description or ()], cur
 
     def ensure_views(self) -> None:
         """Create the canonical temporary views (:mod:`.views`) once per connection."""
@@ -267,6 +274,18 @@ class NsysExport:
             rows = self.query(f"SELECT {dev}, name FROM {t} ORDER BY {dev}", place=f"table {t}")
             return tuple(GpuInfo(int(r[0]), str(r[1] or ""), source_table=t) for r in rows if isinstance(r[0], int))
         return ()
+
+
+def _math_functions(conn: sqlite3.Connection) -> None:
+    """``sqrt`` for the queries' standard deviations, where SQLite was built without its math functions."""
+    try:
+        conn.execute("SELECT sqrt(4.0)").fetchone()
+    except sqlite3.OperationalError:
+        conn.create_function("sqrt", 1, _sqrt, deterministic=True)
+
+
+def _sqrt(x: Any) -> float | None:
+    return math.sqrt(x) if isinstance(x, (int, float)) and x >= 0 else None
 
 
 def _check_header(path: Path) -> None:

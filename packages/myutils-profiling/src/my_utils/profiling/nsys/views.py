@@ -5,10 +5,11 @@ itself is never written):
 
 ``nsys_kernel``
     ``start, end, dur, device, stream, context, pid, corr, name_id, name, short_name, kind,
-    grid_x, grid_y, grid_z, block_x, block_y, block_z, registers`` — ``name`` the demangled
-    name (else the short one), ``kind`` the kernel kind of
+    collective, grid_x, grid_y, grid_z, block_x, block_y, block_z, registers`` — ``name`` the
+    demangled name (else the short one), ``kind`` the kernel kind of
     :func:`my_utils.profiling.analysis.kineto.kinds.kind_of` (``computation``,
-    ``communication``, ``memory``, ``other``), decided once per distinct name.
+    ``communication``, ``memory``, ``other``) and ``collective`` the NCCL collective of a
+    communication kernel (:func:`.nccl_ops.collective_of`), both decided once per distinct name.
 ``nsys_memcpy``
     ``start, end, dur, device, stream, pid, corr, bytes, copy_kind, direction`` (``HtoD``...).
 ``nsys_memset``
@@ -53,7 +54,7 @@ NVTX_DOMAIN_CREATE = 75
 
 VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
     "nsys_kernel": ("start", "end", "dur", "device", "stream", "context", "pid", "corr", "name_id", "name",
-                    "short_name", "kind", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+                    "short_name", "kind", "collective", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
                     "registers"),
     "nsys_memcpy": ("start", "end", "dur", "device", "stream", "pid", "corr", "bytes", "copy_kind", "direction"),
     "nsys_memset": ("start", "end", "dur", "device", "stream", "pid", "corr", "bytes"),
@@ -126,18 +127,23 @@ def _kernel_kinds(db: NsysExport) -> None:
     """One row per distinct kernel name id with its kind (a Python rule table, applied per name, not per row)."""
     from my_utils.profiling.analysis.kineto.kinds import kind_of
 
-    db.query("CREATE TEMP TABLE nsys_kernel_kind (id INTEGER PRIMARY KEY, kind TEXT NOT NULL)", place="temp")
+    from my_utils.profiling.nsys.nccl_ops import collective_of
+
+    db.query("CREATE TEMP TABLE nsys_kernel_kind (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, collective TEXT)",
+             place="temp")
     col = _kernel_name_col(db)
     if col is None:
         return
     join, value = _string_join(db, "s", "k.id")
     rows = db.iterate(f"SELECT k.id, {value} FROM (SELECT DISTINCT {col} AS id FROM {KERNEL}) k {join}",
                       place=f"table {KERNEL}")
-    batch: list[tuple[int, str]] = []
+    batch: list[tuple[int, str, str | None]] = []
     for ident, name in rows:
         if isinstance(ident, int):
-            batch.append((ident, kind_of(str(name) if name is not None else f"kernel#{ident}").value))
-    db.conn.executemany("INSERT OR REPLACE INTO temp.nsys_kernel_kind VALUES (?, ?)", batch)
+            text = str(name) if name is not None else f"kernel#{ident}"
+            kind = kind_of(text).value
+            batch.append((ident, kind, collective_of(text) if kind == "communication" else None))
+    db.conn.executemany("INSERT OR REPLACE INTO temp.nsys_kernel_kind VALUES (?, ?, ?)", batch)
 
 
 def _kernel_name_col(db: NsysExport) -> str | None:
@@ -165,6 +171,7 @@ def _kernel_view(db: NsysExport) -> str:
         f"t.deviceId AS device, t.streamId AS stream, {o('contextId')} AS context, {o('globalPid')} AS pid, "
         f"{o('correlationId')} AS corr, t.{col} AS name_id, COALESCE({nval}, 'kernel#' || t.{col}) AS name, "
         f"COALESCE({sval}, {nval}, 'kernel#' || t.{col}) AS short_name, COALESCE(kk.kind, 'computation') AS kind, "
+        "kk.collective AS collective, "
         f"{o('gridX')} AS grid_x, {o('gridY')} AS grid_y, {o('gridZ')} AS grid_z, {o('blockX')} AS block_x, "
         f"{o('blockY')} AS block_y, {o('blockZ')} AS block_z, {o('registersPerThread')} AS registers "
         f"FROM {KERNEL} t {njoin} {sjoin} LEFT JOIN temp.nsys_kernel_kind kk ON kk.id = t.{col} "
