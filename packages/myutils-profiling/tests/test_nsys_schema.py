@@ -13,12 +13,6 @@ from my_utils.core.errors import InputError, UnsupportedInputError
 from my_utils.profiling.nsys.schema import NsysExport
 from my_utils.profiling.nsys.views import VIEW_COLUMNS
 
-# the ring's files are named by host in the source repository: tests name them by position only
-RING = [f"ring:{i}" for i in range(6)]
-EXPORTS = ["nsys/extrap__con_kernel.sqlite", "nsys/extrap__concurrent_s1_profile1.sqlite",
-           "nsys/extrap__ex-gpu.s10.sqlite", "nsys/fuser__report1_2024.6.sqlite",
-           "nsys/nsysai__mfu_2gpu_before.sqlite", "nsys/nsysai__mfu_2gpu_after.sqlite",
-           "nsys/pipit__perlmutter-cloverleaf-cuda.sqlite", "nsys/pipit__saxpy-mpi-cuda_perlmutter0.sqlite", *RING]
 # (metadata table, exporter version) as MANIFEST.md records them for each source
 META = {
     "extrap__con_kernel": ("EXPORT_META_DATA", "2022.1.1.61"),
@@ -33,27 +27,22 @@ META = {
 }
 
 
-def export_path(real_fixtures: Any, key: str) -> Path:
-    """The local path of an export key (``ring:i`` is the i-th file of the NCCL ring, by sorted name)."""
-    if key.startswith("ring:"):
-        names = sorted(real_fixtures.names("nsys/dsl_ring_6ranks/"))
-        assert len(names) == 6
-        return real_fixtures / names[int(key.split(":")[1])]
-    return real_fixtures / key
+def load_helpers() -> Any:
+    """``nsys_real.py`` beside this file (tests in importlib mode cannot import each other)."""
+    import importlib.util
+    import sys
+
+    if "nsys_real" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("nsys_real", Path(__file__).with_name("nsys_real.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["nsys_real"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["nsys_real"]
 
 
-def raw(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Rows of ``sql`` on the raw export (no adapter), text read leniently like real files need."""
-    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
-    conn.text_factory = lambda b: b.decode("utf-8", "replace")
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
-
-
-def tables(path: Path) -> set[str]:
-    return {r[0] for r in raw(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+H = load_helpers()
+EXPORTS, export_path, raw, tables = H.EXPORTS, H.export_path, H.raw, H.tables
 
 
 def _stem(key: str) -> str:
@@ -189,10 +178,9 @@ def test_corrupt_database_is_one_line(real_fixtures: Any, tmp_path: Path) -> Non
     page = int.from_bytes(data[16:18], "big")
     data[page: len(data)] = b"\x5a" * (len(data) - page)  # every page after the first (the schema's root) is garbage
     path.write_bytes(bytes(data))
-    with pytest.raises(InputError) as err:
-        with NsysExport(path) as db:
-            db.ensure_views()
-            db.query("SELECT COUNT(*) FROM nsys_kernel")
+    with pytest.raises(InputError) as err, NsysExport(path) as db:
+        db.ensure_views()
+        db.query("SELECT COUNT(*) FROM nsys_kernel")
     assert "\n" not in str(err.value) and str(path) in str(err.value)
 
 

@@ -210,15 +210,15 @@ def load_catalog(extra_dirs: Iterable[str | Path] = (), *, plugins: bool = True)
             try:  # a broken plugin is reported and the others still load
                 module = importlib.import_module(ep.value)
                 folder = Path(module.__file__ or "").resolve().parent
-            except Exception as exc:  # noqa: BLE001 - any failure of a third party's import
+            except Exception as exc:
                 catalog.problems.append(f"{origin}: cannot import {ep.value} ({type(exc).__name__}: {exc})")
                 continue
             _load_dir(catalog, folder, origin)
     for part in os.environ.get(QUERIES_ENV, "").split(os.pathsep):
         if part.strip():
             _load_dir(catalog, Path(part.strip()), QUERIES_ENV)
-    for folder in extra_dirs:
-        _load_dir(catalog, Path(folder), "--queries")
+    for extra in extra_dirs:
+        _load_dir(catalog, Path(extra), "--queries")
     return catalog
 
 

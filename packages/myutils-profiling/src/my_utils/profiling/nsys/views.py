@@ -126,7 +126,6 @@ def create_views(db: NsysExport) -> None:
 def _kernel_kinds(db: NsysExport) -> None:
     """One row per distinct kernel name id with its kind (a Python rule table, applied per name, not per row)."""
     from my_utils.profiling.analysis.kineto.kinds import kind_of
-
     from my_utils.profiling.nsys.nccl_ops import collective_of
 
     db.query("CREATE TEMP TABLE nsys_kernel_kind (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, collective TEXT)",
