@@ -73,7 +73,9 @@ def test_view_rows_are_the_raw_rows(real_fixtures: Any, key: str) -> None:
         for view, table in [("nsys_kernel", "CUPTI_ACTIVITY_KIND_KERNEL"), ("nsys_memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY"),
                             ("nsys_memset", "CUPTI_ACTIVITY_KIND_MEMSET"), ("nsys_runtime", "CUPTI_ACTIVITY_KIND_RUNTIME"),
                             ("nsys_osrt", "OSRT_API")]:
-            want = raw(path, f"SELECT COUNT(*), SUM(end - start) FROM {table} WHERE end >= start")[0] \
+            # the runtime table of 2021.x/2022.2 exports repeats calls as CUDA backtrace rows (eventClass 67)
+            skip = " AND eventClass <> 67" if table.endswith("RUNTIME") else ""
+            want = raw(path, f"SELECT COUNT(*), SUM(end - start) FROM {table} WHERE end >= start{skip}")[0] \
                 if table in have else (0, None)
             assert tuple(db.query(f"SELECT COUNT(*), SUM(dur) FROM {view}")[0]) == want, view
         want_nvtx = raw(path, "SELECT COUNT(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60, 70, 71) AND end >= start")[0][0] \

@@ -18,7 +18,8 @@ itself is never written):
     kernels, copies and sets together: ``start, end, dur, device, stream, pid, corr, op``
     (``kernel``/``memcpy``/``memset``), ``kind`` (copies and sets are ``memory``), ``name``, ``bytes``.
 ``nsys_runtime`` / ``nsys_osrt``
-    CUDA runtime/driver API calls and OS runtime calls: ``start, end, dur, tid, pid, corr, name``.
+    CUDA runtime/driver API calls and OS runtime calls: ``start, end, dur, tid, pid, corr, name``
+    (the CUDA *backtrace* copies of calls some exports add, ``eventClass`` 67-69, are left out).
 ``nsys_nvtx``
     NVTX ranges (push/pop and start/end, every era's numbering): ``start, end, dur, tid, pid,
     name, domain_id, domain, event_type``.
@@ -51,6 +52,9 @@ COPY_DIRECTIONS: dict[int, str] = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA"
 #: ``NVTX_EVENTS.eventType`` values of ranges: push/pop and start/end (59/60; 70/71 in some eras).
 NVTX_RANGE_TYPES: tuple[int, ...] = (59, 60, 70, 71)
 NVTX_DOMAIN_CREATE = 75
+#: ``eventClass`` of the CUDA *backtrace* rows some exports add to the runtime table (2021.x, 2022.2):
+#: the same call again (same correlation id) carrying its call stack, not a second call.
+CUDA_BACKTRACE_CLASSES: tuple[int, ...] = (67, 68, 69)
 
 VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
     "nsys_kernel": ("start", "end", "dur", "device", "stream", "context", "pid", "corr", "name_id", "name",
@@ -213,11 +217,14 @@ def _api_view(db: NsysExport, table: str, view: str) -> str:
         return _empty(view)
     db.require(table, "start", "end", "nameId")
     join, value = _string_join(db, "s", "t.nameId")
+    skip = ""
+    if table == RUNTIME and "eventClass" in db.columns(table):
+        skip = f" AND t.eventClass NOT IN ({', '.join(str(c) for c in CUDA_BACKTRACE_CLASSES)})"
     return (
         f"CREATE TEMP VIEW {view} AS SELECT t.start AS start, t.end AS end, t.end - t.start AS dur, "
         f"{_opt(db, table, 'globalTid')} AS tid, {_pid_of_tid(db, table)} AS pid, "
         f"{_opt(db, table, 'correlationId')} AS corr, COALESCE({value}, 'api#' || t.nameId) AS name "
-        f"FROM {table} t {join} WHERE t.end >= t.start"
+        f"FROM {table} t {join} WHERE t.end >= t.start{skip}"
     )
 
 
