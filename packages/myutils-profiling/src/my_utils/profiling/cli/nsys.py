@@ -194,7 +194,7 @@ def diff(
         typer.echo(text_table(
             ["name", "status", "base", "target", "unit", "delta_pct", "count_base", "count_target"],
             [[c.name, c.status, c.base.mean if c.base else None, c.target.mean if c.target else None,
-              (c.base or c.target).unit if (c.base or c.target) else "", c.delta_pct,
+              _unit(c), c.delta_pct,
               c.base.count if c.base else None, c.target.count if c.target else None] for c in sig[:rows]]))
     if fail_on_regression is not None:
         bad = result.regressions(fail_on_regression)
@@ -203,6 +203,11 @@ def diff(
                               for c in bad[:5])
             typer.echo(f"regression over {fail_on_regression:g}%: {names}", err=True)
             raise typer.Exit(1)
+
+
+def _unit(change: Any) -> str:
+    side = change.base or change.target
+    return side.unit if side is not None else ""
 
 
 @sql_app.command("list")

@@ -21,6 +21,7 @@ order and merged; only aggregates and the ``keep`` worst skews stay in memory.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 from collections import defaultdict
@@ -161,9 +162,7 @@ def analyze_collectives(dbs: Sequence[NsysExport], *, message_bytes: int | None 
         if message_bytes is not None:
             bw = bus_bandwidth(coll, message_bytes, across.duration_ns, len(rows))
             if bw is not None:
-                across = CollectiveAcross(*[getattr(across, f) for f in
-                                            ("collective", "seq", "ranks", "first_rank", "last_rank", "skew_ns",
-                                             "duration_ns", "waits_ns")], algbw_gbps=bw[0], busbw_gbps=bw[1])
+                across = dataclasses.replace(across, algbw_gbps=bw[0], busbw_gbps=bw[1])
         lasts[(last[2], coll)] += 1
         for rank, wait in across.waits_ns:
             waits[(rank, coll)] += wait
