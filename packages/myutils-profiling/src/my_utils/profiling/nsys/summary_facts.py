@@ -72,6 +72,7 @@ def export_facts(s: ExportSummary) -> list[NsysFact]:
             denominator_value=(r["total_ns"] or 0) / MS, denominator_unit="ms", ranks=ranks,
             evidence=(Evidence("nsys_copies", {"rank": s.rank, "op": r["op"], "direction": r["direction"]},
                                {"bytes": r["bytes"], "total_ns": r["total_ns"], "count": r["count"]}),)))
+    out.extend(_hardware_facts(s))
     api = s.table("nsys_cuda_api").records()
     if api:
         top = api[0]
@@ -93,6 +94,39 @@ def export_facts(s: ExportSummary) -> list[NsysFact]:
             ranks=ranks, evidence=(Evidence("nsys_osrt", {"rank": s.rank, "name": top["name"]},
                                             {"total_ns": top["total_ns"]}),)))
     out.extend(_iteration_facts(s))
+    return out
+
+
+def _hardware_facts(s: ExportSummary) -> list[NsysFact]:
+    """The GPU model from the hardware table, and device-to-device copies against its memory bandwidth."""
+    from my_utils.profiling.hardware.table import gpu_model, memory_bandwidth
+
+    ranks = (s.rank,)
+    out: list[NsysFact] = []
+    names = {g.name for g in s.gpus}
+    if not names:
+        return [not_measured(f"nsys.gpu_model:{_scope(s.rank)}".rstrip(":"), "GPU model",
+                             s.not_measured.get("gpu_model", "the export names no GPU"), ranks=ranks)]
+    for name in sorted(names):
+        model = gpu_model(name)
+        fid = f"nsys.gpu_model:{_scope(s.rank)}".rstrip(":") + (f":{name}" if len(names) > 1 else "")
+        if model is None:
+            out.append(not_measured(fid, "GPU model in the hardware table", f"{name!r} is not in the hardware table "
+                                    "(my_utils/profiling/hardware/hardware.csv)", ranks=ranks))
+            continue
+        out.append(NsysFact(fid, "GPU model in the hardware table", model, ranks=ranks, detail=name))
+    used = {g.name for g in s.gpus if g.device in set(s.table("nsys_busy_device").column("device") or [])}
+    bw = memory_bandwidth(next(iter(used))) if len(used) == 1 else None
+    for r in s.table("nsys_copies").records():
+        if bw is None or r["direction"] not in ("DtoD", "device") or not r["bandwidth_gbps"]:
+            continue
+        out.append(NsysFact(
+            f"nsys.copy_bandwidth_share:{r['op']}:{r['direction']}:{_scope(s.rank)}".rstrip(":"),
+            f"{r['op']} {r['direction']} bandwidth against the GPU's memory bandwidth",
+            100.0 * r["bandwidth_gbps"] * 1e9 / bw.value, "%", denominator=f"{bw.model} memory bandwidth ({bw.source})",
+            denominator_value=bw.value / 1e9, denominator_unit="GB/s", ranks=ranks,
+            evidence=(Evidence("nsys_copies", {"rank": s.rank, "op": r["op"], "direction": r["direction"]},
+                               {"bandwidth_gbps": r["bandwidth_gbps"]}),)))
     return out
 
 
