@@ -210,6 +210,26 @@ def _unit(change: Any) -> str:
     return side.unit if side is not None else ""
 
 
+@nsys_app.command("timeline")
+@exit_on_error
+def timeline(
+    inputs: list[str] = typer.Argument(..., help=_INPUTS_HELP),
+    output: Path = typer.Option(..., "--output", help="Chrome/Perfetto trace: T.json or T.json.gz."),
+    max_events: int = typer.Option(2_000_000, "--max-events", min=1, help="At most this many events in all "
+                                   "(each rank keeps its first share; what was left out is in otherData)."),
+) -> None:
+    """Kernels, copies, NCCL and NVTX lanes per rank as one Chrome/Perfetto trace (on the UTC epoch)."""
+    from my_utils.core.safe_io import refuse_overwriting_inputs
+    from my_utils.profiling.nsys.ranks import expand_inputs
+    from my_utils.profiling.nsys.timeline import write_timeline
+
+    refuse_overwriting_inputs([output], [i.path for i in expand_inputs(inputs)])
+    other = write_timeline(inputs, output, max_events=max_events)
+    cut = sum(other["truncated"].values())
+    typer.echo(f"wrote {output}: {other['events']} events from {len(other['ranks'])} export(s)"
+               + (f"; {cut} left out by --max-events" if cut else ""))
+
+
 @sql_app.command("list")
 @exit_on_error
 def sql_list(queries: list[Path] = typer.Option([], "--queries", help="Another folder of .sql queries.")) -> None:
