@@ -74,6 +74,14 @@ def test_bad_inputs_exit_2_and_write_nothing(real_fixtures: Any, tmp_path: Path)
     res = CliRunner().invoke(app, ["nsys", "summary", str(broken), "--json", str(out)])
     assert res.exit_code == 2 and "table NVTX_EVENTS" in res.output and "'eventType'" in res.output
     assert len(res.output.strip().splitlines()) == 1 and not out.exists()
+    corrupt = tmp_path / "corrupt.sqlite"
+    data = bytearray((real_fixtures / SAXPY).read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    data[page:] = b"\x5a" * (len(data) - page)  # every page but the schema's is garbage
+    corrupt.write_bytes(bytes(data))
+    res = CliRunner().invoke(app, ["nsys", "summary", str(corrupt), "--json", str(out)])
+    assert res.exit_code == 2 and str(corrupt) in res.output and "Traceback" not in res.output
+    assert len(res.output.strip().splitlines()) == 1 and not out.exists()
     res = CliRunner().invoke(app, ["nsys", "summary", str(real_fixtures / SAXPY), "--nccl-bytes", "lots"])
     assert res.exit_code == 2 and "--nccl-bytes" in res.output
     res = CliRunner().invoke(app, ["nsys", "summary", str(real_fixtures / SAXPY), "--json", str(real_fixtures / SAXPY)])
