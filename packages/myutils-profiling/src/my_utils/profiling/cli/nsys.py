@@ -1,0 +1,316 @@
+"""``myutils-profile nsys``: Nsight Systems exports → summary, diff, and named SQL queries.
+
+Inputs are ``nsys export --type sqlite`` files, folders of them, globs, or nsys output
+templates (``report_%q{RANK}.sqlite``). Exit 0: everything named was read; 1: ``diff
+--fail-on-regression`` found a regression; 2: bad input (one line naming the file and the
+table or column), and no output file is written.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from my_utils.core.cli.guard import exit_on_error
+from my_utils.profiling.cli._app import app
+
+if TYPE_CHECKING:
+    from my_utils.profiling.nsys.model import ExportSummary
+    from my_utils.profiling.nsys.run import RunSummary
+
+nsys_app = typer.Typer(name="nsys", help="Analyse Nsight Systems SQLite exports (one per rank, or one per node).",
+                       no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+sql_app = typer.Typer(name="sql", help="Named, parameterised SQL queries over any nsys export (2021 to 2026).",
+                      no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+nsys_app.add_typer(sql_app, name="sql")
+app.add_typer(nsys_app, name="nsys")
+
+_INPUTS_HELP = ("nsys SQLite exports: files, folders, globs, or an nsys output template such as "
+                "'report_%q{RANK}.sqlite' (the rank is read from it).")
+_BYTES = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
+          "t": 10**12, "tb": 10**12, "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30,
+          "gib": 2**30, "ti": 2**40, "tib": 2**40}
+
+
+def parse_bytes(text: str) -> int:
+    """``2MiB``, ``2097152``, ``1.5GB`` → bytes; UsageError otherwise."""
+    from my_utils.core.errors import UsageError
+
+    m = _BYTES.match(text)
+    unit = (m.group(2) or "").lower() if m else None
+    if not m or unit not in _UNITS:
+        raise UsageError(f"--nccl-bytes {text!r}: expected a size such as 2097152, 2MiB or 1.5GB")
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+def _write(path: Path, text: str) -> None:
+    from my_utils.core.atomic import atomic_write
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path) as fh:
+        fh.write(text)
+
+
+@nsys_app.command("summary")
+@exit_on_error
+def summary(
+    inputs: list[str] = typer.Argument(..., help=_INPUTS_HELP),
+    iteration_range: str | None = typer.Option(None, "--iteration-range", help="NVTX range of one iteration "
+                                               "(GLOB: * and ?); default: train_step, ProfilerStep#*, step, "
+                                               "iteration, iter."),
+    top: int = typer.Option(10, "--top", min=1, help="Kernels per kind, API calls and ranges to list."),
+    nccl_bytes: str | None = typer.Option(None, "--nccl-bytes", help="NCCL's per-rank message size (e.g. 2MiB) "
+                                          "when the export lacks NCCL's NVTX payloads: gives bus bandwidth."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write every table, iteration and fact as JSON."),
+    csv_dir: Path | None = typer.Option(None, "--csv-dir", help="Write each table as <name>.csv in this folder."),
+) -> None:
+    """Where the GPU time went, per export and across ranks: busy/idle, overlap, kernels, copies, API, NCCL."""
+    from my_utils.core.safe_io import refuse_overwriting_inputs, strict_json
+    from my_utils.profiling.nsys.ranks import expand_inputs
+    from my_utils.profiling.nsys.render import csv_text
+    from my_utils.profiling.nsys.run import analyze_run
+
+    message = parse_bytes(nccl_bytes) if nccl_bytes is not None else None
+    refuse_overwriting_inputs([p for p in (json_out,) if p], [i.path for i in expand_inputs(inputs)])
+    run = analyze_run(inputs, iteration_range=iteration_range, top=top, message_bytes=message)
+    tables = run.tables()
+    if json_out is not None:
+        _write(json_out, strict_json(run.to_dict(), indent=2) + "\n")
+    if csv_dir is not None:
+        for name, t in tables.items():
+            _write(csv_dir / f"{name}.csv", csv_text(t.columns, t.rows))
+    typer.echo(render_run(run, top))
+
+
+def render_run(run: RunSummary, top: int = 10) -> str:
+    """The text a terminal shows for a run (every figure computed by the analysis)."""
+    from my_utils.profiling.nsys.render import text_table
+
+    parts: list[str] = []
+    for s in run.exports:
+        parts.append(_render_export(s, top))
+    a = run.nccl
+    if a is not None and len(run.exports) + len(a.participants) > 2:
+        parts.append(f"== NCCL across {len(a.participants)} rank(s): {a.collectives} collective(s) matched"
+                     + ("" if a.aligned else " (no UTC clock anchor: arrival order not measured)"))
+        t = run.tables()
+        for name in ("nsys_nccl_ranks", "nsys_nccl_skew"):
+            if name in t and len(t[name].columns):
+                parts.append(text_table(t[name].columns, t[name].rows[:top], title=name))
+        for f in a.facts():
+            parts.append(f"  {f.label}: " + (f"not measured ({f.not_measured})" if not f.measured
+                                               else f"{_fmt(f.value)} {f.unit}".rstrip()))
+        parts.append(f"  note: {a.clock_note}")
+    return "\n\n".join(parts)
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def _render_export(s: ExportSummary, top: int) -> str:
+    from my_utils.profiling.nsys.render import text_table
+
+    gpus = ", ".join(sorted({g.name for g in s.gpus})) or "not recorded"
+    head = (f"== {s.label}" + (f" (rank {s.rank})" if s.rank is not None else "")
+            + f": nsys {s.meta.era}, {s.meta.family}; GPUs: {gpus}")
+    out = [head]
+    order = ["nsys_busy_device", "nsys_busy_stream", "nsys_overlap", "nsys_kernel_kinds", "nsys_top_kernels",
+             "nsys_copies", "nsys_cuda_api", "nsys_cuda_api_slowest", "nsys_osrt", "nsys_nvtx"]
+    hide = {"rank", "span_start", "span_end", "name", "start", "pid"}
+    for name in order:
+        t = s.table(name)
+        if not len(t):
+            continue
+        keep = [i for i, c in enumerate(t.columns) if c not in hide or (name == "nsys_cuda_api" and c == "name")
+                or (name in ("nsys_osrt", "nsys_nvtx", "nsys_cuda_api_slowest") and c == "name")]
+        out.append(text_table([t.columns[i] for i in keep], [[r[i] for i in keep] for r in t.rows[:max(top, 1) * 4]],
+                              title=name))
+    if s.iterations is not None:
+        it = s.iterations
+        out.append(_render_iterations(it))
+    if s.not_measured:
+        out.append("not measured:\n" + "\n".join(f"  {k}: {v}" for k, v in s.not_measured.items()))
+    return "\n\n".join(out)
+
+
+def _render_iterations(it: Any) -> str:
+    lines = [f"iterations ({it.chosen} range {it.pattern!r}):"]
+    for st in it.stats:
+        idle = (f", GPU idle {100.0 * (st.gpu_window_ns - st.gpu_busy_ns) / st.gpu_window_ns:.1f}% of the GPU windows"
+                if st.gpu_window_ns else "")
+        lines.append(f"  pid {st.pid}: {st.count} iteration(s), median {st.median_ns / 1e6:.3f} ms, p90 "
+                     f"{st.p90_ns / 1e6:.3f} ms, worst {st.max_ns / 1e6:.3f} ms{idle}")
+        for o in st.outliers[:10]:
+            lines.append(f"    outlier #{o.iteration} ({o.position}): {o.cpu_ns / 1e6:.3f} ms, robust z {o.robust_z}")
+    return "\n".join(lines)
+
+
+@nsys_app.command("diff")
+@exit_on_error
+def diff(
+    base: str = typer.Argument(..., help="The base run: an export, folder, glob or %q{RANK} template."),
+    target: str = typer.Argument(..., help="The target run, same forms."),
+    iteration_range: str | None = typer.Option(None, "--iteration-range", help="NVTX range of one iteration: "
+                                               "categories per iteration, and the iteration time compared."),
+    output: Path | None = typer.Option(None, "--output", help="Write the full diff as JSON here."),
+    markdown: Path | None = typer.Option(None, "--markdown", help="Write a pull-request-ready Markdown summary."),
+    fail_on_regression: float | None = typer.Option(
+        None, "--fail-on-regression", metavar="PCT",
+        help="Exit 1 when a significant slow-down of at least PCT percent is found (CI gate)."),
+    sigmas: float = typer.Option(3.0, "--sigmas", help="A change must exceed this many standard errors."),
+    min_pct: float = typer.Option(5.0, "--min-pct", help="...and this percentage of the base value."),
+    rows: int = typer.Option(20, "--rows", min=1, help="Significant changes to print."),
+) -> None:
+    """Compare two runs per kernel, NVTX scope and category; only changes above the noise count."""
+    import json
+
+    from my_utils.core.errors import UsageError
+    from my_utils.profiling.cli.diff import render_markdown
+    from my_utils.profiling.nsys.diff import diff_exports
+    from my_utils.profiling.nsys.render import text_table
+
+    if sigmas < 0 or min_pct < 0 or (fail_on_regression is not None and fail_on_regression < 0):
+        raise UsageError("--sigmas, --min-pct and --fail-on-regression take numbers >= 0")
+    result = diff_exports([base], [target], iteration_range=iteration_range, sigmas=sigmas, min_pct=min_pct)
+    for warning in result.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    if output is not None:
+        _write(output, json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n")
+    if markdown is not None:
+        _write(markdown, render_markdown(result, fail_on_regression))
+    sig = result.significant
+    step = result.step_time
+    if step is not None and step.base and step.target:
+        typer.echo(f"iteration time {step.base.mean:.3f} -> {step.target.mean:.3f} ms "
+                   f"({'n/a' if step.delta_pct is None else f'{step.delta_pct:+.1f}%'}, "
+                   f"{'significant' if step.significant else 'within noise'})")
+    typer.echo(f"{len(sig)} significant change(s) among {len(result.changes)} names")
+    if sig:
+        typer.echo(text_table(
+            ["name", "status", "base", "target", "unit", "delta_pct", "count_base", "count_target"],
+            [[c.name, c.status, c.base.mean if c.base else None, c.target.mean if c.target else None,
+              _unit(c), c.delta_pct,
+              c.base.count if c.base else None, c.target.count if c.target else None] for c in sig[:rows]]))
+    if fail_on_regression is not None:
+        bad = result.regressions(fail_on_regression)
+        if bad:
+            names = ", ".join(f"{c.name} {c.delta_pct:+.1f}%" if c.delta_pct is not None else f"{c.name} (new)"
+                              for c in bad[:5])
+            typer.echo(f"regression over {fail_on_regression:g}%: {names}", err=True)
+            raise typer.Exit(1)
+
+
+def _unit(change: Any) -> str:
+    side = change.base or change.target
+    return side.unit if side is not None else ""
+
+
+@nsys_app.command("timeline")
+@exit_on_error
+def timeline(
+    inputs: list[str] = typer.Argument(..., help=_INPUTS_HELP),
+    output: Path = typer.Option(..., "--output", help="Chrome/Perfetto trace: T.json or T.json.gz."),
+    max_events: int = typer.Option(2_000_000, "--max-events", min=1, help="At most this many events in all "
+                                   "(each rank keeps its first share; what was left out is in otherData)."),
+) -> None:
+    """Kernels, copies, NCCL and NVTX lanes per rank as one Chrome/Perfetto trace (on the UTC epoch)."""
+    from my_utils.core.safe_io import refuse_overwriting_inputs
+    from my_utils.profiling.nsys.ranks import expand_inputs
+    from my_utils.profiling.nsys.timeline import write_timeline
+
+    refuse_overwriting_inputs([output], [i.path for i in expand_inputs(inputs)])
+    other = write_timeline(inputs, output, max_events=max_events)
+    cut = sum(other["truncated"].values())
+    typer.echo(f"wrote {output}: {other['events']} events from {len(other['ranks'])} export(s)"
+               + (f"; {cut} left out by --max-events" if cut else ""))
+
+
+@sql_app.command("list")
+@exit_on_error
+def sql_list(queries: list[Path] = typer.Option([], "--queries", help="Another folder of .sql queries.")) -> None:
+    """List the named queries (built-in, from plugins, MYUTILS_NSYS_QUERIES and --queries)."""
+    from my_utils.profiling.nsys.queries import load_catalog
+    from my_utils.profiling.nsys.render import text_table
+
+    cat = load_catalog(queries)
+    for problem in cat.problems:
+        typer.echo(f"warning: {problem}", err=True)
+    typer.echo(text_table(["name", "params", "origin", "title"],
+                          [[q.name, " ".join(p.name + ("*" if p.required else "") for p in q.params), q.origin,
+                            q.title] for q in sorted(cat.queries.values(), key=lambda q: q.name)]))
+
+
+@sql_app.command("show")
+@exit_on_error
+def sql_show(name: str = typer.Argument(..., help="A query name (see `nsys sql list`)."),
+             queries: list[Path] = typer.Option([], "--queries", help="Another folder of .sql queries.")) -> None:
+    """Print a named query: its header (title, parameters) and its SQL."""
+    from my_utils.profiling.nsys.queries import load_catalog
+
+    q = load_catalog(queries).get(name)
+    typer.echo(f"-- file: {q.path}  ({q.origin})")
+    typer.echo(q.text.rstrip("\n"))
+
+
+@sql_app.command("views")
+@exit_on_error
+def sql_views(export: Path = typer.Argument(..., help="An nsys export: its canonical views' definitions.")) -> None:
+    """Print the CREATE TEMP VIEW statements the queries read, as built for this export (paste into sqlite3)."""
+    from my_utils.profiling.nsys.schema import NsysExport
+
+    with NsysExport(export) as db:
+        db.ensure_views()
+        typer.echo(";\n".join(db.view_sql) + ";")
+
+
+@sql_app.command("run")
+@exit_on_error
+def sql_run(
+    name: str = typer.Argument(..., help="A query name (see `nsys sql list`)."),
+    inputs: list[str] = typer.Argument(..., help=_INPUTS_HELP),
+    param: list[str] = typer.Option([], "--param", "-p", help="NAME=VALUE (repeatable); 'null' for none."),
+    fmt: str = typer.Option("table", "--format", help="table or csv."),
+    output: Path | None = typer.Option(None, "--output", help="Write the result here instead of stdout."),
+    max_rows: int | None = typer.Option(None, "--max-rows", min=1, help="Stop after this many rows per export."),
+    queries: list[Path] = typer.Option([], "--queries", help="Another folder of .sql queries."),
+) -> None:
+    """Run a named query on each export; several exports give one table with an ``export`` and a ``rank`` column."""
+    from my_utils.core.errors import UsageError
+    from my_utils.core.safe_io import refuse_overwriting_inputs
+    from my_utils.profiling.nsys.queries import load_catalog, run_query
+    from my_utils.profiling.nsys.ranks import expand_inputs
+    from my_utils.profiling.nsys.render import csv_text, text_table
+    from my_utils.profiling.nsys.schema import NsysExport
+
+    if fmt not in ("table", "csv"):
+        raise UsageError(f"--format {fmt!r}: expected table or csv")
+    values: dict[str, str] = {}
+    for p in param:
+        key, sep, value = p.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--param {p!r}: expected NAME=VALUE")
+        values[key.strip()] = value
+    q = load_catalog(queries).get(name)
+    q.bind(values)  # refuse unknown or missing parameters before opening anything
+    found = expand_inputs(inputs)
+    if output is not None:
+        refuse_overwriting_inputs([output], [i.path for i in found])
+    columns: tuple[str, ...] = ()
+    rows: list[tuple[Any, ...]] = []
+    multi = len(found) > 1
+    for i in found:
+        with NsysExport(i.path, rank=i.rank) as db:
+            res = run_query(db, q, values, max_rows=max_rows)
+        columns = (("export", "rank") if multi else ()) + res.columns
+        rows += [((db.label, i.rank) if multi else ()) + r for r in res.rows]
+    text = csv_text(columns, rows) if fmt == "csv" else text_table(columns, rows) + "\n"
+    if output is not None:
+        _write(output, text)
+    else:
+        typer.echo(text, nl=False)
+

@@ -1,0 +1,230 @@
+"""NCCL collectives per rank and across ranks: time, bus bandwidth, and which rank arrives last.
+
+A *participant* is one (export, process, device) that ran NCCL kernels: one per rank when
+each rank wrote its own export, several when one export holds a whole node. Participants
+are numbered by (export rank, device). The k-th kernel of a collective (``AllReduce``...)
+on each participant is taken to be the same collective: true when every rank issues the
+same sequence on one communicator, the common case; runs with several communicators per
+rank should compare within one collective kind only.
+
+Across ranks, on the UTC epoch (each export's clock anchor, so hosts' clock errors stay in
+the figures: ``clock_note`` says so): *arrival* is the kernel start; the rank that arrives
+last holds the others, whose kernels spin until it comes (``wait_ns`` = last arrival − own
+arrival); *skew* = last arrival − first arrival; the collective's own time is ``max end −
+last arrival``, from which the bus bandwidth follows (:func:`.nccl_ops.bus_bandwidth`) when
+the message size is known (``message_bytes``: NCCL's per-rank size, given by the caller
+when the export did not keep NCCL's NVTX payloads).
+
+Memory: each participant's collectives are streamed from SQLite in (collective, sequence)
+order and merged; only aggregates and the ``keep`` worst skews stay in memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from my_utils.profiling.nsys.facts import Evidence, NsysFact, not_measured
+from my_utils.profiling.nsys.nccl_ops import bus_bandwidth
+from my_utils.profiling.nsys.schema import NsysExport
+
+CLOCK_NOTE = ("arrival times of ranks on different hosts rely on each host's clock (nsys anchors every export "
+              "to UTC); differences below the hosts' clock-sync error are not meaningful")
+
+
+@dataclass(frozen=True)
+class Participant:
+    """One (export, process, device) that ran NCCL kernels, and the rank it stands for."""
+
+    rank: int
+    export_rank: int | None
+    label: str
+    pid: int | None
+    device: int | None
+    epoch_offset_ns: int | None
+
+
+@dataclass(frozen=True)
+class CollectiveAcross:
+    """One collective seen on every participant that ran it."""
+
+    collective: str
+    seq: int
+    ranks: int
+    first_rank: int
+    last_rank: int
+    skew_ns: int
+    duration_ns: int  # max end - last arrival
+    waits_ns: tuple[tuple[int, int], ...]  # (rank, last arrival - own arrival)
+    algbw_gbps: float | None = None
+    busbw_gbps: float | None = None
+
+
+@dataclass(frozen=True)
+class RankCollectiveStats:
+    """One participant's collectives of one kind: count, kernel time, time spent waiting for the last rank."""
+
+    rank: int
+    collective: str
+    count: int
+    total_ns: int
+    max_ns: int
+    wait_ns: int
+    last_arrivals: int  # how often this rank was the last to arrive
+    busbw_gbps_mean: float | None
+
+
+@dataclass(frozen=True)
+class NcclAnalysis:
+    """Per-rank and across-rank collective figures of a run."""
+
+    participants: tuple[Participant, ...]
+    per_rank: tuple[RankCollectiveStats, ...]
+    worst_skew: tuple[CollectiveAcross, ...]
+    collectives: int
+    aligned: bool  # False when an export has no clock anchor (cross-rank timing not measured)
+    message_bytes: int | None
+    clock_note: str = CLOCK_NOTE
+    unmatched: dict[str, int] = field(default_factory=dict)  # collective -> instances seen on fewer ranks
+
+    def facts(self) -> list[NsysFact]:
+        """Facts: per collective kind, the rank that most often arrives last, its skew, and bus bandwidth."""
+        return nccl_facts(self)
+
+
+def participants(dbs: Sequence[NsysExport]) -> list[tuple[Participant, NsysExport]]:
+    """Every (export, process, device) with NCCL kernels, numbered as ranks (see the module doc)."""
+    found = []
+    for order, db in enumerate(dbs):
+        db.ensure_views()
+        for pid, device in db.query("SELECT DISTINCT pid, device FROM nsys_kernel WHERE kind = 'communication' "
+                                    "ORDER BY device, pid", place="NCCL kernels"):
+            found.append((db.rank if db.rank is not None else order, device, pid, db))
+    single = len(found) == len({id(x[3]) for x in found})  # one participant per export: the export's rank
+    out = []
+    for i, (export_rank, device, pid, db) in enumerate(sorted(found, key=lambda x: (x[0], x[1] or 0))):
+        rank = export_rank if single else i
+        out.append((Participant(rank, db.rank, db.label, pid, device, db.epoch_offset_ns), db))
+    return out
+
+
+def _stream(p: Participant, db: NsysExport) -> Iterator[tuple[str, int, int, int, int]]:
+    """(collective, seq, rank, start, end) of one participant in (collective, seq) order, on the UTC epoch when anchored."""
+    sql = ("SELECT COALESCE(collective, 'unknown') AS coll, "
+           "ROW_NUMBER() OVER (PARTITION BY collective ORDER BY start, end) AS seq, "
+           "start + COALESCE((SELECT epoch_offset_ns FROM nsys_export), 0), "
+           "end + COALESCE((SELECT epoch_offset_ns FROM nsys_export), 0) "
+           "FROM nsys_kernel WHERE kind = 'communication' AND pid IS ? AND device IS ? ORDER BY coll, seq")
+    for coll, seq, start, end in db.iterate(sql, (p.pid, p.device), place="NCCL collectives"):
+        yield coll, seq, p.rank, start, end
+
+
+def analyze_collectives(dbs: Sequence[NsysExport], *, message_bytes: int | None = None,
+                        keep: int = 20) -> NcclAnalysis | None:
+    """Collectives of every participant, merged across ranks; None when no export has NCCL kernels."""
+    parts = participants(dbs)
+    if not parts:
+        return None
+    aligned = all(p.epoch_offset_ns is not None for p, _ in parts) or len({id(db) for _, db in parts}) == 1
+    n_all = len(parts)
+    streams = [_stream(p, db) for p, db in parts]
+    merged = heapq.merge(*streams, key=lambda r: (r[0], r[1]))
+    count: dict[tuple[int, str], int] = defaultdict(int)
+    total: dict[tuple[int, str], int] = defaultdict(int)
+    longest: dict[tuple[int, str], int] = defaultdict(int)
+    waits: dict[tuple[int, str], int] = defaultdict(int)
+    lasts: dict[tuple[int, str], int] = defaultdict(int)
+    bw_sum: dict[tuple[int, str], float] = defaultdict(float)
+    bw_n: dict[tuple[int, str], int] = defaultdict(int)
+    unmatched: dict[str, int] = defaultdict(int)
+    worst: list[tuple[int, int, CollectiveAcross]] = []
+    n_coll = 0
+    for (coll, seq), group in itertools.groupby(merged, key=lambda r: (r[0], r[1])):
+        rows = list(group)  # one row per participant: bounded by the number of ranks
+        for _, _, rank, s, e in rows:
+            count[(rank, coll)] += 1
+            total[(rank, coll)] += e - s
+            longest[(rank, coll)] = max(longest[(rank, coll)], e - s)
+        if len(rows) < n_all:
+            unmatched[coll] += 1
+        if not aligned or len(rows) < 2:
+            continue
+        n_coll += 1
+        last = max(rows, key=lambda r: (r[3], r[2]))
+        first = min(rows, key=lambda r: (r[3], r[2]))
+        end = max(r[4] for r in rows)
+        across = CollectiveAcross(coll, seq, len(rows), first[2], last[2], last[3] - first[3], end - last[3],
+                                  tuple((r[2], last[3] - r[3]) for r in rows))
+        if message_bytes is not None:
+            bw = bus_bandwidth(coll, message_bytes, across.duration_ns, len(rows))
+            if bw is not None:
+                across = dataclasses.replace(across, algbw_gbps=bw[0], busbw_gbps=bw[1])
+        lasts[(last[2], coll)] += 1
+        for rank, wait in across.waits_ns:
+            waits[(rank, coll)] += wait
+        if message_bytes is not None:
+            for _, _, rank, s, e in rows:
+                bw = bus_bandwidth(coll, message_bytes, e - s, len(rows))
+                if bw is not None:
+                    bw_sum[(rank, coll)] += bw[1]
+                    bw_n[(rank, coll)] += 1
+        item = (across.skew_ns, -n_coll, across)
+        if len(worst) < keep:
+            heapq.heappush(worst, item)
+        else:
+            heapq.heappushpop(worst, item)
+    per_rank = tuple(RankCollectiveStats(rank, coll, count[(rank, coll)], total[(rank, coll)], longest[(rank, coll)],
+                                         waits[(rank, coll)], lasts[(rank, coll)],
+                                         bw_sum[(rank, coll)] / bw_n[(rank, coll)] if bw_n[(rank, coll)] else None)
+                     for rank, coll in sorted(count))
+    return NcclAnalysis(tuple(p for p, _ in parts), per_rank,
+                        tuple(x[2] for x in sorted(worst, key=lambda x: (-x[0], -x[1]))), n_coll, aligned,
+                        message_bytes, unmatched=dict(unmatched))
+
+
+def nccl_facts(a: NcclAnalysis) -> list[NsysFact]:
+    """The NCCL facts of a run (see :meth:`NcclAnalysis.facts`)."""
+    ranks = tuple(p.rank for p in a.participants)
+    out: list[NsysFact] = []
+    kinds = sorted({s.collective for s in a.per_rank})
+    for coll in kinds:
+        rows = [s for s in a.per_rank if s.collective == coll]
+        if not a.aligned:
+            out.append(not_measured(f"nsys.nccl_last_rank:{coll}", f"Rank arriving last at {coll}",
+                                    "an export has no UTC clock anchor: ranks cannot be lined up", ranks=ranks))
+            continue
+        worst = max(rows, key=lambda s: (s.last_arrivals, s.wait_ns == 0, -s.rank))
+        n = sum(s.last_arrivals for s in rows)
+        out.append(NsysFact(
+            f"nsys.nccl_last_rank:{coll}", f"Rank arriving last at {coll}", worst.rank, "rank",
+            denominator=f"{coll} collectives matched on every rank", denominator_value=float(n),
+            denominator_unit="count", ranks=ranks, aggregate="across ranks, on the UTC epoch", steps=None,
+            detail=f"last at {worst.last_arrivals} of {n}; {a.clock_note}",
+            evidence=tuple(Evidence("nsys_nccl_ranks", {"rank": s.rank, "collective": coll},
+                                    {"last_arrivals": s.last_arrivals, "wait_ns": s.wait_ns}) for s in rows)))
+        waited = sum(s.wait_ns for s in rows)
+        kernel = sum(s.total_ns for s in rows)
+        out.append(NsysFact(
+            f"nsys.nccl_wait:{coll}", f"Time NCCL kernels spent waiting for the last rank ({coll})",
+            100.0 * waited / kernel if kernel else None, "%", denominator=f"{coll} kernel time summed over ranks",
+            denominator_value=kernel / 1e6, denominator_unit="ms", ranks=ranks, aggregate="sum over ranks",
+            detail=a.clock_note,
+            evidence=tuple(Evidence("nsys_nccl_ranks", {"rank": s.rank, "collective": coll},
+                                    {"wait_ns": s.wait_ns, "total_ns": s.total_ns}) for s in rows)))
+        bws = [s.busbw_gbps_mean for s in rows if s.busbw_gbps_mean is not None]
+        if a.message_bytes is None:
+            out.append(not_measured(f"nsys.nccl_busbw:{coll}", f"Bus bandwidth of {coll}",
+                                    "message sizes are not in the export (NCCL NVTX payloads were not exported): "
+                                    "give --nccl-bytes", unit="GB/s", ranks=ranks))
+        elif bws:
+            out.append(NsysFact(
+                f"nsys.nccl_busbw:{coll}", f"Bus bandwidth of {coll} (NCCL-tests definition)",
+                sum(bws) / len(bws), "GB/s", ranks=ranks, aggregate="mean over ranks of each rank's mean",
+                detail=f"message size {a.message_bytes} B per rank, kernel durations",
+                evidence=tuple(Evidence("nsys_nccl_ranks", {"rank": s.rank, "collective": coll},
+                                        {"busbw_gbps_mean": s.busbw_gbps_mean}) for s in rows)))
+    return out

@@ -1,0 +1,126 @@
+"""Which exports make one run, and which rank each one is.
+
+An input is a file, a folder (every ``*.sqlite`` below it, hidden entries skipped, sorted),
+a shell glob, or nsys's own output template as the launch scripts write it:
+``report_%q{RANK}.sqlite`` — each ``%q{VAR}``, ``%h`` (host), ``%p`` (pid) and ``%n``
+matches any text, ``%%`` a percent sign. The rank of a file is, in order:
+
+1. the text matched by ``%q{RANK}`` (or ``OMPI_COMM_WORLD_RANK``, ``PMI_RANK``,
+   ``PMIX_RANK``, ``SLURM_PROCID``, ``MV2_COMM_WORLD_RANK``) in a template;
+2. a rank written in the file name (``rank3``, ``rank_3``, ``worker3``);
+3. else, when no file of the run says its rank, the position in sorted order (stated as
+   ``rank_source = "file order"``).
+
+Two files of one run with the same rank are refused.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from my_utils.core.errors import InputError, UsageError
+
+RANK_VARIABLES: tuple[str, ...] = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID",
+                                   "MV2_COMM_WORLD_RANK")
+_TEMPLATE = re.compile(r"%q\{([A-Za-z_][A-Za-z0-9_]*)\}|%([hpn%])")
+_RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_=]?(\d+)(?![0-9])", re.IGNORECASE)
+SUFFIXES = (".sqlite", ".db")
+
+
+@dataclass(frozen=True)
+class RankInput:
+    """One export of a run: its path, its rank (None: unknown) and where the rank came from."""
+
+    path: Path
+    rank: int | None
+    rank_source: str  # "template %q{RANK}", "file name", "file order", "given", "none"
+
+
+def _template_regex(template: str) -> tuple[str, re.Pattern[str] | None, str | None]:
+    """(glob pattern, regex capturing the rank variable, the variable's name) of an nsys output template."""
+    glob_parts, regex_parts, rank_var = [], [], None
+    pos = 0
+    for m in _TEMPLATE.finditer(template):
+        literal = template[pos:m.start()]
+        glob_parts.append(glob.escape(literal))
+        regex_parts.append(re.escape(literal))
+        var, spec = m.group(1), m.group(2)
+        if spec == "%":
+            glob_parts.append("%")
+            regex_parts.append("%")
+        elif var is not None and var in RANK_VARIABLES and rank_var is None:
+            glob_parts.append("*")
+            regex_parts.append(r"(?P<rank>\d+)")
+            rank_var = var
+        else:
+            glob_parts.append("*")
+            regex_parts.append(".*?")
+        pos = m.end()
+    glob_parts.append(glob.escape(template[pos:]))
+    regex_parts.append(re.escape(template[pos:]))
+    if rank_var is None and not _TEMPLATE.search(template):
+        return template, None, None
+    return "".join(glob_parts), re.compile("^" + "".join(regex_parts) + "$"), rank_var
+
+
+def rank_in_name(path: Path) -> int | None:
+    """A rank written in the file name (``rank3``, ``rank_3``, ``worker3``), the last one when several."""
+    found = _RANK_IN_NAME.findall(path.name)
+    return int(found[-1]) if found else None
+
+
+def expand_inputs(specs: Sequence[str | Path]) -> list[RankInput]:
+    """The exports named by ``specs`` (files, folders, globs, nsys templates), each with its rank."""
+    found: list[tuple[Path, int | None, str]] = []
+    for spec in specs:
+        text = str(spec)
+        pattern, regex, var = _template_regex(text)
+        path = Path(text)
+        if regex is None and path.is_file():
+            found.append((path, None, "none"))
+        elif regex is None and path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES
+                           and not any(part.startswith(".") for part in p.relative_to(path).parts))
+            if not files:
+                raise InputError(path, None, "a folder holding nsys exports (*.sqlite); found none")
+            found += [(p, None, "none") for p in files]
+        else:
+            matches = sorted(Path(p) for p in glob.glob(pattern) if Path(p).is_file())
+            if not matches:
+                raise UsageError(f"{text}: no file matches (nsys exports: a file, a folder, a glob, or a "
+                                 "template like report_%q{RANK}.sqlite)")
+            for p in matches:
+                rank = None
+                if regex is not None and var is not None:
+                    m = regex.match(str(p))
+                    rank = int(m.group("rank")) if m else None
+                found.append((p, rank, f"template %q{{{var}}}" if rank is not None else "none"))
+    return _assign(found)
+
+
+def _assign(found: list[tuple[Path, int | None, str]]) -> list[RankInput]:
+    seen: dict[Path, None] = {}
+    unique = []
+    for p, r, src in found:
+        key = p.resolve()
+        if key not in seen:
+            seen[key] = None
+            unique.append((p, r, src))
+    out = []
+    for p, r, src in unique:
+        if r is None and (named := rank_in_name(p)) is not None:
+            r, src = named, "file name"
+        out.append(RankInput(p, r, src))
+    if len(out) > 1 and all(x.rank is None for x in out):
+        out = [RankInput(x.path, i, "file order") for i, x in enumerate(out)]
+    ranks: dict[int, Path] = {}
+    for x in out:
+        if x.rank is not None:
+            if x.rank in ranks:
+                raise InputError(x.path, None, f"one export per rank; rank {x.rank} is also {ranks[x.rank]}")
+            ranks[x.rank] = x.path
+    return sorted(out, key=lambda x: (x.rank is None, x.rank or 0, str(x.path)))

@@ -1,0 +1,87 @@
+"""A run of one or many exports (one per rank, or one holding several GPUs): every summary, plus NCCL across ranks.
+
+:func:`analyze_run` summarises each export on its own (one open connection at a time),
+then opens them together once to line up the NCCL collectives. ``RunSummary.tables()``
+joins the per-export tables (each row carries its ``rank``) and adds ``nsys_nccl_ranks``
+(per rank and collective) and ``nsys_nccl_skew`` (the collectives with the largest
+arrival skew); ``facts()`` gives every export's facts and the NCCL ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from my_utils.profiling.nsys.analyze import summarize
+from my_utils.profiling.nsys.model import ExportSummary, Table, concat
+from my_utils.profiling.nsys.nccl import NcclAnalysis, analyze_collectives
+from my_utils.profiling.nsys.ranks import RankInput, expand_inputs
+from my_utils.profiling.nsys.schema import NsysExport
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The summaries of a run's exports, in rank order, and the cross-rank NCCL analysis (None without NCCL)."""
+
+    inputs: tuple[RankInput, ...]
+    exports: tuple[ExportSummary, ...]
+    nccl: NcclAnalysis | None
+
+    def tables(self) -> dict[str, Table]:
+        """Every table of every export joined by name (rows keep their ``rank``), plus the NCCL tables."""
+        names: list[str] = []
+        for s in self.exports:
+            names += [n for n in s.tables if n not in names]
+        out = {n: concat(n, [s.table(n) for s in self.exports if len(s.table(n).columns)]) for n in names}
+        its = [s.iterations.table for s in self.exports if s.iterations is not None]
+        if its:
+            out["nsys_iterations"] = concat("nsys_iterations", its)
+        if self.nccl is not None:
+            out["nsys_nccl_ranks"] = _rows("nsys_nccl_ranks", [asdict(r) for r in self.nccl.per_rank])
+            out["nsys_nccl_skew"] = _rows("nsys_nccl_skew", [
+                {**{k: v for k, v in asdict(c).items() if k != "waits_ns"},
+                 "waits_ns": ";".join(f"{r}:{w}" for r, w in c.waits_ns)} for c in self.nccl.worst_skew])
+        return out
+
+    def facts(self) -> list[Any]:
+        """Every export's facts, then the NCCL facts."""
+        out = [f for s in self.exports for f in s.facts()]
+        return out + (self.nccl.facts() if self.nccl is not None else [])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: inputs with their ranks, each export's summary, the NCCL analysis."""
+        return {
+            "inputs": [{"path": str(i.path), "rank": i.rank, "rank_source": i.rank_source} for i in self.inputs],
+            "exports": [s.to_dict() for s in self.exports],
+            "nccl": None if self.nccl is None else {
+                "participants": [asdict(p) for p in self.nccl.participants],
+                "aligned": self.nccl.aligned, "collectives": self.nccl.collectives,
+                "message_bytes": self.nccl.message_bytes, "clock_note": self.nccl.clock_note,
+                "unmatched": dict(self.nccl.unmatched),
+                "per_rank": [asdict(r) for r in self.nccl.per_rank],
+                "worst_skew": [asdict(c) for c in self.nccl.worst_skew],
+                "facts": [f.to_dict() for f in self.nccl.facts()]},
+        }
+
+
+def _rows(name: str, records: list[dict[str, Any]]) -> Table:
+    if not records:
+        return Table(name, (), ())
+    cols = tuple(records[0])
+    return Table(name, cols, tuple(tuple(r[c] for c in cols) for r in records))
+
+
+def analyze_run(specs: Sequence[str | Path], *, iteration_range: str | None = None, top: int = 10,
+                message_bytes: int | None = None) -> RunSummary:
+    """Analyse the exports named by ``specs`` (files, folders, globs, ``%q{RANK}`` templates)."""
+    inputs = expand_inputs(specs)
+    single = len(inputs) == 1
+    exports = tuple(summarize(i.path, rank=None if single and i.rank_source == "none" else i.rank,
+                              iteration_range=iteration_range, top=top) for i in inputs)
+    with contextlib.ExitStack() as stack:
+        dbs = [stack.enter_context(NsysExport(i.path, rank=s.rank)) for i, s in zip(inputs, exports, strict=True)]
+        nccl = analyze_collectives(dbs, message_bytes=message_bytes)
+    return RunSummary(tuple(inputs), exports, nccl)

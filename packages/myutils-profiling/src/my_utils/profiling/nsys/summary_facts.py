@@ -1,0 +1,165 @@
+"""The facts of one export's summary: GPU busy/idle, overlap, kernel shares, copies, API time, iterations.
+
+Ids are stable across runs (``nsys.gpu_idle:rank1:device0``), so two runs' facts pair up;
+every fact names the table row it was read from (``evidence``), and what the export could
+not give is a not-measured fact with the reason, never a zero.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from my_utils.profiling.nsys.facts import Evidence, NsysFact, not_measured
+
+if TYPE_CHECKING:
+    from my_utils.profiling.nsys.model import ExportSummary
+
+MS = 1e6  # ns per ms
+SPAN = "the device's span (first start to last end of its kernels, copies and sets)"
+
+
+def _scope(rank: int | None, **parts: Any) -> str:
+    bits = ([f"rank{rank}"] if rank is not None else []) + [f"{k}{v}" for k, v in parts.items()]
+    return ":".join(bits)
+
+
+def export_facts(s: ExportSummary) -> list[NsysFact]:
+    """Every fact of ``s`` (see the module doc)."""
+    ranks = (s.rank,)
+    out: list[NsysFact] = []
+    for r in s.table("nsys_busy_device").records():
+        sc = _scope(s.rank, device=r["device"])
+        ev = (Evidence("nsys_busy_device", {"rank": s.rank, "device": r["device"]},
+                       {"busy_ns": r["busy_ns"], "idle_ns": r["idle_ns"], "span_ns": r["span_ns"]}),)
+        common: dict[str, Any] = dict(ranks=ranks, aggregate="device-level union of streams", evidence=ev,
+                                      denominator=SPAN, denominator_value=(r["span_ns"] or 0) / MS,
+                                      denominator_unit="ms")
+        out.append(NsysFact(f"nsys.gpu_busy:{sc}", f"GPU busy, device {r['device']}", _num(r["busy_pct"]), "%",
+                            **common))
+        out.append(NsysFact(f"nsys.gpu_idle:{sc}", f"GPU idle time, device {r['device']}",
+                            (r["idle_ns"] or 0) / MS, "ms", detail=f"{r['gaps']} idle gap(s)", **common))
+    for r in s.table("nsys_overlap").records():
+        sc = _scope(s.rank, device=r["device"])
+        if not r["communication_ns"]:
+            out.append(not_measured(f"nsys.comm_overlap:{sc}", f"Communication hidden under computation, "
+                                    f"device {r['device']}", "no communication kernels on this device", unit="%",
+                                    ranks=ranks))
+            continue
+        ev = (Evidence("nsys_overlap", {"rank": s.rank, "device": r["device"]},
+                       {k: r[k] for k in ("communication_ns", "computation_ns", "overlap_ns")}),)
+        out.append(NsysFact(
+            f"nsys.comm_overlap:{sc}", f"Communication hidden under computation, device {r['device']}",
+            _num(r["overlap_pct"]), "%", denominator="communication kernel time (union)",
+            denominator_value=r["communication_ns"] / MS, denominator_unit="ms", ranks=ranks,
+            aggregate="device-level unions", evidence=ev))
+        out.append(NsysFact(
+            f"nsys.comm_exposed:{sc}", f"Communication not hidden, device {r['device']}",
+            (r["exposed_communication_ns"] or 0) / MS, "ms", ranks=ranks, aggregate="device-level unions",
+            evidence=ev))
+    for r in s.table("nsys_kernel_kinds").records():
+        sc = _scope(s.rank, device=r["device"])
+        out.append(NsysFact(
+            f"nsys.kernel_share:{r['kind']}:{sc}", f"{r['kind'].capitalize()} kernels' share, device {r['device']}",
+            _num(r["share_pct"]), "%", denominator="summed kernel time of the device", ranks=ranks,
+            aggregate="sum over streams", evidence=(Evidence("nsys_kernel_kinds", {"rank": s.rank, "device": r["device"],
+                                                                                  "kind": r["kind"]},
+                                                             {"total_ns": r["total_ns"], "count": r["count"]}),)))
+    for r in s.table("nsys_copies").records():
+        key = f"{r['op']}:{r['direction']}"
+        out.append(NsysFact(
+            f"nsys.copy_bandwidth:{key}:{_scope(s.rank)}".rstrip(":"), f"Achieved {r['op']} bandwidth {r['direction']}",
+            _num(r["bandwidth_gbps"]), "GB/s", denominator="the operations' summed duration",
+            denominator_value=(r["total_ns"] or 0) / MS, denominator_unit="ms", ranks=ranks,
+            evidence=(Evidence("nsys_copies", {"rank": s.rank, "op": r["op"], "direction": r["direction"]},
+                               {"bytes": r["bytes"], "total_ns": r["total_ns"], "count": r["count"]}),)))
+    out.extend(_hardware_facts(s))
+    api = s.table("nsys_cuda_api").records()
+    if api:
+        top = api[0]
+        out.append(NsysFact(
+            f"nsys.cuda_api_top:{_scope(s.rank)}".rstrip(":"), "CUDA API call with the most time",
+            top["name"], "", detail=f"{top['total_ns'] / MS:.3f} ms in {top['count']} call(s), "
+            f"{_num(top['share_pct']) or 0:.1f}% of traced API time", ranks=ranks,
+            evidence=(Evidence("nsys_cuda_api", {"rank": s.rank, "name": top["name"]},
+                               {"total_ns": top["total_ns"], "count": top["count"]}),)))
+    osrt = s.table("nsys_osrt").records()
+    if "osrt" in s.not_measured:
+        out.append(not_measured(f"nsys.osrt_top:{_scope(s.rank)}".rstrip(":"), "OS runtime wait with the most time",
+                                s.not_measured["osrt"], ranks=ranks))
+    elif osrt:
+        top = osrt[0]
+        out.append(NsysFact(
+            f"nsys.osrt_top:{_scope(s.rank)}".rstrip(":"), "OS runtime wait with the most time", top["name"],
+            detail=f"{top['total_ns'] / MS:.3f} ms in {top['count']} call(s) on {top['threads']} thread(s)",
+            ranks=ranks, evidence=(Evidence("nsys_osrt", {"rank": s.rank, "name": top["name"]},
+                                            {"total_ns": top["total_ns"]}),)))
+    out.extend(_iteration_facts(s))
+    return out
+
+
+def _hardware_facts(s: ExportSummary) -> list[NsysFact]:
+    """The GPU model from the hardware table, and device-to-device copies against its memory bandwidth."""
+    from my_utils.profiling.hardware.table import gpu_model, memory_bandwidth
+
+    ranks = (s.rank,)
+    out: list[NsysFact] = []
+    names = {g.name for g in s.gpus}
+    if not names:
+        return [not_measured(f"nsys.gpu_model:{_scope(s.rank)}".rstrip(":"), "GPU model",
+                             s.not_measured.get("gpu_model", "the export names no GPU"), ranks=ranks)]
+    for name in sorted(names):
+        model = gpu_model(name)
+        fid = f"nsys.gpu_model:{_scope(s.rank)}".rstrip(":") + (f":{name}" if len(names) > 1 else "")
+        if model is None:
+            out.append(not_measured(fid, "GPU model in the hardware table", f"{name!r} is not in the hardware table "
+                                    "(my_utils/profiling/hardware/hardware.csv)", ranks=ranks))
+            continue
+        out.append(NsysFact(fid, "GPU model in the hardware table", model, ranks=ranks, detail=name))
+    used = {g.name for g in s.gpus if g.device in set(s.table("nsys_busy_device").column("device") or [])}
+    bw = memory_bandwidth(next(iter(used))) if len(used) == 1 else None
+    for r in s.table("nsys_copies").records():
+        if bw is None or r["direction"] not in ("DtoD", "device") or not r["bandwidth_gbps"]:
+            continue
+        out.append(NsysFact(
+            f"nsys.copy_bandwidth_share:{r['op']}:{r['direction']}:{_scope(s.rank)}".rstrip(":"),
+            f"{r['op']} {r['direction']} bandwidth against the GPU's memory bandwidth",
+            100.0 * r["bandwidth_gbps"] * 1e9 / bw.value, "%", denominator=f"{bw.model} memory bandwidth ({bw.source})",
+            denominator_value=bw.value / 1e9, denominator_unit="GB/s", ranks=ranks,
+            evidence=(Evidence("nsys_copies", {"rank": s.rank, "op": r["op"], "direction": r["direction"]},
+                               {"bandwidth_gbps": r["bandwidth_gbps"]}),)))
+    return out
+
+
+def _iteration_facts(s: ExportSummary) -> list[NsysFact]:
+    ranks = (s.rank,)
+    sid = _scope(s.rank)
+    it = s.iterations
+    if it is None:
+        return [not_measured(f"nsys.iteration_time:{sid}".rstrip(":"), "Iteration time (NVTX)",
+                             s.not_measured.get("iterations", "no iterations"), unit="ms", ranks=ranks)]
+    out = []
+    for st in it.stats:
+        sc = f"{sid}:pid{st.pid}".lstrip(":")
+        ev = (Evidence("nsys_iterations", {"rank": s.rank, "pid": st.pid},
+                       {"iterations": st.count, "median_ns": st.median_ns, "p90_ns": st.p90_ns, "max_ns": st.max_ns}),)
+        out.append(NsysFact(f"nsys.iteration_time:{sc}", f"Median iteration time ({it.pattern})", st.median_ns / MS,
+                            "ms", ranks=ranks, steps=st.count, evidence=ev,
+                            detail=f"p90 {st.p90_ns / MS:.3f} ms, worst {st.max_ns / MS:.3f} ms"))
+        if st.gpu_window_ns:
+            idle = st.gpu_window_ns - st.gpu_busy_ns
+            out.append(NsysFact(
+                f"nsys.iteration_gpu_idle:{sc}", "GPU idle inside the iterations' GPU windows",
+                100.0 * idle / st.gpu_window_ns, "%", denominator="summed GPU windows of the iterations",
+                denominator_value=st.gpu_window_ns / MS, denominator_unit="ms", ranks=ranks, steps=st.count,
+                aggregate="device-level union per iteration", evidence=ev))
+        out.append(NsysFact(
+            f"nsys.iteration_outliers:{sc}", "Iterations far slower than the median", len(st.outliers), "count",
+            ranks=ranks, steps=st.count, detail=", ".join(f"#{o.iteration} ({o.position}, z={o.robust_z})"
+                                                         for o in st.outliers[:10]),
+            evidence=tuple(Evidence("nsys_iterations", {"rank": s.rank, "pid": st.pid, "iteration": o.iteration},
+                                    {"cpu_ns": o.cpu_ns, "robust_z": o.robust_z}) for o in st.outliers[:10])))
+    return out
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
