@@ -102,7 +102,7 @@ def test_the_gate_line_and_the_hardware_warning_are_on_the_page(real_pair: Any, 
     warning = p.locator(".warning").first.text_content() or ""
     assert "'NVIDIA A100-PG509-200' vs 'Tesla V100-SXM2-16GB'" in warning and "world_size: 8 vs 2" in warning
     differs = p.locator("#hardware tr.differs th").all_text_contents()
-    assert differs == ["GPU", "GPUs visible", "world size"]
+    assert differs == ["GPU", "GPUs visible", "GPU memory (GiB)", "compute capability", "SMs", "world size"]
     assert p.locator("#step").text_content().startswith("Step time: 77.491 ms → 124.067 ms (+60.1%")
     rows = p.locator("#changes tbody tr")
     assert rows.count() == 60 and p.locator("#changes tbody tr.nested").count() > 0

@@ -68,10 +68,13 @@ def test_context_matches_the_top_level_keys_read_independently(real_fixtures: An
 def test_the_control_test_pair_differs_in_gpu_device_count_and_world_size(real_fixtures: Any) -> None:
     control = read_trace_context(real_fixtures / "kineto/hta/trace_diff__control.json.gz").hardware()
     test = read_trace_context(real_fixtures / "kineto/hta/trace_diff__test.json.gz").hardware()
+    # device 0's properties: totalGlobalMem 42,505,273,344 B / 16,945,512,448 B, CC 8.0 / 7.0, 108 / 80 SMs
     assert control == {"gpu": "NVIDIA A100-PG509-200", "gpu_count": 8, "world_size": 8, "rank": 3,
-                       "backend": "nccl", "rank_source": "distributedInfo"}
+                       "backend": "nccl", "rank_source": "distributedInfo", "gpu_memory_gib": 39.6,
+                       "compute_capability": "8.0", "sms": 108}
     assert test == {"gpu": "Tesla V100-SXM2-16GB", "gpu_count": 2, "world_size": 2, "rank": 1,
-                    "backend": "nccl", "rank_source": "distributedInfo"}
+                    "backend": "nccl", "rank_source": "distributedInfo", "gpu_memory_gib": 15.8,
+                    "compute_capability": "7.0", "sms": 80}
 
 
 def test_rank_from_the_file_name_when_distributed_info_has_none(real_fixtures: Any) -> None:

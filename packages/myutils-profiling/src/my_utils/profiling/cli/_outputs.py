@@ -76,10 +76,13 @@ class StagedOutputs:
         the hidden temporary the user never asked for.
         """
         path = Path(target)
+        tmp = self._temporary(path)
         try:
-            writer(self._temporary(path))
+            writer(tmp)
         except OSError as exc:
-            raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}", str(path)) from None
+            # a renderer writing through atomic_write already says "... writing <the temporary>"
+            reason = str(exc.strerror or exc).replace(f" writing {tmp}", "")
+            raise OSError(exc.errno, f"cannot write {path}: {reason}", str(path)) from None
 
     def commit(self) -> list[Path]:
         """Rename every staged file over its target; return the targets."""

@@ -117,20 +117,19 @@ def expand_traces(traces: Sequence[Path]) -> list[Path]:
     return files
 
 
-def read_traces(files: Sequence[Path], with_events: bool) -> tuple[list[MetricEvent], Any, dict[str, Any]]:
-    """Each trace read once: the provider's events (``with_events``), the Kineto analyses, the run's hardware."""
+def read_traces(files: Sequence[Path], with_events: bool) -> tuple[list[MetricEvent], Any]:
+    """Each trace read once: the provider's events (``with_events``) and the Kineto analyses (their contexts included)."""
     from my_utils.profiling.analysis.diff import pool_for
     from my_utils.profiling.analysis.kineto.run import KinetoPass, combine
     from my_utils.profiling.providers._files import check_distinct_ranks
     from my_utils.profiling.providers.kineto import read_trace
-    from my_utils.profiling.providers.kineto_context import run_hardware
     from my_utils.profiling.providers.parallel import run_many
 
     reads = run_many(read_trace, [(str(f), None, (KinetoPass,), with_events) for f in files], pool_for(files))
     analyses = [r.results[0] for r in reads]
     check_distinct_ranks({Path(a.file): a.rank for a in analyses}, "trace")
     events = [e for r in reads for e in r.events]
-    return events, combine(analyses), run_hardware([r.context for r in reads])
+    return events, combine(analyses)
 
 
 def stage_reports(outputs: StagedOutputs, events: Path | Sequence[MetricEvent] | None, workload: str,
@@ -150,8 +149,9 @@ def stage_reports(outputs: StagedOutputs, events: Path | Sequence[MetricEvent] |
     options: dict[str, Any] = {}
     source: Any = events
     if traces:
-        trace_events, kineto, hardware = read_traces(traces, with_events=events is None)
-        options.update(kineto=kineto, hardware=hardware, traces=list(traces))
+        trace_events, kineto = read_traces(traces, with_events=events is None)
+        # the hardware comes from the same pass: the analyzer reads it off the Kineto contexts
+        options.update(kineto=kineto, traces=list(traces))
         if events is None:
             source = trace_events
     rules = list(settings.rules) if settings is not None and settings.rules is not None else None

@@ -27,7 +27,7 @@ from my_utils.profiling.providers._files import rank_from_name
 
 #: Keys of :meth:`TraceContext.hardware` that describe *where* a trace was taken rather than
 #: *what* ran: two runs differing only in these still compare like with like.
-PLACE_KEYS = frozenset({"rank", "ranks", "rank_source", "host", "hosts"})
+PLACE_KEYS = frozenset({"rank", "ranks", "rank_source", "ranks_unknown", "host", "hosts", "source"})
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,10 @@ class TraceContext:
     cuda_driver: str | None = None
     cupti: str | None = None
     nccl: str | None = None
+    gpu_memory_gib: float | None = None
+    compute_capability: str | None = None
+    sms: int | None = None
+    capture_start_unix_s: float | None = None
 
     @property
     def gpu_models(self) -> tuple[str, ...]:
@@ -65,7 +69,7 @@ class TraceContext:
         if self.gpus:
             out["gpu"] = " + ".join(self.gpu_models)
         for key in ("device_count", "world_size", "rank", "backend", "host", "cuda_runtime", "cuda_driver",
-                    "cupti", "nccl"):
+                    "cupti", "nccl", "gpu_memory_gib", "compute_capability", "sms"):
             value = getattr(self, key)
             if value is not None:
                 out["gpu_count" if key == "device_count" else key] = value
@@ -106,11 +110,21 @@ def trace_context(metadata: Mapping[str, Any], path: str | Path | None = None) -
     devices = metadata.get("deviceProperties")
     gpus: tuple[str, ...] = ()
     count: int | None = None
+    memory: float | None = None
+    capability: str | None = None
+    sms: int | None = None
     if isinstance(devices, list):
         listed = [d for d in devices if isinstance(d, Mapping)]
         ordered = sorted(listed, key=_device_id)
         gpus = tuple(_text(d.get("name")) or "unknown device" for d in ordered)
         count = len(listed)
+        if ordered:  # the first device's properties (those of the device a rank uses, in practice)
+            first = ordered[0]
+            mem = _int(first.get("totalGlobalMem"))
+            memory = round(mem / 2**30, 1) if mem and mem > 0 else None
+            major, minor = _int(first.get("computeMajor")), _int(first.get("computeMinor"))
+            capability = f"{major}.{minor}" if major is not None and minor is not None else None
+            sms = _int(first.get("numSms")) or None
     info = metadata.get("distributedInfo")
     info = info if isinstance(info, Mapping) else {}
     rank, source = _int(info.get("rank")), "distributedInfo"
@@ -126,7 +140,16 @@ def trace_context(metadata: Mapping[str, Any], path: str | Path | None = None) -
         cuda_driver=cuda_version(metadata.get("cuda_driver_version")),
         cupti=str(_int(metadata.get("cupti_version"))) if _int(metadata.get("cupti_version")) is not None else None,
         nccl=_text(nccl, 40) if isinstance(nccl, str) else None,
+        gpu_memory_gib=memory, compute_capability=capability, sms=sms,
+        capture_start_unix_s=_capture_start(metadata.get("baseTimeNanoseconds")),
     )
+
+
+def _capture_start(raw: Any) -> float | None:
+    """``baseTimeNanoseconds`` (the capture's wall-clock origin) in unix seconds, when it is one."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, str)) or not str(raw).isdigit():
+        return None
+    return int(str(raw)) / 1e9
 
 
 def read_trace_context(path: str | Path) -> TraceContext:

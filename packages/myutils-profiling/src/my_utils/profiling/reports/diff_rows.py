@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 NAME_CHARS = 80
 #: Labels of the hardware fields, in the order the pages list them.
 HARDWARE_LABELS: dict[str, str] = {
-    "gpu": "GPU", "gpu_count": "GPUs visible", "world_size": "world size", "rank": "rank", "ranks": "ranks",
+    "gpu": "GPU", "gpu_count": "GPUs visible", "gpu_memory_gib": "GPU memory (GiB)",
+    "compute_capability": "compute capability", "sms": "SMs", "world_size": "world size", "rank": "rank", "ranks": "ranks",
     "backend": "backend", "torch": "torch", "cuda_runtime": "CUDA runtime", "cuda_driver": "CUDA driver",
     "cupti": "CUPTI", "nccl": "NCCL", "host": "host", "hosts": "hosts", "cpu": "CPU", "cpu_count": "CPUs",
     "machine": "machine",

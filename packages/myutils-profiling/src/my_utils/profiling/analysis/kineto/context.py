@@ -19,60 +19,23 @@ from typing import Any
 EXPECTED = ("gpu", "gpu_count", "world_size", "rank", "host", "cuda_runtime", "cuda_driver")
 
 
-def _version(raw: Any) -> str | None:
-    """CUDA's integer versions (``12000``) as ``12.0``; strings kept."""
-    if isinstance(raw, bool) or raw is None:
-        return None
-    try:
-        n = int(str(raw))
-    except ValueError:
-        return str(raw)
-    return f"{n // 1000}.{n % 1000 // 10}" if n >= 1000 else str(n)
-
-
-def _int(raw: Any) -> int | None:
-    return raw if isinstance(raw, int) and not isinstance(raw, bool) else None
-
-
 def trace_context(metadata: Mapping[str, Any], rank: int | None, rank_source: str,
                   devices_used: Iterable[Any] = ()) -> dict[str, Any]:
-    """The context of one trace (see the module docstring); ``rank``/``rank_source`` as resolved by the caller."""
+    """The context of one trace (see the module docstring); ``rank``/``rank_source`` as resolved by the caller.
+
+    The metadata is parsed by the one reader, ``providers.kineto_context.trace_context`` (also
+    behind ``diff``'s hardware comparison); this adds what the analysis pass knows besides.
+    """
+    from my_utils.profiling.providers.kineto_context import trace_context as read_context
+
+    read = read_context(metadata)
     out: dict[str, Any] = {"rank": rank, "rank_source": rank_source}
-    props = metadata.get("deviceProperties")
-    gpus = [p for p in props if isinstance(p, Mapping)] if isinstance(props, list) else []
-    if gpus:
-        models = sorted({str(p.get("name", "?")) for p in gpus})
-        out["gpu"] = models[0] if len(models) == 1 else " / ".join(models)
-        out["gpu_count"] = len(gpus)
-        first = gpus[0]
-        mem = _int(first.get("totalGlobalMem"))
-        if mem:
-            out["gpu_memory_gib"] = round(mem / 2**30, 1)
-        major, minor = _int(first.get("computeMajor")), _int(first.get("computeMinor"))
-        if major is not None and minor is not None:
-            out["compute_capability"] = f"{major}.{minor}"
-        if _int(first.get("numSms")):
-            out["sms"] = first["numSms"]
+    out.update((k, v) for k, v in read.hardware().items() if k not in ("rank", "rank_source"))
     used = sorted({d for d in devices_used if isinstance(d, int) and not isinstance(d, bool)})
     if used:
         out["devices_used"] = used
-    info = metadata.get("distributedInfo")
-    if isinstance(info, Mapping):
-        if _int(info.get("world_size")):
-            out["world_size"] = info["world_size"]
-        if isinstance(info.get("backend"), str):
-            out["backend"] = info["backend"]
-    for key in ("host_name", "hostname"):
-        if isinstance(metadata.get(key), str) and metadata[key] and "host" not in out:
-            out["host"] = metadata[key]
-    for key, name in (("cuda_runtime_version", "cuda_runtime"), ("cuda_driver_version", "cuda_driver"),
-                      ("cupti_version", "cupti")):
-        version = _version(metadata.get(key))
-        if version:
-            out[name] = version
-    base = metadata.get("baseTimeNanoseconds")
-    if isinstance(base, (int, str)) and str(base).isdigit():
-        out["capture_start_unix_s"] = int(str(base)) / 1e9
+    if read.capture_start_unix_s is not None:
+        out["capture_start_unix_s"] = read.capture_start_unix_s
     out["missing"] = [k for k in EXPECTED if out.get(k) is None]
     return out
 
@@ -85,7 +48,7 @@ def run_context(contexts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     rows = list(contexts)
     out: dict[str, Any] = {"ranks": sorted(r["rank"] for r in rows if r.get("rank") is not None)}
     for key in ("gpu", "gpu_count", "gpu_memory_gib", "compute_capability", "sms", "world_size", "backend", "host",
-                "cuda_runtime", "cuda_driver", "cupti"):
+                "cuda_runtime", "cuda_driver", "cupti", "nccl"):
         values = []
         for r in rows:
             v = r.get(key)
