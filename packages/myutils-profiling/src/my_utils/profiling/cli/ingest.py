@@ -66,7 +66,11 @@ def _ingest(config: Path, output_dir: Path | None, ignore_provider_errors: bool,
     from my_utils.core.events import write_events
     from my_utils.core.progress import progress
     from my_utils.profiling.collector import MetricsCollector
+    from my_utils.profiling.examples.lookup import resolve_config_path
 
+    config, shipped = resolve_config_path(config)  # the seed's example path, or an example's bare name
+    if shipped:
+        typer.echo(f"note: reading the example shipped with myutils-profiling: {config}", err=True)
     overrides = {"output_dir": output_dir} if output_dir is not None else {}
     collector = MetricsCollector.from_config(config, ignore_provider_errors=ignore_provider_errors, **overrides)
     with progress(len(collector.providers), "ingest", enabled=not quiet) as bar:
