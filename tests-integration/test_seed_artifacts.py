@@ -109,3 +109,26 @@ def test_read_ncu_csv_gives_the_sm_throughput_of_a_real_export(real_fixtures: Pa
     assert len(events) == 140 and len(sm) == 14
     assert {e.unit for e in sm} == {"%"} and all(0 <= e.value <= 100 for e in sm)
     assert len({e.attrs["launch_id"] for e in sm}) == 14
+
+
+def test_ncu_summary_gives_each_kernels_sm_throughput(real_fixtures: Path) -> None:
+    """``ncu_summary`` (profiling/ncu) agrees with the provider's reader: per kernel, the mean SM throughput."""
+    try:
+        from my_utils.artifacts import ncu_compare, ncu_summary
+    except ImportError as exc:  # only a myutils-profiling without my_utils.profiling.ncu (the message says which)
+        pytest.skip(str(exc))
+    from statistics import fmean
+
+    from my_utils.artifacts import read_ncu_csv
+
+    path = real_fixtures / "ncu" / "ai4mat__gcn_torch_ncu_metrics_show.csv.txt"
+    by_kernel: dict[str, list[float]] = {}
+    for e in read_ncu_csv(path):
+        if e.name == "ncu:sm__throughput.avg.pct_of_peak_sustained_elapsed":
+            by_kernel.setdefault(e.attrs["kernel"], []).append(e.value)
+    analysis = ncu_summary([path])
+    assert {k.kernel: k.launches for k in analysis.kernels} == {k: len(v) for k, v in by_kernel.items()}
+    for kernel in analysis.kernels:
+        assert kernel.sol_compute_pct == pytest.approx(fmean(by_kernel[kernel.kernel]))
+    same = ncu_compare([path], [path])
+    assert same is not None

@@ -16,10 +16,13 @@ what to ``pip install``:
   id, stream, section and NVTX ranges in ``attrs``; SM throughput is the event
   ``ncu:sm__throughput.avg.pct_of_peak_sustained_elapsed`` (details page: "Compute (SM)
   Throughput"), in percent of peak.
-- ``ncu_sm_throughput(path)`` and ``ncu_compare(base, target)`` (myutils-profiling,
-  ``my_utils.profiling.ncu``): the SM-throughput summary of one export and the per-kernel
-  metric comparison of two; a myutils-profiling release without ``my_utils.profiling.ncu``
-  names the upgrade (``read_ncu_csv`` reads the exports with any release).
+- ``ncu_summary(paths)`` and ``ncu_compare(base_paths, target_paths)`` (myutils-profiling,
+  ``my_utils.profiling.ncu.analyze_files`` and ``diff_ncu``): per-kernel summaries of ncu
+  exports (``NcuAnalysis.kernels``: each ``KernelSummary.sol_compute_pct`` is the kernel's SM
+  throughput in % of peak, with memory throughput, bound, occupancy, roofline) and the
+  per-kernel metric comparison of two runs' exports (``NcuDiff``); a myutils-profiling
+  release without ``my_utils.profiling.ncu`` names the upgrade (``read_ncu_csv`` reads the
+  exports with any release).
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ ARTIFACT_NAMES: Final[dict[str, tuple[str, str, str]]] = {
     "DumpTensorIO": ("my_utils.core.debug", "DumpTensorIO", "myutils-core"),
     "ChecksumUtils": ("my_utils.core.debug", "ChecksumUtils", "myutils-core"),
     "read_ncu_csv": ("my_utils.profiling.providers.ncu", "read_ncu_csv", "myutils-profiling"),
-    "ncu_sm_throughput": ("my_utils.profiling.ncu", "sm_throughput_summary", "myutils-profiling"),
-    "ncu_compare": ("my_utils.profiling.ncu", "compare_kernel_metrics", "myutils-profiling"),
+    "ncu_summary": ("my_utils.profiling.ncu", "analyze_files", "myutils-profiling"),
+    "ncu_compare": ("my_utils.profiling.ncu", "diff_ncu", "myutils-profiling"),
 }
 
 __all__ = sorted(ARTIFACT_NAMES)
