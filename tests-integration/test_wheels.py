@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 NAMES = ["core", "tracing", "hooks", "distributed", "memory", "profiling", "legacy"]
 FLAT_MODULES = {
     "utils", "logger", "nvtx_utils", "moduleProfiler", "profilerwrapper", "memory_snapshot",
-    "gpu_mem_tracker", "DITProfiler", "clockSyncUtils",
+    "gpu_mem_tracker", "DITProfiler", "clockSyncUtils", "legacy_profilers",
 }
 HEAVY = {"torch", "numpy", "pandas", "plotly"}
 

@@ -57,6 +57,8 @@ LEGACY_MODULES: Final[dict[str, tuple[str, str]]] = {
     "gpu_mem_tracker": ("my_utils.memory.gpu_tracker", "myutils-memory"),
     "DITProfiler": ("my_utils.legacy.dit_profiler", "myutils-legacy"),
     "clockSyncUtils": ("my_utils.distributed.clock_sync", "myutils-distributed"),
+    # the seed's package list names the part "legacy_profilers"
+    "legacy_profilers": ("my_utils.legacy", "myutils-legacy"),
 }
 
 

@@ -62,7 +62,11 @@ def _ingest(config: Path, output_dir: Path | None, ignore_provider_errors: bool,
     from my_utils.profiling.cli._outputs import StagedOutputs
     from my_utils.profiling.cli.analyze import check_workload, stage_reports
     from my_utils.profiling.collector import MetricsCollector
+    from my_utils.profiling.examples.lookup import resolve_config_path
 
+    config, shipped = resolve_config_path(config)  # the seed's example path, or an example's bare name
+    if shipped:
+        typer.echo(f"note: reading the example shipped with myutils-profiling: {config}", err=True)
     overrides = {"output_dir": output_dir} if output_dir is not None else {}
     collector = MetricsCollector.from_config(config, ignore_provider_errors=ignore_provider_errors, **overrides)
     if not collector.providers and not collector.failures:
