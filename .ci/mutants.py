@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -104,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the mutants and exit")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per mutant's test run")
     args = parser.parse_args(argv)
+    # a kill (SIGTERM, a closed terminal) must restore the mutated file like Ctrl-C does: raising
+    # SystemExit here runs run()'s finally
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
     mutants = [m for m in load() if m.id.startswith(args.only)]
     if args.list:
         for m in mutants:
