@@ -38,6 +38,7 @@ def export_facts(s: ExportSummary) -> list[NsysFact]:
                             **common))
         out.append(NsysFact(f"nsys.gpu_idle:{sc}", f"GPU idle time, device {r['device']}",
                             (r["idle_ns"] or 0) / MS, "ms", detail=f"{r['gaps']} idle gap(s)", **common))
+        out.extend(_idle_cause_facts(s, r["device"], sc))
     for r in s.table("nsys_overlap").records():
         sc = _scope(s.rank, device=r["device"])
         if not r["communication_ns"]:
@@ -95,6 +96,22 @@ def export_facts(s: ExportSummary) -> list[NsysFact]:
                                             {"total_ns": top["total_ns"]}),)))
     out.extend(_iteration_facts(s))
     return out
+
+
+def _idle_cause_facts(s: ExportSummary, device: Any, scope: str) -> list[NsysFact]:
+    """The share of a device's idle time spent waiting for the host to launch work (``nsys_idle_causes``)."""
+    rows = s.table("nsys_idle_causes").where(device=device)
+    idle = sum(r["idle_ns"] or 0 for r in rows)
+    if not idle:
+        return []
+    host = sum(r["idle_ns"] or 0 for r in rows if r["category"] == "host_wait")
+    return [NsysFact(
+        f"nsys.idle_host_wait:{scope}", f"GPU idle waiting for the host, device {device}", 100.0 * host / idle, "%",
+        denominator="the device's idle time (span minus the union of busy time)", denominator_value=idle / MS,
+        denominator_unit="ms", ranks=(s.rank,), aggregate="device-level",
+        detail=f"{host / MS:,.3f} ms of {idle / MS:,.3f} ms idle",
+        evidence=tuple(Evidence("nsys_idle_causes", {"rank": s.rank, "device": device, "category": r["category"]},
+                                {"idle_ns": r["idle_ns"], "gaps": r["gaps"]}) for r in rows))]
 
 
 def _hardware_facts(s: ExportSummary) -> list[NsysFact]:
