@@ -21,6 +21,7 @@ KINDS = ("computation", "communication", "memory", "other")
 SUMMARY_QUERIES: dict[str, tuple[str, dict[str, object]]] = {
     "nsys_busy_device": ("gpu_busy_device", {}),
     "nsys_busy_stream": ("gpu_busy_stream", {}),
+    "nsys_busy_kind": ("gpu_busy_kind", {}),
     "nsys_idle_causes": ("gpu_idle_causes", {}),
     "nsys_overlap": ("comm_compute_overlap", {}),
     "nsys_kernel_kinds": ("kernel_kinds", {}),
