@@ -53,7 +53,7 @@ def _who(rows: Rows) -> str:
         rank, device = keys[0]
         return f"rank {rank}, device {device}" if rank is not None else f"device {device}"
     exports = len({k[0] for k in keys})
-    return f"sum over {len(keys)} devices of {exports} export{'s' if exports != 1 else ''} (spans and times added)"
+    return f"sum over {len(keys)} devices of {exports} export{'s' if exports != 1 else ''}, spans and times added"
 
 
 def _ranks(rows: Rows) -> tuple[int | None, ...]:
@@ -71,7 +71,14 @@ def run_facts(tables: Mapping[str, Rows]) -> list[Fact]:
         out += [Fact(i, label, why, "%", "ncu") for i, label in (
             ("gpu.busy", "GPU busy"), ("gpu.idle", "GPU idle"), ("comm.share", "communication share"),
             ("comm.overlap", "communication overlapped with compute"))]
-    out += _steps(tables.get("nsys_iterations") or [])
+    if tables.get("nsys_iterations"):
+        out += _steps(tables["nsys_iterations"])
+    elif busy_rows:
+        why = NotMeasured("no NVTX iteration range in the exports (name one with --iteration-range; tried train_step, "
+                          "ProfilerStep#*, step, iteration, iter)")
+        out += [Fact(i, label, why, "ms", SOURCE) for i, label in (
+            ("step_time.median", "step time (median)"), ("step_time.p90", "step time (p90)"),
+            ("step_time.worst", "worst step"))]
     out += _context(tables.get("nsys_inputs") or [])
     return out
 
