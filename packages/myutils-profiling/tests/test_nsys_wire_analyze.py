@@ -203,3 +203,15 @@ def test_a_bad_export_is_one_line_and_exit_2(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["analyze", "--nsys", str(bad), "--output-dir", str(tmp_path / "out")])
     assert res.exit_code == 2 and "nsys export --type sqlite" in res.output
     assert not (tmp_path / "out").exists()
+
+
+def test_ingest_analyze_runs_the_nsight_analyses(real_fixtures: Any, tmp_path: Path) -> None:
+    path = H.export_path(real_fixtures, SAXPY)
+    config = tmp_path / "collect.json"
+    config.write_text(json.dumps({"output_dir": str(tmp_path / "out"),
+                                  "providers": [{"provider": "nsys_sqlite", "input": str(path)}]}))
+    res = CliRunner().invoke(app, ["ingest", "--config", str(config), "--analyze", "--quiet"])
+    assert res.exit_code == 0, res.output
+    report = AnalysisReport.load(tmp_path / "out")
+    assert report.tables.get("nsys_busy_device") and "nsys:gpu_idle" in {f.id for f in report.findings}
+    assert report.fact("gpu.busy").measured and "not analysed" not in report.summary.get("nsight", "")

@@ -491,7 +491,7 @@ class MetricsAnalyzer:
         events_path = self.source if isinstance(self.source, (str, Path)) else None
         inputs = combine(self.nsight, find_named(agg.nsight_files, events_path))
         if not inputs:
-            return NsightResult(note=missing_note(inputs) if inputs.missing else "")
+            return NsightResult(note=missing_note(inputs, events_path is None) if inputs.missing else "")
         try:
             return analyze_nsight(inputs, hardware)
         except InputError:  # an export the run names is bad input: exit 2, never a report without it

@@ -174,9 +174,13 @@ def analyze_nsight(inputs: NsightInputs, hardware: Mapping[str, Any] | None = No
     return NsightResult(tables, facts, "; ".join(notes), hw, files)
 
 
-def missing_note(inputs: NsightInputs) -> str:
+def missing_note(inputs: NsightInputs, events_in_memory: bool = False) -> str:
     """What the events name that could not be found (so was not analysed)."""
-    return "named in the events, not found beside them (not analysed): " + ", ".join(n for _, n in inputs.missing)
+    names = ", ".join(n for _, n in inputs.missing)
+    if events_in_memory:
+        return (f"named in the events, not analysed: {names} (events given in memory; name the exports: "
+                "analyze --nsys/--ncu, or MetricsAnalyzer(nsight=NsightInputs(...)))")
+    return f"named in the events, not found beside them (not analysed): {names}"
 
 
 def nsys_hardware(run: Any) -> dict[str, Any]:
