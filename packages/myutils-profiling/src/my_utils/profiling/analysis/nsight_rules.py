@@ -8,8 +8,7 @@ name the others.
 
 Impact: with NVTX iterations (``step_time.median`` from nsys), a saving is spread over the
 iterations and compared with the median iteration; without, the capture counts as one step and
-a saving is a share of its GPU span (the basis says so). For Nsight Compute, the whole is the
-profiled kernels' total time.
+a saving is a share of its GPU span (the basis says so).
 
 ``nsys:gpu_idle``
     a device idle at least :data:`MIN_IDLE` % of its span; the advice follows the idle cause
@@ -29,10 +28,8 @@ profiled kernels' total time.
 ``nsys:iteration_idle``
     the GPU idle at least :data:`MIN_IDLE` % inside the iterations' GPU windows; with OS-runtime
     tracing, the host's top wait is named (a data-loader stall).
-``ncu:roofline_gap:<kernel>`` / ``ncu:latency_bound:<kernel>``
-    a kernel below :data:`MAX_ROOF` % of its roofline, or (no roofline) latency-bound.
-``ncu:rule:<rule>:<kernel>``
-    ncu's own rule rows with an estimated speedup, one finding per rule and kernel.
+``ncu:*``
+    the Nsight Compute findings (:mod:`.ncu_rules`): roofline gap or latency-bound kernels, ncu's rules.
 ``nsys:triage``
     the top-down verdict (host-, communication-, memcpy- or kernel-bound), with the four
     pressures as shares of the GPU span — the same the headline's verdict weighs (an info
@@ -41,7 +38,6 @@ profiled kernels' total time.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,6 +45,14 @@ from typing import Any
 
 from my_utils.profiling.analysis.advice import COMM_ADVICE, IDLE_ADVICE, advice_for
 from my_utils.profiling.analysis.model import Fact
+from my_utils.profiling.analysis.ncu_rules import ncu_findings
+from my_utils.profiling.analysis.nsight_advice import (
+    NSIGHT_ADVICE,
+    TRIAGE,
+    advice_entry,
+    evidence_rows,
+    short_kernel,
+)
 from my_utils.profiling.analysis.rules._evidence import impact
 
 MIN_IDLE = 20.0  # % of the span
@@ -59,34 +63,9 @@ MIN_EXPOSED = 10.0  # % of the span
 MIN_WAIT = 20.0  # % of NCCL kernel time
 MIN_COPY_SHARE = 30.0  # % of busy time
 MIN_SYNC_SHARE = 20.0  # % of the span
-MAX_ROOF = 50.0  # % of the roofline
-MIN_KERNEL_SHARE = 5.0  # % of the profiled kernels' time: smaller kernels get no finding of their own
-MAX_KERNEL_FINDINGS = 5
 MIN_COVERAGE = 0.5  # of the GPU span: iterations that cover less are not a clock for savings
 WARMUP_RATIO = 1.2  # the first iteration at least this many times the median
 MS = 1e6
-
-#: Advice of the Nsight findings, keyed by the kind of evidence (the rest comes from ``analysis.advice``).
-NSIGHT_ADVICE: dict[str, str] = {
-    "rank_skew": "the other ranks wait for rank {rank} at each {collective}: look at what that rank does before it "
-                 "(uneven data or sequence lengths, extra work such as logging or checkpointing on one rank, a slower "
-                 "GPU or host); compare the ranks' iterations on one clock (myutils-profile nsys summary of all ranks)",
-    "warmup": "the capture window starts before the run is warm (first-iteration allocator growth, cuDNN/cuBLAS "
-              "autotuning, torch.compile): start the capture a few iterations later (nsys --capture-range=cudaProfilerApi "
-              "with cudaProfilerStart after warm-up, or a my_utils capture window on later steps), or leave the first "
-              "iteration out of the statistics",
-    "no_osrt": "trace the OS runtime too (nsys profile --trace cuda,nvtx,osrt) to see what the host waited on",
-    "latency_bound": "neither compute ({compute:.0f}%) nor memory ({memory:.0f}%) reaches 60% of peak: the kernel "
-                     "waits on latency — too few warps in flight (achieved occupancy {occupancy}) or dependent "
-                     "instructions; give it more parallel work (larger blocks/batch, fuse it with its neighbours) "
-                     "and read ncu's Occupancy and Warp State sections",
-    "roofline": "the kernel attains {roof:.0f}% of its roofline at {ai:.2f} FLOP/byte: {bound} — {hint}",
-    "roof_memory": "memory-bound at this intensity: fuse it with its producer/consumer or use a lower precision to "
-                   "move fewer bytes",
-    "roof_compute": "compute-bound at this intensity: use tensor cores (bf16/tf32) and check the instruction mix",
-    "rule": "ncu's {rule} rule ({rule_type}): {description}",
-}
-
 
 def _tag(rank: Any) -> str:
     return f"rank{rank}" if rank is not None else "norank"
@@ -95,20 +74,6 @@ def _tag(rank: Any) -> str:
 def _where(rank: Any, device: Any = None) -> str:
     parts = ([f"rank {rank}"] if rank is not None else []) + ([f"device {device}"] if device is not None else [])
     return ", ".join(parts) or "the run"
-
-
-def _rows(*facts: Fact | None) -> list[dict[str, Any]]:
-    """The evidence rows of ``facts``, each once (two facts read from one row cite it once)."""
-    out: list[dict[str, Any]] = []
-    for e in (e for f in facts if f is not None for e in f.evidence):
-        row = e.to_dict()
-        if row not in out:
-            out.append(row)
-    return out
-
-
-def _advice(text: str, kind: str, *facts: Fact | None) -> dict[str, Any]:
-    return {"text": text, "because": _rows(*facts), "facts": [f.id for f in facts if f is not None], "kind": kind}
 
 
 @dataclass(frozen=True)
@@ -174,23 +139,9 @@ def nsight_findings(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Map
     out += _host_sync(facts, tables, clock)
     out += _warmup(facts, tables)
     out += _iteration_idle(facts)
-    out += _ncu_kernels(facts, tables)
-    out += _ncu_rules(facts, tables)
+    out += ncu_findings(facts, tables)
     out += _triage(facts, tables)
     return out
-
-
-#: The top-down triage's verdicts: what bounds the run, and where to look next.
-TRIAGE = {
-    "host": ("host-bound", "the GPU mostly waits for the host: see the idle finding; profile the host side (Python, "
-                           "data loading, launches) with nsys --trace osrt,cuda,nvtx --sample cpu"),
-    "communication": ("communication-bound", "exposed communication dominates: overlap it with compute, and check "
-                                             "the ranks' arrival skew"),
-    "memory": ("memcpy-bound", "copies and sets dominate the GPU's busy time: avoid or overlap them"),
-    "compute": ("kernel-bound", "kernels keep the GPU busy: the time is in the kernels themselves; profile the top "
-                                "kernels with Nsight Compute (ncu --set full -k <name>) for their speed of light and "
-                                "occupancy"),
-}
 
 
 def _triage(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
@@ -214,7 +165,7 @@ def _triage(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mapping[str
     shares = ", ".join(f"{k} {v:.0f}%" for k, v in sorted(pressures.items(), key=lambda kv: -kv[1]))
     detail = f"share of the {span:,.0f} ms GPU span ({busy.aggregate}) each pressure takes: {shares}"
     if top is not None and bound == "compute":
-        detail += (f"; the kernel with the most time: {_short(str(top.get('name') or top.get('short_name')))} "
+        detail += (f"; the kernel with the most time: {short_kernel(str(top.get('name') or top.get('short_name')))} "
                    f"({float(top.get('total_ns') or 0) / MS:,.1f} ms in {top.get('count')} launch(es))")
     return [{
         "id": "nsys:triage", "category": "optimization", "severity": "info",
@@ -227,7 +178,7 @@ def _triage(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mapping[str
         "impact": {"ms_per_step": None, "share_of_step": None, "basis": "a verdict, not a saving: the other findings "
                    "say what each fix could save", "steps": None, "weight": 1.0, "step_source": "nsys",
                    "upper_bound": False},
-        "advice": [_advice(text, f"triage:{bound}", *used)],
+        "advice": [advice_entry(text, f"triage:{bound}", *used)],
     }]
 
 
@@ -266,7 +217,7 @@ def _gpu_idle(facts: Mapping[str, Fact], clock: _Clock) -> list[dict[str, Any]]:
             "facts": [busy.id, idle_f.id] + ([host_f.id] if host_f is not None else []),
             "impact": clock.impact(saving, span, "the idle time the GPU waited for the host" if host_bound else
                                    "the GPU's idle time (at most this could be filled)", upper=not host_bound),
-            "advice": [_advice(text, "idle:host_wait" if host_bound else "idle:other", busy, idle_f, host_f)],
+            "advice": [advice_entry(text, "idle:host_wait" if host_bound else "idle:other", busy, idle_f, host_f)],
         })
     return _one(per, "nsys:gpu_idle")
 
@@ -315,7 +266,7 @@ def _comm_exposed(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mappi
             "suggestion": text,
             "facts": [overlap.id, exposed.id],
             "impact": clock.impact(exposed.number, span, "the exposed communication time: what full overlap would hide"),
-            "advice": [_advice(text, "communication:no_overlap", overlap, exposed)],
+            "advice": [advice_entry(text, "communication:no_overlap", overlap, exposed)],
         })
     return _one(per, "nsys:comm_exposed")
 
@@ -344,7 +295,7 @@ def _rank_skew(facts: Mapping[str, Fact], clock: _Clock) -> list[dict[str, Any]]
             "suggestion": text,
             "facts": [wait.id, last.id],
             "impact": clock.impact(per_rank, span, "the mean time a rank's NCCL kernels waited for the last rank"),
-            "advice": [_advice(text, "imbalance:rank_skew", wait, last)],
+            "advice": [advice_entry(text, "imbalance:rank_skew", wait, last)],
         })
     return out
 
@@ -381,7 +332,7 @@ def _copies(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mapping[str
             "facts": [share.id, *(f.id for f in bw)],
             "impact": clock.impact(copy_ms, _span_ms(busy), "the copies' busy time (avoided, or overlapped with "
                                                             "compute)", upper=True),
-            "advice": [_advice(text, "copies", share, *bw)],
+            "advice": [advice_entry(text, "copies", share, *bw)],
         })
     return _one(per, "nsys:copies")
 
@@ -413,7 +364,7 @@ def _host_sync(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mapping[
             "suggestion": text,
             "facts": [sync.id],
             "impact": clock.impact(sync.number, span, "the host's time blocked in synchronising calls", upper=True),
-            "advice": [_advice(text, "idle:sync", sync)],
+            "advice": [advice_entry(text, "idle:sync", sync)],
         })
     return _one(per, "nsys:host_sync")
 
@@ -449,7 +400,7 @@ def _warmup(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mapping[str
                          "table": "nsys_iterations"},
             "suggestion": text,
             "facts": [out_f.id, time_f.id],
-            "advice": [{"text": text, "because": [ev.to_dict(), *_rows(time_f)], "facts": [out_f.id, time_f.id],
+            "advice": [{"text": text, "because": [ev.to_dict(), *evidence_rows(time_f)], "facts": [out_f.id, time_f.id],
                         "kind": "capture:warmup"}],
         })
     return _one(per, "nsys:warmup_in_window")
@@ -481,114 +432,8 @@ def _iteration_idle(facts: Mapping[str, Fact]) -> list[dict[str, Any]]:
             "impact": impact(window * idle.number / 100.0 / idle.steps if idle.steps else None,
                              _clock(facts).step_ms, "the idle time inside the iterations' GPU windows", idle.steps,
                              "nsys", True),
-            "advice": [_advice(text, "data_loading" if waits else "idle:no_osrt", idle, osrt if waits else None)],
+            "advice": [advice_entry(text, "data_loading" if waits else "idle:no_osrt", idle, osrt if waits else None)],
         })
     return _one(per, "nsys:iteration_idle")
 
 
-def _ncu_times(tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> tuple[dict[str, float], float]:
-    """Per kernel its profiled time (mean duration × launches, ms), and the total over kernels."""
-    times = {str(r.get("kernel")): float(r.get("duration_ms") or 0.0) * int(r.get("launches") or 0)
-             for r in tables.get("ncu_kernels") or []}
-    return times, sum(times.values())
-
-
-def _ncu_kernels(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
-    times, total = _ncu_times(tables)
-    rows = {str(r.get("kernel")): r for r in tables.get("ncu_kernels") or []}
-    out: list[dict[str, Any]] = []
-    for kernel, t in sorted(times.items(), key=lambda kv: -kv[1]):
-        if len(out) >= MAX_KERNEL_FINDINGS or not total or 100.0 * t / total < MIN_KERNEL_SHARE:
-            continue
-        key = kernel[:120]
-        bound, roof = facts.get(f"ncu.bound:{key}"), facts.get(f"ncu.roofline:{key}")
-        r = rows[kernel]
-        base = {"category": "optimization", "evidence": {"names": [kernel], "ranks": [], "steps": [],
-                                                          "table": "ncu_kernels", "launches": r.get("launches"),
-                                                          "kernel_ms": t}}
-        if roof is not None and roof.number is not None and roof.number < MAX_ROOF:
-            side = "roof_memory" if (r.get("bound") == "memory") else "roof_compute"
-            text = NSIGHT_ADVICE["roofline"].format(roof=roof.number, ai=float(r.get("arithmetic_intensity") or 0),
-                                                    bound=r.get("bound") or "?", hint=NSIGHT_ADVICE[side])
-            out.append({**base, "id": f"ncu:roofline_gap:{key}", "severity": "warning",
-                        "title": f"{_short(kernel)} attains {roof.number:.0f}% of its roofline "
-                                 f"({float(r.get('attained_gflops') or 0):,.0f} of {roof.denominator_value or 0:,.0f} "
-                                 "GFLOP/s)",
-                        "detail": f"{roof.denominator}; {r.get('launches')} launch(es), {t:,.3f} ms profiled",
-                        "suggestion": text, "facts": [roof.id] + ([bound.id] if bound is not None else []),
-                        "impact": impact(t * (1 - roof.number / 100.0), total, "the kernel's time beyond what the "
-                                         "roofline allows, of the profiled kernels' total time", None, "ncu", True),
-                        "advice": [_advice(text, "ncu:roofline", roof, bound)]})
-        elif bound is not None and bound.value == "latency":
-            compute, memory = float(r.get("sol_compute_pct") or 0), float(r.get("sol_memory_pct") or 0)
-            occ = r.get("achieved_occupancy_pct")
-            text = NSIGHT_ADVICE["latency_bound"].format(compute=compute, memory=memory,
-                                                         occupancy=f"{occ:.0f}%" if occ is not None else "not measured")
-            occ_f = facts.get(f"ncu.occupancy:{key}")
-            out.append({**base, "id": f"ncu:latency_bound:{key}", "severity": "warning" if 100.0 * t / total >= 20
-                        else "info",
-                        "title": f"{_short(kernel)} is latency-bound: compute {compute:.0f}%, memory {memory:.0f}% of "
-                                 f"peak ({100.0 * t / total:.0f}% of the profiled kernel time)",
-                        "detail": f"{bound.detail}; {r.get('launches')} launch(es), {t:,.3f} ms profiled",
-                        "suggestion": text,
-                        "facts": [bound.id] + ([occ_f.id] if occ_f is not None and occ_f.measured else []),
-                        "impact": impact(t * (1 - max(compute, memory) / 100.0), total,
-                                         "the kernel's time beyond its busiest unit's use, of the profiled kernels' "
-                                         "total time", None, "ncu", True),
-                        "advice": [_advice(text, "ncu:latency_bound", bound, occ_f)]})
-    return out
-
-
-def _ncu_rules(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
-    rows = tables.get("ncu_rules") or []
-    by: dict[tuple[str, str], list[Fact]] = defaultdict(list)
-    for fid, f in facts.items():
-        if fid.startswith("ncu.rule:") and f.number is not None and f.evidence:
-            key = f.evidence[0].key
-            by[(str(key.get("rule")), str(key.get("kernel")))].append(f)
-    times, total = _ncu_times(tables)
-    out = []
-    for (rule, kernel), fs in sorted(by.items()):
-        best = max(fs, key=lambda f: f.number or 0.0)
-        speed = best.number or 0.0
-        index = best.evidence[0].key.get("index")
-        row = rows[index] if isinstance(index, int) and index < len(rows) else {}
-        text = NSIGHT_ADVICE["rule"].format(rule=rule, rule_type=row.get("rule_type") or "rule",
-                                            description=_sentence(str(row.get("description") or best.detail)))
-        t = times.get(kernel, 0.0)
-        out.append({
-            "id": f"ncu:rule:{rule}:{kernel[:80]}", "category": "optimization",
-            "severity": "warning" if speed >= 10.0 else "info",
-            "title": f"ncu {rule} on {_short(kernel)}: up to {speed:.1f}% estimated speedup"
-                     + (f" ({len(fs)} launches)" if len(fs) > 1 else ""),
-            "detail": f"{_sentence(best.detail)} (estimated speedup {speed:.1f}%, {row.get('speedup_type') or 'estimated'})",
-            "evidence": {"names": [kernel], "ranks": [], "steps": [], "table": "ncu_rules", "rule": rule,
-                         "speedup_pct": speed, "launches": [f.evidence[0].key.get("launch_id") for f in fs]},
-            "suggestion": text,
-            "facts": [f.id for f in fs],
-            "impact": impact(t * speed / 100.0 if t else None, total or None,
-                             f"ncu's estimated speedup ({row.get('speedup_type') or 'estimated'}) of the kernel's "
-                             "time, of the profiled kernels' total time", None, "ncu", True),
-            "advice": [_advice(text, f"ncu:rule:{rule}", *fs[:5])],
-        })
-    return out
-
-
-_SPACE = re.compile(r"\s+")
-
-
-def _sentence(text: str, limit: int = 400) -> str:
-    text = _SPACE.sub(" ", text).strip()
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def _short(kernel: str, limit: int = 60) -> str:
-    """A kernel's name for a title: no return type, namespaces, template or parameter lists (the full name is in
-    the evidence and the ``ncu_kernels`` table)."""
-    name = kernel.strip().removeprefix("void ").replace("(anonymous namespace)::", "").strip()
-    for ch in "(<":
-        cut = name.find(ch)
-        if cut > 0:
-            name = name[:cut]
-    name = name.rsplit("::", 1)[-1].strip() or kernel.strip()
-    return name if len(name) <= limit else name[:limit - 1] + "…"
