@@ -215,3 +215,24 @@ def test_ingest_analyze_runs_the_nsight_analyses(real_fixtures: Any, tmp_path: P
     report = AnalysisReport.load(tmp_path / "out")
     assert report.tables.get("nsys_busy_device") and "nsys:gpu_idle" in {f.id for f in report.findings}
     assert report.fact("gpu.busy").measured and "not analysed" not in report.summary.get("nsight", "")
+
+
+def test_iteration_idle_names_the_host_wait_when_os_runtime_was_traced() -> None:
+    # no public export holds NVTX iterations with idle GPU windows and OS-runtime tracing: the facts are built
+    # here in the shape nsys.summary_facts writes them (the rule reads facts only)
+    from my_utils.profiling.analysis.model import EvidenceRow, Fact, NotMeasured
+    from my_utils.profiling.analysis.nsight_rules import nsight_findings
+
+    ev = (EvidenceRow("nsys_iterations", {"rank": 0, "pid": 7}, {"iterations": 40}),)
+    idle = Fact("nsys.iteration_gpu_idle:rank0:pid7", "GPU idle inside the iterations' GPU windows", 35.0, "%",
+                "nsys", "summed GPU windows of the iterations", 4000.0, "ms", (0,), steps=40, evidence=ev)
+    osrt = Fact("nsys.osrt_top:rank0", "OS runtime wait with the most time", "pthread_cond_wait", ranks=(0,),
+                source="nsys", detail="812.000 ms in 40 call(s) on 3 thread(s)",
+                evidence=(EvidenceRow("nsys_osrt", {"rank": 0, "name": "pthread_cond_wait"}, {"total_ns": 812e6}),))
+    (f,) = [f for f in nsight_findings({idle.id: idle, osrt.id: osrt}, {}) if f["id"] == "nsys:iteration_idle"]
+    assert "while the host waits in pthread_cond_wait: a data-loader stall?" in f["title"]
+    assert f["facts"] == [idle.id, osrt.id] and f["advice"][0]["kind"] == "data_loading"
+    assert f["impact"]["ms_per_step"] == pytest.approx(4000.0 * 0.35 / 40) and f["impact"]["steps"] == 40
+    untraced = Fact(osrt.id, osrt.label, NotMeasured("OS runtime calls were not traced (nsys profile --trace osrt)"))
+    (g,) = [f for f in nsight_findings({idle.id: idle, osrt.id: untraced}, {}) if f["id"] == "nsys:iteration_idle"]
+    assert "data-loader" not in g["title"] and "--trace cuda,nvtx,osrt" in g["suggestion"] and g["facts"] == [idle.id]
