@@ -40,8 +40,8 @@ def load_helpers() -> Any:
 
 H = load_helpers()
 BUILTINS = ["comm_compute_overlap", "cuda_api_slowest", "cuda_api_summary", "export_info", "gpu_busy_device",
-            "gpu_busy_stream", "gpu_devices", "iterations", "kernel_kinds", "kernel_summary", "memcpy_summary",
-            "nccl_collectives", "nccl_kernels", "nvtx_summary", "osrt_summary"]
+            "gpu_busy_kind", "gpu_busy_stream", "gpu_devices", "gpu_idle_causes", "iterations", "kernel_kinds",
+            "kernel_summary", "memcpy_summary", "nccl_collectives", "nccl_kernels", "nvtx_summary", "osrt_summary"]
 REQUIRED = {"iterations": {"range": "*"}}
 
 

@@ -34,7 +34,7 @@ def test_the_readme_commands_run(real_fixtures: Any, tmp_path: Path, monkeypatch
     shutil.copyfile(real_fixtures / "ncu/ai4mat__gcn_torch_ncu_metrics_show.csv.txt", tmp_path / "kernels_new.csv")
     monkeypatch.chdir(tmp_path)
     commands = _commands()
-    assert len(commands) == 8
+    assert len(commands) == 10
     for command in commands:
         args = shlex.split(command)[1:]
         res = CliRunner().invoke(app, args)
@@ -45,3 +45,6 @@ def test_the_readme_commands_run(real_fixtures: Any, tmp_path: Path, monkeypatch
             assert res.exit_code == 0, (command, res.output[-2000:])
     assert (tmp_path / "summary.json").is_file() and (tmp_path / "tables" / "nsys_nccl_ranks.csv").is_file()
     assert (tmp_path / "diff.md").is_file() and (tmp_path / "ncu.json").is_file()
+    for folder in ("nsys_report", "ncu_report"):  # analyze --nsys / --ncu: the reports, with Nsight tables
+        report = (tmp_path / folder / "analysis_report.json").read_text(encoding="utf-8")
+        assert '"nsys_busy_device"' in report if folder == "nsys_report" else '"ncu_kernels"' in report

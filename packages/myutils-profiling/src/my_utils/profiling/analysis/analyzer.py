@@ -12,7 +12,8 @@ with the workload profile's options for it, runs alone, and a rule that fails or
 a malformed finding is named in ``summary["rule_errors"]`` while the others still report.
 When the events came from torch.profiler traces and the traces can be found, the Kineto
 analyses (``my_utils.profiling.analysis.kineto``) add their tables and the traces' context
-(GPU, world size, versions) joins ``hardware``.
+(GPU, world size, versions) joins ``hardware``; likewise Nsight Systems exports and Nsight
+Compute CSVs (``analysis.nsight``) add their tables, facts and findings (``analysis.nsight_rules``).
 
 Facts, then findings (ARCHITECTURE.md §8): after the rules, ``analysis.facts`` states the
 run's numbers as facts, ``analysis.fact_rules`` promotes the clearest to findings,
@@ -49,6 +50,8 @@ from my_utils.profiling.analysis.model import (
     AnalysisReport,
     Finding,
 )
+from my_utils.profiling.analysis.nsight import SOURCES as NSIGHT_SOURCES
+from my_utils.profiling.analysis.nsight import NsightInputs, NsightResult
 from my_utils.profiling.analysis.overhead import overhead_statement
 from my_utils.profiling.analysis.rules._series import (
     STEP_TIME,
@@ -84,6 +87,7 @@ class EventAggregate:
         self.by_source: Counter[str] = Counter()
         self.run_ids: set[str] = set()
         self.trace_files: set[str] = set()
+        self.nsight_files: set[tuple[str, str]] = set()  # (source, file name) of nsys/ncu events
         self.first_ts: float | None = None
         self.last_ts: float | None = None
         self.table_limits: dict[str, Any] = {}  # filled by the tables: rows kept per table and how
@@ -110,6 +114,7 @@ class EventAggregate:
         meta = self.meta
         extra = self.extra_occurrences
         run_ids = self.run_ids
+        nsight_files = self.nsight_files
         by_source: dict[str, int] = {}
         first, last = self.first_ts, self.last_ts
         get = cells.get
@@ -147,6 +152,8 @@ class EventAggregate:
                         meta[mk] = (row["kind"], row["unit"], depth if isinstance(depth, int) else None)
                         if source == "torch_profiler" and isinstance(attrs.get("file"), str):
                             self.trace_files.add(attrs["file"])
+                    if source in NSIGHT_SOURCES and isinstance(attrs.get("file"), str):  # per cell: per export
+                        nsight_files.add((source, attrs["file"]))
                 elif v != v:  # NaN: a provider that could not measure; counted as an event, not as a value
                     pass
                 elif isinstance(cell, float):
@@ -287,14 +294,18 @@ class MetricsAnalyzer:
     Kineto analyses (default: the files named in the events, looked up beside the events
     file); ``hardware`` describes the machine of the run (the diff warns when two differ);
     ``progress`` draws a counter of events read on stderr (a terminal only); ``kineto`` is a
-    ``KinetoAnalysis`` already made from the traces (``analyze --trace`` reads each trace once).
-    A trace that is bad input raises ``InputError``: the report is never presented without it.
+    ``KinetoAnalysis`` already made from the traces (``analyze --trace`` reads each trace once);
+    ``nsight`` names Nsight Systems exports / Nsight Compute CSVs, or carries what the caller made
+    of them (``analysis.nsight.NsightInputs``; default: the exports named in the events, found
+    beside the events file). A trace or export that is bad input raises ``InputError``: the
+    report is never presented without it.
     """
 
     def __init__(self, events: str | Path | Iterable[MetricEvent], workload: str | WorkloadProfile = DEFAULT_WORKLOAD,
                  *, rules: Sequence[str] | None = None, rule_options: Mapping[str, Mapping[str, Any]] | None = None,
                  traces: Sequence[str | Path] | None = None, hardware: Mapping[str, Any] | None = None,
-                 overhead_host: str = "analysis host", progress: bool = False, kineto: Any = None) -> None:
+                 overhead_host: str = "analysis host", progress: bool = False, kineto: Any = None,
+                 nsight: NsightInputs | None = None) -> None:
         self.source = events
         self.workload = get_workload(workload)
         self.rule_names = list(rules) if rules is not None else None
@@ -304,6 +315,7 @@ class MetricsAnalyzer:
         self.overhead_host = overhead_host
         self.progress = progress
         self.kineto = kineto  # a KinetoAnalysis the caller made in its own pass over the traces
+        self.nsight = nsight
 
     # -- reading ---------------------------------------------------------------------
 
@@ -328,6 +340,8 @@ class MetricsAnalyzer:
         from my_utils.profiling.analysis.fact_rules import fact_findings
         from my_utils.profiling.analysis.facts import build_facts, primary_step_source
         from my_utils.profiling.analysis.headline import build_headline
+        from my_utils.profiling.analysis.nsight import measured_dimensions, merge_facts
+        from my_utils.profiling.analysis.nsight_rules import nsight_findings
         from my_utils.profiling.analysis.ranking import rank_findings
 
         agg = self.aggregate()
@@ -338,10 +352,14 @@ class MetricsAnalyzer:
         kineto_tables, kineto_note, kineto_warnings = self._kineto(agg)
         tables.update(kineto_tables)
         hardware = run_hardware(self.hardware, kineto_tables.get("kineto_context") or [])
-        facts = build_facts(series, tables, hardware)
+        nsight = self._nsight(agg, hardware)
+        tables.update(nsight.tables)
+        facts = merge_facts(build_facts(series, tables, hardware), nsight.facts)
+        hardware = {**nsight.hardware, **hardware}  # the caller's and the traces' description win
         by_id = {f.id: f for f in facts}
         seen = {f.id for f in findings}
-        promoted = fact_findings(by_id, series, tables) if self.rule_names is None or "facts" in self.rule_names \
+        promoted = fact_findings(by_id, series, tables) + nsight_findings(by_id, tables) \
+            if self.rule_names is None or "facts" in self.rule_names \
             else []  # a run restricted to named rules runs those only ("facts" names these)
         for i, raw in enumerate(promoted):
             try:
@@ -354,7 +372,7 @@ class MetricsAnalyzer:
                 seen.add(finding.id)
         findings += [f for f in capture_findings(kineto_tables.get("kineto_health", [])) if f.id not in seen]
         findings = rank_findings(findings)
-        unmeasured = not_measured(series, agg, kineto_tables, findings)
+        unmeasured = measured_dimensions(not_measured(series, agg, kineto_tables, findings), tables)
         scores = compute_scores(findings, [d for d in ("performance", "stability", "memory", "capture")
                                            if d not in unmeasured])
         summary = _summary(agg, series, findings, ran, errors)
@@ -362,7 +380,11 @@ class MetricsAnalyzer:
         summary["step_time_source"] = primary_step_source(series)
         if kineto_note:
             summary["kineto"] = kineto_note
+        if nsight.note:
+            summary["nsight"] = nsight.note
         inputs = self._inputs(agg)
+        if nsight.files:
+            inputs["nsight_files"] = nsight.files
         headline = build_headline(facts, findings, report_title(inputs, tables))
         return AnalysisReport(
             schema_version=REPORT_SCHEMA_VERSION, workload=self.workload.name,
@@ -461,6 +483,22 @@ class MetricsAnalyzer:
             hits = [p for p in (root / name,) if p.is_file()] or sorted(root.rglob(name))[:1]
             found.extend(hits)
         return found
+
+    def _nsight(self, agg: EventAggregate, hardware: Mapping[str, Any]) -> NsightResult:
+        """The Nsight analyses of the exports given, or named in the events (``analysis.nsight``)."""
+        from my_utils.profiling.analysis.nsight import analyze_nsight, combine, find_named, missing_note
+
+        events_path = self.source if isinstance(self.source, (str, Path)) else None
+        inputs = combine(self.nsight, find_named(agg.nsight_files, events_path))
+        if not inputs:
+            return NsightResult(note=missing_note(inputs, events_path is None) if inputs.missing else "")
+        try:
+            return analyze_nsight(inputs, hardware)
+        except InputError:  # an export the run names is bad input: exit 2, never a report without it
+            raise
+        except Exception as exc:  # the metric analysis stands on its own; say why the Nsight part is missing
+            _log.warning("Nsight analyses failed: %s: %s", type(exc).__name__, exc)
+            return NsightResult(note=f"Nsight analyses failed: {type(exc).__name__}: {exc}")
 
     def _kineto(self, agg: EventAggregate) -> tuple[dict[str, list[dict[str, Any]]], str, list[str]]:
         """Tables of the Kineto analyses over the run's traces, a note (why there are none), their warnings."""

@@ -80,8 +80,9 @@ def run_warnings(agg: EventAggregate, kineto: Sequence[str]) -> list[dict[str, s
 
 
 def report_title(inputs: Mapping[str, Any], tables: Mapping[str, Any]) -> str:
-    """What the report is about: the trace files, else the run ids, else the events file."""
-    files = [Path(str(r.get("file"))).name for r in tables.get("kineto_inputs") or [] if r.get("file")]
+    """What the report is about: the trace files and nsys exports, else the run ids, else the events file."""
+    files = [Path(str(r.get("file"))).name for name in ("kineto_inputs", "nsys_inputs")
+             for r in tables.get(name) or [] if r.get("file")]
     if files:
         return ", ".join(files[:4]) + (f" and {len(files) - 4} more" if len(files) > 4 else "")
     if inputs.get("run_ids"):

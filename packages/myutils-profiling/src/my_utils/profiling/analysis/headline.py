@@ -37,7 +37,8 @@ def verdict(facts: Mapping[str, Fact], findings: Sequence[Finding]) -> Verdict:
     if busy is None or idle is None or busy.number is None or idle.number is None:
         reason = busy.value.reason if busy is not None and isinstance(busy.value, NotMeasured) else \
             "no GPU activity in the inputs"
-        lines = [f"Not measured: {reason}; the bound of the run needs a torch.profiler trace with GPU activity."]
+        lines = [f"Not measured: {reason}; the bound of the run needs a GPU timeline (a torch.profiler trace or an "
+                 "nsys export with GPU activity)."]
         lines += _top_line(findings)
         return Verdict("not measured", tuple(lines), ())
     span_ms = busy.denominator_value or 0.0

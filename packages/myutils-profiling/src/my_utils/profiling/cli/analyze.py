@@ -1,10 +1,12 @@
-"""``myutils-profile analyze``: metric events and/or Kineto traces → ``analysis_report.json`` (and Markdown/HTML).
+"""``myutils-profile analyze``: metric events, Kineto traces and/or Nsight exports → ``analysis_report.json`` (and .md/.html).
 
 ``--trace`` alone analyses a torch.profiler trace without a prior ingest; with ``--events``
 the traces only feed the Kineto analyses. Either way each trace is read once: the Kineto
 provider's pass also feeds the Kineto analyses and reads the trace's context (GPU, world
-size, versions: the report's ``hardware``). A trace that is bad input fails the command
-(exit 2); the reports are written together at the end, or not at all.
+size, versions: the report's ``hardware``). ``--nsys`` (Nsight Systems exports) and ``--ncu``
+(Nsight Compute CSVs) work the same way (``cli.analyze_nsight``: each export read once for
+its events and the Nsight analyses). An input that is bad fails the command (exit 2); the
+reports are written together at the end, or not at all.
 """
 
 from __future__ import annotations
@@ -42,6 +44,19 @@ def analyze(
     formats: str = typer.Option("json,markdown,html", "--formats",
                                 help="Reports to write, comma-separated: json, markdown, html."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr."),
+    nsys: list[str] = typer.Option(
+        [], "--nsys", help="Nsight Systems exports (nsys export --type sqlite) of the run: a file, folder, glob or "
+                           "report_%q{RANK}.sqlite template (repeatable). Alone, they are analysed without a prior "
+                           "ingest; with --events they feed the Nsight analyses (default: the exports the events "
+                           "name, found beside them)."),
+    ncu: list[Path] = typer.Option(
+        [], "--ncu", help="Nsight Compute exports of the run: CSV (any layout), .ncu-rep, or a folder (repeatable); "
+                          "as --nsys."),
+    iteration_range: str | None = typer.Option(
+        None, "--iteration-range", help="The NVTX range of one iteration in the nsys exports (GLOB; default: "
+                                        "train_step, ProfilerStep#*, step, iteration, iter)."),
+    gpu: str | None = typer.Option(None, "--gpu", help="The GPU the ncu exports were profiled on, as tools name it "
+                                   "(e.g. 'NVIDIA A100-SXM4-80GB'), for the roofline when no input records it."),
 ) -> None:
     """Analyse metric events or Kineto traces and write <output-dir>/analysis_report.json (and .md/.html).
 
@@ -50,9 +65,11 @@ def analyze(
     """
     from my_utils.core.errors import UsageError
 
-    if events is None and not trace:
-        raise UsageError("give --events (a metrics_events.jsonl) or --trace (a torch.profiler trace), or both")
-    report_paths = run_analysis(events, workload, output_dir, trace or None, formats, quiet)
+    if events is None and not trace and not nsys and not ncu:
+        raise UsageError("give --events (a metrics_events.jsonl), --trace (a torch.profiler trace), --nsys (an "
+                         "Nsight Systems export) or --ncu (an Nsight Compute export), or several")
+    report_paths = run_analysis(events, workload, output_dir, trace or None, formats, quiet, nsys=nsys, ncu=ncu,
+                                iteration_range=iteration_range, gpu=gpu)
     for path in report_paths:
         typer.echo(f"wrote {path}")
 
@@ -71,25 +88,30 @@ def report_formats(formats: str) -> list[str]:
 
 
 def run_analysis(events: Path | None, workload: str, output_dir: Path, traces: list[Path] | None, formats: str,
-                 quiet: bool, settings: Any = None) -> list[Path]:
-    """Analyse ``events`` (and/or ``traces``) and write the requested reports together; return their paths.
+                 quiet: bool, settings: Any = None, *, nsys: Sequence[str] = (), ncu: Sequence[Path] = (),
+                 iteration_range: str | None = None, gpu: str | None = None) -> list[Path]:
+    """Analyse ``events`` (and/or ``traces``, Nsight ``nsys``/``ncu`` exports) and write the requested reports
+    together; return their paths.
 
     ``settings`` (a config's ``AnalysisSettings``) gives the rules and their options.
     """
     from my_utils.core.errors import InputError
     from my_utils.profiling.cli._outputs import StagedOutputs, out_of_memory
+    from my_utils.profiling.cli.analyze_nsight import ncu_files, nsys_files
 
     check_workload(workload)
     wanted = report_formats(formats)
     if events is not None and not events.is_file():
         raise InputError(str(events), None, "an existing metrics_events.jsonl file (written by a collector or ingest)")
     trace_files = expand_traces(traces or [])
-    inputs = [*([events] if events is not None else []), *trace_files]
+    nsight_files = [*nsys_files(nsys)], [*ncu_files(ncu)]
+    nsight = {"nsys": nsight_files[0], "ncu": nsight_files[1], "iteration_range": iteration_range, "gpu": gpu}
+    inputs = [*([events] if events is not None else []), *trace_files, *nsight_files[0], *nsight_files[1]]
     outputs = StagedOutputs(inputs)
     try:
         with outputs:
             stage_reports(outputs, events, workload, output_dir, trace_files if traces else None, wanted, quiet,
-                          settings)
+                          settings, nsight=nsight if nsys or ncu else None)
     except MemoryError:
         raise out_of_memory("analyze") from None
     return outputs.written
@@ -134,12 +156,13 @@ def read_traces(files: Sequence[Path], with_events: bool) -> tuple[list[MetricEv
 
 def stage_reports(outputs: StagedOutputs, events: Path | Sequence[MetricEvent] | None, workload: str,
                   output_dir: Path, traces: Sequence[Path] | None, wanted: Sequence[str], quiet: bool,
-                  settings: Any = None, events_file: Path | None = None) -> None:
+                  settings: Any = None, events_file: Path | None = None, nsight: dict[str, Any] | None = None) -> None:
     """Analyse and stage every report in ``outputs`` (written when the caller's ``outputs`` commits).
 
     ``events`` is an events file, events already in memory (``ingest --analyze``; then
     ``events_file`` names where they are being written), or None (the traces' own events).
-    ``traces`` None lets the analyzer find the traces the events name, beside the events file.
+    ``traces`` None lets the analyzer find the traces the events name, beside the events file;
+    ``nsight`` (``nsys``/``ncu`` files, ``iteration_range``, ``gpu``) likewise for the Nsight exports.
     """
     from my_utils.core.errors import UsageError
     from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
@@ -154,6 +177,14 @@ def stage_reports(outputs: StagedOutputs, events: Path | Sequence[MetricEvent] |
         options.update(kineto=kineto, traces=list(traces))
         if events is None:
             source = trace_events
+    if nsight:
+        from my_utils.profiling.cli.analyze_nsight import read_nsight
+
+        read = read_nsight(nsight["nsys"], nsight["ncu"], with_events=events is None,
+                           iteration_range=nsight.get("iteration_range"), gpu=nsight.get("gpu"))
+        options["nsight"] = read.inputs
+        if events is None:
+            source = [*(source or []), *read.events]
     rules = list(settings.rules) if settings is not None and settings.rules is not None else None
     rule_options = settings.rule_options if settings is not None else None
     report = MetricsAnalyzer(source, workload, progress=not quiet, rules=rules, rule_options=rule_options,
@@ -163,6 +194,8 @@ def stage_reports(outputs: StagedOutputs, events: Path | Sequence[MetricEvent] |
         report.inputs["events_file"] = str(events_file)
     elif events is None and traces:
         report.inputs["trace_files"] = [str(t) for t in traces]
+    if nsight:
+        report.inputs["nsight_paths"] = [str(p) for p in (*nsight["nsys"], *nsight["ncu"])]
     for fmt, target in targets.items():
         try:
             outputs.write_with(target, functools.partial(_write_one, report, fmt, output_dir))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -89,7 +90,8 @@ def _ingest(config: Path, output_dir: Path | None, ignore_provider_errors: bool,
         if analyze:
             traces = collector.trace_files()
             stage_reports(outputs, events, chosen, collector.events_path.parent, traces or None,
-                          ["json", "markdown", "html"], quiet, settings, events_file=collector.events_path)
+                          ["json", "markdown", "html"], quiet, settings, events_file=collector.events_path,
+                          nsight=_nsight_files(collector))
     sources = sorted({e.source for e in events})
     lines = [f"wrote {counted[0]} metric events from {len(collector.providers)} provider(s) "
              f"({', '.join(sources) or 'none'}) to {collector.events_path}"]
@@ -98,6 +100,16 @@ def _ingest(config: Path, output_dir: Path | None, ignore_provider_errors: bool,
         lines.append(f"skipped {len(collector.failures)} provider(s) (--ignore-provider-errors): {skipped}")
     lines += [f"wrote {p}" for p in outputs.written if p != collector.events_path]
     return lines
+
+
+def _nsight_files(collector: Any) -> dict[str, Any] | None:
+    """The Nsight exports the collector's providers read, for the Nsight analyses of ``--analyze`` (None: none)."""
+    found: dict[str, Any] = {"nsys": [], "ncu": []}
+    for provider in collector.providers:
+        kind = {"nsys_sqlite": "nsys", "ncu_csv": "ncu"}.get(str(getattr(provider, "name", "")))
+        if kind is not None and callable(getattr(provider, "files", None)):
+            found[kind] += provider.files()
+    return found if found["nsys"] or found["ncu"] else None
 
 
 @contextlib.contextmanager

@@ -119,8 +119,9 @@ def _render_export(s: ExportSummary, top: int) -> str:
     head = (f"== {s.label}" + (f" (rank {s.rank})" if s.rank is not None else "")
             + f": nsys {s.meta.era}, {s.meta.family}; GPUs: {gpus}")
     out = [head]
-    order = ["nsys_busy_device", "nsys_busy_stream", "nsys_overlap", "nsys_kernel_kinds", "nsys_top_kernels",
-             "nsys_copies", "nsys_cuda_api", "nsys_cuda_api_slowest", "nsys_osrt", "nsys_nvtx"]
+    order = ["nsys_busy_device", "nsys_busy_stream", "nsys_busy_kind", "nsys_idle_causes", "nsys_overlap",
+             "nsys_kernel_kinds", "nsys_top_kernels", "nsys_copies", "nsys_cuda_api", "nsys_cuda_api_slowest",
+             "nsys_osrt", "nsys_nvtx"]
     hide = {"rank", "span_start", "span_end", "name", "start", "pid"}
     for name in order:
         t = s.table(name)

@@ -1,7 +1,7 @@
 """Nsight Compute exports as launches: one record per profiled kernel launch, its metrics and its rule rows.
 
-The CSV is parsed once, by the ``ncu_csv`` provider (:func:`~my_utils.profiling.providers.ncu.read_ncu_csv`:
-every layout — 2020 details with NVTX columns, 2023+ with launch columns, 2025 with rule
+The CSV is parsed once, by :func:`~my_utils.profiling.ncu.csv_read.read_ncu_csv` (the ``ncu_csv``
+provider reads through it too: every layout — 2020 details with NVTX columns, 2023+ with launch columns, 2025 with rule
 rows, ``--page raw`` with a units row); this module groups its events by launch. A metric
 is found by its raw name (``sm__throughput.avg.pct_of_peak_sustained_elapsed``) or by the
 name the details page shows (``Compute (SM) Throughput``): :data:`METRICS` lists both.
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from my_utils.core.errors import UnsupportedInputError
+from my_utils.profiling.ncu.csv_read import read_ncu_csv
 
 #: Logical metric -> the names ncu writes for it (raw metric name first, then details-page names).
 METRICS: dict[str, tuple[str, ...]] = {
@@ -118,8 +119,6 @@ def read_launches(path: str | Path) -> list[NcuLaunch]:
         from my_utils.profiling.ncu.report_file import read_report
 
         return read_report(p)
-    from my_utils.profiling.providers.ncu import read_ncu_csv
-
     return launches_from_events(read_ncu_csv(p))
 
 

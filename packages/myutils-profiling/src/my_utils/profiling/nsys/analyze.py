@@ -21,6 +21,8 @@ KINDS = ("computation", "communication", "memory", "other")
 SUMMARY_QUERIES: dict[str, tuple[str, dict[str, object]]] = {
     "nsys_busy_device": ("gpu_busy_device", {}),
     "nsys_busy_stream": ("gpu_busy_stream", {}),
+    "nsys_busy_kind": ("gpu_busy_kind", {}),
+    "nsys_idle_causes": ("gpu_idle_causes", {}),
     "nsys_overlap": ("comm_compute_overlap", {}),
     "nsys_kernel_kinds": ("kernel_kinds", {}),
     "nsys_copies": ("memcpy_summary", {}),
@@ -74,6 +76,8 @@ def _not_measured(db: NsysExport, tables: dict[str, Table], has_iterations: bool
         out["gpu"] = "no kernel, copy or set in the export (CUDA tracing off, or no GPU work in the window)"
     if "OSRT_API" not in db.tables:
         out["osrt"] = "OS runtime calls were not traced (nsys profile --trace osrt)"
+    elif not len(tables["nsys_osrt"]):
+        out["osrt"] = "no OS runtime call in the export (traced with --trace osrt, none recorded in the window)"
     if "CUPTI_ACTIVITY_KIND_RUNTIME" not in db.tables:
         out["cuda_api"] = "CUDA API calls were not traced (nsys profile --trace cuda)"
     if "NVTX_EVENTS" not in db.tables or not len(tables["nsys_nvtx"]):

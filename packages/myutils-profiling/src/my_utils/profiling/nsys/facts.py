@@ -4,7 +4,8 @@
 (``id``, ``label``, ``value``, ``unit``, ``source``, ``denominator``, ``denominator_value``,
 ``denominator_unit``, ``ranks``, ``aggregate``, ``steps``, ``evidence`` rows of ``table``/
 ``key``/``values``, ``detail``; ``value`` null and ``not_measured`` the reason when the
-export could not give it), so ``Fact.from_dict(f.to_dict())`` takes it over unchanged.
+export could not give it), so ``Fact.from_dict(f.to_dict())`` takes it over unchanged and
+:meth:`NsysFact.to_fact` gives that ``Fact`` directly (the analyzer's report holds those).
 The Nsight analyses build these; they never decide severity (rules do, from the facts).
 """
 
@@ -12,7 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from my_utils.profiling.analysis.model import Fact
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,17 @@ class NsysFact:
         if self.not_measured is not None:
             out["not_measured"] = self.not_measured
         return out
+
+    def to_fact(self) -> Fact:
+        """The same fact as an ``analysis.model.Fact`` (``NotMeasured`` as its value when not measured)."""
+        from my_utils.profiling.analysis.model import EvidenceRow, Fact, NotMeasured
+
+        value = NotMeasured(self.not_measured) if self.not_measured is not None else self.value
+        if value is None:  # a number the export left empty (a division by zero in SQL): said, never shown as 0
+            value = NotMeasured("the export gives no value for it")
+        return Fact(self.id, self.label, value, self.unit, self.source, self.denominator, self.denominator_value,
+                    self.denominator_unit, tuple(self.ranks), self.aggregate, self.steps,
+                    tuple(EvidenceRow(e.table, dict(e.key), dict(e.values)) for e in self.evidence), self.detail)
 
 
 def not_measured(fact_id: str, label: str, reason: str, *, unit: str = "", source: str = "nsys",

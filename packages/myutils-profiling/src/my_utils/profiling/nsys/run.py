@@ -1,7 +1,9 @@
 """A run of one or many exports (one per rank, or one holding several GPUs): every summary, plus NCCL across ranks.
 
-:func:`analyze_run` summarises each export on its own (one open connection at a time),
-then opens them together once to line up the NCCL collectives. ``RunSummary.tables()``
+:func:`analyze_run` opens each export once: it summarises it, hands the open export to the
+caller's ``visit`` (the ``nsys_sqlite`` provider reads its events there, so a command that both
+ingests and analyses an export opens it once), and keeps it open to line up the NCCL
+collectives of all of them. ``RunSummary.tables()``
 joins the per-export tables (each row carries its ``rank``) and adds ``nsys_nccl_ranks``
 (per rank and collective) and ``nsys_nccl_skew`` (the collectives with the largest
 arrival skew); ``facts()`` gives every export's facts and the NCCL ones.
@@ -10,7 +12,7 @@ arrival skew); ``facts()`` gives every export's facts and the NCCL ones.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -75,13 +77,21 @@ def _rows(name: str, records: list[dict[str, Any]]) -> Table:
 
 
 def analyze_run(specs: Sequence[str | Path], *, iteration_range: str | None = None, top: int = 10,
-                message_bytes: int | None = None) -> RunSummary:
-    """Analyse the exports named by ``specs`` (files, folders, globs, ``%q{RANK}`` templates)."""
+                message_bytes: int | None = None, visit: Callable[[NsysExport], object] | None = None) -> RunSummary:
+    """Analyse the exports named by ``specs`` (files, folders, globs, ``%q{RANK}`` templates).
+
+    ``visit`` is called with each open export (views made, its rank set) after its summary.
+    """
     inputs = expand_inputs(specs)
     single = len(inputs) == 1
-    exports = tuple(summarize(i.path, rank=None if single and i.rank_source == "none" else i.rank,
-                              iteration_range=iteration_range, top=top) for i in inputs)
+    exports: list[ExportSummary] = []
     with contextlib.ExitStack() as stack:
-        dbs = [stack.enter_context(NsysExport(i.path, rank=s.rank)) for i, s in zip(inputs, exports, strict=True)]
+        dbs = []
+        for i in inputs:
+            db = stack.enter_context(NsysExport(i.path, rank=None if single and i.rank_source == "none" else i.rank))
+            exports.append(summarize(db, iteration_range=iteration_range, top=top))
+            if visit is not None:
+                visit(db)
+            dbs.append(db)
         nccl = analyze_collectives(dbs, message_bytes=message_bytes)
-    return RunSummary(tuple(inputs), exports, nccl)
+    return RunSummary(tuple(inputs), tuple(exports), nccl)

@@ -97,7 +97,7 @@ class NsysExport:
         self.path = Path(path)
         self.rank = rank
         self.label = label or self.path.name
-        _check_header(self.path)
+        check_header(self.path)
         uri = self.path.resolve().as_uri() + "?mode=ro&immutable=1"
         try:
             self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
@@ -288,7 +288,8 @@ def _sqrt(x: Any) -> float | None:
     return math.sqrt(x) if isinstance(x, (int, float)) and x >= 0 else None
 
 
-def _check_header(path: Path) -> None:
+def check_header(path: Path) -> None:
+    """Refuse a file that is not an SQLite database (nsys console text is said to be one), in one line."""
     from my_utils.core.safe_io import open_regular
 
     try:

@@ -7,6 +7,7 @@ not give is a not-measured fact with the reason, never a zero.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from my_utils.profiling.nsys.facts import Evidence, NsysFact, not_measured
@@ -15,6 +16,10 @@ if TYPE_CHECKING:
     from my_utils.profiling.nsys.model import ExportSummary
 
 MS = 1e6  # ns per ms
+#: CUDA calls that block the host until the GPU has finished earlier work: the explicit syncs, and copies and sets
+#: without ``Async`` (synchronous with respect to the host); the ``_v3020`` suffixes nsys appends are allowed.
+SYNC_CALL = re.compile(r"^(?:cuda|cu)(?:(?:Device|Ctx|Stream|Event)Synchronize"
+                       r"|Memcpy(?:2D|3D|Peer)?(?:ToSymbol|FromSymbol|HtoD|DtoH|DtoD)?|Memset(?:2D|3D)?)(?:_v\d+)?$")
 SPAN = "the device's span (first start to last end of its kernels, copies and sets)"
 
 
@@ -38,6 +43,8 @@ def export_facts(s: ExportSummary) -> list[NsysFact]:
                             **common))
         out.append(NsysFact(f"nsys.gpu_idle:{sc}", f"GPU idle time, device {r['device']}",
                             (r["idle_ns"] or 0) / MS, "ms", detail=f"{r['gaps']} idle gap(s)", **common))
+        out.extend(_idle_cause_facts(s, r["device"], sc))
+        out.extend(_copy_share_facts(s, r, sc))
     for r in s.table("nsys_overlap").records():
         sc = _scope(s.rank, device=r["device"])
         if not r["communication_ns"]:
@@ -82,6 +89,7 @@ def export_facts(s: ExportSummary) -> list[NsysFact]:
             f"{_num(top['share_pct']) or 0:.1f}% of traced API time", ranks=ranks,
             evidence=(Evidence("nsys_cuda_api", {"rank": s.rank, "name": top["name"]},
                                {"total_ns": top["total_ns"], "count": top["count"]}),)))
+    out.extend(_host_sync_facts(s))
     osrt = s.table("nsys_osrt").records()
     if "osrt" in s.not_measured:
         out.append(not_measured(f"nsys.osrt_top:{_scope(s.rank)}".rstrip(":"), "OS runtime wait with the most time",
@@ -95,6 +103,56 @@ def export_facts(s: ExportSummary) -> list[NsysFact]:
                                             {"total_ns": top["total_ns"]}),)))
     out.extend(_iteration_facts(s))
     return out
+
+
+def _copy_share_facts(s: ExportSummary, busy: dict[str, Any], scope: str) -> list[NsysFact]:
+    """The share of a device's busy time covered by copies, sets and memory kernels (``nsys_busy_kind``)."""
+    rows = s.table("nsys_busy_kind").where(device=busy["device"], kind="memory")
+    if not rows or not busy["busy_ns"]:
+        return []
+    (row,) = rows
+    return [NsysFact(
+        f"nsys.copy_share:{scope}", f"Copies and sets, device {busy['device']}", _num(row["share_of_busy_pct"]), "%",
+        denominator="the device's busy time (union of its work)", denominator_value=busy["busy_ns"] / MS,
+        denominator_unit="ms", ranks=(s.rank,), aggregate="device-level unions",
+        detail=f"{row['busy_ns'] / MS:,.3f} ms of copies, sets and memory kernels in {row['ops']} operation(s)",
+        evidence=(Evidence("nsys_busy_kind", {"rank": s.rank, "device": busy["device"], "kind": "memory"},
+                           {"busy_ns": row["busy_ns"], "ops": row["ops"]}),))]
+
+
+def _host_sync_facts(s: ExportSummary) -> list[NsysFact]:
+    """Time the host spent in CUDA calls that wait for the GPU (among the calls with the most time)."""
+    api = s.table("nsys_cuda_api").records()
+    if "cuda_api" in s.not_measured:
+        return [not_measured(f"nsys.host_sync:{_scope(s.rank)}".rstrip(":"), "Host blocked in synchronising CUDA "
+                             "calls", s.not_measured["cuda_api"], unit="ms", ranks=(s.rank,))]
+    rows = [r for r in api if SYNC_CALL.search(r["name"] or "")]
+    if not api:
+        return []
+    total = sum(r["total_ns"] or 0 for r in rows)
+    return [NsysFact(
+        f"nsys.host_sync:{_scope(s.rank)}".rstrip(":"), "Host blocked in synchronising CUDA calls", total / MS, "ms",
+        ranks=(s.rank,), aggregate=f"the {len(api)} CUDA calls with the most time",
+        detail=", ".join(f"{r['name']} {r['total_ns'] / MS:,.1f} ms in {r['count']} call(s)" for r in rows[:4])
+        or "no synchronising call among them",
+        evidence=tuple(Evidence("nsys_cuda_api", {"rank": s.rank, "name": r["name"]},
+                                {"total_ns": r["total_ns"], "count": r["count"]}) for r in rows))]
+
+
+def _idle_cause_facts(s: ExportSummary, device: Any, scope: str) -> list[NsysFact]:
+    """The share of a device's idle time spent waiting for the host to launch work (``nsys_idle_causes``)."""
+    rows = s.table("nsys_idle_causes").where(device=device)
+    idle = sum(r["idle_ns"] or 0 for r in rows)
+    if not idle:
+        return []
+    host = sum(r["idle_ns"] or 0 for r in rows if r["category"] == "host_wait")
+    return [NsysFact(
+        f"nsys.idle_host_wait:{scope}", f"GPU idle waiting for the host, device {device}", 100.0 * host / idle, "%",
+        denominator="the device's idle time (span minus the union of busy time)", denominator_value=idle / MS,
+        denominator_unit="ms", ranks=(s.rank,), aggregate="device-level",
+        detail=f"{host / MS:,.3f} ms of {idle / MS:,.3f} ms idle",
+        evidence=tuple(Evidence("nsys_idle_causes", {"rank": s.rank, "device": device, "category": r["category"]},
+                                {"idle_ns": r["idle_ns"], "gaps": r["gaps"]}) for r in rows))]
 
 
 def _hardware_facts(s: ExportSummary) -> list[NsysFact]:

@@ -46,7 +46,50 @@ MAX_OTHER_TABLES = 20
 MAX_NAME_CHARS = 80
 _OPERATION_COLUMNS = ("name", "source", "unit", "count", "steps", "total", "mean", "p90", "cv", "share")
 #: Tables whose ``name`` column holds GPU kernel names (shortened like the charts' labels).
-_KERNEL_TABLES = frozenset({"kineto_top_kernels", "kineto_launch_outliers"})
+_KERNEL_TABLES = frozenset({"kineto_top_kernels", "kineto_launch_outliers", "nsys_top_kernels"})
+#: The Nsight tables (``analysis.nsight``) in display order: title and the columns shown (every column is in the JSON).
+NSIGHT_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "nsys_inputs": ("Nsight Systems: exports read", ("file", "rank", "rank_source", "exporter", "gpus", "not_measured")),
+    "nsys_busy_device": ("Nsight Systems: GPU busy and idle per device",
+                         ("rank", "device", "span_ns", "busy_ns", "idle_ns", "busy_pct", "ops", "gaps")),
+    "nsys_idle_causes": ("Nsight Systems: why the GPU sat idle (per device)",
+                         ("rank", "device", "category", "gaps", "idle_ns", "share_pct")),
+    "nsys_busy_kind": ("Nsight Systems: busy time per kind of work (unions)",
+                       ("rank", "device", "kind", "ops", "busy_ns", "share_of_busy_pct")),
+    "nsys_overlap": ("Nsight Systems: compute–communication overlap",
+                     ("rank", "device", "communication_ns", "computation_ns", "overlap_ns", "exposed_communication_ns",
+                      "overlap_pct")),
+    "nsys_kernel_kinds": ("Nsight Systems: kernel time per kind", ("rank", "device", "kind", "count", "total_ns",
+                                                                   "share_pct")),
+    "nsys_top_kernels": ("Nsight Systems: top kernels per kind", ("rank", "kind", "name", "count", "total_ns",
+                                                                  "mean_ns", "max_ns", "share_pct")),
+    "nsys_copies": ("Nsight Systems: copies and sets per direction",
+                    ("rank", "op", "direction", "count", "bytes", "total_ns", "bandwidth_gbps", "peak_gbps")),
+    "nsys_cuda_api": ("Nsight Systems: CUDA API time", ("rank", "name", "count", "total_ns", "mean_ns", "max_ns",
+                                                        "share_pct")),
+    "nsys_cuda_api_slowest": ("Nsight Systems: slowest CUDA API calls", ("rank", "name", "dur_ns", "tid", "corr")),
+    "nsys_osrt": ("Nsight Systems: OS runtime waits", ("rank", "name", "count", "total_ns", "mean_ns", "max_ns",
+                                                       "threads")),
+    "nsys_iterations": ("Nsight Systems: iterations (NVTX)",
+                        ("rank", "pid", "iteration", "name", "device", "cpu_ns", "gpu_window_ns", "busy_ns", "idle_ns",
+                         "communication_ns", "overlap_ns")),
+    "nsys_nccl_ranks": ("Nsight Systems: NCCL collectives per rank",
+                        ("rank", "collective", "count", "total_ns", "max_ns", "wait_ns", "last_arrivals",
+                         "busbw_gbps_mean")),
+    "nsys_nccl_skew": ("Nsight Systems: collectives with the largest arrival skew",
+                       ("collective", "seq", "ranks", "first_rank", "last_rank", "skew_ns", "duration_ns",
+                        "busbw_gbps")),
+    "nsys_nccl_kernels": ("Nsight Systems: NCCL kernels", ("rank", "device", "stream", "collective", "count",
+                                                           "total_ns", "mean_ns", "max_ns")),
+    "nsys_nvtx": ("Nsight Systems: NVTX ranges", ("rank", "domain", "name", "count", "total_ns", "mean_ns", "max_ns")),
+    "nsys_busy_stream": ("Nsight Systems: GPU busy per stream (never added up: streams overlap)",
+                         ("rank", "device", "stream", "span_ns", "busy_ns", "idle_ns", "busy_pct", "ops")),
+    "ncu_kernels": ("Nsight Compute: kernels (means over launches)",
+                    ("kernel", "launches", "duration_ms", "sol_compute_pct", "sol_memory_pct", "bound",
+                     "limiting_unit", "achieved_occupancy_pct", "theoretical_occupancy_pct", "arithmetic_intensity",
+                     "attained_gflops", "roof_pct")),
+}
+_NCU_RULE_COLUMNS = ("index", "kernel", "launch_id", "rule", "rule_type", "speedup_type", "speedup_pct", "description")
 _TEXT_COLUMNS = frozenset({"name", "file", "detail", "series", "check", "rule", "layer"})
 
 
@@ -146,10 +189,11 @@ def finding_view(report: AnalysisReport, f: Finding, index: int) -> dict[str, An
             "href": next((e["href"] for e in links if e["href"]), f"#{finding_anchor(f.id)}")}
 
 
-def _ncu_rules(report: AnalysisReport) -> dict[str, Any] | None:
+def _ncu_rules(report: AnalysisReport, pinned: Sequence[int] = ()) -> dict[str, Any] | None:
     """Nsight Compute rule rows: an ``ncu_rules`` table when the analyzer gives one, else ``ncu.rule:*`` totals."""
     if report.tables.get("ncu_rules"):
-        return table_view("Nsight Compute rules", report.tables["ncu_rules"], name="ncu_rules")
+        return table_view("Nsight Compute rules (estimated speedup)", report.tables["ncu_rules"], _NCU_RULE_COLUMNS,
+                          name="ncu_rules", pinned=pinned)
     rows = [dict(r, rule=str(r["name"])[len("ncu.rule:"):]) for key in ("totals", "operations")
             for r in report.tables.get(key) or [] if str(r.get("name", "")).startswith("ncu.rule:")]
     if not rows:
@@ -225,8 +269,11 @@ def build_context(report: AnalysisReport) -> dict[str, Any]:
         tables.append(table_view("Ranks", report.tables["ranks"], name="ranks", pinned=sorted(pinned.get("ranks", ()))))
     kineto = [table_view(_title_of(name), rows, name=name, pinned=sorted(pinned.get(name, ())))
               for name, rows in report.tables.items() if name.startswith("kineto_") and rows]
+    nsight = [table_view(title, report.tables[name], [c for c in cols if any(c in r for r in report.tables[name])],
+                         name=name, pinned=sorted(pinned.get(name, ())))
+              for name, (title, cols) in NSIGHT_TABLES.items() if report.tables.get(name)]
     # tables another rule or analysis added: listed too, so a plugin's data reaches the reader
-    shown = {"operations", "steps", "memory", "ranks", "totals", "ncu_rules"}
+    shown = {"operations", "steps", "memory", "ranks", "totals", "ncu_rules", *NSIGHT_TABLES}
     other = [table_view(_title_of(name), rows, name=name, pinned=sorted(pinned.get(name, ())))
              for name, rows in report.tables.items()
              if name not in shown and not name.startswith("kineto_") and rows][:MAX_OTHER_TABLES]
@@ -248,9 +295,11 @@ def build_context(report: AnalysisReport) -> dict[str, Any]:
         "kineto": kineto,
         "other_tables": other,
         "kineto_note": str(summary.get("kineto", "")),
+        "nsight": nsight,
+        "nsight_note": str(summary.get("nsight", "")),
         "warnings": [str(w.get("message", w)) if isinstance(w, Mapping) else str(w)
                      for w in summary.get("warnings") or []],
-        "ncu": _ncu_rules(report),
+        "ncu": _ncu_rules(report, sorted(pinned.get("ncu_rules", ()))),
         "overhead": _key_values(report.overhead),
         "overhead_tables": _sub_tables(report.overhead),
         "hardware": _key_values(report.hardware),

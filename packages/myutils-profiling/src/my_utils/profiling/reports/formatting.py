@@ -2,7 +2,7 @@
 
 One place decides it for the HTML, the Markdown and the charts' hover text, so a number
 reads the same wherever it appears. Times are shown in ms (a Kineto column in µs is shown
-in ms under a header that says so), never in e-notation; counts get separators; identifiers
+in ms under a header that says so, as is an Nsight column in ns), never in e-notation; counts get separators; identifiers
 (rank, step, stream, correlation id) never do. Conversions here are of units only: the
 report shows what the analysis computed, it does not compute new figures.
 """
@@ -20,6 +20,8 @@ ID_COLUMNS = frozenset({"rank", "step", "first", "last", "device", "stream", "co
                         "node_id", "parent_id", "world_size", "schema", "schema_version", "run_id"})
 #: Suffix of a column in microseconds → shown in ms.
 _US_SUFFIX = "_us"
+#: Suffix of a column in nanoseconds (the Nsight tables) → shown in ms.
+_NS_SUFFIX = "_ns"
 _PCT_SUFFIX = "_pct"
 #: Column names whose 0..1 values are shares (shown as %).
 SHARE_COLUMNS = frozenset({"share"})
@@ -95,6 +97,8 @@ def fmt_value(value: Any, column: str = "") -> str:
             return str(int(v)) if float(v).is_integer() else str(v)
         if column.endswith(_US_SUFFIX):
             return fmt_number(v / 1e3)
+        if column.endswith(_NS_SUFFIX):
+            return fmt_number(v / 1e6)
         if column.endswith(_PCT_SUFFIX):
             return fmt_pct(v)
         if column in SHARE_COLUMNS or column.startswith("share_of"):
@@ -112,6 +116,8 @@ def column_title(column: str) -> str:
     name = column
     if name.endswith(_US_SUFFIX):
         name, unit = name[:-len(_US_SUFFIX)], " (ms)"
+    elif name.endswith(_NS_SUFFIX):
+        name, unit = name[:-len(_NS_SUFFIX)], " (ms)"
     elif name.endswith(_PCT_SUFFIX):
         name, unit = name[:-len(_PCT_SUFFIX)], " (%)"
     return name.replace("_", " ") + unit

@@ -86,8 +86,8 @@ def evidence_links(report: AnalysisReport, rows: Sequence[EvidenceRow]) -> list[
 
 def _value_text(column: str, value: Any) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if column.endswith("_us"):
-            return fmt_ms(value, "us")
+        if column.endswith(("_us", "_ns")):
+            return fmt_ms(value, column[-2:])
         if column.endswith("_pct"):
             return fmt_pct(value)
         return fmt_number(float(value)) if isinstance(value, float) else f"{value:,}"
