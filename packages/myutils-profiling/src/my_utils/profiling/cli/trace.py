@@ -84,10 +84,10 @@ def trace(
             for warning in plan.warnings:
                 typer.echo(f"warning: {warning}", err=True)
             bar.advance()
-            paths, trimmed = write_output(plan, output, max_mb, overflow)
+            paths, written_warnings = write_output(plan, output, max_mb, overflow)
             bar.advance()
-    if trimmed:
-        typer.echo(f"warning: {trimmed}", err=True)
+    for warning in written_warnings:
+        typer.echo(f"warning: {warning}", err=True)
     for p in paths:
         typer.echo(f"wrote {p}")
 
