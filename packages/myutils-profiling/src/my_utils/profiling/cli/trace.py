@@ -53,10 +53,20 @@ def trace(
     local-process / Dask path of ingest) and merged from sorted temporary files, so the
     memory of this process does not grow with the rank count.
     """
+    from my_utils.profiling.providers.lifecycle import sigterm_exits
+
+    with sigterm_exits():  # SIGTERM cleans up as Ctrl-C does: no temporary output, no scratch folder left
+        _trace(events, output, auto_align_ranks, reference_rank, torch_trace, max_mb, overflow, executor, workers,
+               quiet)
+
+
+def _trace(events: Path, output: Path, auto_align_ranks: bool, reference_rank: int, torch_trace: list[Path],
+           max_mb: float | None, overflow: str, executor: str | None, workers: int | None, quiet: bool) -> None:
     from my_utils.core.errors import InputError, UsageError
     from my_utils.core.progress import progress
+    from my_utils.profiling.providers.scratch import sweep_temp_files
     from my_utils.profiling.trace.stream import planned
-    from my_utils.profiling.trace.write import OVERFLOW_MODES, write_output
+    from my_utils.profiling.trace.write import OVERFLOW_MODES, output_names, write_output
 
     if max_mb is not None and max_mb <= 0:
         raise UsageError(f"--max-mb {max_mb:g}: expected a positive size in MB")
@@ -66,6 +76,8 @@ def trace(
         raise UsageError(f"--workers {workers}: expected a positive number")
     if not output.name.endswith((".json", ".json.gz")):
         raise UsageError(f"--output {output}: expected a .json or .json.gz file name")
+    # what a killed run of this output left (its temporaries; its scratch folder goes when the scratch is made)
+    sweep_temp_files(output.parent, output_names(output))
     source, csvs = _resolve_events(events)
     for t in torch_trace:
         if not t.is_file():

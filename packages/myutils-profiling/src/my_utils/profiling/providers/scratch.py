@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["make_scratch", "owner_alive", "owner_token", "sweep_scratch", "sweep_temp_files", "temp_name"]
+__all__ = ["ANY_SCRATCH", "make_scratch", "owner_alive", "owner_token", "sweep_scratch", "sweep_temp_files", "temp_name"]
 
 _TOKEN = r"(\d+)-(\d+)"
 
@@ -66,9 +66,18 @@ def owner_alive(token: str) -> bool:
     return True
 
 
+#: every scratch folder made here is ``myutils-<role>-<owner>-<random>``: any run removes those of killed runs
+ANY_SCRATCH = "myutils-[a-z]+-"
+
+
 def make_scratch(prefix: str) -> Path:
-    """A fresh folder ``$TMPDIR/<prefix><owner>-<random>`` (the owner lets the next run remove it if we die)."""
-    sweep_scratch(prefix)
+    """A fresh folder ``$TMPDIR/<prefix><owner>-<random>`` (the owner lets the next run remove it if we die).
+
+    ``prefix`` is ``myutils-<role>-``. The folders of killed runs (any role) are removed first.
+    """
+    if re.fullmatch(ANY_SCRATCH, prefix) is None:
+        raise ValueError(f"scratch prefix {prefix!r}: expected 'myutils-<lowercase role>-'")
+    sweep_scratch()
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{owner_token()}-"))
 
 
@@ -80,10 +89,10 @@ def _ours(path: Path) -> bool:
     return not hasattr(os, "getuid") or info.st_uid == os.getuid()
 
 
-def sweep_scratch(prefix: str, folder: str | Path | None = None) -> list[Path]:
-    """Remove the ``<prefix><owner>-*`` folders in ``folder`` ($TMPDIR) whose owner process is gone; returns them."""
+def sweep_scratch(folder: str | Path | None = None) -> list[Path]:
+    """Remove the scratch folders in ``folder`` ($TMPDIR) whose owner process is gone; returns them."""
     root = Path(folder if folder is not None else tempfile.gettempdir())
-    pattern = re.compile(re.escape(prefix) + _TOKEN + r"-[^/]+")
+    pattern = re.compile(ANY_SCRATCH + _TOKEN + r"-[^/]+")
     removed: list[Path] = []
     try:
         entries = list(os.scandir(root))

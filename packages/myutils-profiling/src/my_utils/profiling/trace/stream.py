@@ -37,7 +37,6 @@ import json
 import math
 import resource
 import shutil
-import tempfile
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -46,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from my_utils.core.events import MetricEvent
+from my_utils.profiling.providers.scratch import make_scratch
 from my_utils.profiling.trace.clock import (
     CLOCK_SYNC_NAME,
     ClockSync,
@@ -57,6 +57,7 @@ from my_utils.profiling.trace.clock import (
 from my_utils.profiling.trace.lanes import pack
 
 TRACE_SCHEMA_VERSION = "1.0"
+SCRATCH_PREFIX = "myutils-trace-"
 NO_RANK = -1
 # candidate duration thresholds of --overflow trim (µs): 0, then 1-2-5 steps from 1 ns to 50 s
 THRESHOLDS_US: tuple[float, ...] = (0.0, *(m * 10.0 ** e for e in range(-3, 8) for m in (1, 2, 5)))
@@ -389,7 +390,8 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
     """
     from my_utils.profiling.providers.parallel import run_many
 
-    folder = Path(tempfile.mkdtemp(prefix="myutils-trace-"))
+    # named by this process: a later run removes it if this one is killed (SIGKILL runs no finally)
+    folder = make_scratch(SCRATCH_PREFIX)
     try:
         ranks, syncs, trace_names = distribute(events, folder)
         if traces_beside is not None:
