@@ -124,9 +124,23 @@ def _resolve_events(path: Path) -> tuple[Path | None, list[Path]]:
 
 
 def _jsonl_events(path: Path | None) -> Iterator[MetricEvent]:
+    from my_utils.core.errors import InputError, MyUtilsError
     from my_utils.core.events import iter_events
 
-    return iter_events(path) if path is not None else iter(())
+    if path is None:
+        return
+    n = 0
+    try:
+        for event in iter_events(path):
+            n += 1
+            yield event
+    except (OverflowError, RecursionError, ValueError) as exc:
+        # the reader's own checks name the line; a number or a nesting it cannot hold at all still is
+        # bad input, not a crash
+        if isinstance(exc, MyUtilsError):
+            raise
+        raise InputError(path, f"event {n + 1}", f"metric events with numbers and nesting a JSON reader can "
+                                                   f"hold ({type(exc).__name__}: {exc})") from None
 
 
 def _csv_events(paths: list[Path]) -> Iterator[MetricEvent]:

@@ -14,6 +14,7 @@ import codecs
 import gzip
 import json
 import re
+import sys
 import zlib
 from collections import deque
 from collections.abc import Iterator
@@ -98,7 +99,13 @@ class TraceStream:
         while True:
             try:
                 obj, end = self._raw_decode(self._buf, self._pos)
-            except json.JSONDecodeError as exc:
+            except RecursionError:
+                raise self._fail(f"{what}: JSON nested less deeply than the parser allows (about "
+                                 f"{sys.getrecursionlimit():,} levels); found deeper nesting") from None
+            except ValueError as exc:  # JSONDecodeError, or an integer of more than 4,300 digits
+                if not isinstance(exc, json.JSONDecodeError):
+                    raise self._fail(f"{what}: numbers of at most {sys.get_int_max_str_digits():,} digits; "
+                                     "found a longer one") from None
                 if len(self._buf) - self._pos > _MAX_VALUE:
                     raise self._fail(f"{what}: valid JSON ({exc.msg}) within {_MAX_VALUE >> 20} MiB") from None
                 if self._more():
@@ -222,7 +229,7 @@ class TraceStream:
                 ev, end = raw_decode(buf, pos)
                 sep_at = ws(buf, end).end()  # type: ignore[union-attr]
                 sep = buf[sep_at] if sep_at < len(buf) else ""
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # _value says what is wrong, and where
                 sep = ""
             if sep not in (",", "]"):
                 self._pos = pos

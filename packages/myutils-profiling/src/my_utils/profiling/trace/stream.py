@@ -44,7 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from my_utils.core.errors import InputError
 from my_utils.core.events import MetricEvent
+from my_utils.core.safe_io import strict_json
 from my_utils.profiling.providers.scratch import make_scratch
 from my_utils.profiling.trace.clock import (
     CLOCK_SYNC_NAME,
@@ -66,8 +68,8 @@ _FLOW_PHASES = ("s", "t", "f")
 
 
 def dump(obj: Any) -> str:
-    """Compact JSON, as written into the trace."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str)
+    """Compact JSON, as written into the trace; a NaN or infinity (in a torch event's args) becomes null."""
+    return strict_json(obj, separators=(",", ":"), default=str)
 
 
 def us_to_ns(us: float) -> int:
@@ -245,10 +247,31 @@ class _Rank:
     units: list[int] = field(default_factory=list)  # indexes into Plan.units
 
 
-def distribute(events: Iterable[MetricEvent],
-               folder: Path) -> tuple[dict[int, _Rank], list[ClockSync], set[str]]:
+_MAX_UNIX_S = 1e11  # the year 5138: a larger timestamp is a broken number, not a time
+
+
+def _region_place(e: MetricEvent, n: int, where: str) -> tuple[str, str]:
+    """(file, place) of the ``n``-th event: the CSV row it came from, else its index in the events."""
+    if "file" in e.attrs and "line" in e.attrs:
+        return str(e.attrs["file"]), f"line {e.attrs['line']}"
+    return where, f"event {n} ({e.name!r}, rank {e.rank}, step {e.step})"
+
+
+def _check_region(e: MetricEvent, n: int, where: str) -> None:
+    """A region must be placeable: finite unix seconds and a finite duration >= 0 (ms)."""
+    ts, value = e.ts, e.value
+    if not isinstance(ts, (int, float)) or not -_MAX_UNIX_S <= ts <= _MAX_UNIX_S:
+        raise InputError(*_region_place(e, n, where), f"ts to be finite unix seconds; found {ts!r}")
+    if not isinstance(value, (int, float)) or not 0 <= value <= _MAX_UNIX_S * 1e3:
+        raise InputError(*_region_place(e, n, where), f"a MyTimer duration to be a finite number of ms >= 0; "
+                                                       f"found {value!r}")
+
+
+def distribute(events: Iterable[MetricEvent], folder: Path,
+               where: str = "the events") -> tuple[dict[int, _Rank], list[ClockSync], set[str]]:
     """The one pass over the events: regions to per-rank spill files, clock records and step starts kept,
-    and the names of the torch traces the events came from (their ``attrs.file``)."""
+    and the names of the torch traces the events came from (their ``attrs.file``). ``where`` names the
+    events in messages."""
     ranks: dict[int, _Rank] = {}
     syncs: list[ClockSync] = []
     trace_names: set[str] = set()
@@ -269,7 +292,7 @@ def distribute(events: Iterable[MetricEvent],
                 fh.write("\n".join(lines) + "\n")
         buffers.clear()
 
-    for e in events:
+    for n, e in enumerate(events, 1):
         if e.name == CLOCK_SYNC_NAME:
             if e.rank is not None:
                 syncs.append(clock_sync_from_attrs(e.rank, e.attrs, str(e.attrs.get("file", "events"))))
@@ -279,6 +302,7 @@ def distribute(events: Iterable[MetricEvent],
             if e.source == "torch_profiler" and e.attrs.get("file"):
                 trace_names.add(str(e.attrs["file"]))
             continue  # aggregates (one value per step) are not spans of a timeline
+        _check_region(e, n, where)
         key = NO_RANK if e.rank is None else e.rank
         r = rank_of(e.rank)
         r.host = r.host or str(e.attrs.get("host", "") or "")
@@ -393,7 +417,7 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
     # named by this process: a later run removes it if this one is killed (SIGKILL runs no finally)
     folder = make_scratch(SCRATCH_PREFIX)
     try:
-        ranks, syncs, trace_names = distribute(events, folder)
+        ranks, syncs, trace_names = distribute(events, folder, sources[0] if len(sources) == 1 else "the events")
         if traces_beside is not None:
             torch_traces = [*torch_traces, *sorted(
                 p for n in trace_names if (p := traces_beside / Path(n).name).is_file())]

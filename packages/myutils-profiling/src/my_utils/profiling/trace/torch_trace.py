@@ -15,7 +15,20 @@ from typing import Any
 from my_utils.core.errors import InputError
 
 _EPOCH_US_MIN = 946_684_800e6  # 2000-01-01: smaller ts values are relative, not unix µs
+_MAX_US = 1e17  # µs: the year 5138 as unix time; a larger ts or dur is a broken number, not a time
 _KEEP = frozenset("XiICsft")  # phases merged; B/E of Kineto traces are rare and not re-nested here
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} characters)"
+
+
+def _check_time(path: Path, index: int, key: str, value: float, low: float) -> None:
+    """``value`` (µs) must be finite and within [low, _MAX_US]: beyond, no clock can place it."""
+    if not low <= value <= _MAX_US:  # also NaN
+        raise InputError(path, f"traceEvents[{index}].{key}", f"a finite time in µs between {low:g} and "
+                                                             f"{_MAX_US:.0e}; found {_short(value)}")
 
 
 @dataclass
@@ -49,17 +62,24 @@ def read_torch_trace(path: str | Path, rank: int | None = None) -> TorchTrace:
             if ev.get("name") == "thread_name" and isinstance(ev.get("args"), dict):
                 names[(ev.get("pid"), ev.get("tid"))] = str(ev["args"].get("name", ""))
             continue
-        if ph not in _KEEP or not isinstance(ev.get("ts"), (int, float)):
+        if ph not in _KEEP or not isinstance(ev.get("ts"), (int, float)) or isinstance(ev["ts"], bool):
             dropped[str(ph)] = dropped.get(str(ph), 0) + 1
             continue
-        if ph == "X" and not isinstance(ev.get("dur"), (int, float)):
+        if ph == "X" and (not isinstance(ev.get("dur"), (int, float)) or isinstance(ev["dur"], bool)):
             dropped["X without dur"] = dropped.get("X without dur", 0) + 1
             continue
+        index = stream.event_count - 1
+        _check_time(p, index, "ts", ev["ts"], -_MAX_US)
+        if ph == "X":
+            _check_time(p, index, "dur", ev["dur"], 0.0)
         min_ts = min(min_ts, ev["ts"])
         events.append(ev)
     meta = stream.metadata
     base_ns = meta.get("baseTimeNanoseconds")
     if isinstance(base_ns, (int, float)) and not isinstance(base_ns, bool) and base_ns > 0:
+        if not base_ns < _MAX_US * 1e3:  # also NaN and infinity
+            raise InputError(p, "baseTimeNanoseconds", f"the unix time of the trace's zero in ns (below "
+                                                       f"{_MAX_US * 1e3:.0e}); found {_short(base_ns)}")
         base_us = float(base_ns) / 1e3
         exact_ns: int | None = int(base_ns)
     elif not events or min_ts >= _EPOCH_US_MIN:
