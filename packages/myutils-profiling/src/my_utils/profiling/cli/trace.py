@@ -32,7 +32,8 @@ def trace(
                                           "heuristics, so a consistently late rank stays late."),
     reference_rank: int = typer.Option(0, "--reference-rank", help="The rank whose clock the timeline uses."),
     torch_trace: list[Path] = typer.Option([], "--torch-trace", help="A torch.profiler trace of the same run "
-                                           "(repeatable; default: the traces the events name, found beside them)."),
+                                           "(repeatable; default: the traces the events name, found in the events' folder "
+                                           "or below it; a trace elsewhere is merged only when named here)."),
     max_mb: float | None = typer.Option(None, "--max-mb", help="Keep every output file under this many MB of "
                                         "JSON, so that it opens in a viewer (they fail near 1 GB); see --overflow."),
     overflow: str = typer.Option("split", "--overflow", help="What --max-mb does with a larger trace: 'split' "
@@ -82,7 +83,7 @@ def _trace(events: Path, output: Path, auto_align_ranks: bool, reference_rank: i
     for t in torch_trace:
         if not t.is_file():
             raise InputError(str(t), None, "an existing torch.profiler trace (.json or .json.gz)")
-    # without --torch-trace: the traces the events name, found beside them (in the same pass)
+    # without --torch-trace: the traces the events name, found in their folder (in the same pass)
     beside = source.parent if source is not None and not torch_trace else None
     with progress(3, "trace", enabled=not quiet) as bar:
         stream = _csv_events(csvs) if csvs else _jsonl_events(source)

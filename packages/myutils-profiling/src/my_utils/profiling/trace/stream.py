@@ -56,6 +56,7 @@ from my_utils.profiling.trace.clock import (
     rebase,
     uncertainty_warnings,
 )
+from my_utils.profiling.trace.discover import find_named_traces
 from my_utils.profiling.trace.lanes import pack
 
 TRACE_SCHEMA_VERSION = "1.0"
@@ -409,7 +410,8 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
 
     ``torch_traces`` are paths (read by the tasks) or already read ``TorchTrace`` objects (laid out
     in this process). With ``traces_beside``, the torch traces the events name (``attrs.file``)
-    that lie in that folder are added, found in the same pass over the events. The folder and
+    are added, found in that folder or below it in the same pass over the events
+    (:func:`~my_utils.profiling.trace.discover.find_named_traces`; those not found are warned about). The folder and
     every spill file are removed when the block ends, however.
     """
     from my_utils.profiling.providers.parallel import run_many
@@ -418,9 +420,10 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
     folder = make_scratch(SCRATCH_PREFIX)
     try:
         ranks, syncs, trace_names = distribute(events, folder, sources[0] if len(sources) == 1 else "the events")
+        found_warnings: list[str] = []
         if traces_beside is not None:
-            torch_traces = [*torch_traces, *sorted(
-                p for n in trace_names if (p := traces_beside / Path(n).name).is_file())]
+            named, found_warnings = find_named_traces(traces_beside, trace_names)
+            torch_traces = [*torch_traces, *named]
         region_keys = sorted(k for k, r in ranks.items() if r.regions is not None)
         calls: list[tuple[Any, ...]] = [(str(ranks[k].regions), str(folder / f"unit_{i}.tsv"))
                                         for i, k in enumerate(region_keys)]
@@ -444,7 +447,9 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
                 ranks[key].host = ranks[key].host or meta["host"]
             ranks[key].units.append(i)
             units.append(Unit(key, folder / f"unit_{i}.tsv", meta))
-        yield _plan(ranks, syncs, units, reference_rank, auto_align, sources, generator)
+        plan = _plan(ranks, syncs, units, reference_rank, auto_align, sources, generator)
+        plan.warnings[:0] = found_warnings  # the same list as otherData.warnings
+        yield plan
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
