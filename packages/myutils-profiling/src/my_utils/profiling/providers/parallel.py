@@ -372,6 +372,9 @@ def _local_worker(receive: Any, module: str | None, scratch: str, config: dict[s
     # and memory monitors. Under load, each one also waits for a core to hand the GIL back.
     dask.config.set(config)
     logging.getLogger("distributed").setLevel(logging.ERROR)
+    # a task's error reaches the caller as itself (one line); the worker's own report of it is six
+    # lines of traceback text on the caller's stderr
+    logging.getLogger("distributed.worker").addFilter(_no_task_failures)
 
     async def serve() -> None:
         async with Worker(address, nthreads=1, host="127.0.0.1", local_directory=scratch,
@@ -383,6 +386,11 @@ def _local_worker(receive: Any, module: str | None, scratch: str, config: dict[s
             await worker.finished()
 
     asyncio.run(serve())
+
+
+def _no_task_failures(record: Any) -> bool:
+    """Logging filter: drop a worker's "Compute Failed" report (the caller gets the task's exception)."""
+    return not str(getattr(record, "msg", "")).startswith("Compute Failed")
 
 
 def _exit_on_eof(receive: Any) -> None:

@@ -106,11 +106,11 @@ class TraceStream:
                 if not isinstance(exc, json.JSONDecodeError):
                     raise self._fail(f"{what}: numbers of at most {sys.get_int_max_str_digits():,} digits; "
                                      "found a longer one") from None
+                at = self._consumed + exc.pos  # now: reading more moves the buffer's start
                 if len(self._buf) - self._pos > _MAX_VALUE:
                     raise self._fail(f"{what}: valid JSON ({exc.msg}) within {_MAX_VALUE >> 20} MiB") from None
                 if self._more():
                     continue
-                at = self._consumed + exc.pos
                 raise self._fail(
                     f"{what}: valid JSON ({exc.msg}; the file ends at character "
                     f"{self._consumed + len(self._buf)}, it may be truncated)",
