@@ -65,6 +65,7 @@ def _trace(events: Path, output: Path, auto_align_ranks: bool, reference_rank: i
            max_mb: float | None, overflow: str, executor: str | None, workers: int | None, quiet: bool) -> None:
     from my_utils.core.errors import InputError, UsageError
     from my_utils.core.progress import progress
+    from my_utils.core.safe_io import check_regular
     from my_utils.profiling.providers.scratch import sweep_temp_files
     from my_utils.profiling.trace.stream import planned
     from my_utils.profiling.trace.write import OVERFLOW_MODES, output_names, write_output
@@ -81,6 +82,7 @@ def _trace(events: Path, output: Path, auto_align_ranks: bool, reference_rank: i
     sweep_temp_files(output.parent, output_names(output))
     source, csvs = _resolve_events(events)
     for t in torch_trace:
+        check_regular(t)  # a FIFO or a device would block the reader (or never end)
         if not t.is_file():
             raise InputError(str(t), None, "an existing torch.profiler trace (.json or .json.gz)")
     # without --torch-trace: the traces the events name, found in their folder (in the same pass)
@@ -109,14 +111,19 @@ def _resolve_events(path: Path) -> tuple[Path | None, list[Path]]:
     """(metrics_events.jsonl, []) or (None, profile CSVs)."""
     from my_utils.core.errors import InputError
     from my_utils.core.events import EVENTS_FILE_NAME
+    from my_utils.core.safe_io import check_regular
 
     if path.is_dir():
+        check_regular(path / EVENTS_FILE_NAME)  # a FIFO of that name would block the reader forever
         if (path / EVENTS_FILE_NAME).is_file():
             return path / EVENTS_FILE_NAME, []
         csvs = sorted(path.glob("profile_rank_*.csv"))
+        for csv in csvs:
+            check_regular(csv)
         if csvs:
             return None, csvs
         raise InputError(str(path), None, f"a folder holding {EVENTS_FILE_NAME} or profile_rank_<r>.csv files")
+    check_regular(path)
     if not path.is_file():
         raise InputError(str(path), None, f"an existing {EVENTS_FILE_NAME} or profile CSV")
     if path.suffix == ".csv":
