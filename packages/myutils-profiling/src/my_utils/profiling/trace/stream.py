@@ -35,6 +35,7 @@ import contextlib
 import heapq
 import json
 import math
+import os
 import resource
 import shutil
 from bisect import bisect_right
@@ -44,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from my_utils.core.errors import InputError
+from my_utils.core.errors import InputError, UsageError
 from my_utils.core.events import MetricEvent
 from my_utils.core.safe_io import strict_json
 from my_utils.profiling.providers.scratch import make_scratch
@@ -66,6 +67,8 @@ NO_RANK = -1
 THRESHOLDS_US: tuple[float, ...] = (0.0, *(m * 10.0 ** e for e in range(-3, 8) for m in (1, 2, 5)))
 _FLUSH_BYTES = 1 << 20  # region lines buffered in the main process (all ranks together) before they are spilled
 _FLOW_PHASES = ("s", "t", "f")
+FAN_IN_MAX = 256  # spill files merged at once (issue 24: 2,008 open at 1,000 ranks passed common limits)
+_FD_MARGIN = 16  # files the rest of the command may open meanwhile (imports, the progress bar, a log)
 
 
 def dump(obj: Any) -> str:
@@ -142,8 +145,12 @@ class _Unit:
 
     def finish(self, out: str, **meta: Any) -> dict[str, Any]:
         self.records.sort(key=lambda r: r[0])  # stable: same-time records keep the lane order
-        with open(out, "w", encoding="utf-8") as fh:
-            fh.writelines(f"{ns}\t{lane}\t{kind}\t{dur!r}\t{text}\n" for ns, lane, kind, dur, text in self.records)
+        try:
+            with open(out, "w", encoding="utf-8") as fh:
+                fh.writelines(f"{ns}\t{lane}\t{kind}\t{dur!r}\t{text}\n"
+                              for ns, lane, kind, dur, text in self.records)
+        except OSError as exc:
+            raise scratch_error(exc, out) from None
         return {**meta, "lanes": self.lanes, "records": len(self.records),
                 "min_ns": self.records[0][0] if self.records else None, "max_ns": self.max_ns,
                 "hist": self.hist, "counts": self.counts}
@@ -289,8 +296,11 @@ def distribute(events: Iterable[MetricEvent], folder: Path,
         for key, lines in buffers.items():
             path = ranks[key].regions
             assert path is not None
-            with open(path, "a", encoding="utf-8") as fh:
-                fh.write("\n".join(lines) + "\n")
+            try:
+                with open(path, "a", encoding="utf-8") as fh:
+                    fh.write("\n".join(lines) + "\n")
+            except OSError as exc:
+                raise scratch_error(exc, path) from None
         buffers.clear()
 
     for n, e in enumerate(events, 1):
@@ -365,40 +375,113 @@ class Plan:
     origin_ns: int
     sizes: Sizes
     events: int  # events (not metadata) the output will hold, untrimmed
+    folder: Path | None = None  # the scratch folder (intermediate merges of more than fan_in files go there)
+    fan_in: int = FAN_IN_MAX  # spill files open at once, at most (what the open-file limit allowed)
 
-    def records(self) -> Iterator[tuple[str, float, list[str]]]:
-        """(kind, dur µs, finished JSON texts) in time order: one text, or every event of one flow."""
-        streams = [self._stream(u) for u in self.units if u.meta["records"]]
-        _raise_open_file_limit(len(streams) + 64)
+    def records(self, reserve: int = 1) -> Iterator[tuple[str, float, list[str]]]:
+        """(kind, dur µs, finished JSON texts) in time order: one text, or every event of one flow.
+
+        At most ``fan_in`` spill files are open at once (fewer when ``reserve`` other files, the
+        outputs, must stay open beside them): more units are first merged in groups into
+        intermediate files, level by level, in the same order.
+        """
+        fan = min(self.fan_in, merge_fan_in(reserve))
+        streams: list[Iterator[tuple[int, int, str]]] = [_unit_stream(u) for u in self.units if u.meta["records"]]
+        lane_ids = [u.lane_ids for u in self.units]
         origin = self.origin_ns
-        for key, _u, lane_ids, rest in heapq.merge(*streams, key=lambda r: (r[0], r[1])):
-            lane, kind, dur, text = rest.rstrip("\n").split("\t", 3)
-            if kind == "f":
-                texts = []
-                for delta, flane, ftext in json.loads(text):
-                    pid, tid = lane_ids[flane]
-                    texts.append(f'{{"ts":{format_us(key + delta - origin)},"pid":{pid},"tid":{tid},{ftext[1:]}')
-                yield kind, 0.0, texts
-            else:
-                pid, tid = lane_ids[int(lane)]
-                yield kind, float(dur), [f'{{"ts":{format_us(key - origin)},"pid":{pid},"tid":{tid},{text[1:]}']
+        try:
+            level = 0
+            while len(streams) > fan:
+                streams = [self._premerge(group, level, g) if len(group) > 1 else group[0]
+                           for g, group in enumerate(streams[i:i + fan] for i in range(0, len(streams), fan))]
+                level += 1
+            for key, index, rest in heapq.merge(*streams, key=lambda r: (r[0], r[1])):
+                lane, kind, dur, text = rest.rstrip("\n").split("\t", 3)
+                ids = lane_ids[index]
+                if kind == "f":
+                    texts = []
+                    for delta, flane, ftext in json.loads(text):
+                        pid, tid = ids[flane]
+                        texts.append(f'{{"ts":{format_us(key + delta - origin)},"pid":{pid},"tid":{tid},{ftext[1:]}')
+                    yield kind, 0.0, texts
+                else:
+                    pid, tid = ids[int(lane)]
+                    yield kind, float(dur), [f'{{"ts":{format_us(key - origin)},"pid":{pid},"tid":{tid},{text[1:]}']
+        finally:
+            for stream in streams:
+                stream.close()  # type: ignore[attr-defined]  # generators: their files close now
 
-    @staticmethod
-    def _stream(unit: Unit) -> Iterator[tuple[int, int, list[tuple[int, int]], str]]:
-        shift, index, lane_ids = unit.shift_ns, unit.meta["index"], unit.lane_ids
-        with open(unit.spill, encoding="utf-8") as fh:
+    def _premerge(self, group: list[Iterator[tuple[int, int, str]]], level: int, g: int) -> Iterator[
+            tuple[int, int, str]]:
+        """Merge ``group`` into one sorted intermediate file (lines: shifted ns, unit index, the record)."""
+        if self.folder is None:
+            raise UsageError("Plan.records: more spill files than may be open at once and no scratch folder")
+        path = self.folder / f"merge_{level}_{g}.tsv"
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.writelines(f"{key}\t{index}\t{rest}" for key, index, rest in
+                              heapq.merge(*group, key=lambda r: (r[0], r[1])))
+        except OSError as exc:
+            raise scratch_error(exc, path) from None
+        finally:
+            for stream in group:
+                stream.close()  # type: ignore[attr-defined]
+        return _merged_stream(path)
+
+
+def _unit_stream(unit: Unit) -> Iterator[tuple[int, int, str]]:
+    """A unit's spill file as (ns on the reference clock, unit index, the rest of the line)."""
+    shift, index = unit.shift_ns, unit.meta["index"]
+    with open(unit.spill, encoding="utf-8") as fh:
+        for line in fh:
+            ns, rest = line.split("\t", 1)
+            yield int(ns) + shift, index, rest
+
+
+def _merged_stream(path: Path) -> Iterator[tuple[int, int, str]]:
+    """An intermediate file of :meth:`Plan._premerge`, read back; removed once read."""
+    try:
+        with open(path, encoding="utf-8") as fh:
             for line in fh:
-                ns, rest = line.split("\t", 1)
-                yield int(ns) + shift, index, lane_ids, rest
+                ns, index, rest = line.split("\t", 2)
+                yield int(ns), int(index), rest
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
-def _raise_open_file_limit(needed: int) -> None:
-    # the k-way merge holds one open spill file per task: thousands of ranks can pass the soft limit
-    with contextlib.suppress(ValueError, OSError):
+def scratch_error(exc: OSError, path: Path | str) -> OSError:
+    """``exc`` naming the scratch file and what to do (a full $TMPDIR said "No space left on device", no path)."""
+    return type(exc)(exc.errno, f"{exc.strerror or exc} (a scratch file of trace, in {Path(path).parent}; trace "
+                                f"needs scratch space about the size of its output: set TMPDIR to a folder with "
+                                f"more room)", str(path))
+
+
+def _open_fds() -> int:
+    """File descriptors this process holds now (Linux, macOS); a generous guess elsewhere."""
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        with contextlib.suppress(OSError):
+            return len(os.listdir(folder))
+    return 64
+
+
+def merge_fan_in(reserve: int = 0, wanted: int = FAN_IN_MAX) -> int:
+    """Spill files the merge may hold open at once: the soft open-file limit (raised toward ``wanted`` when the
+    hard limit allows) less the files open now, ``reserve`` more and a margin; at most ``FAN_IN_MAX``."""
+    try:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft != resource.RLIM_INFINITY and soft < needed:
+    except (ValueError, OSError):
+        return FAN_IN_MAX
+    open_now = _open_fds()
+    needed = open_now + reserve + _FD_MARGIN + min(wanted, FAN_IN_MAX)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (needed if hard == resource.RLIM_INFINITY
                                                         else min(needed, hard), hard))
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return FAN_IN_MAX
+    return min(FAN_IN_MAX, soft - open_now - reserve - _FD_MARGIN)
 
 
 @contextlib.contextmanager
@@ -430,6 +513,14 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
         n = len(calls)
         paths = [t for t in torch_traces if not hasattr(t, "events")]
         read = [t for t in torch_traces if hasattr(t, "events")]
+        # before the parallel work: the merge must be able to open its files, the tasks to write theirs
+        fan_in = merge_fan_in(reserve=4 * (max_workers or os.cpu_count() or 1), wanted=n + len(torch_traces))
+        if fan_in < 2:
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            raise UsageError(f"the open-file limit ({soft}, hard limit {hard}) leaves no room to merge the "
+                             f"{n + len(torch_traces)} spill files of trace (it needs about "
+                             f"{_open_fds() + _FD_MARGIN + 2 + 4 * (max_workers or 1)}); raise it (ulimit -n)")
+        check_scratch_room(folder, [str(t) for t in paths])
         metas = run_many(_task, [("regions", *c) for c in calls]
                          + [("torch", str(p), str(folder / f"unit_{n + i}.tsv"), n + i) for i, p in enumerate(paths)],
                          executor, max_workers)
@@ -449,9 +540,42 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
             units.append(Unit(key, folder / f"unit_{i}.tsv", meta))
         plan = _plan(ranks, syncs, units, reference_rank, auto_align, sources, generator)
         plan.warnings[:0] = found_warnings  # the same list as otherData.warnings
+        plan.folder, plan.fan_in = folder, fan_in
         yield plan
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+SPILL_PER_TRACE_BYTE = 0.7  # spill bytes per byte of uncompressed torch trace, at least (0.69-0.87 on real traces)
+
+
+def _json_size(path: str) -> int:
+    """Uncompressed size of a trace file: its size, or a gzip's own record of it (modulo 4 GiB)."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(2) != b"\x1f\x8b":
+                return os.fstat(fh.fileno()).st_size
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(size - 4, 0))
+            raw = int.from_bytes(fh.read(4), "little")
+    except OSError:
+        return 0
+    while raw < size:  # the trailer keeps the size modulo 4 GiB; a trace compresses, it never grows
+        raw += 1 << 32
+    return raw
+
+
+def check_scratch_room(folder: Path, traces: Sequence[str]) -> None:
+    """Refuse before the work when ``folder``'s filesystem has clearly less room than the spill files will take."""
+    need = int(SPILL_PER_TRACE_BYTE * sum(_json_size(t) for t in traces))
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if need > free:
+        raise UsageError(f"trace needs about {need / (1 << 20):,.0f} MB of scratch space for its spill files in "
+                         f"{folder.parent} and {free / (1 << 20):,.0f} MB are free there; set TMPDIR to a folder "
+                         "with more room (scratch space about the size of the output is needed)")
 
 
 def _task(kind: str, *args: Any) -> dict[str, Any]:
