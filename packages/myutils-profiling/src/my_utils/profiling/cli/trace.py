@@ -89,7 +89,8 @@ def _trace(events: Path, output: Path, auto_align_ranks: bool, reference_rank: i
     beside = source.parent if source is not None and not torch_trace else None
     with progress(3, "trace", enabled=not quiet) as bar:
         stream = _csv_events(csvs) if csvs else _jsonl_events(source)
-        with planned(stream, [str(p) for p in torch_trace], reference_rank=reference_rank,
+        # absolute: a cluster's workers resolve a relative path against their own folder
+        with planned(stream, [str(p.absolute()) for p in torch_trace], reference_rank=reference_rank,
                      auto_align=auto_align_ranks, sources=[str(p) for p in ([source] if source else csvs)],
                      executor=executor, max_workers=workers, traces_beside=beside) as plan:
             bar.advance()
