@@ -4,41 +4,32 @@ Memory of the main process does not grow with the rank count. It makes one pass 
 metric events: every MyTimer region goes to its rank's spill file (buffered, at most
 ``_FLUSH_BYTES`` held for all ranks together), the few ``clock_sync`` records and
 each rank's step starts (for the uncertainty warning) stay in memory. Then one task per
-rank's regions and one per torch trace (:func:`layout_regions`, :func:`layout_torch`) run
-through :func:`my_utils.profiling.providers.parallel.run_many`, the local-process / Dask
-path of ingest. A task holds one rank's regions or one trace's events: it packs them into
-lanes (:func:`my_utils.profiling.trace.lanes.pack`) and writes them to its own spill file
-*sorted by time*, one record a line::
-
-    <unix ns on the rank's clock>\\t<lane index>\\t<kind>\\t<dur µs>\\t<JSON of the event without ts/pid/tid>
-
-``kind`` is ``m`` (a MyTimer region), ``t`` (a torch ``X`` slice), ``i`` (another torch event:
-instant, counter) or ``f`` (every ``s``/``t``/``f`` event of one flow of one file, as one
-record: a JSON list of ``[ns after the record's time, lane, JSON]``, so no output part ever
-holds half a flow). Kineto writes one start and an end per kernel when one launch runs several
-kernels: each end becomes its own arrow from a copy of the start, since viewers pair one start
-with one end. An end whose start is outside the window cannot be drawn: such events are left
-out and counted in ``otherData.unpaired_flow_events_dropped``, so that the merged trace passes
-the checker. A task returns small metadata only (rank, host, lane names, first and
-last time, event counts and byte/duration histograms, which ``--overflow trim`` uses).
+rank's regions and one per torch trace (:func:`layout_regions`,
+:func:`~my_utils.profiling.trace.torch_layout.layout_torch`) run through
+:func:`my_utils.profiling.providers.parallel.run_many`, the local-process / Dask path of
+ingest. A task holds one rank's regions or one trace's events: it packs them into lanes
+(:func:`my_utils.profiling.trace.lanes.pack`) and writes them to its own spill file *sorted by
+time* (the record format: :mod:`my_utils.profiling.trace.records`). A task returns small
+metadata only (rank, host, lane names, first and last time, event counts and byte/duration
+histograms, which ``--overflow trim`` uses).
 
 The main process then assigns pids (rank + 1) and tids (unique, above every pid, in the
-order of the in-memory layout), picks the time origin and ``heapq.merge``-s the sorted spill
-files, shifted by each rank's clock offset, into the output: :meth:`Plan.records` yields each
-record's finished JSON texts, writing ``ts`` (µs since ``time_origin_unix_s``, exact to the
-ns), ``pid`` and ``tid`` in front of the stored text without parsing it again.
+order of the in-memory layout), picks the time origin and merges the sorted spill files,
+shifted by each rank's clock offset, into the output with a bounded number of files open
+(:mod:`my_utils.profiling.trace.spill_merge`): :meth:`Plan.records` yields each record's
+finished JSON texts, writing ``ts`` (µs since ``time_origin_unix_s``, exact to the ns),
+``pid`` and ``tid`` in front of the stored text without parsing it again. The open-file
+limit and the scratch space are checked before the parallel work.
 """
 
 from __future__ import annotations
 
 import contextlib
-import heapq
 import json
 import math
 import os
 import resource
 import shutil
-from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +38,6 @@ from typing import Any
 
 from my_utils.core.errors import InputError, UsageError
 from my_utils.core.events import MetricEvent
-from my_utils.core.safe_io import strict_json
 from my_utils.profiling.providers.scratch import make_scratch
 from my_utils.profiling.trace.clock import (
     CLOCK_SYNC_NAME,
@@ -59,101 +49,22 @@ from my_utils.profiling.trace.clock import (
 )
 from my_utils.profiling.trace.discover import find_named_traces
 from my_utils.profiling.trace.lanes import pack
+from my_utils.profiling.trace.records import (
+    THRESHOLDS_US,
+    TaskRecords,
+    Unit,
+    dump,
+    format_us,
+    scratch_error,
+    us_to_ns,
+)
+from my_utils.profiling.trace.spill_merge import FAN_IN_MAX, FD_MARGIN, merge_fan_in, merged, open_fds
+from my_utils.profiling.trace.torch_layout import layout_torch, torch_records
 
 TRACE_SCHEMA_VERSION = "1.0"
 SCRATCH_PREFIX = "myutils-trace-"
 NO_RANK = -1
-# candidate duration thresholds of --overflow trim (µs): 0, then 1-2-5 steps from 1 ns to 50 s
-THRESHOLDS_US: tuple[float, ...] = (0.0, *(m * 10.0 ** e for e in range(-3, 8) for m in (1, 2, 5)))
 _FLUSH_BYTES = 1 << 20  # region lines buffered in the main process (all ranks together) before they are spilled
-_FLOW_PHASES = ("s", "t", "f")
-FAN_IN_MAX = 256  # spill files merged at once (issue 24: 2,008 open at 1,000 ranks passed common limits)
-_FD_MARGIN = 16  # files the rest of the command may open meanwhile (imports, the progress bar, a log)
-
-
-def dump(obj: Any) -> str:
-    """Compact JSON, as written into the trace; a NaN or infinity (in a torch event's args) becomes null."""
-    return strict_json(obj, separators=(",", ":"), default=str)
-
-
-def us_to_ns(us: float) -> int:
-    """µs (int or float, possibly ~1e15 unix µs) → integer ns, without going through a ~1e18 float."""
-    if isinstance(us, int):
-        return us * 1000
-    whole = math.floor(us)
-    return int(whole) * 1000 + round((us - whole) * 1000)
-
-
-def format_us(ns: int) -> str:
-    """Integer ns → µs with 3 decimals, exactly (a float would lose ns at unix-epoch magnitudes)."""
-    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
-    return f"{sign}{ns // 1000}.{ns % 1000:03d}"
-
-
-def utf8_len(text: str) -> int:
-    """Bytes of ``text`` in UTF-8, without encoding it when it is ASCII (most event texts are)."""
-    return len(text) if text.isascii() else len(text.encode())
-
-
-def bucket(dur_us: float) -> int:
-    """Index into :data:`THRESHOLDS_US` of the largest threshold ``<= dur_us`` (0 for negative)."""
-    return max(bisect_right(THRESHOLDS_US, dur_us) - 1, 0)
-
-
-def _thread_label(ev: dict[str, Any]) -> str:
-    pid, tid = ev.get("pid"), ev.get("tid")
-    return f"{pid}/{tid}" if pid not in (None, "") or tid not in (None, "") else "process-wide"
-
-
-def flow_id(unit: int, arrow: int) -> int:
-    """The id of a file's ``arrow``-th flow: unique in the merged trace, an integer below 2**53 for viewers.
-
-    Ids are renumbered, not kept: ids of different files must not pair up, and Kineto's own
-    ids can pass 10**9 (a counter per correlation kind), so no fixed offset would keep them apart.
-    """
-    return (unit + 1) * 10**9 + arrow
-
-
-class _Unit:
-    """Collects one task's records and metadata (inside the worker)."""
-
-    def __init__(self) -> None:
-        self.lanes: list[tuple[str, int]] = []  # (base label, overlap index); index in this list = lane index
-        self.records: list[tuple[int, int, str, float, str]] = []  # ns, lane, kind, dur_us, text
-        self.hist = [[0, 0] for _ in THRESHOLDS_US]  # per duration bucket: torch events, text bytes
-        self.counts = {"m": [0, 0], "f": [0, 0]}  # events, text bytes
-        self.max_ns: int | None = None  # the latest event time (a flow's last event, not its record's time)
-
-    def lane(self, label: str, j: int) -> int:
-        self.lanes.append((label, j))
-        return len(self.lanes) - 1
-
-    def add(self, ns: int, lane: int, kind: str, dur: float, text: str, events: int = 1, size: int = 0,
-            extent: int = 0) -> None:
-        """One record at ``ns``; ``extent``: ns from it to its last event (a flow's end)."""
-        self.records.append((ns, lane, kind, dur, text))
-        if self.max_ns is None or ns + extent > self.max_ns:
-            self.max_ns = ns + extent
-        size = size or utf8_len(text)
-        if kind in ("t", "i"):
-            cell = self.hist[bucket(dur)]
-            cell[0] += 1
-            cell[1] += size
-        else:
-            self.counts[kind][0] += events
-            self.counts[kind][1] += size
-
-    def finish(self, out: str, **meta: Any) -> dict[str, Any]:
-        self.records.sort(key=lambda r: r[0])  # stable: same-time records keep the lane order
-        try:
-            with open(out, "w", encoding="utf-8") as fh:
-                fh.writelines(f"{ns}\t{lane}\t{kind}\t{dur!r}\t{text}\n"
-                              for ns, lane, kind, dur, text in self.records)
-        except OSError as exc:
-            raise scratch_error(exc, out) from None
-        return {**meta, "lanes": self.lanes, "records": len(self.records),
-                "min_ns": self.records[0][0] if self.records else None, "max_ns": self.max_ns,
-                "hist": self.hist, "counts": self.counts}
 
 
 def layout_regions(spill: str, out: str) -> dict[str, Any]:
@@ -165,7 +76,7 @@ def layout_regions(spill: str, out: str) -> dict[str, Any]:
             ns = us_to_ns(ts_s * 1e6)
             by_lane[lane].append({"ns": ns, "dur": round(ms * 1e3, 3), "name": name, "args": args, "i": i})
     base = min((e["ns"] for evs in by_lane.values() for e in evs), default=0)
-    unit = _Unit()
+    unit = TaskRecords()
     for name in sorted(by_lane):
         evs = by_lane[name]
         for e in evs:
@@ -176,75 +87,6 @@ def layout_regions(spill: str, out: str) -> dict[str, Any]:
                 unit.add(e["ns"], idx, "m", e["dur"], dump({"ph": "X", "cat": "mytimer", "name": e["name"],
                                                            "dur": e["dur"], "args": e["args"]}))
     return unit.finish(out, kind="regions")
-
-
-def layout_torch(path: str, out: str, index: int) -> dict[str, Any]:
-    """Task: read one torch trace (its events only in this process) → lanes → sorted records."""
-    from my_utils.profiling.trace.torch_trace import read_torch_trace
-
-    return torch_records(read_torch_trace(path), out, index)
-
-
-def torch_records(tt: Any, out: str, index: int) -> dict[str, Any]:
-    """Lay out a read :class:`~my_utils.profiling.trace.torch_trace.TorchTrace`; ``index`` makes its flow ids unique."""
-    base_ns = tt.base_ns if getattr(tt, "base_ns", None) is not None else us_to_ns(tt.base_us)
-    slices: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    others: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
-    flows: dict[tuple[Any, Any], list[tuple[int, str, dict[str, Any]]]] = {}
-    for ev in tt.events:
-        thread = tt.thread_names.get((ev.get("pid"), ev.get("tid"))) or _thread_label(ev)
-        ns = base_ns + us_to_ns(ev["ts"])
-        ph = ev.get("ph")
-        if ph == "X":
-            slices[thread].append({"ns": ns, "ts": ev["ts"], "dur": ev["dur"], "ev": ev})
-        elif ph in _FLOW_PHASES and "id" in ev:
-            flows.setdefault((ev.get("cat"), ev["id"]), []).append((ns, thread, ev))
-            others.setdefault(thread, [])
-        else:
-            others[thread].append((ns, ev))
-    unit = _Unit()
-    first_lane: dict[str, int] = {}
-    for thread in sorted(set(slices) | set(others)):
-        for j, lane_events in enumerate(pack(slices.get(thread, [])) or [[]]):
-            idx = unit.lane(thread, j)
-            if j == 0:
-                first_lane[thread] = idx
-            for s in lane_events:
-                unit.add(s["ns"], idx, "t", float(s["dur"]), dump(_strip(s["ev"])))
-        for ns, ev in others.get(thread, []):
-            unit.add(ns, first_lane[thread], "i", 0.0, dump(_strip(ev)))
-    unpaired = 0
-    arrows_made = 0
-    for group in flows.values():
-        phases = [ev["ph"] for _n, _t, ev in group]
-        n_s, n_f = phases.count("s"), phases.count("f")
-        if n_s != 1 or n_f == 0 or (n_f > 1 and "t" in phases):
-            # an arrow without its start (it began before the window) or without an end: nothing to draw
-            unpaired += len(group)
-            continue
-        if n_f == 1:
-            arrows = [group]
-        else:
-            # one launch, several kernels (Kineto writes one 's' and an 'f' per kernel): viewers pair one
-            # start with one end, so each end gets its own arrow from a copy of the start
-            s_item = next(item for item in group if item[2]["ph"] == "s")
-            arrows = [[s_item, end] for end in sorted((item for item in group if item[2]["ph"] == "f"),
-                                                      key=lambda item: item[0])]
-        for items_of in arrows:
-            new_id = flow_id(index, arrows_made)
-            arrows_made += 1
-            start = min(ns for ns, _t, _e in items_of)
-            items = [(ns - start, first_lane[thread], dump(_strip(ev, new_id))) for ns, thread, ev in items_of]
-            unit.add(start, -1, "f", 0.0, dump(items), events=len(items),
-                     size=sum(utf8_len(text) for _d, _l, text in items), extent=max(d for d, _l, _t in items))
-    return unit.finish(out, kind="torch", rank=tt.rank, host=tt.host, path=str(tt.path), unpaired_flow_events=unpaired)
-
-
-def _strip(ev: dict[str, Any], new_id: Any = None) -> dict[str, Any]:
-    out = {k: v for k, v in ev.items() if k not in ("ts", "pid", "tid")}
-    if new_id is not None:
-        out["id"] = new_id
-    return out
 
 
 @dataclass
@@ -335,17 +177,6 @@ def distribute(events: Iterable[MetricEvent], folder: Path,
 
 
 @dataclass
-class Unit:
-    """One task's spill file and what the main process decided for it."""
-
-    rank: int
-    spill: Path
-    meta: dict[str, Any]
-    shift_ns: int = 0
-    lane_ids: list[tuple[int, int]] = field(default_factory=list)  # lane index → (pid, tid)
-
-
-@dataclass
 class Sizes:
     """Upper bounds of what each kind of event adds to the output, for splitting and trimming."""
 
@@ -381,21 +212,14 @@ class Plan:
     def records(self, reserve: int = 1) -> Iterator[tuple[str, float, list[str]]]:
         """(kind, dur µs, finished JSON texts) in time order: one text, or every event of one flow.
 
-        At most ``fan_in`` spill files are open at once (fewer when ``reserve`` other files, the
-        outputs, must stay open beside them): more units are first merged in groups into
-        intermediate files, level by level, in the same order.
+        At most ``fan_in`` spill files are open at once, fewer when ``reserve`` other files (the
+        outputs) must stay open beside them (:mod:`my_utils.profiling.trace.spill_merge`).
         """
-        fan = min(self.fan_in, merge_fan_in(reserve))
-        streams: list[Iterator[tuple[int, int, str]]] = [_unit_stream(u) for u in self.units if u.meta["records"]]
         lane_ids = [u.lane_ids for u in self.units]
         origin = self.origin_ns
+        ordered, streams = merged(self.units, self.folder, min(self.fan_in, merge_fan_in(reserve)))
         try:
-            level = 0
-            while len(streams) > fan:
-                streams = [self._premerge(group, level, g) if len(group) > 1 else group[0]
-                           for g, group in enumerate(streams[i:i + fan] for i in range(0, len(streams), fan))]
-                level += 1
-            for key, index, rest in heapq.merge(*streams, key=lambda r: (r[0], r[1])):
+            for key, index, rest in ordered:
                 lane, kind, dur, text = rest.rstrip("\n").split("\t", 3)
                 ids = lane_ids[index]
                 if kind == "f":
@@ -410,78 +234,6 @@ class Plan:
         finally:
             for stream in streams:
                 stream.close()  # type: ignore[attr-defined]  # generators: their files close now
-
-    def _premerge(self, group: list[Iterator[tuple[int, int, str]]], level: int, g: int) -> Iterator[
-            tuple[int, int, str]]:
-        """Merge ``group`` into one sorted intermediate file (lines: shifted ns, unit index, the record)."""
-        if self.folder is None:
-            raise UsageError("Plan.records: more spill files than may be open at once and no scratch folder")
-        path = self.folder / f"merge_{level}_{g}.tsv"
-        try:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.writelines(f"{key}\t{index}\t{rest}" for key, index, rest in
-                              heapq.merge(*group, key=lambda r: (r[0], r[1])))
-        except OSError as exc:
-            raise scratch_error(exc, path) from None
-        finally:
-            for stream in group:
-                stream.close()  # type: ignore[attr-defined]
-        return _merged_stream(path)
-
-
-def _unit_stream(unit: Unit) -> Iterator[tuple[int, int, str]]:
-    """A unit's spill file as (ns on the reference clock, unit index, the rest of the line)."""
-    shift, index = unit.shift_ns, unit.meta["index"]
-    with open(unit.spill, encoding="utf-8") as fh:
-        for line in fh:
-            ns, rest = line.split("\t", 1)
-            yield int(ns) + shift, index, rest
-
-
-def _merged_stream(path: Path) -> Iterator[tuple[int, int, str]]:
-    """An intermediate file of :meth:`Plan._premerge`, read back; removed once read."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                ns, index, rest = line.split("\t", 2)
-                yield int(ns), int(index), rest
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-
-
-def scratch_error(exc: OSError, path: Path | str) -> OSError:
-    """``exc`` naming the scratch file and what to do (a full $TMPDIR said "No space left on device", no path)."""
-    return type(exc)(exc.errno, f"{exc.strerror or exc} (a scratch file of trace, in {Path(path).parent}; trace "
-                                f"needs scratch space about the size of its output: set TMPDIR to a folder with "
-                                f"more room)", str(path))
-
-
-def _open_fds() -> int:
-    """File descriptors this process holds now (Linux, macOS); a generous guess elsewhere."""
-    for folder in ("/proc/self/fd", "/dev/fd"):
-        with contextlib.suppress(OSError):
-            return len(os.listdir(folder))
-    return 64
-
-
-def merge_fan_in(reserve: int = 0, wanted: int = FAN_IN_MAX) -> int:
-    """Spill files the merge may hold open at once: the soft open-file limit (raised toward ``wanted`` when the
-    hard limit allows) less the files open now, ``reserve`` more and a margin; at most ``FAN_IN_MAX``."""
-    try:
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    except (ValueError, OSError):
-        return FAN_IN_MAX
-    open_now = _open_fds()
-    needed = open_now + reserve + _FD_MARGIN + min(wanted, FAN_IN_MAX)
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (needed if hard == resource.RLIM_INFINITY
-                                                        else min(needed, hard), hard))
-            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    if soft == resource.RLIM_INFINITY:
-        return FAN_IN_MAX
-    return min(FAN_IN_MAX, soft - open_now - reserve - _FD_MARGIN)
 
 
 @contextlib.contextmanager
@@ -519,7 +271,7 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
             soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
             raise UsageError(f"the open-file limit ({soft}, hard limit {hard}) leaves no room to merge the "
                              f"{n + len(torch_traces)} spill files of trace (it needs about "
-                             f"{_open_fds() + _FD_MARGIN + 2 + 4 * (max_workers or 1)}); raise it (ulimit -n)")
+                             f"{open_fds() + FD_MARGIN + 2 + 4 * (max_workers or 1)}); raise it (ulimit -n)")
         check_scratch_room(folder, [str(t) for t in paths])
         metas = run_many(_task, [("regions", *c) for c in calls]
                          + [("torch", str(p), str(folder / f"unit_{n + i}.tsv"), n + i) for i, p in enumerate(paths)],

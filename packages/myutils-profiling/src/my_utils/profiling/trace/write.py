@@ -39,7 +39,8 @@ from my_utils.core.atomic import _umask
 from my_utils.core.errors import UsageError
 from my_utils.profiling.providers.scratch import sweep_temp_files, temp_name
 from my_utils.profiling.trace.merge import MergedTrace
-from my_utils.profiling.trace.stream import THRESHOLDS_US, Plan, Sizes, bucket, dump, utf8_len
+from my_utils.profiling.trace.records import THRESHOLDS_US, bucket, dump, utf8_len
+from my_utils.profiling.trace.stream import Plan, Sizes
 
 _MB = 1 << 20
 _TAIL_RESERVE = 4096  # otherData grows by `part` or `trimmed` (and the trim warning) after the budget is set
