@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 @app.command("trace")
 @exit_on_error
 def trace(
-    events: Path = typer.Option(..., "--events", help="metrics_events.jsonl (or its folder), or profile_rank_<r>.csv "
-                                "files (a file or a folder) whose CLOCK_SYNC rows carry the measured offsets."),
+    events: Path | None = typer.Option(None, "--events", help="metrics_events.jsonl (or its folder), or "
+                                       "profile_rank_<r>.csv files (a file or a folder) whose CLOCK_SYNC rows carry "
+                                       "the measured offsets; optional when --torch-trace is given."),
     output: Path = typer.Option(..., "--output", help="Merged trace: T.json or T.json.gz."),
     auto_align_ranks: bool = typer.Option(False, "--auto-align-ranks", help="Put every rank on the reference "
                                           "rank's clock with its measured offset (clock_sync records); never by "
@@ -61,7 +62,7 @@ def trace(
                quiet)
 
 
-def _trace(events: Path, output: Path, auto_align_ranks: bool, reference_rank: int, torch_trace: list[Path],
+def _trace(events: Path | None, output: Path, auto_align_ranks: bool, reference_rank: int, torch_trace: list[Path],
            max_mb: float | None, overflow: str, executor: str | None, workers: int | None, quiet: bool) -> None:
     from my_utils.core.errors import InputError, UsageError
     from my_utils.core.progress import progress
@@ -80,7 +81,9 @@ def _trace(events: Path, output: Path, auto_align_ranks: bool, reference_rank: i
         raise UsageError(f"--output {output}: expected a .json or .json.gz file name")
     # what a killed run of this output left (its temporaries; its scratch folder goes when the scratch is made)
     sweep_temp_files(output.parent, output_names(output))
-    source, csvs = _resolve_events(events)
+    if events is None and not torch_trace:
+        raise UsageError("give --events (MyTimer regions, clock records) or --torch-trace (or both)")
+    source, csvs = _resolve_events(events) if events is not None else (None, [])
     for t in torch_trace:
         check_regular(t)  # a FIFO or a device would block the reader (or never end)
         if not t.is_file():
@@ -95,8 +98,8 @@ def _trace(events: Path, output: Path, auto_align_ranks: bool, reference_rank: i
                      executor=executor, max_workers=workers, traces_beside=beside) as plan:
             bar.advance()
             if not plan.events:
-                raise InputError(str(events), None, "MyTimer regions (source 'mytimer', kind 'duration') or a "
-                                                    "torch trace to put on the timeline; found none")
+                raise InputError(str(events or torch_trace[0]), None, "MyTimer regions (source 'mytimer', kind "
+                                 "'duration') or torch trace events to put on the timeline; found none")
             for warning in plan.warnings:
                 typer.echo(f"warning: {warning}", err=True)
             bar.advance()

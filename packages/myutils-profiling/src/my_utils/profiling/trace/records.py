@@ -69,14 +69,16 @@ class TaskRecords:
     """Collects one task's records and metadata (inside the worker) and writes its sorted spill file."""
 
     def __init__(self) -> None:
-        self.lanes: list[tuple[str, int]] = []  # (base label, overlap index); index in this list = lane index
+        # (base label, overlap index, sort key); index in this list = lane index
+        self.lanes: list[tuple[str, int, list[Any]]] = []
         self.records: list[tuple[int, int, str, float, str]] = []  # ns, lane, kind, dur_us, text
         self.hist = [[0, 0] for _ in THRESHOLDS_US]  # per duration bucket: torch events, text bytes
         self.counts = {"m": [0, 0], "f": [0, 0]}  # events, text bytes
         self.max_ns: int | None = None  # the latest event time (a flow's last event, not its record's time)
 
-    def lane(self, label: str, j: int) -> int:
-        self.lanes.append((label, j))
+    def lane(self, label: str, j: int, order: list[Any] | None = None) -> int:
+        """A new lane (``j``: its overlap index); ``order`` sorts it among the rank's lanes."""
+        self.lanes.append((label, j, order if order is not None else [0, "", 0, 0, label]))
         return len(self.lanes) - 1
 
     def add(self, ns: int, lane: int, kind: str, dur: float, text: str, events: int = 1, size: int = 0,

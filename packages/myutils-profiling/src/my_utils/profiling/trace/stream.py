@@ -84,9 +84,18 @@ def layout_regions(spill: str, out: str) -> dict[str, Any]:
         for j, lane_events in enumerate(pack(evs)):
             idx = unit.lane(name, j)
             for e in lane_events:
-                unit.add(e["ns"], idx, "m", e["dur"], dump({"ph": "X", "cat": "mytimer", "name": e["name"],
+                unit.add(e["ns"], idx, "m", e["dur"], dump({"ph": "X", "cat": "mytimer", "name": _shown(e),
                                                            "dur": e["dur"], "args": e["args"]}))
     return unit.finish(out, kind="regions")
+
+
+def _shown(region: dict[str, Any]) -> str:
+    """A step's slice (a top-level region) says its step: ``iter · step 6``; the name alone is in args.region."""
+    args = region["args"]
+    if args.get("depth") == 0 and args.get("step") is not None:
+        args["region"] = region["name"]
+        return f"{region['name']} · step {args['step']}"
+    return str(region["name"])
 
 
 @dataclass
@@ -383,6 +392,9 @@ def _plan(ranks: dict[int, _Rank], syncs: list[ClockSync], units: list[Unit], re
     unpaired = sum(u.meta.get("unpaired_flow_events", 0) for u in units)
     if unpaired:
         other["unpaired_flow_events_dropped"] = unpaired
+    built = sum(u.meta.get("arrows_from_correlation", 0) for u in units)
+    if built:  # the traces had no flow events: these arrows were drawn from args.correlation
+        other["arrows_from_correlation"] = built
     return Plan(metadata, other, warnings, units, origin_ns, _sizes(units, metadata, origin_ns),
                 sum(u.meta["counts"]["m"][0] + u.meta["counts"]["f"][0] + sum(c for c, _b in u.meta["hist"])
                     for u in units))
@@ -400,17 +412,23 @@ def _layout(ranks: dict[int, _Rank], units: list[Unit]) -> list[dict[str, Any]]:
         metadata.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": pid,
                          "args": {"sort_index": sort_index}})
         n_torch = sum(units[i].meta["kind"] == "torch" for i in r.units)
-        lanes: list[tuple[str, int, Unit, int]] = []  # final base name, overlap index, unit, lane index
+        lanes: list[tuple[str, int, Unit, int, tuple[Any, ...]]] = []  # name, overlap index, unit, lane, sort key
         t = 0
         for i in r.units:
             u = units[i]
             if u.meta["kind"] == "torch":
                 t += 1
             u.lane_ids = [(0, 0)] * len(u.meta["lanes"])
-            for idx, (base, j) in enumerate(u.meta["lanes"]):
-                name = base if u.meta["kind"] == "regions" else f"torch{'' if n_torch == 1 else f' #{t}'}: {base}"
-                lanes.append((name, j, u, idx))
-        for name, j, u, idx in sorted(lanes, key=lambda x: (not x[0].startswith("mytimer"), x[0], x[1])):
+            for idx, (base, j, order) in enumerate(u.meta["lanes"]):
+                if u.meta["kind"] == "regions":
+                    name, key = base, (-1, "", 0, 0, base)
+                elif order[0]:  # a device's stream: "GPU 0 · stream 7", below every CPU thread
+                    name, key = f"{base}{'' if n_torch == 1 else f' (torch #{t})'}", (*order[:4], order[4], t)
+                else:
+                    name = f"torch{'' if n_torch == 1 else f' #{t}'}: {base}"
+                    key = (0, "", 0, 0, name)
+                lanes.append((name, j, u, idx, key))
+        for name, j, u, idx, _key in sorted(lanes, key=lambda x: (x[4], x[1])):
             tid, next_tid = next_tid, next_tid + 1
             u.lane_ids[idx] = (pid, tid)
             metadata.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,

@@ -8,6 +8,7 @@ and is refused (no guessing: a wrong guess would invent lateness).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ from my_utils.core.errors import InputError
 
 _EPOCH_US_MIN = 946_684_800e6  # 2000-01-01: smaller ts values are relative, not unix µs
 _MAX_US = 1e17  # µs: the year 5138 as unix time; a larger ts or dur is a broken number, not a time
-_KEEP = frozenset("XiICsft")  # phases merged; B/E of Kineto traces are rare and not re-nested here
+_KEEP = frozenset("XiICsft")
+_HANDLER_NAME = re.compile(r"(.+)_\d+\.\d+\.pt\.trace\.json(?:\.gz)?")  # phases merged; B/E of Kineto traces are rare and not re-nested here
 
 
 def _short(value: object) -> str:
@@ -43,6 +45,7 @@ class TorchTrace:
     thread_names: dict[tuple[Any, Any], str] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
     base_ns: int | None = None  # the exact base when the trace gives one (base_us, a float, rounds to 1/4 µs)
+    process_labels: dict[Any, str] = field(default_factory=dict)  # pid -> "CPU", "GPU 0", ...
 
 
 def read_torch_trace(path: str | Path, rank: int | None = None) -> TorchTrace:
@@ -54,13 +57,17 @@ def read_torch_trace(path: str | Path, rank: int | None = None) -> TorchTrace:
     stream = TraceStream(p)
     events: list[dict[str, Any]] = []
     names: dict[tuple[Any, Any], str] = {}
+    labels: dict[Any, str] = {}
     dropped: dict[str, int] = {}
     min_ts = float("inf")
     for ev in stream.events():
         ph = ev.get("ph")
         if ph == "M":
-            if ev.get("name") == "thread_name" and isinstance(ev.get("args"), dict):
-                names[(ev.get("pid"), ev.get("tid"))] = str(ev["args"].get("name", ""))
+            args = ev.get("args")
+            if ev.get("name") == "thread_name" and isinstance(args, dict):
+                names[(ev.get("pid"), ev.get("tid"))] = str(args.get("name", ""))
+            elif ev.get("name") == "process_labels" and isinstance(args, dict):
+                labels[ev.get("pid")] = str(args.get("labels", ""))  # "CPU", "GPU 0"
             continue
         if ph not in _KEEP or not isinstance(ev.get("ts"), (int, float)) or isinstance(ev["ts"], bool):
             dropped[str(ph)] = dropped.get(str(ph), 0) + 1
@@ -94,4 +101,6 @@ def read_torch_trace(path: str | Path, rank: int | None = None) -> TorchTrace:
     if found is None:
         found = rank
     host = meta.get("hostname") or meta.get("host_name") or ""
-    return TorchTrace(p, found, str(host), base_us, events, names, dropped, exact_ns)
+    if not host and (named := _HANDLER_NAME.fullmatch(p.name)):
+        host = named.group(1)  # torch's tensorboard_trace_handler names files <host>_<pid>.<ms>.pt.trace.json
+    return TorchTrace(p, found, str(host), base_us, events, names, dropped, exact_ns, labels)
