@@ -8,8 +8,9 @@ the process group, as Ctrl-C in a terminal does). Then:
 
 - no process of the session (workers, the resource tracker, the fork server, Dask workers)
   outlives the command by more than 5 s, and the caller's pipes reach EOF by then;
-- nothing that looks like a result is in the output folder (SIGKILL may leave a hidden
-  temporary named by its owner; SIGTERM and SIGINT leave nothing, neither there nor in $TMPDIR);
+- nothing that looks like a result is in the output folder: no file, or every file of a finished
+  run when the signal caught the command as it ended (never some of them); SIGKILL may leave a
+  hidden temporary named by its owner, SIGTERM and SIGINT nothing, neither there nor in $TMPDIR;
 - the next run succeeds and removes what the killed run left.
 
 CI runs one moment per signal and command (``MYUTILS_CRASH_MOMENTS`` sets more: the issue's
@@ -59,6 +60,7 @@ class Command:
     argv: Callable[[Path], list[str]]
     results: Callable[[Path], Path]  # the output folder
     scratch: bool  # the command keeps a scratch folder in $TMPDIR while it works
+    complete: frozenset[str]  # the files of a finished run: all of them, or none, may be left
 
     @property
     def id(self) -> str:
@@ -77,15 +79,16 @@ COMMANDS = [
     *[Command("trace", ex, lambda w, ex=ex: ["trace", "--events", _events(w), *_flags("--torch-trace", w, range(4)),
                                             "--output", str(w / "out" / "merged.json"), "--executor", ex,
                                             "--workers", "2", "-q"],
-              lambda w: w / "out", True) for ex in ("process", "dask")],
+              lambda w: w / "out", True, frozenset({"merged.json"})) for ex in ("process", "dask")],
     Command("analyze", "process", lambda w: ["analyze", "--events", _events(w), *_flags("--trace", w, range(6)),
                                              "--output-dir", str(w / "out"), "-q"],
-            lambda w: w / "out", False),
+            lambda w: w / "out", False,
+            frozenset({"analysis_report.json", "analysis_report.md", "analysis_report.html"})),
     Command("diff", "process", lambda w: ["diff", *_flags("--base-trace", w, range(3)),
                                           *_flags("--target-trace", w, range(3, 6)),
                                           "--output", str(w / "out" / "diff.json"),
                                           "--markdown", str(w / "out" / "diff.md")],
-            lambda w: w / "out", False),
+            lambda w: w / "out", False, frozenset({"diff.json", "diff.md"})),
 ]
 
 
@@ -139,6 +142,7 @@ class Outcome:
     pipes_open: bool = False
     leftovers: list[str] = field(default_factory=list)  # result-looking files in the output folder
     scratch: list[str] = field(default_factory=list)  # $TMPDIR entries after SIGTERM/SIGINT
+    finished: bool = False  # every result file was there: the signal came as the command ended
 
 
 def _environment(tmpdir: Path) -> dict[str, str]:
@@ -184,12 +188,16 @@ def _killed_run(cmd: Command, work: Path, tmpdir: Path, sig: signal.Signals, del
         marker = _wait_for_workers(cmd, proc, tmpdir)
         assert marker is not None, f"{cmd.id}: the workers never ran ({proc.poll()})"
         time.sleep(delay)
-        landed = proc.poll() is None
         sent = time.monotonic()
-        if sig == signal.SIGINT:
-            os.killpg(proc.pid, sig)  # Ctrl-C in a terminal: the whole foreground group
-        else:
-            os.kill(proc.pid, sig)
+        try:
+            if sig == signal.SIGINT:
+                os.killpg(proc.pid, sig)  # Ctrl-C in a terminal: the whole foreground group
+            else:
+                os.kill(proc.pid, sig)
+            landed = True
+        except ProcessLookupError:  # it ended (and was reaped) before the signal: not a kill that landed
+            landed = False
+        landed = landed and proc.poll() != 0  # a command that had already finished exits 0: it was too late
         proc.wait(timeout=120)
         ended = time.monotonic()
         survivors = _session(proc.pid)
@@ -208,11 +216,15 @@ def _killed_run(cmd: Command, work: Path, tmpdir: Path, sig: signal.Signals, del
             proc.kill()
         proc.communicate()
     owner = f".{proc.pid}-"
-    leftovers = [p.name for p in cmd.results(work).iterdir()
-                 if not (sig == signal.SIGKILL and p.name.startswith(".") and owner in p.name and p.name.endswith(".tmp"))]
+    left = sorted(p.name for p in cmd.results(work).iterdir()
+                  if not (sig == signal.SIGKILL and p.name.startswith(".") and owner in p.name and p.name.endswith(".tmp")))
+    # every file of a run the signal caught at its very end is a result (the command had finished writing);
+    # some of them, or anything else, is not
+    complete = set(left) == cmd.complete
+    leftovers = [] if complete else left
     scratch = [] if sig == signal.SIGKILL else sorted(p.name for p in tmpdir.iterdir())
     return Outcome(sig.name, round(delay, 3), landed, proc.returncode, round(ended - sent, 3), names, pipes_open,
-                   leftovers, scratch)
+                   leftovers, scratch, complete)
 
 
 @pytest.mark.parametrize("cmd", COMMANDS, ids=[c.id for c in COMMANDS])
@@ -235,19 +247,28 @@ def _matrix(cmd: Command, work: Path, tmpdir: Path) -> None:
     run_s = _clean_run(cmd, work, tmpdir)
     rng = random.Random(f"{SEED}-{cmd.id}")
     outcomes: list[Outcome] = []
+    missed = 0
     for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
         for _ in range(MOMENTS):
-            for p in (work / "out").iterdir():  # the previous (successful) run's results
-                p.unlink()
-            outcome = _killed_run(cmd, work, tmpdir, sig, rng.uniform(0.0, 0.6 * run_s))
+            delay = rng.uniform(0.0, 0.6 * run_s)
+            for _attempt in range(4):  # a moment after the end (the machine ran faster this time): half as late
+                for p in (work / "out").iterdir():  # the previous (successful) run's results
+                    p.unlink()
+                outcome = _killed_run(cmd, work, tmpdir, sig, delay)
+                if outcome.landed:
+                    break
+                missed += 1
+                delay /= 2
             outcomes.append(outcome)
             # the next run: succeeds, and removes what the killed one left (its temporaries, its scratch)
             _clean_run(cmd, work, tmpdir)
             assert [p.name for p in (work / "out").iterdir() if p.name.startswith(".")] == []
             assert [p.name for p in tmpdir.iterdir() if p.name.startswith("myutils-")] == []
     figures = {"command": cmd.id, "runs": len(outcomes), "landed": sum(o.landed for o in outcomes),
+               "late_moments_redrawn": missed,
                "survivors": sum(len(o.survivors) for o in outcomes), "pipes_open": sum(o.pipes_open for o in outcomes),
                "leftover_files": sum(len(o.leftovers) for o in outcomes),
+               "caught_at_the_end": sum(o.finished for o in outcomes),
                "scratch_left": sum(len(o.scratch) for o in outcomes), "clean_run_s": round(run_s, 2),
                "max_exit_s": max(o.exit_s for o in outcomes)}
     print(json.dumps(figures))
