@@ -102,10 +102,32 @@ def test_bad_numbers_in_the_events_are_one_line(tmp_path: Path, case: str) -> No
     assert "Traceback" not in res.output and not out.parent.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="core/events.py (owned by the 'cli' helper) accepts ts 1e999 and cannot "
-                                       "read a 400-digit value or deep nesting: trace names 'event 2', not the line")
+def _reader_names_the_line(tmp: Path) -> bool:
+    """Whether core's events reader refuses these lines itself (naming the line), as trace's own checks cannot."""
+    from my_utils.core.errors import InputError
+    from my_utils.core.events import read_events
+
+    for i, bad in enumerate(EVENT_CASES[c] for c in ("400-digit value", "deep attrs", "ts 1e999")):
+        path = tmp / f"probe{i}.jsonl"
+        path.write_text(bad + "\n")
+        try:
+            read_events(path)
+        except InputError as exc:
+            if "line 1" not in str(exc):
+                return False
+        except Exception:  # an OverflowError, a RecursionError: the reader does not refuse it yet
+            return False
+        else:
+            return False
+    return True
+
+
 @pytest.mark.parametrize("case", ["400-digit value", "deep attrs", "ts 1e999"])
-def test_the_events_reader_names_the_line(tmp_path: Path, case: str) -> None:
+def test_the_events_reader_names_the_line(tmp_path: Path, case: str, request: pytest.FixtureRequest) -> None:
+    if not _reader_names_the_line(tmp_path):
+        # core/events.py is the 'cli' helper's: until its reader refuses these lines, trace names 'event 2'
+        request.applymarker(pytest.mark.xfail(strict=True, reason="core/events.py does not refuse a 400-digit "
+                                              "value, deep nesting or ts 1e999 with the line yet"))
     events = _events_file(tmp_path, EVENT_CASES[case])
     res = _run("--events", str(events), "--output", str(tmp_path / "t.json"))
     assert res.exit_code == 2 and f"{events}:line 2" in res.stderr, res.stderr
