@@ -78,7 +78,8 @@ def test_merged_trace_loads_with_every_slice_and_the_straggler_kept(perfetto: Pe
         processes = [r["name"] for r in loaded.query("select name from process where name like 'rank %' order by name")]
         starts = loaded.query(
             "select pr.name as process, min(s.ts) as ts from slice s join thread_track tt on s.track_id = tt.id "
-            "join thread t using (utid) join process pr using (upid) where s.name = 'iter' group by pr.name")
+            "join thread t using (utid) join process pr using (upid) where s.name like 'iter · step %' "
+            "group by pr.name")
         torch_ops = loaded.query("select count(*) as n from slice where name = 'aten::addmm'")[0]["n"]
     assert slices >= x_in_file > regions  # every X of the file is a slice (instants may add more)
     assert processes == ["rank 0 (node0)", "rank 1 (node1)", "rank 2 (node2)"]
@@ -123,7 +124,7 @@ def test_real_multi_rank_merge_loads_with_every_slice(perfetto: PerfettoUI, real
         assert loaded.import_errors() == []
         assert loaded.log.page_errors == []
         slices = loaded.query("select count(*) as n from slice")[0]["n"]
-        steps = loaded.query("select count(*) as n from slice where name = 'step'")[0]["n"]
+        steps = loaded.query("select count(*) as n from slice where name like 'step · step %'")[0]["n"]
         arrows = loaded.query("select count(*) as n from flow")[0]["n"]
     assert slices >= x_in_file and steps == len(events)  # every slice of the file, every MyTimer region
     assert arrows == flows // 2  # every flow kept is drawn (the trimmed file keeps none)
@@ -146,3 +147,39 @@ def test_a_launch_of_several_kernels_draws_an_arrow_per_kernel(perfetto: Perfett
         assert loaded.import_errors() == []
         arrows = loaded.query("select count(*) as n from flow")[0]["n"]
     assert arrows == starts
+
+
+PAIR = ["kineto/hta/trace_filter__sampled_rank-0.json.gz", "kineto/hta/trace_filter__sampled_rank-1.json.gz"]
+
+
+def test_the_trace_filter_pair_shows_named_gpu_lanes_every_arrow_and_no_unnamed_track(
+        perfetto: PerfettoUI, real_fixtures: Any, tmp_path: Path) -> None:
+    """Two real ranks without flow events or MyTimer events: arrows from args.correlation, GPU lanes by stream."""
+    source = real_fixtures / "kineto/hta/nccl_parser_config__nccl_data.json.gz"  # two global-scope instants
+    out = tmp_path / "pair.json"
+    res = CliRunner().invoke(app, ["trace", *[a for p in PAIR for a in ("--torch-trace", str(real_fixtures / p))],
+                                   "--torch-trace", str(source), "--output", str(out), "--executor", "serial", "-q"])
+    assert res.exit_code == 0, res.output
+    merged = json.loads(out.read_bytes())
+    assert check_trace(merged) == []
+    arrows_in_file = sum(e.get("ph") == "s" for e in merged["traceEvents"])
+    assert arrows_in_file > 2000 and merged["otherData"]["arrows_from_correlation"] < arrows_in_file
+    with perfetto.open(out) as loaded:
+        assert loaded.import_errors() == []
+        assert loaded.log.page_errors == []
+        arrows = loaded.query("select count(*) as n from flow")[0]["n"]
+        lanes = loaded.query("select p.name as process, t.name as lane from thread t join process p using (upid) "
+                             "where p.name like 'rank %' and t.name is not null order by p.name, t.tid")
+        # a slice (instants too) on a track of no thread and no process is what the UI calls "Unnamed SliceTrack"
+        loose = loaded.query("select count(*) as n from slice s where s.track_id not in (select id from thread_track) "
+                             "and s.track_id not in (select id from process_track)")[0]["n"]
+        on_process = loaded.query("select count(*) as n from slice s join process_track pt on s.track_id = pt.id "
+                                  "join process p using (upid) where p.name like 'rank 0 %'")[0]["n"]
+    assert arrows == arrows_in_file  # every arrow drawn
+    assert loose == 0 and on_process == 2  # the two global instants sit on rank 0's process
+    by_rank: dict[str, list[str]] = {}
+    for row in lanes:
+        by_rank.setdefault(row["process"], []).append(row["lane"])
+    rank1 = by_rank["rank 1 (unknown host)"]
+    gpu = [name for name in rank1 if name.startswith("GPU ")]
+    assert gpu == [f"GPU 1 · stream {s}" for s in (7, 23, 25, 84, 203)] and rank1[-5:] == gpu

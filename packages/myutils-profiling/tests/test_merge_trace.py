@@ -56,11 +56,16 @@ def _three_ranks(path: Path, unc1: float = 1e-4) -> Path:
     return out
 
 
+def _region_name(e: dict[str, Any]) -> Any:
+    """A MyTimer region's name (a step's top-level slice is shown as 'iter · step 6', its name in args.region)."""
+    return e.get("args", {}).get("region", e.get("name")) if e.get("cat") == "mytimer" else e.get("name")
+
+
 def _starts(doc: dict[str, Any], name: str = "iter") -> dict[int, list[float]]:
     pids = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"}
     out: dict[int, list[float]] = {}
     for e in doc["traceEvents"]:
-        if e.get("ph") == "X" and e.get("name") == name:
+        if e.get("ph") == "X" and _region_name(e) == name:
             rank = int(pids[e["pid"]].split()[1])
             out.setdefault(rank, []).append(e["ts"])
     return {k: sorted(v) for k, v in out.items()}
@@ -153,7 +158,8 @@ def test_real_torch_profile_and_mytimer_land_on_one_clock(tmp_path: Path) -> Non
     with gzip.open(out, "rt") as fh:
         doc = json.load(fh)
     assert check_trace(doc) == []  # the torch trace's overlapping annotations moved to their own lane
-    regions = sorted((e for e in doc["traceEvents"] if e.get("name") == "fwd"), key=lambda e: e["ts"])
+    regions = sorted((e for e in doc["traceEvents"] if _region_name(e) == "fwd"), key=lambda e: e["ts"])
+    assert [e["name"] for e in regions] == [f"fwd · step {s}" for s in range(4)]  # a step's slice says its number
     inner = sorted((e for e in doc["traceEvents"] if e.get("name") == "fwd_rf"), key=lambda e: e["ts"])
     assert len(regions) == len(inner) == 4
     pids = {e["pid"] for e in regions + inner}

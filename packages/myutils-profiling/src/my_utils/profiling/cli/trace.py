@@ -24,15 +24,17 @@ if TYPE_CHECKING:
 @app.command("trace")
 @exit_on_error
 def trace(
-    events: Path = typer.Option(..., "--events", help="metrics_events.jsonl (or its folder), or profile_rank_<r>.csv "
-                                "files (a file or a folder) whose CLOCK_SYNC rows carry the measured offsets."),
+    events: Path | None = typer.Option(None, "--events", help="metrics_events.jsonl (or its folder), or "
+                                       "profile_rank_<r>.csv files (a file or a folder) whose CLOCK_SYNC rows carry "
+                                       "the measured offsets; optional when --torch-trace is given."),
     output: Path = typer.Option(..., "--output", help="Merged trace: T.json or T.json.gz."),
     auto_align_ranks: bool = typer.Option(False, "--auto-align-ranks", help="Put every rank on the reference "
                                           "rank's clock with its measured offset (clock_sync records); never by "
                                           "heuristics, so a consistently late rank stays late."),
     reference_rank: int = typer.Option(0, "--reference-rank", help="The rank whose clock the timeline uses."),
     torch_trace: list[Path] = typer.Option([], "--torch-trace", help="A torch.profiler trace of the same run "
-                                           "(repeatable; default: the traces the events name, found beside them)."),
+                                           "(repeatable; default: the traces the events name, found in the events' folder "
+                                           "or below it; a trace elsewhere is merged only when named here)."),
     max_mb: float | None = typer.Option(None, "--max-mb", help="Keep every output file under this many MB of "
                                         "JSON, so that it opens in a viewer (they fail near 1 GB); see --overflow."),
     overflow: str = typer.Option("split", "--overflow", help="What --max-mb does with a larger trace: 'split' "
@@ -53,10 +55,21 @@ def trace(
     local-process / Dask path of ingest) and merged from sorted temporary files, so the
     memory of this process does not grow with the rank count.
     """
+    from my_utils.profiling.providers.lifecycle import sigterm_exits
+
+    with sigterm_exits():  # SIGTERM cleans up as Ctrl-C does: no temporary output, no scratch folder left
+        _trace(events, output, auto_align_ranks, reference_rank, torch_trace, max_mb, overflow, executor, workers,
+               quiet)
+
+
+def _trace(events: Path | None, output: Path, auto_align_ranks: bool, reference_rank: int, torch_trace: list[Path],
+           max_mb: float | None, overflow: str, executor: str | None, workers: int | None, quiet: bool) -> None:
     from my_utils.core.errors import InputError, UsageError
     from my_utils.core.progress import progress
+    from my_utils.core.safe_io import check_regular
+    from my_utils.profiling.providers.scratch import sweep_temp_files
     from my_utils.profiling.trace.stream import planned
-    from my_utils.profiling.trace.write import OVERFLOW_MODES, write_output
+    from my_utils.profiling.trace.write import OVERFLOW_MODES, output_names, write_output
 
     if max_mb is not None and max_mb <= 0:
         raise UsageError(f"--max-mb {max_mb:g}: expected a positive size in MB")
@@ -66,28 +79,34 @@ def trace(
         raise UsageError(f"--workers {workers}: expected a positive number")
     if not output.name.endswith((".json", ".json.gz")):
         raise UsageError(f"--output {output}: expected a .json or .json.gz file name")
-    source, csvs = _resolve_events(events)
+    # what a killed run of this output left (its temporaries; its scratch folder goes when the scratch is made)
+    sweep_temp_files(output.parent, output_names(output))
+    if events is None and not torch_trace:
+        raise UsageError("give --events (MyTimer regions, clock records) or --torch-trace (or both)")
+    source, csvs = _resolve_events(events) if events is not None else (None, [])
     for t in torch_trace:
+        check_regular(t)  # a FIFO or a device would block the reader (or never end)
         if not t.is_file():
             raise InputError(str(t), None, "an existing torch.profiler trace (.json or .json.gz)")
-    # without --torch-trace: the traces the events name, found beside them (in the same pass)
+    # without --torch-trace: the traces the events name, found in their folder (in the same pass)
     beside = source.parent if source is not None and not torch_trace else None
     with progress(3, "trace", enabled=not quiet) as bar:
         stream = _csv_events(csvs) if csvs else _jsonl_events(source)
-        with planned(stream, [str(p) for p in torch_trace], reference_rank=reference_rank,
+        # absolute: a cluster's workers resolve a relative path against their own folder
+        with planned(stream, [str(p.absolute()) for p in torch_trace], reference_rank=reference_rank,
                      auto_align=auto_align_ranks, sources=[str(p) for p in ([source] if source else csvs)],
                      executor=executor, max_workers=workers, traces_beside=beside) as plan:
             bar.advance()
             if not plan.events:
-                raise InputError(str(events), None, "MyTimer regions (source 'mytimer', kind 'duration') or a "
-                                                    "torch trace to put on the timeline; found none")
+                raise InputError(str(events or torch_trace[0]), None, "MyTimer regions (source 'mytimer', kind "
+                                 "'duration') or torch trace events to put on the timeline; found none")
             for warning in plan.warnings:
                 typer.echo(f"warning: {warning}", err=True)
             bar.advance()
-            paths, trimmed = write_output(plan, output, max_mb, overflow)
+            paths, written_warnings = write_output(plan, output, max_mb, overflow)
             bar.advance()
-    if trimmed:
-        typer.echo(f"warning: {trimmed}", err=True)
+    for warning in written_warnings:
+        typer.echo(f"warning: {warning}", err=True)
     for p in paths:
         typer.echo(f"wrote {p}")
 
@@ -96,14 +115,19 @@ def _resolve_events(path: Path) -> tuple[Path | None, list[Path]]:
     """(metrics_events.jsonl, []) or (None, profile CSVs)."""
     from my_utils.core.errors import InputError
     from my_utils.core.events import EVENTS_FILE_NAME
+    from my_utils.core.safe_io import check_regular
 
     if path.is_dir():
+        check_regular(path / EVENTS_FILE_NAME)  # a FIFO of that name would block the reader forever
         if (path / EVENTS_FILE_NAME).is_file():
             return path / EVENTS_FILE_NAME, []
         csvs = sorted(path.glob("profile_rank_*.csv"))
+        for csv in csvs:
+            check_regular(csv)
         if csvs:
             return None, csvs
         raise InputError(str(path), None, f"a folder holding {EVENTS_FILE_NAME} or profile_rank_<r>.csv files")
+    check_regular(path)
     if not path.is_file():
         raise InputError(str(path), None, f"an existing {EVENTS_FILE_NAME} or profile CSV")
     if path.suffix == ".csv":
@@ -112,9 +136,23 @@ def _resolve_events(path: Path) -> tuple[Path | None, list[Path]]:
 
 
 def _jsonl_events(path: Path | None) -> Iterator[MetricEvent]:
+    from my_utils.core.errors import InputError, MyUtilsError
     from my_utils.core.events import iter_events
 
-    return iter_events(path) if path is not None else iter(())
+    if path is None:
+        return
+    n = 0
+    try:
+        for event in iter_events(path):
+            n += 1
+            yield event
+    except (OverflowError, RecursionError, ValueError) as exc:
+        # the reader's own checks name the line; a number or a nesting it cannot hold at all still is
+        # bad input, not a crash
+        if isinstance(exc, MyUtilsError):
+            raise
+        raise InputError(path, f"event {n + 1}", f"metric events with numbers and nesting a JSON reader can "
+                                                   f"hold ({type(exc).__name__}: {exc})") from None
 
 
 def _csv_events(paths: list[Path]) -> Iterator[MetricEvent]:

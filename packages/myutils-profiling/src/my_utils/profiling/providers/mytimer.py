@@ -88,6 +88,7 @@ def read_profile_csv_events(path: Path, rank: int | None = None) -> list[MetricE
             cuda_ms = None
         m = _MACHINE_RANK.search(row.machine_id)
         r = int(m.group(1)) if m and rank is None else file_rank
+        attrs["host"] = row.machine_id[: m.start()] if m else row.machine_id  # the merged trace names its rank's host
         start = row.timestamp_unix - row.duration_ms / 1e3
         by_rank.setdefault(r, []).append((row.event_name, row.step, row.duration_ms, cuda_ms, start, attrs))
     out: list[MetricEvent] = []

@@ -58,11 +58,14 @@ the cores.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import multiprocessing
+import multiprocessing.util
 import os
-import tempfile
+import shutil
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -71,6 +74,8 @@ from importlib.util import find_spec
 from typing import Any, TypeVar
 
 from my_utils.core.errors import UsageError
+from my_utils.profiling.providers.lifecycle import die_with_parent, sigterm_exits
+from my_utils.profiling.providers.scratch import make_scratch, owner_token
 
 T = TypeVar("T")
 
@@ -82,6 +87,7 @@ _QUIET_WORKERS = {"distributed.worker.profile.enabled": False,
                   "distributed.admin.tick.interval": "1s",
                   "distributed.admin.system-monitor.interval": "5s",
                   "distributed.worker.memory.monitor-interval": "1s"}
+_AF_UNIX_PATH_MAX = 100  # a unix socket's path (the fork server's) is at most 104-108 bytes, whatever the OS
 _EVENT_FIELDS = ("name", "value", "kind", "unit", "source", "rank", "step", "ts", "run_id", "attrs",
                  "schema_version", "extra")
 
@@ -101,12 +107,52 @@ def run_many(func: Callable[..., T], calls: Sequence[tuple[Any, ...]], executor:
         workers = max_workers or min(len(calls), os.cpu_count() or 1)
         if workers <= 1:
             return [func(*args) for args in calls]
-        # spawn: forking a process that holds threads (dask, torch) can deadlock the child
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        return _run_pool(func, calls, workers)
+    with sigterm_exits():
+        return _run_dask(func, calls, executor, max_workers)
+
+
+def _run_pool(func: Callable[..., T], calls: Sequence[tuple[Any, ...]], workers: int) -> list[T]:
+    """The calls on ``workers`` local processes; any failure (a task's error, Ctrl-C, SIGTERM) ends them at once.
+
+    ``ProcessPoolExecutor``'s own exit waits for every running task: one bad file among long
+    parses, or a Ctrl-C, would wait for all of them. The workers die with this process
+    (:func:`~my_utils.profiling.providers.lifecycle.die_with_parent`) and leave Ctrl-C to it.
+    """
+    # spawn: forking a process that holds threads (dask, torch) can deadlock the child
+    ctx = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_pool_worker_init,
+                               initargs=(owner_token(), os.getpid()))
+    with sigterm_exits():
+        try:
             futures = [pool.submit(_packed, func, *args) for args in calls]
             return [_unpack(f.result()) for f in futures]
-    return _run_dask(func, calls, executor, max_workers)
+        except BaseException:
+            _stop_pool(pool)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _pool_worker_init(owner: str, parent: int) -> None:
+    """Initializer of every pool worker: die with the parent; Ctrl-C in a terminal is the parent's to handle."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(owner, parent)
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """End the workers of ``pool`` now (their results are no longer wanted)."""
+    processes = dict(getattr(pool, "_processes", None) or {})
+    for proc in processes.values():
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            proc.terminate()
+    deadline = time.monotonic() + 3
+    for proc in processes.values():
+        with contextlib.suppress(OSError, ValueError, AttributeError, AssertionError):
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=2)
 
 
 def _packed(func: Callable[..., Any], *args: Any) -> Any:
@@ -158,10 +204,10 @@ def _run_dask(func: Callable[..., T], calls: Sequence[tuple[Any, ...]], executor
             )
         client_class = _dask_client_class()
         with client_class(address, set_as_default=False) as client:
-            return _gather(client, func, calls)
+            return _gather(client, func, calls, named=True)
     client_class = _dask_client_class()
     if isinstance(executor, client_class):
-        return _gather(executor, func, calls)
+        return _gather(executor, func, calls, named=True)
     raise UsageError(f"executor of type {type(executor).__name__} is not supported; pass 'dask', an address "
                      "or a Client")
 
@@ -187,20 +233,23 @@ def _run_local_cluster(func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
     # imported by each worker. The preload applies to the first start of the server in this
     # process; the server then stays up, and later calls start their workers in ~0.1 s.
     if "forkserver" in multiprocessing.get_all_start_methods():
+        _own_mp_tempdir()
         ctx: Any = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["distributed", __name__]
                                    + ([module] if module and module.startswith("my_utils.") else []))
     else:  # Windows: each worker imports distributed itself
         ctx = multiprocessing.get_context("spawn")
-    # local_directory: the workers' scratch space goes with the call, never left in the cwd
-    with tempfile.TemporaryDirectory(prefix="myutils-dask-") as scratch:
+    # local_directory: the workers' scratch space goes with the call, never left in the cwd; named by
+    # this process, so that a later call removes it if this one is killed
+    scratch = str(make_scratch("myutils-dask-"))
+    try:
         config = {**_QUIET_WORKERS, "temporary-directory": scratch}
         pipes: list[Any] = []
         procs: list[Any] = []
         for n in range(workers):
             receive, send = ctx.Pipe(duplex=False)
             procs.append(ctx.Process(target=_local_worker, name=f"myutils-dask-worker-{n}", daemon=True,
-                                     args=(receive, module, scratch, config, dict(os.environ))))
+                                     args=(receive, module, scratch, config, dict(os.environ), owner_token())))
             pipes.append(send)
         failed: list[BaseException] = []
         starter = threading.Thread(target=_start_all, args=(procs, failed), name="myutils-dask-start", daemon=True)
@@ -223,8 +272,14 @@ def _run_local_cluster(func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
                 try:
                     with client_class(cluster, set_as_default=False) as client:
                         return _gather(client, func, calls, procs)
+                except BaseException:
+                    _kill(procs)  # a failure, Ctrl-C or SIGTERM: the other tasks' results are not wanted
+                    raise
                 finally:
                     _close_workers(cluster, procs)
+        except BaseException:
+            _kill(procs)
+            raise
         finally:
             starter.join()
             for send in pipes:
@@ -238,6 +293,16 @@ def _run_local_cluster(func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
                 if proc.is_alive():
                     proc.terminate()
                     proc.join(timeout=5)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _kill(procs: Sequence[Any]) -> None:
+    """SIGKILL the local workers still running (their tasks' results are no longer wanted)."""
+    for proc in procs:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            if proc.pid is not None and proc.is_alive():
+                proc.kill()
 
 
 def _close_workers(cluster: Any, procs: Sequence[Any]) -> None:
@@ -270,13 +335,17 @@ def _start_all(procs: Sequence[Any], failed: list[BaseException]) -> None:
 
 
 def _local_worker(receive: Any, module: str | None, scratch: str, config: dict[str, Any],
-                  environ: dict[str, str]) -> None:
+                  environ: dict[str, str], owner: str) -> None:
     """One worker process of the local cluster: import, wait for the scheduler's address, serve."""
     import asyncio
     import logging
 
     import dask
     from distributed import Worker
+
+    # its parent is the fork server, which outlives a killed caller by a moment: watch the caller itself
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(owner)
 
     # the fork server's environment is the one of its first start: the caller's of now wins,
     # and Dask's config, read from DASK_* variables at import, is read again if they changed
@@ -295,11 +364,17 @@ def _local_worker(receive: Any, module: str | None, scratch: str, config: dict[s
         address = receive.recv()
     except EOFError:  # the call ended before the scheduler started
         return
+    # the caller holds the other end until the call is over: EOF means it ended (or was killed), and
+    # this worker goes at once, before a lost scheduler makes it print tracebacks on the caller's stderr
+    threading.Thread(target=_exit_on_eof, args=(receive,), name="myutils-caller-watch", daemon=True).start()
     # Each wake-up of the event loop takes the GIL from a pure-Python task: the statistical
     # profiler (every 10 ms), the GIL monitor (1 ms), the tick watchdog (20 ms), the system
     # and memory monitors. Under load, each one also waits for a core to hand the GIL back.
     dask.config.set(config)
     logging.getLogger("distributed").setLevel(logging.ERROR)
+    # a task's error reaches the caller as itself (one line); the worker's own report of it is six
+    # lines of traceback text on the caller's stderr
+    logging.getLogger("distributed.worker").addFilter(_no_task_failures)
 
     async def serve() -> None:
         async with Worker(address, nthreads=1, host="127.0.0.1", local_directory=scratch,
@@ -313,9 +388,40 @@ def _local_worker(receive: Any, module: str | None, scratch: str, config: dict[s
     asyncio.run(serve())
 
 
+def _no_task_failures(record: Any) -> bool:
+    """Logging filter: drop a worker's "Compute Failed" report (the caller gets the task's exception)."""
+    return not str(getattr(record, "msg", "")).startswith("Compute Failed")
+
+
+def _exit_on_eof(receive: Any) -> None:
+    with contextlib.suppress(EOFError, OSError):
+        while True:
+            receive.recv()
+    os._exit(0)
+
+
+def _own_mp_tempdir() -> None:
+    """multiprocessing's own temporary folder (the fork server's socket) inside one of ours.
+
+    It is made once per process and removed at exit; a killed process leaves it. Named by its
+    owner, a later run removes it (:func:`~my_utils.profiling.providers.scratch.sweep_scratch`).
+    """
+    config = getattr(multiprocessing.current_process(), "_config", None)
+    if isinstance(config, dict) and config.get("tempdir") is None:
+        folder = str(make_scratch("myutils-mp-"))
+        if len(folder) + len("/listener-12345678") > _AF_UNIX_PATH_MAX:
+            # the socket's path would be too long: multiprocessing's shorter default name is kept
+            shutil.rmtree(folder, ignore_errors=True)
+            return
+        config["tempdir"] = folder
+        multiprocessing.util.Finalize(None, shutil.rmtree, args=(folder, True), exitpriority=-100)
+
+
 def _gather(client: Any, func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
-            procs: Sequence[Any] = ()) -> list[T]:
-    futures = [client.submit(_packed, func, *args, pure=False) for args in calls]
+            procs: Sequence[Any] = (), named: bool = False) -> list[T]:
+    """Run the calls on ``client``'s cluster; ``named``: an error says which worker (address, host) raised it."""
+    task = _packed_on_worker if named else _packed
+    futures = [client.submit(task, func, *args, pure=False) for args in calls]
     results = []
     for future in futures:  # in call order: the first failing call is the one reported
         if procs:
@@ -328,8 +434,51 @@ def _gather(client: Any, func: Callable[..., T], calls: Sequence[tuple[Any, ...]
                     codes = sorted({p.exitcode for p in procs}, key=str)
                     raise UsageError(f"the local Dask workers exited (exit codes {codes}) before the "
                                      "tasks finished; use executor='process', or a running cluster")
-        results.append(_unpack(future.result()))
+        try:
+            packed = future.result()
+        except Exception as exc:
+            raise _with_worker(exc) from None
+        results.append(_unpack(packed))
         # the worker drops its copy now: results kept there until the end are walked by each
         # of its garbage collections (24 ranks: 1.2 s more CPU, 6 % more time)
         future.release()
     return results
+
+
+_WORKER_ATTR = "myutils_dask_worker"
+
+
+def _packed_on_worker(func: Callable[..., Any], *args: Any) -> Any:
+    """:func:`_packed` on a cluster's worker: an error carries the worker's address and host back."""
+    try:
+        return _packed(func, *args)
+    except Exception as exc:
+        with contextlib.suppress(Exception):  # whatever happens here, the task's own error is what counts
+            import socket
+
+            from distributed import get_worker
+
+            setattr(exc, _WORKER_ATTR, f"Dask worker {get_worker().address} (host {socket.gethostname()})")
+        raise
+
+
+def _with_worker(exc: Exception) -> Exception:
+    """``exc`` saying which cluster worker raised it (when it knows), for the one line the CLI prints.
+
+    A file the worker could not open becomes an ``InputError`` naming the file and the worker: on
+    a cluster, the inputs and ``$TMPDIR`` must be visible to every worker at the same paths.
+    """
+    from my_utils.core.errors import InputError, MyUtilsError
+
+    worker = getattr(exc, _WORKER_ATTR, None)
+    if not worker:
+        return exc
+    if isinstance(exc, OSError) and exc.filename:
+        return InputError(str(exc.filename), None, f"a file {worker} can read ({exc.strerror or exc}); every "
+                                                   "worker must see the inputs and $TMPDIR at the same paths")
+    if isinstance(exc, MyUtilsError) and exc.args and isinstance(exc.args[0], str):
+        exc.args = (f"{exc.args[0]} (on {worker})", *exc.args[1:])
+        return exc
+    if hasattr(exc, "add_note"):  # Python >= 3.11: shown with a traceback (--traceback)
+        exc.add_note(f"raised on {worker}")
+    return exc

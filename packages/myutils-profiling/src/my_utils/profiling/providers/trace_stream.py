@@ -14,6 +14,7 @@ import codecs
 import gzip
 import json
 import re
+import sys
 import zlib
 from collections import deque
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from my_utils.core.errors import InputError, UnsupportedInputError
+from my_utils.core.safe_io import open_regular
 
 _orjson: Any
 try:  # orjson parses a batch of events ~3x faster than the standard scanner
@@ -45,6 +47,7 @@ class TraceStream:
         self.metadata: dict[str, Any] = {}
         self.event_count = 0
         self._fh: Any = None
+        self._raw: Any = None
         self._dec = codecs.getincrementaldecoder("utf-8")("strict")
         self._buf = ""
         self._pos = 0
@@ -98,12 +101,18 @@ class TraceStream:
         while True:
             try:
                 obj, end = self._raw_decode(self._buf, self._pos)
-            except json.JSONDecodeError as exc:
+            except RecursionError:
+                raise self._fail(f"{what}: JSON nested less deeply than the parser allows (about "
+                                 f"{sys.getrecursionlimit():,} levels); found deeper nesting") from None
+            except ValueError as exc:  # JSONDecodeError, or an integer of more than 4,300 digits
+                if not isinstance(exc, json.JSONDecodeError):
+                    raise self._fail(f"{what}: numbers of at most {sys.get_int_max_str_digits():,} digits; "
+                                     "found a longer one") from None
+                at = self._consumed + exc.pos  # now: reading more moves the buffer's start
                 if len(self._buf) - self._pos > _MAX_VALUE:
                     raise self._fail(f"{what}: valid JSON ({exc.msg}) within {_MAX_VALUE >> 20} MiB") from None
                 if self._more():
                     continue
-                at = self._consumed + exc.pos
                 raise self._fail(
                     f"{what}: valid JSON ({exc.msg}; the file ends at character "
                     f"{self._consumed + len(self._buf)}, it may be truncated)",
@@ -128,9 +137,18 @@ class TraceStream:
     def events(self) -> Iterator[dict[str, Any]]:
         """Yield every trace event (a dict), in file order; validates the whole structure."""
         try:
-            self._fh = gzip.open(self.path, "rb") if _is_gzip(self.path) else open(self.path, "rb")  # noqa: SIM115
+            # a regular file only: opening a FIFO named like a trace would block forever
+            raw = open_regular(self.path, "rb")
         except OSError as exc:
             raise InputError(self.path, None, f"a readable file ({exc.strerror or exc})") from None
+        try:
+            gz = raw.read(2) == b"\x1f\x8b"
+            raw.seek(0)
+        except OSError as exc:
+            raw.close()
+            raise InputError(self.path, None, f"a readable file ({exc.strerror or exc})") from None
+        self._fh = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
+        self._raw = raw
         try:
             first = self._skip_ws()
             if first == "\ufeff":
@@ -151,6 +169,7 @@ class TraceStream:
                 raise self._fail("end of file after the trace object; found more data")
         finally:
             self._fh.close()
+            self._raw.close()
 
     def _object(self) -> Iterator[dict[str, Any]]:
         seen_events = False
@@ -222,7 +241,7 @@ class TraceStream:
                 ev, end = raw_decode(buf, pos)
                 sep_at = ws(buf, end).end()  # type: ignore[union-attr]
                 sep = buf[sep_at] if sep_at < len(buf) else ""
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # _value says what is wrong, and where
                 sep = ""
             if sep not in (",", "]"):
                 self._pos = pos
@@ -252,7 +271,3 @@ def _last_seam(buf: str, start: int) -> re.Match[str] | None:
     found = deque(_BOUNDARY.finditer(buf, start), maxlen=1)  # keeps only the last match
     return found[0] if found else None
 
-
-def _is_gzip(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(2) == b"\x1f\x8b"

@@ -58,5 +58,5 @@ def merge_trace(events: Iterable[MetricEvent], torch_traces: Sequence[TorchTrace
     """
     with planned(events, torch_traces, reference_rank=reference_rank, auto_align=auto_align, sources=sources,
                  executor=executor, max_workers=max_workers) as plan:
-        out = [json.loads(text) for _kind, _dur, texts in plan.records() for text in texts]
+        out = [json.loads(text) for _kind, _dur, texts in plan.records(0) for text in texts]
         return MergedTrace(plan.metadata, out, plan.other, plan.warnings)

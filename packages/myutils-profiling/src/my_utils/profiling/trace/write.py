@@ -13,29 +13,40 @@ every flow first, then torch events shorter than a duration threshold, the small
 that fits according to the tasks' duration histograms. MyTimer regions and metadata are
 never dropped; when they alone do not fit, a ``UsageError`` says which limit would.
 ``otherData.trimmed`` records the threshold and the kept and dropped counts by kind.
-Every file is written atomically, and nothing is left behind on an error.
+A part can never be smaller than its largest event: an event (or flow) larger than the
+limit by itself gets a part of its own, and a warning names it and its size (in
+``otherData.warnings`` of that part too); nothing is cut. Every file is written under a
+temporary name and all of them are renamed at the end; then what an earlier write of the
+same output left (its other parts, or ``T.json`` when this one is split, and the reverse)
+is removed, so the folder never mixes two runs' parts. Nothing is left behind on an error.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip
+import json
 import math
 import os
+import re
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from my_utils.core.atomic import atomic_write
+from my_utils.core.atomic import _umask
 from my_utils.core.errors import UsageError
+from my_utils.profiling.providers.scratch import sweep_temp_files, temp_name
 from my_utils.profiling.trace.merge import MergedTrace
-from my_utils.profiling.trace.stream import THRESHOLDS_US, Plan, Sizes, bucket, dump, utf8_len
+from my_utils.profiling.trace.records import THRESHOLDS_US, bucket, dump, utf8_len
+from my_utils.profiling.trace.stream import Plan, Sizes
 
 _MB = 1 << 20
 _TAIL_RESERVE = 4096  # otherData grows by `part` or `trimmed` (and the trim warning) after the budget is set
 _FLUSH_BYTES = 1 << 20
 OVERFLOW_MODES = ("split", "trim")
-Records = Callable[[], Iterator[tuple[str, float, list[str]]]]
+Records = Callable[[int], Iterator[tuple[str, float, list[str]]]]  # argument: output files held open meanwhile
 
 
 def _part_path(output: Path, i: int) -> Path:
@@ -57,8 +68,8 @@ def write_trace(trace: MergedTrace | Plan, output: str | Path, max_mb: float | N
 
 
 def write_output(trace: MergedTrace | Plan, output: str | Path, max_mb: float | None = None,
-                 overflow: str = "split") -> tuple[list[Path], str | None]:
-    """:func:`write_trace`, also returning the trim warning (None when nothing was dropped)."""
+                 overflow: str = "split") -> tuple[list[Path], list[str]]:
+    """:func:`write_trace`, also returning its warnings (what a trim dropped, a part over the limit)."""
     out = Path(output)
     if not (out.name.endswith(".json") or out.name.endswith(".json.gz")):
         raise UsageError(f"--output {out}: expected a .json or .json.gz file name")
@@ -94,11 +105,11 @@ def _in_memory(trace: MergedTrace) -> tuple[Records, Sizes]:
         cell[1] += size
     sizes = Sizes(1, (counts["m"][0], counts["m"][1]), (counts["f"][0], counts["f"][1]),
                   [(c, b) for c, b in hist])
-    return (lambda: iter(texts)), sizes
+    return (lambda _reserve: iter(texts)), sizes
 
 
 class _Part:
-    """One output file being written (inside ``atomic_write``); the tail is added when all parts are known."""
+    """One output file being written (under its temporary name); the tail is added when all parts are known."""
 
     def __init__(self, raw: IO[bytes], gz: bool, head: bytes) -> None:
         self.raw = raw
@@ -107,6 +118,7 @@ class _Part:
         self.pending = len(head)
         self.first = not head
         self.size = 0
+        self.warnings: list[str] = []
 
     def add(self, data: list[bytes], size: int) -> None:
         for d in data:
@@ -124,14 +136,130 @@ class _Part:
         self.buf, self.pending = [], 0
 
     def close(self, other: dict[str, Any]) -> None:
+        if self.warnings:
+            other = {**other, "warnings": [*other.get("warnings", []), *self.warnings]}
         self.buf.append(b'],"displayTimeUnit":"ms","otherData":' + dump(other).encode() + b"}\n")
         self.flush()
         if self.fh is not self.raw:
             self.fh.close()
 
 
+def output_names(out: Path) -> re.Pattern[str]:
+    """The file names a write of ``out`` produces: ``T.json`` and ``T.part<i>.json`` (``.json.gz`` alike)."""
+    name = out.name
+    suffix = ".json.gz" if name.endswith(".json.gz") else ".json"
+    stem = name[: len(name) - len(suffix)]
+    return re.compile(re.escape(stem) + r"(?:\.part[1-9][0-9]*)?" + re.escape(suffix))
+
+
+class _Staging:
+    """The files of one write, each under a temporary name beside its final path until :meth:`commit`.
+
+    ``commit`` renames them all at the end, then removes what an earlier write of the same
+    output left that this one did not replace (its other parts, or the single file a split
+    write replaces, and the reverse): never a half-new set of parts, never a stale part whose
+    ``otherData.part`` claims another set. Temporary names carry this process's owner token,
+    so a later write removes those of a killed run (:func:`~my_utils.profiling.providers.scratch.sweep_temp_files`).
+    """
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.names = output_names(out)
+        self.files: list[list[Any]] = []  # [temporary path, final path, raw handle]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        sweep_temp_files(out.parent, self.names)
+
+    def open(self, final: Path) -> IO[bytes]:
+        """A new binary file that becomes ``final`` on commit."""
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=temp_name(final), suffix=".tmp", dir=final.parent)
+        except OSError as exc:
+            raise named(exc, final) from None
+        raw = os.fdopen(fd, "wb")
+        self.files.append([Path(tmp), final, raw])
+        with contextlib.suppress(OSError):
+            os.chmod(tmp, 0o666 & ~_umask())  # what a plain open() gives, as atomic_write does
+        return raw
+
+    def rename(self, index: int, final: Path) -> None:
+        """Make file ``index`` become ``final`` instead."""
+        self.files[index][1] = final
+
+    def commit(self) -> list[Path]:
+        """Flush, rename every file to its final name, remove the earlier write's leftovers; the final paths."""
+        for _tmp, final, raw in self.files:
+            try:
+                raw.flush()
+                os.fsync(raw.fileno())
+                raw.close()
+            except OSError as exc:
+                raise named(exc, final) from None
+        for tmp, final, _raw in self.files:
+            try:
+                os.replace(tmp, final)
+            except OSError as exc:
+                raise named(exc, final) from None
+        finals = [final for _tmp, final, _raw in self.files]
+        self.files = []
+        keep = {f.name for f in finals}
+        with os.scandir(self.out.parent) as entries:
+            stale = [e.path for e in entries if self.names.fullmatch(e.name) and e.name not in keep
+                     and e.is_file(follow_symlinks=False)]
+        for path in stale:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        return finals
+
+    def abort(self) -> None:
+        """Close and remove every temporary file (the earlier outputs stay as they were)."""
+        for tmp, _final, raw in self.files:
+            with contextlib.suppress(OSError):
+                raw.close()
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        self.files = []
+
+
+# output bytes per byte of the size bound, a little below what real merged traces took (gzip: 0.09-0.11; JSON:
+# the bound is nearly exact): refused only when the room is clearly too small
+_GZIP_RATIO = 0.08
+_JSON_RATIO = 0.9
+
+
+def check_output_room(out: Path, json_bytes: int) -> None:
+    """Refuse before writing when the output's filesystem has clearly less room than the output will take."""
+    need = int(json_bytes * (_GZIP_RATIO if out.name.endswith(".gz") else _JSON_RATIO))
+    folder = Path(os.path.abspath(out.parent))
+    while not folder.exists() and folder.parent != folder:  # the folder is made when the output is written
+        folder = folder.parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if need > free:
+        raise UsageError(f"--output {out}: the merged trace needs about {need / _MB:,.0f} MB and {free / _MB:,.0f} MB "
+                         f"are free in {folder}; free some space or write elsewhere")
+
+
+def named(exc: OSError, path: Path) -> OSError:
+    """``exc`` naming ``path`` (the output a person knows, not a hidden temporary or no file at all)."""
+    return type(exc)(exc.errno, exc.strerror or str(exc), str(path))
+
+
+def _describe(texts: list[str]) -> str:
+    """A short description of the event (or flow) a record holds, for a message."""
+    try:
+        first = json.loads(texts[0])
+    except ValueError:
+        return "an event"
+    name = str(first.get("name", ""))
+    short = name if len(name) <= 60 else name[:57] + "..."
+    what = "a flow" if len(texts) > 1 else "an event"
+    return f"{what} named {short!r} ({len(name):,} characters) at ts {first.get('ts')} µs, pid {first.get('pid')}"
+
+
 def _write(metadata: list[dict[str, Any]], other: dict[str, Any], records: Records, sizes: Sizes, out: Path,
-           max_mb: float | None, overflow: str) -> tuple[list[Path], str | None]:
+           max_mb: float | None, overflow: str) -> tuple[list[Path], list[str]]:
     head = ",".join(dump(m) for m in metadata).encode()
     budget = None
     if max_mb is not None:
@@ -144,39 +272,58 @@ def _write(metadata: list[dict[str, Any]], other: dict[str, Any], records: Recor
                          f"({(len(head) + len(dump(other))) / _MB:.2f} MB); give a larger limit")
     split = budget is not None and everything > budget
     gz = out.name.endswith(".gz")
-    with contextlib.ExitStack() as stack:
+    check_output_room(out, everything)
+    staging = _Staging(out)
+    warnings: list[str] = []
+    try:
         parts: list[_Part] = []
         paths: list[Path] = []
 
         def new_part() -> _Part:
             path = _part_path(out, len(parts) + 1) if split else out
-            parts.append(_Part(stack.enter_context(atomic_write(path, "wb")), gz, head))
+            parts.append(_Part(staging.open(path), gz, head))
             paths.append(path)
             return parts[-1]
 
         part = new_part()
-        for _kind, _dur, texts in records():
-            data = [t.encode() for t in texts]
-            size = sum(len(d) + 1 for d in data)
-            if split and budget is not None and part.size + size > budget and part.size:
-                part.flush()
-                part = new_part()
-            part.add(data, size)
-        for i, p in enumerate(parts):
-            extra = other
-            if len(parts) > 1:
-                extra = {**other, "part": {"index": i + 1, "count": len(parts), "files": [q.name for q in paths]}}
-            p.close(extra)
-    if split and len(parts) == 1:
-        # the size bound said "several parts" but the exact sizes fit in one: it is the whole trace
-        os.replace(paths[0], out)
-        paths = [out]
-    return paths, None
+        # every part stays open until all are known (each one's otherData names them all)
+        open_parts = math.ceil(everything / budget) + 1 if split and budget else 1
+        try:
+            for _kind, _dur, texts in records(open_parts):
+                data = [t.encode() for t in texts]
+                size = sum(len(d) + 1 for d in data)
+                if split and budget is not None and part.size + size > budget and part.size:
+                    part.flush()
+                    part = new_part()
+                if split and budget is not None and size > budget:
+                    # a part cannot be smaller than its largest event: it gets a part of its own, and a warning
+                    warning = (f"--max-mb {max_mb:g}: {_describe(texts)} is {size / _MB:.2f} MB of JSON by itself, "
+                               f"more than the limit; {paths[-1].name} holds it alone and is larger than "
+                               f"{max_mb:g} MB (a part cannot be smaller than its largest event)")
+                    part.warnings.append(warning)
+                    warnings.append(warning)
+                part.add(data, size)
+            for i, p in enumerate(parts):
+                extra = other
+                if len(parts) > 1:
+                    extra = {**other, "part": {"index": i + 1, "count": len(parts),
+                                               "files": [q.name for q in paths]}}
+                p.close(extra)
+        except OSError as exc:
+            raise named(exc, paths[-1]) from None
+        if split and len(parts) == 1:
+            # the size bound said "several parts" but the exact sizes fit in one: it is the whole trace
+            staging.rename(0, out)
+        written = staging.commit()
+    except BaseException:
+        staging.abort()
+        raise
+    return written, warnings
 
 
 def _write_trimmed(metadata: list[dict[str, Any]], other: dict[str, Any], records: Records, sizes: Sizes,
                    out: Path, max_mb: float, budget: int, head: bytes,
-                   everything: int) -> tuple[list[Path], str | None]:
+                   everything: int) -> tuple[list[Path], list[str]]:
     kept_min = sizes.bound(sizes.mytimer)
     if kept_min > budget:
         need = (int(max_mb * _MB) - budget + kept_min) / _MB
@@ -192,30 +339,39 @@ def _write_trimmed(metadata: list[dict[str, Any]], other: dict[str, Any], record
     threshold = THRESHOLDS_US[j] if j < len(THRESHOLDS_US) else math.inf
     kept = {"m": 0, "t": 0, "i": 0, "f": 0}
     dropped = {"m": 0, "t": 0, "i": 0, "f": 0}
-    with atomic_write(out, "wb") as raw:
-        part = _Part(raw, out.name.endswith(".gz"), head)
-        for kind, dur, texts in records():
-            if (kind == "f" and drop_flows) or (kind in ("t", "i") and not dur >= threshold):
-                dropped[kind] += len(texts)
-                continue
-            kept[kind] += len(texts)
-            data = [t.encode() for t in texts]
-            part.add(data, sum(len(d) + 1 for d in data))
-        warning = None
-        if drop_flows:
-            cut = "every torch event" if j == len(THRESHOLDS_US) else \
-                f"torch events shorter than {threshold:g} µs" if threshold > 0 else "no torch event"
-            warning = (f"--max-mb {max_mb:g} --overflow trim: dropped {dropped['f']} flow events and "
-                       f"{dropped['t'] + dropped['i']} torch events ({cut}) so that the trace fits; "
-                       "otherData.trimmed has the counts (--overflow split keeps everything)")
-        trimmed = {"max_mb": max_mb, "torch_min_duration_us": None if threshold == math.inf else threshold,
-                   "flows_dropped": drop_flows,
-                   "kept": {"mytimer_regions": kept["m"], "torch_slices": kept["t"], "torch_other": kept["i"],
-                            "flow_events": kept["f"]},
-                   "dropped": {"torch_slices": dropped["t"], "torch_other": dropped["i"],
-                               "flow_events": dropped["f"]}}
-        final = {**other, "trimmed": trimmed}
-        if warning:
-            final["warnings"] = [*other.get("warnings", []), warning]
-        part.close(final)
-    return [out], warning
+    check_output_room(out, min(everything, budget))
+    staging = _Staging(out)
+    try:
+        try:
+            part = _Part(staging.open(out), out.name.endswith(".gz"), head)
+            for kind, dur, texts in records(1):
+                if (kind == "f" and drop_flows) or (kind in ("t", "i") and not dur >= threshold):
+                    dropped[kind] += len(texts)
+                    continue
+                kept[kind] += len(texts)
+                data = [t.encode() for t in texts]
+                part.add(data, sum(len(d) + 1 for d in data))
+            warning = None
+            if drop_flows:
+                cut = "every torch event" if j == len(THRESHOLDS_US) else \
+                    f"torch events shorter than {threshold:g} µs" if threshold > 0 else "no torch event"
+                warning = (f"--max-mb {max_mb:g} --overflow trim: dropped {dropped['f']} flow events and "
+                           f"{dropped['t'] + dropped['i']} torch events ({cut}) so that the trace fits; "
+                           "otherData.trimmed has the counts (--overflow split keeps everything)")
+            trimmed = {"max_mb": max_mb, "torch_min_duration_us": None if threshold == math.inf else threshold,
+                       "flows_dropped": drop_flows,
+                       "kept": {"mytimer_regions": kept["m"], "torch_slices": kept["t"], "torch_other": kept["i"],
+                                "flow_events": kept["f"]},
+                       "dropped": {"torch_slices": dropped["t"], "torch_other": dropped["i"],
+                                   "flow_events": dropped["f"]}}
+            final = {**other, "trimmed": trimmed}
+            if warning:
+                final["warnings"] = [*other.get("warnings", []), warning]
+            part.close(final)
+        except OSError as exc:
+            raise named(exc, out) from None
+        written = staging.commit()
+    except BaseException:
+        staging.abort()
+        raise
+    return written, [warning] if warning else []

@@ -1,0 +1,135 @@
+"""Temporary files and folders that name the process owning them, so the next run can clean up after a killed one.
+
+A command killed with SIGKILL runs no ``finally``: its scratch folder (spill files of
+``trace``, a local Dask cluster's worker space) and the half-written temporary outputs stay
+behind. Each one made here carries its owner in its name, ``<pid>-<start>`` (``start``:
+the process's start time in clock ticks on Linux, so a recycled pid is not mistaken for
+the owner; ``0`` where the OS does not say). :func:`sweep_scratch` and :func:`sweep_temp_files`
+remove only what is ours (same user, our naming) *and* whose owner is gone; a folder of a
+run still going is never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+__all__ = ["ANY_SCRATCH", "make_scratch", "owner_alive", "owner_token", "sweep_scratch", "sweep_temp_files", "temp_name"]
+
+_TOKEN = r"(\d+)-(\d+)"
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The start time of ``pid`` (Linux clock ticks since boot); 0 when unknown here, None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return None
+    except (OSError, IndexError):
+        return 0
+    if fields and fields[0] in ("Z", "X"):  # a zombie: killed, not reaped yet
+        return None
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return 0
+
+
+def owner_token(pid: int | None = None) -> str:
+    """``<pid>-<start ticks>`` of this process (or ``pid``): what names its scratch."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}-{_start_ticks(pid) or 0}"
+
+
+def owner_alive(token: str) -> bool:
+    """True while the process named by ``token`` runs (an unreadable token counts as alive: left alone)."""
+    match = re.fullmatch(_TOKEN, token)
+    if match is None:
+        return True
+    pid, start = int(match.group(1)), int(match.group(2))
+    if pid == os.getpid():
+        return True
+    if os.path.isdir("/proc/self"):
+        now = _start_ticks(pid)
+        return now is not None and (start == 0 or now in (0, start))
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+#: every scratch folder made here is ``myutils-<role>-<owner>-<random>``: any run removes those of killed runs
+ANY_SCRATCH = "myutils-[a-z]+-"
+
+
+def make_scratch(prefix: str) -> Path:
+    """A fresh folder ``$TMPDIR/<prefix><owner>-<random>`` (the owner lets the next run remove it if we die).
+
+    ``prefix`` is ``myutils-<role>-``. The folders of killed runs (any role) are removed first.
+    """
+    if re.fullmatch(ANY_SCRATCH, prefix) is None:
+        raise ValueError(f"scratch prefix {prefix!r}: expected 'myutils-<lowercase role>-'")
+    sweep_scratch()
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{owner_token()}-"))
+
+
+def _ours(path: Path) -> bool:
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    return not hasattr(os, "getuid") or info.st_uid == os.getuid()
+
+
+def sweep_scratch(folder: str | Path | None = None) -> list[Path]:
+    """Remove the scratch folders in ``folder`` ($TMPDIR) whose owner process is gone; returns them."""
+    root = Path(folder if folder is not None else tempfile.gettempdir())
+    pattern = re.compile(ANY_SCRATCH + _TOKEN + r"-[^/]+")
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match is None or not entry.is_dir(follow_symlinks=False) or not _ours(Path(entry.path)):
+            continue
+        if owner_alive(f"{match.group(1)}-{match.group(2)}"):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(Path(entry.path))
+    return removed
+
+
+def temp_name(final: Path) -> str:
+    """The prefix of a temporary file that becomes ``final``: ``.<name>.<owner>.``."""
+    return f".{final.name}.{owner_token()}."
+
+
+def sweep_temp_files(folder: Path, names: re.Pattern[str]) -> list[Path]:
+    """Remove ``.<name>.<owner>.<random>.tmp`` files in ``folder`` whose ``<name>`` matches ``names`` and whose
+    owner is gone (temporary outputs of a killed run); returns them."""
+    pattern = re.compile(r"\.(.+)\." + _TOKEN + r"\.[^.]+\.tmp")
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match is None or names.fullmatch(match.group(1)) is None or not _ours(Path(entry.path)):
+            continue
+        if owner_alive(f"{match.group(2)}-{match.group(3)}"):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(entry.path)
+            removed.append(Path(entry.path))
+    return removed

@@ -1,0 +1,102 @@
+"""``trace`` on a Dask cluster whose worker cannot see the files: the one line names the file and the worker.
+
+A real scheduler and a real worker (``dask scheduler`` / ``dask worker``, separate processes); the
+worker runs in a mount namespace of its own where the folder holding the inputs and ``$TMPDIR`` is
+an empty tmpfs, as on a machine without the shared filesystem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from my_utils.core.events import MetricEvent, write_events
+
+pytestmark = pytest.mark.slow
+CLI = [sys.executable, "-c", "import sys; from my_utils.profiling.cli import main; sys.argv[0] = 'myutils-profile'; "
+       "main()"]
+TRACE = "kineto/hta/trace_filter__sampled_rank-0.json.gz"
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, 9)
+    proc.wait(timeout=30)
+
+
+@pytest.fixture
+def blind_cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """(scheduler address, the shared folder its one worker cannot see)."""
+    pytest.importorskip("distributed")
+    dask = shutil.which("dask", path=str(Path(sys.executable).parent))
+    if dask is None:
+        pytest.skip("the dask command line is not installed beside this Python")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                            f"mount -t tmpfs tmpfs {shared} && ls -A {shared}"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"a private mount namespace is not allowed here (unshare -m needs root): {probe.stderr.strip()}")
+    sched_file = tmp_path / "scheduler.json"
+    scheduler = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                  "--scheduler-file", str(sched_file)], start_new_session=True,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = None
+    try:
+        deadline = time.monotonic() + 120
+        while not sched_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        address = json.loads(sched_file.read_text())["address"]
+        worker = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                                   f'mount -t tmpfs tmpfs "{shared}" && exec "{dask}" worker --nthreads 1 '
+                                   f'--no-nanny --host 127.0.0.1 --name blind "{address}"'],
+                                  start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        from distributed import Client
+
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(1, timeout=120)
+        yield address, shared
+    finally:
+        if worker is not None:
+            _stop(worker)
+        _stop(scheduler)
+
+
+def _inputs(shared: Path, real_fixtures: Any, regions: bool) -> Path:
+    (shared / "tmp").mkdir()
+    events = shared / "metrics_events.jsonl"
+    write_events(events, [MetricEvent(name="iter", value=1.0, kind="duration", unit="ms", source="mytimer",
+                                      rank=r, step=0, ts=1.7e9, attrs={"depth": 0}) for r in range(2)] if regions
+                 else [])
+    shutil.copy(real_fixtures / TRACE, shared / "rank_0.json.gz")
+    return events
+
+
+@pytest.mark.parametrize("unseen", ["torch trace", "scratch file"])
+def test_a_worker_that_cannot_see_the_files_is_named(blind_cluster: tuple[str, Path], real_fixtures: Any,
+                                                     unseen: str) -> None:
+    address, shared = blind_cluster
+    events = _inputs(shared, real_fixtures, regions=unseen == "scratch file")
+    out = shared / "out" / "t.json"
+    args = ["--torch-trace", str(shared / "rank_0.json.gz")] if unseen == "torch trace" else []
+    env = {k: v for k, v in os.environ.items() if k != "DASK_SCHEDULER_ADDRESS"}
+    res = subprocess.run([*CLI, "trace", "--events", str(events), *args, "--output", str(out), "--executor", address,
+                          "-q"], capture_output=True, text=True, timeout=600, env={**env, "TMPDIR": str(shared / "tmp")})
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    # the file the worker could not open (the torch trace, or a spill file in $TMPDIR), and that worker
+    missing = str(shared / "rank_0.json.gz") if unseen == "torch trace" else f"{shared / 'tmp'}/myutils-trace-"
+    assert lines[0].startswith(f"error: {missing}") and "No such file or directory" in lines[0], lines
+    assert "Dask worker tcp://127.0.0.1:" in lines[0] and f"(host {socket.gethostname()})" in lines[0], lines
+    assert not out.parent.exists() and list((shared / "tmp").iterdir()) == []
