@@ -477,12 +477,16 @@ class MetricsAnalyzer:
             return self.traces
         if not agg.trace_files or not isinstance(self.source, (str, Path)):
             return []
-        root = Path(self.source).parent
-        found: list[Path] = []
-        for name in sorted(agg.trace_files):
-            hits = [p for p in (root / name,) if p.is_file()] or sorted(root.rglob(name))[:1]
-            found.extend(hits)
-        return found
+        from my_utils.profiling.providers._files import locate_named
+
+        # names read from the events are names inside the events' folder, never patterns or ways out
+        located, missing, ambiguous = locate_named(Path(self.source).parent, agg.trace_files)
+        for what, names in (("not found beside the events", missing), ("ambiguous (several files below the "
+                            "events' folder have that name)", ambiguous)):
+            if names:
+                _log.warning("torch.profiler trace(s) named by the events %s: %s; pass them with --trace",
+                             what, ", ".join(map(repr, names[:5])))
+        return sorted(set(located.values()))
 
     def _nsight(self, agg: EventAggregate, hardware: Mapping[str, Any]) -> NsightResult:
         """The Nsight analyses of the exports given, or named in the events (``analysis.nsight``)."""

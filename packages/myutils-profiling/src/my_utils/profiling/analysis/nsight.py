@@ -78,10 +78,13 @@ def find_named(files: Iterable[tuple[str, str]], events_path: str | Path | None)
     root = Path(events_path).parent
     found: dict[str, list[Path]] = {NSYS_SOURCE: [], NCU_SOURCE: []}
     missing = []
+    from my_utils.profiling.providers._files import locate_named
+
+    # names read from the events are names inside the events' folder, never patterns or ways out
+    located, _missing, _ambiguous = locate_named(root, {name for _, name in named})
     for source, name in named:
-        hits = [p for p in (root / name,) if p.is_file()] or sorted(root.rglob(name))[:1]
-        if hits:
-            found[source].append(hits[0])
+        if name in located:
+            found[source].append(located[name])
         else:
             missing.append((source, name))
     return NsightInputs(nsys=tuple(found[NSYS_SOURCE]), ncu=tuple(found[NCU_SOURCE]), missing=tuple(missing))

@@ -11,11 +11,13 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import os
 import re
 import sqlite3
+import stat
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, ClassVar
 
 from my_utils.core.errors import InputError, MyUtilsError, UnsupportedInputError, UsageError
@@ -201,3 +203,67 @@ def require_live(obj: object, attr: str, who: str, fix: str) -> None:
     """Misuse guard for live providers: the object must offer ``attr``."""
     if not hasattr(obj, attr):
         raise UsageError(f"{who}: {type(obj).__name__} has no {attr}(); {fix}")
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):  # missing, unreadable, or a name the OS cannot hold (NUL)
+        return False
+
+
+def _inside(name: str) -> PurePath | None:
+    """``name`` as a path relative to the folder, or None when it is not a usable file name."""
+    if not name or "\x00" in name:
+        return None
+    path = PurePath(name)
+    if path.is_absolute() or ".." in path.parts:
+        path = PurePath(path.name)  # never followed out of the folder: only its name is used
+    if not path.name or path.name in (".", ".."):
+        return None
+    return path
+
+
+def _below(folder: Path, wanted: set[str]) -> dict[str, list[Path]]:
+    """Regular files below ``folder`` whose name is in ``wanted`` (symlinked folders not followed)."""
+    hits: dict[str, list[Path]] = {}
+    for root, _dirs, files in os.walk(folder, followlinks=False):
+        for name in files:
+            if name in wanted and _is_regular(Path(root) / name):
+                hits.setdefault(name, []).append(Path(root) / name)
+    return hits
+
+def locate_named(folder: Path, names: Iterable[str]) -> tuple[dict[str, Path], list[str], list[str]]:
+    """Files that data names (``attrs.file`` of events), found inside ``folder`` only: (found, missing, ambiguous).
+
+    A name read from data is a name, never a glob pattern (``**/x**`` is a file called ``x**``),
+    and never leads outside ``folder``: an absolute path, or one climbing out with ``..``, is
+    looked up by its last component. Lookup: the relative path inside the folder, else the one
+    regular file of that name anywhere below it (symlinked folders are not followed); several
+    files of that name make the name ambiguous. ``found`` maps each name to its file.
+    """
+    found: dict[str, Path] = {}
+    missing: list[str] = []
+    ambiguous: list[str] = []
+    pending: dict[str, list[str]] = {}  # file name -> the names from the data that need a search
+    for name in sorted(set(names)):
+        rel = _inside(name)
+        if rel is None:
+            missing.append(name)
+            continue
+        direct = folder / rel
+        if _is_regular(direct):
+            found[name] = direct
+        else:
+            pending.setdefault(rel.name, []).append(name)
+    if pending:
+        hits = _below(folder, set(pending))
+        for file_name, asked in sorted(pending.items()):
+            paths = sorted(hits.get(file_name, []))
+            if len(paths) == 1:
+                found.update((n, paths[0]) for n in asked)
+            elif paths:
+                ambiguous += asked
+            else:
+                missing += asked
+    return found, missing, ambiguous
