@@ -141,6 +141,7 @@ class MetricsCollector:
         self._places: dict[int, str] = {}  # id(provider) -> config key, for messages
         self.last_report: AnalysisReport | None = None
         self.analysis_settings: AnalysisSettings | None = None  # a config's ``analysis`` section
+        self.inputs: list[Path] = []  # the files and folders a config's providers read (outputs must not replace them)
 
     # -- set-up --------------------------------------------------------------------------
 
@@ -188,6 +189,7 @@ class MetricsCollector:
         for key, name, exc in config.errors:
             collector._skip(ProviderFailure(str(name), key, str(exc)))
         for entry in config.providers:
+            collector.inputs.append(Path(entry.input))
             try:
                 provider = open_provider(entry, config.where)
             except MyUtilsError as exc:

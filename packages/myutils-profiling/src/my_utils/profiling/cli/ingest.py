@@ -78,7 +78,8 @@ def _ingest(config: Path, output_dir: Path | None, ignore_provider_errors: bool,
     chosen = workload or (settings.workload if settings is not None else "pretrain")
     if analyze:
         check_workload(chosen)
-    inputs = [config, *(p for p in (getattr(x, "path", None) for x in collector.providers)
+    # every file a provider reads, as the config names it (a link to it counts: refused by inode)
+    inputs = [config, *(p for p in (*collector.inputs, *(getattr(x, "path", None) for x in collector.providers))
                         if isinstance(p, Path) and p.is_file())]
     outputs = StagedOutputs(inputs)
     outputs.check([collector.events_path])

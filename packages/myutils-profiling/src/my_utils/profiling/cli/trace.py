@@ -84,6 +84,17 @@ def _trace(events: Path | None, output: Path, auto_align_ranks: bool, reference_
     if events is None and not torch_trace:
         raise UsageError("give --events (MyTimer regions, clock records) or --torch-trace (or both)")
     source, csvs = _resolve_events(events) if events is not None else (None, [])
+    from my_utils.core.safe_io import refuse_overwriting_inputs
+
+    # before any work: the output (or a part of it) must never replace what it is made from
+    inputs = [p for p in (source, *csvs, *torch_trace) if p is not None and p.is_file()]
+    parts = [output, output.with_name(output.name.replace(".json", ".part1.json", 1))]
+    refuse_overwriting_inputs(parts, inputs, what="--output")
+    names = output_names(output)
+    clash = next((p for p in inputs if p.parent.resolve() == output.parent.resolve() and names.fullmatch(p.name)), None)
+    if clash is not None:  # a split write would remove or replace it as one of this output's parts
+        raise UsageError(f"--output {output}: the input {clash} is named like one of this output's files; "
+                         "choose another --output name")
     for t in torch_trace:
         check_regular(t)  # a FIFO or a device would block the reader (or never end)
         if not t.is_file():
