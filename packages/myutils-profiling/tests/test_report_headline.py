@@ -61,7 +61,9 @@ def _report(headline: bool = True) -> AnalysisReport:
         Finding("overlap:rank1", "communication", "warning", "0 ms of 357 ms NCCL overlaps compute", "d",
                 {"rank": 1}, "", facts=("comm.overlap",), impact=Impact(71.5, 0.2, "", 5)),
         Finding(f"bottleneck:{EVIL}", "bottleneck", "warning", f"{EVIL} is slow", "d", {}, "",
-                advice=(Advice("look", (EvidenceRow("operations", {"name": "op55"}, {"total": 45.0}),)),)),
+                advice=(Advice("look", (EvidenceRow("operations", {"name": "op55"}, {"total": 45.0}),)),),
+                impact=Impact(229.3, 0.663, "at most all of its time per step", 5, 0.625, "torch_profiler",
+                              upper_bound=True)),
         Finding("variability:x", "variability", "info", "x varies", "d"),
     ]
     head = Headline("df_index_resolver.json.gz", context, figures,
@@ -165,6 +167,8 @@ def test_top_three_findings_in_the_headline_link_to_their_evidence_rows() -> Non
         assert href[1:] in page.ids
     assert "idle: 42.3% (less than a half: 11,913 short kernels)" not in head  # nothing invented
     assert "could save up to 146.5 ms per step" in head and "rests on 5 steps" in head
+    # a region's whole time bounds a saving; it is never shown as one (before: "could save up to 229.3 ms")
+    assert "takes 229.3 ms per step (a fix saves part of it)" in head and "could save up to 229.3" not in head
 
 
 def test_every_fact_names_its_source_and_whole_and_not_measured_is_said() -> None:

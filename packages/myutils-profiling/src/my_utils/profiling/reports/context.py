@@ -164,7 +164,10 @@ def _impact_text(f: Finding, short: bool = False) -> str:
     """What fixing ``f`` could save, per the analysis' estimate; ``short`` leaves out how it was estimated."""
     impact = f.impact
     parts = []
-    if impact.ms_per_step is not None:
+    if impact.ms_per_step is not None and impact.upper_bound:
+        # all of a region's time is a bound, not a saving: no fix removes a whole backward pass
+        parts.append(f"takes {fmt_ms(impact.ms_per_step)} per step (a fix saves part of it)")
+    elif impact.ms_per_step is not None:
         parts.append(f"could save up to {fmt_ms(impact.ms_per_step)} per step")
     if impact.share_of_step is not None:
         step = f" ({source_label(impact.step_source)} step time)" if impact.step_source and not short else ""
