@@ -126,7 +126,7 @@ def main(argv: list[str]) -> int:
 
     from my_utils.core.events import write_events
 
-    rounds = args.samples or (2 if args.quick else 3)
+    rounds = args.samples or (2 if args.quick else 5)
     steps = 2_500 if args.quick else 25_000
     report = Report("bench_analyzer", "the analyzer on 1M events against json.loads of them", quick=args.quick)
     report.label("interpreter", interpreter_label())
