@@ -10,7 +10,7 @@ import os
 import sys
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -19,6 +19,9 @@ from my_utils.core.cli.plugins_cmd import plugins_app
 from my_utils.core.plugin_calls import abandoned, send_plugin_output_to_stderr
 from my_utils.core.plugin_types import PluginRecord, PluginStatus
 from my_utils.core.plugins import get_registry, owner_label
+
+if TYPE_CHECKING:
+    from my_utils.core.cli.start_cache import StartRecord
 
 DIST_PREFIX = "myutils-"
 
@@ -143,7 +146,7 @@ def _clean_start() -> bool:
     return not abandoned() and all(r.status is not PluginStatus.BROKEN for r in get_registry().plugin_problems())
 
 
-def run(argv: list[str], record: Any = None) -> None:
+def run(argv: list[str], record: StartRecord | None = None) -> None:
     """Build the app and run it on ``argv`` (``sys.argv[1:]``); ``record``: the ``StartRecord`` to update.
 
     ``myutils --help`` draws the help itself (the same text click's help callback prints) so

@@ -11,6 +11,10 @@ time. Nothing here imports typer.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from my_utils.core.cli.start_cache import StartRecord
 
 __all__ = ["FAST_ARGS", "asks_for_version", "main", "quiet_plugin_warnings"]
 
@@ -39,11 +43,10 @@ def asks_for_version(args: list[str]) -> bool:
     return False
 
 
-def _fast(argv: list[str], record: object) -> bool:
-    """Answer ``argv`` from the current ``record`` (a ``StartRecord``); False when it cannot."""
-    from my_utils.core.cli.start_cache import StartRecord, terminal_width
+def _fast(argv: list[str], record: StartRecord) -> bool:
+    """Answer ``argv`` from the current ``record``; False when it cannot."""
+    from my_utils.core.cli.start_cache import terminal_width
 
-    assert isinstance(record, StartRecord)
     if argv == ["--help"]:
         text = record.help_text(terminal_width())
         if text is None:
@@ -81,7 +84,7 @@ def main() -> None:
 
         _print_versions()
         return
-    record = None
+    record: StartRecord | None = None
     if argv in FAST_ARGS:
         from my_utils.core.entry_point_cache import cache_dir, metadata_fingerprint
 
