@@ -255,6 +255,59 @@ def test_cuda_events_are_read_once_per_stop_after_one_settle() -> None:
     assert df["mean_ms"].tolist() == [1.5, 1.5]
 
 
+class ScriptedClock:
+    """A non-deferred clock whose marks are the scripted ints; ``ns_marks`` says how they are read."""
+
+    name = "scripted"
+    deferred = False
+
+    def __init__(self, marks: list[int], ns_marks: bool) -> None:
+        self._marks = iter(marks)
+        self.ns_marks = ns_marks
+        self.read: list[tuple[int, int]] = []
+
+    def mark(self) -> int:
+        return next(self._marks)
+
+    def settle(self) -> None:
+        pass
+
+    def elapsed_ms(self, start: int, end: int) -> float:
+        self.read.append((start, end))
+        return (end - start) / 1e6
+
+
+@pytest.mark.parametrize("ns_marks", [True, False])
+def test_ns_marks_are_kept_as_ints_and_read_as_the_clock_reads_them(ns_marks: bool) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Tanh())
+    marks = [1_000, 3_500_123, 3_600_000, 3_600_007, 10**12, 10**12 + 999_999_999, 5 * 10**12, 5 * 10**12 + 1]
+    clock = ScriptedClock(marks, ns_marks)
+    with ModuleProfiler(model, clock=clock) as prof:
+        model(torch.ones(1, 2))
+        model(torch.ones(1, 2))
+        if ns_marks:  # the hot path kept int nanoseconds and called nothing on the clock
+            assert prof._durations == {"0": [3_499_123, 999_999_999], "1": [7, 1]}
+            assert clock.read == []
+        durations = prof.durations_ms()
+    expected = {"0": [(3_500_123 - 1_000) / 1e6, 999_999_999 / 1e6], "1": [7 / 1e6, 1 / 1e6]}
+    assert durations == expected  # the very floats CpuClock.elapsed_ms gives
+    assert prof.summary().set_index("module_name")["total_ms"].to_dict() == {
+        "0": pytest.approx(sum(expected["0"])), "1": pytest.approx(sum(expected["1"]))}
+
+
+def test_the_cpu_clock_keeps_ns_and_a_raising_call_is_not_timed(boom_cls: Any) -> None:
+    boom = boom_cls()
+    model = torch.nn.Sequential(boom)
+    with ModuleProfiler(model, use_cuda=False) as prof:
+        model(torch.ones(1))
+        boom.armed = True
+        with pytest.raises(ValueError):
+            model(torch.ones(1))
+        assert all(isinstance(v, int) for v in prof._durations["0"])
+        assert not prof._open["0"] and prof.failed_calls == {"0": 1}
+    assert prof.durations_ms()["0"] == [prof._durations["0"][0] / 1e6]
+
+
 def test_legacy_path_is_the_same_class() -> None:
     from my_utils.moduleProfiler import ModuleProfiler as Legacy
 

@@ -28,8 +28,66 @@ CONTROL = "kineto/hta/trace_diff__control.json.gz"  # a real torch.profiler trac
 
 
 def _unshared(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every ``build_series`` call reads the events again, through the generic fold (the old behaviour)."""
+    """Every ``build_series`` call reads the events again, through the generic fold, and every rule computes its
+    own statistics with the separate functions of ``_stats`` (the behaviour before the sharing)."""
     monkeypatch.setattr(SeriesSource, "series", lambda self: _build_series(iter(self)))
+    monkeypatch.setattr(SeriesSource, "summary", lambda self, series, warmup: _separately(series, warmup))
+
+
+class _Separate:
+    """A ``Summary`` lookalike whose every figure is computed by the separate functions, on each access."""
+
+    def __init__(self, values: list[float]) -> None:
+        self.values = values
+
+    @property
+    def ordered(self) -> list[float]:
+        return sorted(self.values)
+
+    @property
+    def median(self) -> float:
+        import statistics
+
+        return statistics.median(self.values) if self.values else math.nan
+
+    @property
+    def mad(self) -> float:
+        from my_utils.profiling.analysis.rules._stats import mad
+
+        return mad(self.values)
+
+    @property
+    def mean(self) -> float:
+        import statistics
+
+        return statistics.fmean(self.values)
+
+    @property
+    def std(self) -> float:
+        from my_utils.profiling.analysis.rules._stats import pstdev
+
+        return pstdev(self.values)
+
+    @property
+    def cv(self) -> float:
+        from my_utils.profiling.analysis.rules._stats import cv
+
+        return cv(self.values)
+
+    @property
+    def robust_cv(self) -> float:
+        from my_utils.profiling.analysis.rules._stats import robust_cv
+
+        return robust_cv(self.values)
+
+    def quantile(self, q: float) -> float:
+        from my_utils.profiling.analysis.rules._stats import quantile
+
+        return quantile(sorted(self.values), q)
+
+
+def _separately(series: _series.Series, warmup: int) -> Any:
+    return _Separate(_series.after_warmup(series, warmup)[1])
 
 
 def _report_json(path: Path | list[MetricEvent], **kwargs: Any) -> dict[str, Any]:

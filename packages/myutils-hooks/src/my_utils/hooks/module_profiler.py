@@ -3,8 +3,11 @@
 Legacy path: ``from my_utils.moduleProfiler import ModuleProfiler`` (the same module).
 
 Cost model: each call of a hooked module runs two tiny closures (one clock mark each and a
-list append/pop); the statistics are computed only by ``summary()``. CUDA events are read
-after one synchronize in ``stop()``/``summary()``, never inside a hook (see ``timing``).
+list append/pop); the statistics are computed only by ``summary()``. On the CPU the post hook
+keeps the integer nanoseconds between the marks (no call, no float division: with torch's own
+hook dispatch around them, within a few percent of hooks that only read the clock, see
+``bench/bench_hooks.py``); they become milliseconds when read. CUDA events are read after one
+synchronize in ``stop()``/``summary()``, never inside a hook (see ``timing``).
 """
 
 from __future__ import annotations
@@ -61,7 +64,9 @@ class ModuleProfiler:
         self._recording = [True]  # a list: the hooks read it through their closure, not through self
         self._open: dict[str, list[Any]] = {}
         self._pending: dict[str, list[tuple[Any, Any]]] = {}
+        # per module: ms, or integer ns when the clock's marks are ns (``timing.ModuleClock.ns_marks``)
         self._durations: dict[str, list[float]] = {}
+        self._ns = bool(getattr(self._clock, "ns_marks", False)) and not self._clock.deferred
         self._failed: dict[str, int] = {}
         self._handles: list[Any] = []
         self.runs = 0
@@ -86,10 +91,29 @@ class ModuleProfiler:
         # stop() has nothing to walk through (it ran once per forward over every module)
         done = pending.append if self._clock.deferred else None
         failed = self._failed
+        exc_info = sys.exc_info
+
+        # bound methods and locals only: each attribute lookup here is paid twice per module call
+        push, pop = opened.append, opened.pop
 
         def pre(module: Any, args: Any) -> None:
             if recording[0]:
-                opened.append(mark())
+                push(mark())
+
+        if self._ns:
+            keep = durations.append
+
+            def post_ns(module: Any, args: Any, result: Any) -> None:
+                end = mark()
+                if opened:  # else: began while stopped, or dropped by start()
+                    # torch calls always_call hooks from its `except` block with result None
+                    if result is None and exc_info()[1] is not None:
+                        pop()
+                        failed[name] = failed.get(name, 0) + 1
+                    else:
+                        keep(end - pop())  # ns, an int: read as ms by _milliseconds()
+
+            return pre, post_ns
 
         def post(module: Any, args: Any, result: Any) -> None:
             end = mark()
@@ -97,7 +121,7 @@ class ModuleProfiler:
                 return
             begin = opened.pop()
             # torch calls always_call hooks from its `except` block with result None
-            if result is None and sys.exc_info()[1] is not None:
+            if result is None and exc_info()[1] is not None:
                 failed[name] = failed.get(name, 0) + 1
                 return
             if done is None:
@@ -171,10 +195,16 @@ class ModuleProfiler:
                 self._durations[name].extend(elapsed(a, b) for a, b in pending)
                 pending.clear()
 
+    def _milliseconds(self) -> dict[str, list[float]]:
+        """Every timed call per module in ms (new lists when kept in ns; pending CUDA events read first)."""
+        self._settle()
+        if self._ns:  # (end - begin) / 1e6: the same float CpuClock.elapsed_ms gives
+            return {name: [v / 1e6 for v in values] for name, values in self._durations.items()}
+        return self._durations
+
     def durations_ms(self) -> dict[str, list[float]]:
         """Every timed call per module, in ms (a copy; pending CUDA events are read first)."""
-        self._settle()
-        return {name: list(values) for name, values in self._durations.items()}
+        return {name: list(values) for name, values in self._milliseconds().items()}
 
     def summary(self, output_path: str | os.PathLike[str] | None = None) -> pd.DataFrame:
         """The seed's table: ``module_name, mean_ms, median_ms, std_ms, total_ms, run_count, percentage``.
@@ -183,8 +213,7 @@ class ModuleProfiler:
         calls. With ``output_path`` the table is also written there as CSV (atomically; a
         write error is logged and the DataFrame still returned).
         """
-        self._settle()
-        frame = summary_frame(module_stats(self._durations))
+        frame = summary_frame(module_stats(self._milliseconds()))
         if output_path is not None:
             write_summary_csv(frame, output_path)
         return frame

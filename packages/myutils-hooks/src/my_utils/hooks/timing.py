@@ -30,6 +30,8 @@ class ModuleClock(Protocol):
     name: str
     #: True when marks are readable only after ``settle()`` (the profiler then keeps pairs until then)
     deferred: bool
+    # optional ``ns_marks``: True when marks are int ns and ``elapsed_ms(a, b) == (b - a) / 1e6``;
+    # the profiler then keeps ``b - a`` and divides when the times are read (cheaper per call)
 
     def mark(self) -> Any:
         """A point in time (cheap: called twice per module call)."""
@@ -46,6 +48,7 @@ class CpuClock:
 
     name = "cpu"
     deferred = False
+    ns_marks = True  # elapsed_ms below is (end - start) / 1e6 of int ns marks
 
     def __init__(self) -> None:
         # an attribute, not a method: the hook calls it without a bound-method lookup

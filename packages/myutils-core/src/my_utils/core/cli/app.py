@@ -1,26 +1,35 @@
-"""Root of the ``myutils`` CLI: ``--version``, the ``plugins`` group, plugin commands."""
+"""Root of the ``myutils`` CLI: ``--version``, the ``plugins`` group, plugin commands.
+
+``cli.entry.main`` answers ``--help`` and ``plugins list`` without this module when it can
+(``cli.start_cache``); everything else, and those two on a first start, runs here.
+"""
 
 from __future__ import annotations
 
-import importlib.metadata
-import logging
 import os
 import sys
 import typing
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from my_utils.core.cli.guard import guard_plugin_command, set_traceback
 from my_utils.core.cli.plugins_cmd import plugins_app
 from my_utils.core.plugin_calls import abandoned, send_plugin_output_to_stderr
-from my_utils.core.plugin_types import PluginRecord
+from my_utils.core.plugin_types import PluginRecord, PluginStatus
 from my_utils.core.plugins import get_registry, owner_label
+
+if TYPE_CHECKING:
+    from my_utils.core.cli.start_cache import StartRecord
 
 DIST_PREFIX = "myutils-"
 
 
 def installed_distributions() -> list[tuple[str, str]]:
     """(name, version) of every installed my_utils distribution, sorted by name."""
+    import importlib.metadata
+
     found = {}
     for dist in importlib.metadata.distributions():
         name = dist.metadata["Name"] or ""
@@ -38,18 +47,6 @@ def _version_callback(value: bool) -> None:
     if value:
         _print_versions()
         raise typer.Exit()
-
-
-def asks_for_version(args: list[str]) -> bool:
-    """True when ``--version`` is among the root options (before the first command word)."""
-    for arg in args:
-        if arg == "--":
-            return False
-        if arg == "--version":
-            return True
-        if not arg.startswith("-"):
-            return False  # a command: its own options follow
-    return False
 
 
 def build_app() -> typer.Typer:
@@ -108,28 +105,67 @@ def _guard_added_commands(app: typer.Typer, n_commands: int, n_groups: int, plug
     return None
 
 
-def quiet_plugin_warnings() -> None:
-    """Keep broken-plugin warnings off the CLI's stderr; ``myutils plugins list`` shows them."""
-    plugin_log = logging.getLogger("my_utils.plugins")
-    plugin_log.addHandler(logging.NullHandler())
-    plugin_log.propagate = False
+def light_help_options(command: Any) -> None:
+    """Keep typer from importing pydantic (~300 ms) on every command that is not asked for ``--help``.
 
-
-def main() -> None:
-    """Console-script entry point of ``myutils``.
-
-    ``--version`` reads installed metadata only and imports no plugin (a plugin that hangs or
-    exits at import cannot stop it). Elsewhere, what plugin code prints goes to stderr, and
-    when a plugin import was abandoned (it did not finish within its bound) the process ends
-    without waiting for that thread.
+    typer 0.29 coerces each parameter's value through a pydantic ``TypeAdapter`` built on
+    first use, bool flags excepted when their value is a bool; the ``--help`` flag that was
+    not given has the value None, so every command paid for pydantic to learn that None stays
+    None. Here an absent ``--help`` is handed to the option as False (not given, as the flag
+    says): its callback ignores both, and the value is never exposed. Older typers, whose help
+    option is click's own, behave the same with False. Recurses into groups.
     """
-    quiet_plugin_warnings()
-    if asks_for_version(sys.argv[1:]):
-        _print_versions()
-        return
+    get_help_option = command.get_help_option
+
+    def light_get_help_option(ctx: Any) -> Any:
+        option = get_help_option(ctx)
+        if option is not None and not getattr(option, "_myutils_light", False):
+            process_value = option.process_value
+
+            def light_process_value(ctx: Any, value: Any) -> Any:
+                return process_value(ctx, False if value is None else value)
+
+            option.process_value = light_process_value
+            option._myutils_light = True
+        return option
+
+    command.get_help_option = light_get_help_option
+    for sub in (getattr(command, "commands", None) or {}).values():
+        light_help_options(sub)
+
+
+def help_text(command: Any) -> str:
+    """The root help exactly as click prints it for ``myutils --help`` (its help callback's text)."""
+    context_class: Callable[..., Any] = command.context_class
+    with context_class(command, info_name="myutils") as ctx:
+        return str(ctx.get_help())
+
+
+def _clean_start() -> bool:
+    """Every plugin loaded and added its commands (nothing BROKEN, no import abandoned)."""
+    return not abandoned() and all(r.status is not PluginStatus.BROKEN for r in get_registry().plugin_problems())
+
+
+def run(argv: list[str], record: StartRecord | None = None) -> None:
+    """Build the app and run it on ``argv`` (``sys.argv[1:]``); ``record``: the ``StartRecord`` to update.
+
+    ``myutils --help`` draws the help itself (the same text click's help callback prints) so
+    that a clean start can record exactly what it printed.
+    """
     send_plugin_output_to_stderr(True)
     try:
-        build_app()(prog_name="myutils")
+        command = typer.main.get_command(build_app())
+        light_help_options(command)
+        if record is not None and _clean_start():
+            if argv == ["--help"]:
+                from my_utils.core.cli.start_cache import terminal_width
+
+                text = help_text(command)
+                typer.echo(text)
+                record.save(text, terminal_width())
+                return
+            record.save()
+        command(args=argv, prog_name="myutils")
     except SystemExit as exc:
         if not abandoned():
             raise
@@ -138,6 +174,11 @@ def main() -> None:
         if not abandoned():
             return
         code = 0
+    exit_abandoned(code)
+
+
+def exit_abandoned(code: object) -> None:
+    """End the process now with ``code`` (as the interpreter would) without waiting for an abandoned import."""
     if not isinstance(code, int):  # sys.exit("message") or None, as the interpreter would end
         if code is not None:
             print(code, file=sys.stderr)

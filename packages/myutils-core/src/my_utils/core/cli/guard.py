@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.metadata
 import os
 import sys
 import traceback
@@ -59,6 +58,8 @@ def plugin_in_traceback(exc: BaseException) -> str | None:
     A frame belongs to a plugin when its module's top-level package is installed by a
     distribution (not one of my_utils' own) that declares ``my_utils.plugins`` entry points.
     """
+    import importlib.metadata
+
     from my_utils.core.hookspecs import ENTRY_POINT_GROUP
     from my_utils.core.plugin_policy import is_builtin
 

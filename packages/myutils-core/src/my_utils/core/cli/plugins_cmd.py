@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from my_utils.core.cli.guard import EXIT_BAD_INPUT, EXIT_PLUGIN_FAILED, exit_on_error, plugin_guard
+from my_utils.core.cli.listing import render_records
 from my_utils.core.errors import InputError
 from my_utils.core.plugin_types import PluginKind, PluginRecord, PluginStatus
 from my_utils.core.plugins import get_registry, owner_label
@@ -21,27 +22,10 @@ plugins_app = typer.Typer(
 
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = 200
-_COLUMNS = ("name", "kind", "distribution", "version", "status")
-
-
-def _table(records: list[PluginRecord]) -> str:
-    rows = [_COLUMNS] + [
-        (r.name, r.kind, r.distribution or "-", r.version or "-",
-         f"{r.status.value} ({r.reason})" if r.reason else r.status.value)
-        for r in records
-    ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS) - 1)]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
-        for row in rows
-    )
 
 
 def _print_rows(records: list[PluginRecord], as_json: bool) -> None:
-    if as_json:
-        typer.echo(json.dumps([r.as_dict() for r in records], indent=2))
-    else:
-        typer.echo(_table(records))
+    typer.echo(render_records(records, as_json))
 
 
 @plugins_app.command("list")

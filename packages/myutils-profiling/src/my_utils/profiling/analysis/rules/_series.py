@@ -13,6 +13,11 @@ aggregated event), and every built-in rule needs them: an events sequence that i
 hands each caller its own copy of the lists, so a rule that sorts or appends in place cannot
 change what the next rule reads. Any other sequence (a third party's list of raw events) is
 read afresh on every call, as before: the rule plugin contract is unchanged.
+
+The statistics several rules take of one series after its warm-up steps (mean, spread, sorted
+values, median, MAD: ``_stats.Summary``) are shared the same way: :func:`step_summary` computes
+them once per (series, warm-up) for a ``SeriesSource`` and returns the same immutable object to
+every rule (anomalies and variability each sorted the same values up to three times).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from my_utils.core.events import MetricEvent
+from my_utils.profiling.analysis.rules._stats import Summary, summarize
 
 #: Kineto families measured on the device: their shares are of GPU busy time, not step time.
 GPU_FAMILIES: tuple[str, ...] = ("kernel:", "memcpy:", "memset:", "device_op:")
@@ -104,6 +110,7 @@ class SeriesSource(Sequence[MetricEvent]):
     """
 
     _series_memo: tuple[Hashable, dict[SeriesKey, Series]] | None = None
+    _summary_memo: tuple[Hashable, dict[tuple[SeriesKey, int], Summary]] | None = None
 
     @abstractmethod
     def series_version(self) -> Hashable:
@@ -113,13 +120,48 @@ class SeriesSource(Sequence[MetricEvent]):
         """The series of the events as they are now (no memo): one pass over them."""
         return _build_series(self)
 
-    def series(self) -> dict[SeriesKey, Series]:
-        """The series of these events (``build_series``), built on the first call, a copy on each."""
+    def _own_series(self) -> tuple[Hashable, dict[SeriesKey, Series]]:
+        """(version, the memo's series): built for the current version when needed; never handed out."""
         version = self.series_version()
         memo = self._series_memo
         if memo is None or memo[0] != version:
             memo = self._series_memo = (version, self.build_series_now())
-        return copy_series(memo[1])
+        return memo
+
+    def series(self) -> dict[SeriesKey, Series]:
+        """The series of these events (``build_series``), built on the first call, a copy on each."""
+        return copy_series(self._own_series()[1])
+
+    def summary(self, series: Series, warmup_steps: int) -> Summary:
+        """:func:`step_summary` of ``series``, computed once per (series, warm-up) while the events are unchanged.
+
+        A series that is not one of this source's (another key, or a copy whose steps or values
+        were changed) is summarised afresh: the answer is always that of the values given.
+        """
+        version, own_series = self._own_series()
+        key = (series.name, series.rank, series.source)
+        own = own_series.get(key)
+        if own is None or (own is not series and (own.values != series.values or own.steps != series.steps)):
+            return summarize(after_warmup(series, warmup_steps)[1])
+        store = self._summary_memo
+        if store is None or store[0] != version:
+            store = self._summary_memo = (version, {})
+        k = max(0, warmup_steps)
+        found = store[1].get((key, k))
+        if found is None:  # the values after warm-up, as after_warmup cuts them (no copy kept)
+            found = store[1][(key, k)] = summarize(own.values, k)
+        return found
+
+
+def step_summary(events: Iterable[MetricEvent], series: Series, warmup_steps: int) -> Summary:
+    """The shared statistics (``_stats.Summary``) of ``series``' values after ``warmup_steps`` steps.
+
+    Computed once per analysis for the analyzer's events (a ``SeriesSource``), afresh for any
+    other events; the same numbers either way.
+    """
+    if isinstance(events, SeriesSource):
+        return events.summary(series, warmup_steps)
+    return summarize(after_warmup(series, warmup_steps)[1])
 
 
 def _build_series(events: Iterable[MetricEvent]) -> dict[SeriesKey, Series]:

@@ -2,10 +2,16 @@
 
 Pure Python on purpose: the series are per step (hundreds to a few thousand points), and
 the rules must run where numpy is absent.
+
+:class:`Summary` holds what several rules read of one series (mean, spread, sorted values,
+median, MAD): ``_series.step_summary`` computes it once per series and analysis and hands the
+same object to every rule (anomalies and variability sorted the same values three times each).
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -124,6 +130,131 @@ def cv(values: Sequence[float]) -> float:
         return 0.0
     mean = statistics.fmean(values)
     return pstdev(values, mean) / abs(mean) if mean else 0.0
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The statistics of one series' values that the rules share (see :func:`summarize`); change nothing in it.
+
+    ``mean`` and ``std`` are computed on first use (not every rule needs them), from the values
+    in their order, exactly as ``statistics.fmean`` and :func:`pstdev` compute them; ``fmean``
+    raises on ``inf`` with ``-inf``, and still does so where a rule asks for it, not before.
+    """
+
+    #: the values are ``source[skip:]`` (kept for ``mean``/``std`` without a copy held meanwhile)
+    source: Sequence[float]
+    #: the values, sorted
+    ordered: list[float]
+    #: ``statistics.median`` (NaN for no value)
+    median: float
+    #: median absolute deviation from the median, :func:`mad` (0 for fewer than 2 values); × MAD_TO_SIGMA ≈ σ
+    mad: float
+    skip: int = 0
+
+    @property
+    def values(self) -> Sequence[float]:
+        """The values, in their order (a new slice when ``skip``)."""
+        return self.source[self.skip:] if self.skip else self.source
+
+    @property
+    def n(self) -> int:
+        """How many values."""
+        return len(self.ordered)
+
+    @functools.cached_property
+    def mean(self) -> float:
+        """``statistics.fmean`` of the values."""
+        return statistics.fmean(self.values)
+
+    @functools.cached_property
+    def std(self) -> float:
+        """Population standard deviation, :func:`pstdev` (0 for fewer than 2 values)."""
+        return pstdev(self.values, self.mean) if len(self.ordered) >= 2 else 0.0
+
+    @property
+    def cv(self) -> float:
+        """:func:`cv` of the values: population std over the mean (0 for fewer than 2 values or a zero mean)."""
+        if self.n < 2:
+            return 0.0
+        return self.std / abs(self.mean) if self.mean else 0.0
+
+    @property
+    def robust_cv(self) -> float:
+        """:func:`robust_cv` of the values: MAD-estimated σ over the median (0 when the median is 0)."""
+        return MAD_TO_SIGMA * self.mad / abs(self.median) if self.median else 0.0
+
+    def quantile(self, q: float) -> float:
+        """:func:`quantile` of the sorted values."""
+        return quantile(self.ordered, q)
+
+
+def _kth_deviation(ordered: Sequence[float], med: float, split: int, k: int) -> float:
+    """The ``k``-th smallest (from 0) of ``abs(v - med)`` over the sorted values, without computing them all.
+
+    The deviations are two sorted runs — ``med - ordered[split - 1 - j]`` left of ``split`` and
+    ``ordered[split + j] - med`` from it (the same floats as ``abs(v - med)``: IEEE subtraction
+    is symmetric) — and the k-th smallest of two sorted runs is found by bisecting how many
+    come from the left one: O(log n) subtractions instead of n.
+    """
+    na, nb = split, len(ordered) - split
+
+    def left(j: int) -> float:
+        return med - ordered[split - 1 - j]
+
+    def right(j: int) -> float:
+        return ordered[split + j] - med
+
+    lo, hi = max(0, k + 1 - nb), min(k + 1, na)
+    while lo < hi:  # the fewest taken from the left run such that its next one is not below the right's last
+        a = (lo + hi) // 2
+        if left(a) < right(k - a):
+            lo = a + 1
+        else:
+            hi = a
+    a, b = lo, k + 1 - lo
+    if a == 0:
+        return right(b - 1)
+    if b == 0:
+        return left(a - 1)
+    return max(left(a - 1), right(b - 1))
+
+
+def mad_sorted(ordered: Sequence[float], med: float) -> float:
+    """:func:`mad` of already sorted, finite values with median ``med``: the same float, in O(log n)."""
+    n = len(ordered)
+    if n < 2:
+        return 0.0
+    split = bisect.bisect_left(ordered, med)
+    i = n // 2
+    if n % 2 == 1:
+        return _kth_deviation(ordered, med, split, i)
+    return (_kth_deviation(ordered, med, split, i - 1) + _kth_deviation(ordered, med, split, i)) / 2
+
+
+def summarize(values: Sequence[float], skip: int = 0) -> Summary:
+    """:class:`Summary` of ``values``: the same floats as ``median``, :func:`mad`, ``fmean`` and :func:`pstdev`.
+
+    One sort: the median and the MAD come from the sorted values (:func:`mad_sorted`) when
+    everything is finite; with an infinity among them the deviations keep the values' order, as
+    :func:`mad` takes them (``inf - inf`` is NaN, and NaN makes a median depend on the order).
+    Mean and standard deviation are taken over the values in their order, as before.
+    ``skip``: summarise ``values[skip:]`` (the summary keeps ``values``, not the slice).
+    """
+    source = values
+    if skip:
+        values = values[skip:]
+    n = len(values)
+    ordered = sorted(values)
+    if n == 0:
+        return Summary(source, ordered, math.nan, 0.0, skip)
+    med = median_sorted(ordered)
+    if n < 2:
+        spread = 0.0
+    elif math.isfinite(ordered[0]) and math.isfinite(ordered[-1]):
+        spread = mad_sorted(ordered, med)
+    else:
+        spread = mad(values, med)
+    return Summary(source, ordered, med, spread, skip)
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:

@@ -34,8 +34,7 @@ from __future__ import annotations
 
 import itertools
 import math
-import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from my_utils.core.events import MetricEvent
@@ -43,7 +42,6 @@ from my_utils.profiling.analysis.advice import JITTER_ADVICE, jitter_cause
 from my_utils.profiling.analysis.rules._evidence import (
     advice,
     impact,
-    median_step,
     same_as_step,
     series_fact,
     steps_row,
@@ -58,13 +56,13 @@ from my_utils.profiling.analysis.rules._series import (
     rank_label,
     series_id,
     step_ranges,
+    step_summary,
 )
 from my_utils.profiling.analysis.rules._stats import (
     MAD_TO_SIGMA,
+    Summary,
     benjamini_hochberg,
-    mad,
-    median_sorted,
-    pstdev,
+    summarize,
     t_two_sided_p,
 )
 from my_utils.profiling.analysis.rules.suggestions import suggest
@@ -131,7 +129,7 @@ class AnomalyRule:
                 totals[n] = totals.get(n, 0.0) + s.total
         names.update(sorted(totals, key=lambda n: -totals[n])[: self.max_names])
         step_total = {(r, src): s.total for (n, r, src), s in series.items() if n == STEP_TIME}
-        tested: list[tuple[Series, list[int], list[float], list[dict[str, Any]], list[float]]] = []
+        tested: list[tuple[Series, list[int], list[float], Summary, list[dict[str, Any]], list[float]]] = []
         m = 0
         for (name, _rank, _source), s in sorted(series.items(), key=lambda kv: (
                 kv[0][0] != STEP_TIME, kv[0][0], kv[0][1] or -1, kv[0][2])):
@@ -144,23 +142,25 @@ class AnomalyRule:
             if len(values) < self.min_steps:
                 continue
             m += len(values)
-            rows, ps = self._outliers(steps, values)
+            stats = step_summary(events, s, self.warmup_steps)
+            rows, ps = self._outliers(steps, values, stats)
             if rows:
-                tested.append((s, steps, values, rows, ps))
+                tested.append((s, steps, values, stats, rows, ps))
         keep = benjamini_hochberg([p for *_rest, ps in tested for p in ps], m, FDR)
-        kept: list[tuple[Series, list[int], list[float], list[dict[str, Any]]]] = []
+        kept: list[tuple[Series, list[int], list[float], Summary, list[dict[str, Any]]]] = []
         i = 0
-        for s, steps, values, rows, ps in tested:
+        for s, steps, values, stats, rows, ps in tested:
             rows = [r for r, k in zip(rows, keep[i:i + len(ps)], strict=True) if k]
             i += len(ps)
             if rows:
-                kept.append((s, steps, values, rows))
+                kept.append((s, steps, values, stats, rows))
         self._context = (series, m, sum(1 for _ in tested))
-        return self._findings(series, kept, m)
+        return self._findings(series, kept, m, events)
 
-    def _outliers(self, steps: list[int], values: list[float]) -> tuple[list[dict[str, Any]], list[float]]:
+    def _outliers(self, steps: list[int], values: list[float], stats: Summary | None = None
+                  ) -> tuple[list[dict[str, Any]], list[float]]:
         """The threshold-flagged rows (as :meth:`_check` lists them) and each one's p-value."""
-        rows = self._rows(steps, values)
+        rows = self._rows(steps, values, stats)
         n = len(values)
         ps = []
         for r in rows:
@@ -172,27 +172,28 @@ class AnomalyRule:
             del r["_z"], r["_rz"]
         return rows, ps
 
-    def _findings(self, series: dict[Any, Series], kept: list[tuple[Series, list[int], list[float],
-                                                                    list[dict[str, Any]]]], m: int) -> list[dict[str, Any]]:
-        by_step_series = {(s.rank, s.source): (s, rows) for s, _st, _v, rows in kept if s.name == STEP_TIME}
+    def _findings(self, series: dict[Any, Series], kept: list[tuple[Series, list[int], list[float], Summary,
+                                                                    list[dict[str, Any]]]], m: int,
+                  events: Sequence[MetricEvent] = ()) -> list[dict[str, Any]]:
+        by_step_series = {(s.rank, s.source): (s, rows) for s, _st, _v, _stats, rows in kept if s.name == STEP_TIME}
         findings: list[dict[str, Any]] = []
-        for s, steps, values, rows in kept:
+        for s, steps, values, stats, rows in kept:
             step = by_step_series.get((s.rank, s.source))
             if s.name != STEP_TIME and step is not None and {r["step"] for r in rows} <= {r["step"] for r in step[1]}:
                 continue  # explains its step's anomaly: named there, not a second finding
-            finding = self._check(s, steps, values, rows)
+            finding = self._check(s, steps, values, rows, stats)
             if finding is None:
                 continue
             finding["detail"] += (f"; kept by Benjamini–Hochberg at a {FDR:.0%} false-discovery rate over "
                                   f"{m:,} step values tested")
             finding["evidence"]["fdr"] = FDR
             finding["evidence"]["values_tested"] = m
-            self._explain(series, s, rows, finding)
+            self._explain(series, s, rows, finding, events)
             findings.append(finding)
         return findings
 
     def _explain(self, series: dict[Any, Series], s: Series, rows: list[dict[str, Any]],
-                 finding: dict[str, Any]) -> None:
+                 finding: dict[str, Any], events: Sequence[MetricEvent] = ()) -> None:
         """Advice from the evidence (module docstring), the impact, and the facts of the finding."""
         flagged = [r["step"] for r in rows]
         med = finding["evidence"]["median"]
@@ -207,7 +208,7 @@ class AnomalyRule:
                         or other.name == STEP_TIME or same_as_step(series, other) or not other.values:
                     continue
                 at = dict(zip(other.steps, other.values, strict=True))
-                o_med = statistics.median(other.values)
+                o_med = step_summary(events, other, 0).median
                 gain = sum(at.get(st, o_med) - o_med for st in flagged)
                 if best is None or gain > best[0]:
                     best = (gain, other, o_med)
@@ -226,25 +227,21 @@ class AnomalyRule:
         finding["advice"] = [advice(text, because, f"jitter:{cause}")]
         finding["facts"] = facts
         tested = finding["evidence"]["steps_tested"]
-        step_ms = median_step(series, s.rank, s.source)
+        step = series.get((STEP_TIME, s.rank, s.source))
+        step_ms = step_summary(events, step, 0).median if step is not None and step.values else None
         saving = max(excess, 0.0) / tested if tested else None
         finding["impact"] = impact(saving if step_ms else None, step_ms,
                                    f"the outlying steps' time above the median, spread over the {tested} steps tested",
                                    tested, s.source)
 
-    def _stats(self, values: list[float]) -> tuple[float, float, float, float]:
-        mean = statistics.fmean(values)
-        std = pstdev(values, mean)
-        med = median_sorted(sorted(values))
-        return mean, std, med, MAD_TO_SIGMA * mad(values, med)
+    def _rows(self, steps: list[int], values: list[float], stats: Summary | None = None) -> list[dict[str, Any]]:
+        """The steps a threshold test flags (with unrounded scores in ``_z``/``_rz``), in step order.
 
-    def _rows(self, steps: list[int], values: list[float]) -> list[dict[str, Any]]:
-        """The steps a threshold test flags (with unrounded scores in ``_z``/``_rz``), in step order."""
-        mean = statistics.fmean(values)
-        std = pstdev(values, mean)
-        ordered = sorted(values)
-        med = median_sorted(ordered)
-        scale = MAD_TO_SIGMA * mad(values, med)
+        ``stats``: the :class:`Summary` of ``values`` when the caller has it (the shared one).
+        """
+        stats = summarize(values) if stats is None else stats
+        mean, std, ordered, med = stats.mean, stats.std, stats.ordered, stats.median
+        scale = MAD_TO_SIGMA * stats.mad
         sigma, mad_z, method = self.sigma, self.mad_z, self.method
         excess = self.min_excess * abs(med)
 
@@ -268,9 +265,15 @@ class AnomalyRule:
                     break
                 lo_cut = v
         rows: list[dict[str, Any]] = []
-        for step, v in zip(steps, values, strict=True):
-            if not (everything or (hi_cut is not None and v >= hi_cut) or (lo_cut is not None and v <= lo_cut)):
-                continue
+        if everything:
+            candidates: Iterable[tuple[int, float]] = zip(steps, values, strict=True)
+        elif hi_cut is None and lo_cut is None:
+            return rows  # the usual series: nothing beyond either cut, no step to score
+        else:  # the few steps beyond a cut, in step order (one C-speed pass, not a Python loop)
+            hi = math.inf if hi_cut is None else hi_cut
+            lo = -math.inf if lo_cut is None else lo_cut
+            candidates = [(st, v) for st, v in zip(steps, values, strict=True) if v >= hi or v <= lo]
+        for step, v in candidates:
             z, rz = scores(v)
             by_sigma = abs(z) > sigma
             by_mad = abs(rz) > mad_z
@@ -288,14 +291,18 @@ class AnomalyRule:
         return rows
 
     def _check(self, s: Series, steps: list[int], values: list[float],
-               rows: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
-        """The finding of one series from its flagged ``rows`` (default: every threshold-flagged step, no FDR)."""
+               rows: list[dict[str, Any]] | None = None, stats: Summary | None = None) -> dict[str, Any] | None:
+        """The finding of one series from its flagged ``rows`` (default: every threshold-flagged step, no FDR).
+
+        ``stats``: the :class:`Summary` of ``values`` when the caller has it (the shared one).
+        """
         name, rank, unit = s.name, s.rank, s.unit
+        stats = summarize(values) if stats is None else stats
         if rows is None:
-            rows = self._rows(steps, values)
+            rows = self._rows(steps, values, stats)
             for r in rows:
                 del r["_z"], r["_rz"]
-        mean, std, med, scale = self._stats(values)
+        mean, std, med, scale = stats.mean, stats.std, stats.median, MAD_TO_SIGMA * stats.mad
         if not rows:
             return None
         flagged = [r["step"] for r in rows]

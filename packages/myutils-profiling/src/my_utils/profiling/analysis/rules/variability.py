@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 import statistics
 from collections.abc import Sequence
+from itertools import compress, repeat
 from typing import Any
 
 from my_utils.core.events import MetricEvent
@@ -29,7 +31,6 @@ from my_utils.profiling.analysis.advice import JITTER_ADVICE, jitter_cause
 from my_utils.profiling.analysis.rules._evidence import (
     advice,
     impact,
-    median_step,
     same_as_step,
     series_fact,
     steps_row,
@@ -42,16 +43,9 @@ from my_utils.profiling.analysis.rules._series import (
     is_gpu_family,
     rank_label,
     series_id,
+    step_summary,
 )
-from my_utils.profiling.analysis.rules._stats import (
-    MAD_TO_SIGMA,
-    benjamini_hochberg,
-    cv,
-    mad,
-    median_sorted,
-    quantile,
-    robust_cv,
-)
+from my_utils.profiling.analysis.rules._stats import MAD_TO_SIGMA, Summary, benjamini_hochberg
 from my_utils.profiling.analysis.rules.suggestions import suggest
 
 #: The false-discovery rate of the reported variability findings (Benjamini–Hochberg over the series tested).
@@ -67,6 +61,27 @@ def above_threshold_p(rcv: float, threshold: float, n: int) -> float:
         return 0.0
     rel_se = math.sqrt((1.36 + math.pi / 2 * rcv * rcv) / n)
     return 1.0 - _NORMAL.cdf(math.log(rcv / threshold) / rel_se)
+
+
+def _extreme_steps(values: list[float], steps: list[int], ordered: Sequence[float], k: int
+                   ) -> tuple[list[int], list[int]]:
+    """The steps of the ``k`` largest and ``k`` smallest (value, step) pairs, as ``heapq.nlargest``/``nsmallest`` give them.
+
+    Only the pairs at or beyond the k-th value from each end (read off the sorted values) can
+    be among them: those few go through ``heapq``, not all of the series.
+    """
+    if len(values) <= k:
+        pairs = list(zip(values, steps, strict=True))
+        return [st for _, st in heapq.nlargest(k, pairs)], [st for _, st in heapq.nsmallest(k, pairs)]
+    if len(steps) != len(values):
+        raise ValueError(f"{len(values)} values but {len(steps)} steps")
+    top, bottom = ordered[-k], ordered[k - 1]
+    # the masks and the picking run in C (map, compress): a Python loop over the series cost more than heapq
+    is_high = list(map(operator.ge, values, repeat(top)))
+    is_low = list(map(operator.le, values, repeat(bottom)))
+    high = list(zip(compress(values, is_high), compress(steps, is_high), strict=True))
+    low = list(zip(compress(values, is_low), compress(steps, is_low), strict=True))
+    return [st for _, st in heapq.nlargest(k, high)], [st for _, st in heapq.nsmallest(k, low)]
 
 
 class VariabilityRule:
@@ -103,17 +118,16 @@ class VariabilityRule:
             steps, values = after_warmup(s, self.warmup_steps)
             if len(values) < self.min_steps:
                 continue
-            ordered = sorted(values)  # one sort for the median, the quantiles and the spread
-            med = median_sorted(ordered)
-            rcv = robust_cv(values, med)
+            stats = step_summary(events, s, self.warmup_steps)  # shared: sorted once per analysis
+            med = stats.median
+            rcv = stats.robust_cv
             tested += 1
             if rcv <= self.cv:
                 continue
             p = above_threshold_p(rcv, self.cv, len(values))
-            plain_cv = cv(values)
-            slowest = [st for _, st in heapq.nlargest(5, zip(values, steps, strict=True))]
-            fastest = [st for _, st in heapq.nsmallest(5, zip(values, steps, strict=True))]
-            p10, p90 = quantile(ordered, 0.1), quantile(ordered, 0.9)
+            plain_cv = stats.cv
+            slowest, fastest = _extreme_steps(values, steps, stats.ordered, 5)
+            p10, p90 = stats.quantile(0.1), stats.quantile(0.9)
             found.append((rcv, {
                 "id": f"variability:{series_id(s)}",
                 "category": "variability",
@@ -127,7 +141,7 @@ class VariabilityRule:
                 "suggestion": suggest("variability", name),
             }))
             ps.append(p)
-            self._explain(series, s, steps, values, med, found[-1][1])
+            self._explain(series, s, steps, values, stats, found[-1][1], events)
         keep = benjamini_hochberg(ps, tested, FDR)
         found = [f for f, k in zip(found, keep, strict=True) if k]
         for _rcv, f in found:
@@ -138,10 +152,11 @@ class VariabilityRule:
         found.sort(key=lambda kv: -kv[0])
         return [f for _, f in found[: self.max_findings]]
 
-    def _explain(self, series: dict[Any, Any], s: Any, steps: list[int], values: list[float], med: float,
-                 finding: dict[str, Any]) -> None:
+    def _explain(self, series: dict[Any, Any], s: Any, steps: list[int], values: list[float], stats: Summary,
+                 finding: dict[str, Any], events: Sequence[MetricEvent]) -> None:
         """Advice from the evidence, the impact and the facts (module docstring)."""
-        spread = MAD_TO_SIGMA * mad(values, med)
+        med = stats.median
+        spread = MAD_TO_SIGMA * stats.mad
         because = [steps_row(s, [], {"median": med, "robust_sd": spread, "steps": len(values)})]
         facts = [series_fact(s) + ":spread"]  # the spread, not the series' share (a bottleneck's fact)
         kind, text = "unexplained", JITTER_ADVICE["unexplained"]
@@ -151,7 +166,7 @@ class VariabilityRule:
                 if (other.rank, other.source) != (s.rank, s.source) or other.kind != "duration" \
                         or other.name == STEP_TIME or same_as_step(series, other) or len(other.values) < 3:
                     continue
-                o_spread = MAD_TO_SIGMA * mad(other.values)
+                o_spread = MAD_TO_SIGMA * step_summary(events, other, 0).mad
                 if best is None or o_spread > best[0]:
                     best = (o_spread, other)
             if best is not None and spread > 0 and best[0] >= 0.5 * spread:
@@ -163,9 +178,11 @@ class VariabilityRule:
         finding["suggestion"] = text
         finding["advice"] = [advice(text, because, f"jitter:{kind}")]
         finding["facts"] = facts
-        above = [v - med for v in values if v > med]
-        step_ms = median_step(series, s.rank, s.source)
-        saving = sum(above) / len(values) if values else None
+        # sum(v - med for v > med), left to right as a plain loop adds them, at C speed
+        above = sum(map(operator.sub, compress(values, map(operator.gt, values, repeat(med))), repeat(med)))
+        step = series.get((STEP_TIME, s.rank, s.source))
+        step_ms = step_summary(events, step, 0).median if step is not None and step.values else None
+        saving = above / len(values) if values else None
         finding["impact"] = impact(saving if step_ms else None, step_ms,
                                    f"the time above the median, averaged over the {len(values)} steps tested",
                                    len(values), s.source)
