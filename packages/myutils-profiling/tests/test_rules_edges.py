@@ -39,3 +39,33 @@ def test_the_sign_test_is_the_binomial_upper_tail(n: int) -> None:
     for k in range(n + 1):
         assert sign_test_p(k, n) == pytest.approx(sum(c >= k for c in late_counts) / 2 ** n)
     assert sign_test_p(0, n) == 1.0 and sign_test_p(n, n) == pytest.approx(0.5 ** n)
+
+
+def test_benjamini_hochberg_steps_up_past_a_miss() -> None:
+    from my_utils.profiling.analysis.rules._stats import benjamini_hochberg
+
+    # m = 3, rate 5 %: the k-th smallest must be <= k * 0.05 / 3 = 0.0167, 0.0333, 0.05. The smallest
+    # (0.02) misses its bound, but the third (0.04) meets its own: step-up keeps all three.
+    assert benjamini_hochberg([0.04, 0.02, 0.025], 3, 0.05) == [True, True, True]
+    # the same p-values among 10 tests: bounds 0.005, 0.01, 0.015: none kept
+    assert benjamini_hochberg([0.04, 0.02, 0.025], 10, 0.05) == [False, False, False]
+    assert benjamini_hochberg([0.001, 0.9], 2, 0.05) == [True, False]
+
+
+def _jitter(rcv: float, steps: int = 200, name: str = "forward") -> list[MetricEvent]:
+    """A region whose per-step robust CV is ``rcv`` exactly (values M-D, M, M+D repeated: MAD = D), and a steady step."""
+    median, spread = 100.0, rcv * 100.0 / 1.4826
+    out = []
+    for s in range(steps):
+        v = median + spread * (-1, 0, 1)[s % 3]
+        out.append(MetricEvent(name, v, "duration", "ms", "mytimer", 0, s, attrs={"depth": 1}))
+        out.append(MetricEvent("step_time", v + 100.0, "duration", "ms", "mytimer", 0, s, attrs={"depth": 0}))
+    return out
+
+
+@pytest.mark.parametrize(("rcv", "severity"), [(0.10, None), (0.30, "warning"), (0.45, "warning"),
+                                               (0.80, "critical")])
+def test_jitter_is_flagged_above_cv_and_critical_above_critical_cv(rcv: float, severity: str | None) -> None:
+    findings = [f for f in check_analysis_rule("variability", _jitter(rcv), cv=0.15, critical_cv=0.5)
+                if f["evidence"]["names"] == ["forward"]]
+    assert [f["severity"] for f in findings] == ([severity] if severity else [])
