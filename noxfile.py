@@ -102,3 +102,10 @@ def bench(session: nox.Session) -> None:
     """Benchmarks against the anchors, measured in one run (figures are printed, not asserted)."""
     session.install("-r", "requirements-dev.txt", "-r", "bench/requirements.txt")
     session.run("python", "bench/run_all.py", *session.posargs)
+
+
+@nox.session
+def mutants(session: nox.Session) -> None:
+    """The hand-written mutation run (`.ci/mutants.toml`): exit 1 when a planted bug survives the tests."""
+    session.install("-r", "requirements-dev.txt")
+    session.run("python", ".ci/mutants.py", *session.posargs)
