@@ -113,8 +113,8 @@ class Columns:
     ann_name: array[int] = field(default_factory=lambda: array("i"))
     ann_index: array[int] = field(default_factory=lambda: array("q"))
     steps: list[tuple[float, float, int]] = field(default_factory=list)  # (ts, dur, step number)
-    # the ProfilerStep events themselves: (ts, dur, step, thread lane, traceEvents index, name id)
-    step_events: list[tuple[float, float, int, int, int, int]] = field(default_factory=list)
+    # the ProfilerStep events themselves: (ts, dur, step, thread lane, traceEvents index, name id, 1 if a cpu_op)
+    step_events: list[tuple[float, float, int, int, int, int, int]] = field(default_factory=list)
     # gpu_user_annotation spans: (ts, dur, name id, (pid, tid) as written, traceEvents index)
     gpu_annotations: list[tuple[float, float, int, tuple[Any, Any], int]] = field(default_factory=list)
     # cuda_profiler_range events (CUPTI counters): (ts, dur, name id, traceEvents index, numeric args)
@@ -221,7 +221,7 @@ class TraceCollector:
                     c.steps.append((ts, dur, int(m.group(1))))
                     c.step_events.append((ts, dur, int(m.group(1)),
                                           self._lane(self.threads, (ev.get("pid"), ev.get("tid"))), index,
-                                          self.names.id(name)))
+                                          self.names.id(name), int(group == "cpu_op")))
                 elif group == "annotation":
                     ts = self._rel(ev["ts"])
                     c.ann_dur.append(ev.get("dur", 0))

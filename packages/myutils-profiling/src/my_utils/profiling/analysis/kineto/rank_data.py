@@ -86,7 +86,7 @@ class RankData:
     hsync_device: Any = None
     hsync_args: dict[int, dict[str, Any]] = field(default_factory=dict)
     threads: list[tuple[Any, Any]] = field(default_factory=list)
-    step_events: list[tuple[float, float, int, int, int, int]] = field(default_factory=list)
+    step_events: list[tuple[float, float, int, int, int, int, int]] = field(default_factory=list)
     gpu_annotations: list[tuple[float, float, int, tuple[Any, Any], int]] = field(default_factory=list)
     counters: list[tuple[float, float, int, int, dict[str, float]]] = field(default_factory=list)
 

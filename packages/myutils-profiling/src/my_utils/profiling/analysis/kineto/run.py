@@ -8,9 +8,9 @@ not on the number of ranks.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from my_utils.core.errors import InputError
 from my_utils.profiling.analysis.kineto.model import KinetoAnalysis, RankAnalysis
@@ -18,15 +18,23 @@ from my_utils.profiling.providers._files import check_distinct_ranks, find_input
 from my_utils.profiling.providers.kineto import trace_rank
 from my_utils.profiling.providers.parallel import Executor, run_many
 
+if TYPE_CHECKING:
+    from my_utils.profiling.analysis.kineto.filters import TraceFilter
+
 TOP_KERNELS = 10
 _PATTERNS = ("*.json", "*.json.gz")
 
 
-def analyze_file(path: str | Path, rank: int | None = None) -> RankAnalysis:
+def analyze_file(path: str | Path, rank: int | None = None, trace_filter: TraceFilter | None = None,
+                 analyses: Sequence[str] | None = None,
+                 options: Mapping[str, Mapping[str, Any]] | None = None) -> RankAnalysis:
     """Every analysis of one trace file. Module-level so that worker processes can import it.
 
     The rank comes from ``distributedInfo.rank``, else from the file name, else ``rank``;
     without any of them the rank is None and a warning says so (and what was assumed).
+    ``trace_filter`` keeps part of the trace before any analysis runs (``kineto.filters``);
+    ``analyses`` names the registered analyses to run (``kineto.registry``; default all) and
+    ``options`` gives each its keyword options (``{"critical_path": {"annotation": "ProfilerStep"}}``).
     """
     from my_utils.profiling.analysis.kineto.annotations import annotation_gpu_time
     from my_utils.profiling.analysis.kineto.collect import TraceCollector
@@ -57,6 +65,10 @@ def analyze_file(path: str | Path, rank: int | None = None) -> RankAnalysis:
     d = build(col, found)
     devices = {lane[0] for lane in d.lanes}  # the device pids holding GPU activity
     del col  # the columns now live in numpy arrays
+    if trace_filter is not None and trace_filter.active:
+        d = trace_filter.apply(d)
+    tables, failed = run_registered(d, p.name, analyses, options)
+    warnings += failed
     launch, outliers = launch_stats(d)
     return RankAnalysis(
         file=str(p), rank=found, rank_source=source, events=stream.event_count,
@@ -67,16 +79,41 @@ def analyze_file(path: str | Path, rank: int | None = None) -> RankAnalysis:
         idle_device=tuple(device_idle(d)), sync=tuple(sync_rows(d)),
         profiler_overhead=profiler_overhead(d, host_events),
         context=trace_context(stream.metadata, found, source, devices), warnings=warnings,
+        tables=tables, trace_filter=trace_filter.describe() if trace_filter is not None else "",
     )
 
 
+def run_registered(d: Any, file: str, analyses: Sequence[str] | None,
+                   options: Mapping[str, Mapping[str, Any]] | None) -> tuple[dict[str, tuple[dict[str, Any], ...]],
+                                                                            tuple[str, ...]]:
+    """Every registered analysis on one rank's data, each alone: (tables as row dicts, one warning per failure)."""
+    from my_utils.profiling.analysis.kineto.registry import select
+    from my_utils.profiling.analysis.kineto.rows import Row
+
+    tables: dict[str, tuple[dict[str, Any], ...]] = {}
+    failed: list[str] = []
+    for spec in select(analyses):
+        try:
+            produced = spec.load()(d, **dict((options or {}).get(spec.name, {})))
+        except Exception as exc:  # one analysis' failure must not lose the others' tables
+            failed.append(f"{file}: Kineto analysis {spec.name!r} failed ({type(exc).__name__}: {exc}); "
+                          "its tables are missing")
+            continue
+        for name, rows in produced.items():
+            tables[name] = tuple(r.to_row() if isinstance(r, Row) else dict(r) for r in rows)
+    return tables, tuple(failed)
+
+
 def analyze_traces(paths: str | Path | Iterable[str | Path], ranks: Sequence[int] | None = None,
-                   executor: Executor = "process", top: int = TOP_KERNELS) -> KinetoAnalysis:
+                   executor: Executor = "process", top: int = TOP_KERNELS, trace_filter: TraceFilter | None = None,
+                   analyses: Sequence[str] | None = None,
+                   options: Mapping[str, Mapping[str, Any]] | None = None) -> KinetoAnalysis:
     """The HTA-style analyses of every rank's Kineto trace under ``paths`` (files or folders).
 
     ``ranks`` keeps only those ranks (files whose name shows another rank are not even
     read); ``executor`` is ``"process"`` (local processes), ``"serial"``, a Dask scheduler
     address or a ``distributed.Client``; ``top`` kernels are listed per rank and kind.
+    ``trace_filter``, ``analyses`` and ``options``: see :func:`analyze_file`.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -86,17 +123,22 @@ def analyze_traces(paths: str | Path | Iterable[str | Path], ranks: Sequence[int
     if ranks is not None:
         wanted = set(ranks)
         files = [f for f in files if (r := rank_from_name(f)) is None or r in wanted]
-    results = run_many(analyze_file, [(str(f),) for f in files], executor)
+    if analyses is not None:
+        from my_utils.profiling.analysis.kineto.registry import select
+
+        select(analyses)  # an unknown name fails here, once, not in every worker
+    results = run_many(analyze_file, [(str(f), None, trace_filter, analyses, options) for f in files], executor)
     check_distinct_ranks({Path(r.file): r.rank for r in results}, "trace")
     if ranks is not None:
         results = [r for r in results if r.rank in set(ranks)]
         if not results:
             raise InputError(", ".join(str(p) for p in paths), None,
                              f"a trace of rank(s) {sorted(set(ranks))}; none of the files holds one")
-    return combine(results, top)
+    return combine(results, top, analyses)
 
 
-def combine(results: Sequence[RankAnalysis], top: int = TOP_KERNELS) -> KinetoAnalysis:
+def combine(results: Sequence[RankAnalysis], top: int = TOP_KERNELS,
+            analyses: Sequence[str] | None = None) -> KinetoAnalysis:
     """Merge per-rank results (sorted by rank) and add the all-ranks rows (``rank`` None)."""
     from my_utils.profiling.analysis.kineto.annotations import merge_annotations
     from my_utils.profiling.analysis.kineto.kernels import merge_kind_rows, merge_stats, top_kernels
@@ -111,6 +153,7 @@ def combine(results: Sequence[RankAnalysis], top: int = TOP_KERNELS) -> KinetoAn
     idle = [i for r in results for i in r.idle]
     overlap = [r.overlap for r in results if r.overlap is not None]
     many = len(results) > 1
+    tables, failed = _merge_tables(results, analyses)
     inputs: tuple[dict[str, Any], ...] = tuple(
         {"file": r.file, "rank": r.rank, "rank_source": r.rank_source, "events": r.events} for r in results)
     return KinetoAnalysis(
@@ -128,5 +171,30 @@ def combine(results: Sequence[RankAnalysis], top: int = TOP_KERNELS) -> KinetoAn
         sync=tuple(x for r in results for x in r.sync),
         profiler_overhead=tuple(r.profiler_overhead for r in results if r.profiler_overhead is not None),
         context=tuple(r.context for r in results),
-        warnings=tuple(w for r in results for w in r.warnings),
+        warnings=tuple(w for r in results for w in r.warnings) + failed, tables=tables,
+        trace_filter=next((r.trace_filter for r in results if r.trace_filter), ""),
     )
+
+
+def _merge_tables(results: Sequence[RankAnalysis], analyses: Sequence[str] | None
+                  ) -> tuple[dict[str, tuple[dict[str, Any], ...]], tuple[str, ...]]:
+    """Every rank's registered tables concatenated (rank order), then each analysis' across-ranks rows."""
+    from my_utils.profiling.analysis.kineto.registry import select
+    from my_utils.profiling.analysis.kineto.rows import Row
+
+    merged: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        for name, rows in r.tables.items():
+            merged.setdefault(name, []).extend(rows)
+    failed: list[str] = []
+    for spec in select(analyses):
+        if spec.across is None:
+            continue
+        try:
+            produced = spec.load_across()(results)  # type: ignore[misc]
+        except Exception as exc:  # the per-rank tables stand without the across-ranks rows
+            failed.append(f"Kineto analysis {spec.name!r} across ranks failed ({type(exc).__name__}: {exc})")
+            continue
+        for name, rows in produced.items():
+            merged.setdefault(name, []).extend(r.to_row() if isinstance(r, Row) else dict(r) for r in rows)
+    return {k: tuple(v) for k, v in merged.items()}, tuple(failed)

@@ -1,0 +1,78 @@
+"""The Kineto analyses beyond the core set, each described like a rule plugin: a name, a ``"module:function"``
+factory imported only when it runs, a one-line summary, the HTA function and test it reproduces, its tables.
+
+``analyze_file`` runs every analysis of :data:`ANALYSES` (or the ones named) on the rank's
+data, each alone: one that raises is reported by name in the result's warnings and the
+others still report (as the analyzer does for rules). Per-rank functions take a
+:class:`~my_utils.profiling.analysis.kineto.rank_data.RankData` and keyword options and
+return ``{table: rows}``; an analysis with an ``across`` function also sees every rank's rows
+once all ranks are read (stragglers, collectives across ranks). Table ``t`` lands in the
+report as ``kineto_<t>``. Listing the analyses imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+_K = "my_utils.profiling.analysis.kineto"
+
+
+@dataclass(frozen=True)
+class KinetoAnalysisSpec:
+    """One analysis: what it is, where its code is, what it reproduces and which tables it writes."""
+
+    name: str
+    factory: str
+    summary: str
+    reference: str
+    tables: tuple[str, ...]
+    across: str | None = None
+
+    def load(self) -> Callable[..., dict[str, list[Any]]]:
+        """The per-rank function (imported now)."""
+        return _resolve(self.factory)
+
+    def load_across(self) -> Callable[..., dict[str, list[Any]]] | None:
+        """The across-ranks function, None when the analysis has none."""
+        return _resolve(self.across) if self.across else None
+
+
+def _resolve(factory: str) -> Any:
+    module, _sep, attr = factory.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+#: Every built-in analysis, in the order they run and their tables appear.
+ANALYSES: tuple[KinetoAnalysisSpec, ...] = (
+    KinetoAnalysisSpec(
+        "critical_path", f"{_K}.critical_path:critical_path_tables",
+        "critical path of one iteration: the CPU/GPU chain that set its length, and what it is bound by",
+        "HTA CriticalPathAnalysis / CPGraph (tests/test_critical_path_analysis.py)",
+        ("critical_path", "critical_path_breakdown", "critical_path_top")),
+    KinetoAnalysisSpec(
+        "queue_length", f"{_K}.queue_length:queue_length_tables",
+        "CUDA launch-queue length per stream over time, its summary, and time blocked on a full queue",
+        "HTA TraceCounters.get_queue_length_* (tests/test_trace_analysis.py::test_get_queue_length_stats)",
+        ("queue_length", "queue_full", "queue_length_series")),
+)
+
+
+def names() -> list[str]:
+    """The analyses' names."""
+    return [a.name for a in ANALYSES]
+
+
+def select(chosen: Iterable[str] | None) -> tuple[KinetoAnalysisSpec, ...]:
+    """The specs named in ``chosen`` (all when None); an unknown name is an error naming the known ones."""
+    if chosen is None:
+        return ANALYSES
+    wanted = list(chosen)
+    unknown = [n for n in wanted if n not in names()]
+    if unknown:
+        from my_utils.core.errors import UsageError
+
+        raise UsageError(f"unknown Kineto analysis {', '.join(map(repr, unknown))}; known: {', '.join(names())}")
+    return tuple(a for a in ANALYSES if a.name in wanted)
