@@ -170,12 +170,11 @@ def _host_events(d: RankData, w: Window, integral: bool) -> dict[int, list[_Host
             return
         ts, dur = _rounded(ts, dur, integral)
         sel = np.flatnonzero((ts >= w.start) & (ts <= w.end) & (dur > 0))
-        nodes = node if isinstance(node, bool) else None
+        flags = np.broadcast_to(np.asarray(node, dtype=bool), ts.shape)
         for i in sel.tolist():
             n = int(names[i])
             per_thread.setdefault(int(thread[i]), []).append(
-                _Host(int(index[i]), float(ts[i]), float(dur[i]), kind, n,
-                      bool(node[i]) if nodes is None else nodes, n in blocking))
+                _Host(int(index[i]), float(ts[i]), float(dur[i]), kind, n, bool(flags[i]), n in blocking))
 
     add(d.op_thread, d.op_ts, d.op_dur, d.op_name, d.op_index, CPU_OP, True)
     add(d.rt_thread, d.rt_ts, d.rt_dur, d.rt_name, d.rt_index, RUNTIME, True)

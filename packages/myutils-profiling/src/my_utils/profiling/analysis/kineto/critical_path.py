@@ -56,7 +56,7 @@ from my_utils.profiling.analysis.kineto.cp_graph import (
 )
 from my_utils.profiling.analysis.kineto.kinds import KernelKind, kind_of
 from my_utils.profiling.analysis.kineto.rank_data import RankData
-from my_utils.profiling.analysis.kineto.rows import Row, pct
+from my_utils.profiling.analysis.kineto.rows import Row, Tables, pct
 
 BOUNDS = ("cpu_bound", "gpu_compute_bound", "gpu_communication_bound", "gpu_kernel_launch_overhead",
           "gpu_kernel_kernel_overhead")
@@ -285,7 +285,7 @@ def critical_path(d: RankData, annotation: str | None = None, instance: int | tu
 
 
 def critical_path_tables(d: RankData, annotation: str | None = None, instance: int | tuple[int, int] | None = 0,
-                         top: int = TOP_EVENTS) -> dict[str, list[Row]]:
+                         top: int = TOP_EVENTS) -> Tables:
     """The ``critical_path*`` tables of one rank (module docstring); none without CPU or GPU events."""
     if not len(d.rt_ts) and not (d.op_ts is not None and len(d.op_ts)):
         return {}
@@ -295,7 +295,7 @@ def critical_path_tables(d: RankData, annotation: str | None = None, instance: i
     return cp_rows(d, cp, top)
 
 
-def cp_rows(d: RankData, cp: CriticalPath, top: int = TOP_EVENTS) -> dict[str, list[Row]]:
+def cp_rows(d: RankData, cp: CriticalPath, top: int = TOP_EVENTS) -> Tables:
     """The tables of one :class:`CriticalPath` result."""
     split = cp.breakdown()
     total = sum(split.values())

@@ -94,7 +94,7 @@ class TraceFilter:
             parts.append(f"under {self.under!r} #{self.under_position}"
                          + (" with its GPU activities" if self.include_gpu_kernels else ""))
         if self.time_range is not None:
-            parts.append(f"time range [{self.time_range[0]:g}, {self.time_range[1]:g}] µs")
+            parts.append(f"time range [{_us(self.time_range[0])}, {_us(self.time_range[1])}] µs")
         if self.device is not None:
             parts.append(f"{self.device.upper()} events only")
         if self.name is not None:
@@ -172,6 +172,10 @@ class Keep:
             hsync_args=_remap(d.hsync_args, self.hsync),
             step_events=kept_steps, steps=[s for s in d.steps if s in step_keys],
         )
+
+
+def _us(t: float) -> str:
+    return f"{t:.0f}" if float(t).is_integer() else f"{t}"
 
 
 def _n(column: Any) -> int:

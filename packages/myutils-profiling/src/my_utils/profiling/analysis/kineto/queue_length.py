@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from my_utils.profiling.analysis.kineto.rank_data import RankData
-from my_utils.profiling.analysis.kineto.rows import Row
+from my_utils.profiling.analysis.kineto.rows import Row, Tables
 
 #: The runtime calls that put an operation on a stream's queue (HTA's ``get_runtime_launch_events_query``).
 QUEUE_LAUNCHES = frozenset({
@@ -150,7 +150,7 @@ def trace_duration(d: RankData) -> float:
 
 
 def queue_length_tables(d: RankData, max_queue_length: int = MAX_QUEUE_LENGTH,
-                        series_points: int = SERIES_POINTS) -> dict[str, list[Row]]:
+                        series_points: int = SERIES_POINTS) -> Tables:
     """``queue_length``, ``queue_full`` and ``queue_length_series`` rows of one rank (module docstring)."""
     s = queue_series(d)
     summary: list[Row] = []

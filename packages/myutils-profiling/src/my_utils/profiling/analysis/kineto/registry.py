@@ -57,6 +57,12 @@ ANALYSES: tuple[KinetoAnalysisSpec, ...] = (
         "CUDA launch-queue length per stream over time, its summary, and time blocked on a full queue",
         "HTA TraceCounters.get_queue_length_* (tests/test_trace_analysis.py::test_get_queue_length_stats)",
         ("queue_length", "queue_full", "queue_length_series")),
+    KinetoAnalysisSpec(
+        "memory", f"{_K}.memory_bw:memory_tables",
+        "memory copies and sets by subtype (Memcpy DtoH / HtoD / DtoD / Memset), and their bandwidth",
+        "HTA get_memory_kernel_type, TraceCounters.get_memory_bw_* (tests/test_trace_analysis.py::"
+        "test_generate_trace_with_counters)",
+        ("memory_kinds", "memory_bw")),
 )
 
 

@@ -9,6 +9,7 @@ not on the number of ranks.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,9 +21,37 @@ from my_utils.profiling.providers.parallel import Executor, run_many
 
 if TYPE_CHECKING:
     from my_utils.profiling.analysis.kineto.filters import TraceFilter
+    from my_utils.profiling.analysis.kineto.rank_data import RankData
+    from my_utils.profiling.providers.trace_stream import TraceStream
 
 TOP_KERNELS = 10
 _PATTERNS = ("*.json", "*.json.gz")
+
+
+@dataclass
+class ReadRank:
+    """One trace read once: its columns, how its rank was found, the stream (metadata, event count)."""
+
+    data: RankData
+    rank_source: str
+    stream: TraceStream
+    host_events: int
+
+
+def read_rank(path: str | Path, rank: int | None = None) -> ReadRank:
+    """Stream one trace file into :class:`RankData` (the single pass every analysis shares)."""
+    from my_utils.profiling.analysis.kineto.collect import TraceCollector
+    from my_utils.profiling.analysis.kineto.rank_data import build
+    from my_utils.profiling.providers.trace_stream import TraceStream
+
+    p = Path(path)
+    stream = TraceStream(p)
+    col = TraceCollector(p)
+    add = col.add
+    for ev in stream.events():
+        add(ev)
+    found, source = trace_rank(p, stream.metadata, rank)
+    return ReadRank(build(col, found), source, stream, col.host_events)
 
 
 def analyze_file(path: str | Path, rank: int | None = None, trace_filter: TraceFilter | None = None,
@@ -37,7 +66,6 @@ def analyze_file(path: str | Path, rank: int | None = None, trace_filter: TraceF
     ``options`` gives each its keyword options (``{"critical_path": {"annotation": "ProfilerStep"}}``).
     """
     from my_utils.profiling.analysis.kineto.annotations import annotation_gpu_time
-    from my_utils.profiling.analysis.kineto.collect import TraceCollector
     from my_utils.profiling.analysis.kineto.context import trace_context
     from my_utils.profiling.analysis.kineto.health import capture_health
     from my_utils.profiling.analysis.kineto.idle import device_idle, idle_breakdown
@@ -45,26 +73,17 @@ def analyze_file(path: str | Path, rank: int | None = None, trace_filter: TraceF
     from my_utils.profiling.analysis.kineto.launch import launch_stats
     from my_utils.profiling.analysis.kineto.overlap import comm_comp_overlap
     from my_utils.profiling.analysis.kineto.profiler_overhead import profiler_overhead
-    from my_utils.profiling.analysis.kineto.rank_data import build
     from my_utils.profiling.analysis.kineto.sync import sync_rows
     from my_utils.profiling.analysis.kineto.temporal import temporal_breakdown
-    from my_utils.profiling.providers.trace_stream import TraceStream
 
     p = Path(path)
-    stream = TraceStream(p)
-    col = TraceCollector(p)
-    add = col.add
-    for ev in stream.events():
-        add(ev)
-    found, source = trace_rank(p, stream.metadata, rank)
+    r = read_rank(p, rank)
+    d, found, source, stream, host_events = r.data, r.data.rank, r.rank_source, r.stream, r.host_events
     warnings: tuple[str, ...] = ()
     if found is None:
         warnings = (f"{p.name}: no rank found (no distributedInfo.rank in the trace, no rank in the file name, "
                     "none given): analysed as the one process of a single-rank run, its rank shown as unknown",)
-    host_events = col.host_events
-    d = build(col, found)
     devices = {lane[0] for lane in d.lanes}  # the device pids holding GPU activity
-    del col  # the columns now live in numpy arrays
     if trace_filter is not None and trace_filter.active:
         d = trace_filter.apply(d)
     tables, failed = run_registered(d, p.name, analyses, options)
@@ -184,8 +203,8 @@ def _merge_tables(results: Sequence[RankAnalysis], analyses: Sequence[str] | Non
 
     merged: dict[str, list[dict[str, Any]]] = {}
     for r in results:
-        for name, rows in r.tables.items():
-            merged.setdefault(name, []).extend(rows)
+        for name, kept in r.tables.items():
+            merged.setdefault(name, []).extend(kept)
     failed: list[str] = []
     for spec in select(analyses):
         if spec.across is None:
