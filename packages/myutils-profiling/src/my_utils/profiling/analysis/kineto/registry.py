@@ -63,6 +63,22 @@ ANALYSES: tuple[KinetoAnalysisSpec, ...] = (
         "HTA get_memory_kernel_type, TraceCounters.get_memory_bw_* (tests/test_trace_analysis.py::"
         "test_generate_trace_with_counters)",
         ("memory_kinds", "memory_bw")),
+    KinetoAnalysisSpec(
+        "kernel_sequences", f"{_K}.sequences:sequence_tables",
+        "frequent kernel sequences (fusion candidates): the runs of kernels one operator launches, by GPU time",
+        "HTA get_frequent_cuda_kernel_sequences (tests/test_trace_analysis.py::test_frequent_cuda_kernel_sequences)",
+        ("kernel_sequences",)),
+    KinetoAnalysisSpec(
+        "aten_launch", f"{_K}.aten_launch:aten_launch_tables",
+        "ATen operator → kernel launch delay: operator start to launch, launch to kernel start",
+        "HTA get_aten_op_kernels_and_delay (tests/test_trace_analysis.py::"
+        "test_get_mtia_aten_op_kernels_and_delay_inference_single_rank)",
+        ("aten_launch",)),
+    KinetoAnalysisSpec(
+        "call_stacks", f"{_K}.call_stacks:call_stack_tables",
+        "call stacks: the operator stacks that launched the most GPU time, GPU user-annotation spans",
+        "HTA CallGraph (tests/test_trace_call_graph.py), get_gpu_user_annotation_breakdown",
+        ("op_stacks", "gpu_annotations")),
 )
 
 
