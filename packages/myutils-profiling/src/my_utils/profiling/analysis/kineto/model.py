@@ -95,5 +95,6 @@ class KinetoAnalysis:
             value: Sequence[Any] = getattr(self, f.name)
             out[f"kineto_{f.name}"] = [v.to_row() if isinstance(v, Row) else dict(v) for v in value]
         for name, rows in self.tables.items():
-            out[f"kineto_{name}"] = [dict(r) for r in rows]
+            if not name.startswith("_"):  # private tables cross ranks only (``kineto.registry``)
+                out[f"kineto_{name}"] = [dict(r) for r in rows]
         return out

@@ -36,7 +36,8 @@ class RankData:
     the CPU operators (``cpu_op``); ``gpu_args`` / ``op_args`` / ``hsync_args`` map a row to the
     few arguments kept for it (``collect``); ``threads[i]`` is the ``(pid, tid)`` of thread lane
     ``i``; ``base_us`` the trace time that relative times count from (absolute = relative +
-    base); ``step_events``, ``gpu_annotations`` and ``counters`` are short lists (``collect``).
+    base); ``step_events``, ``gpu_annotations`` and ``counters`` are short lists (``collect``);
+    ``context`` the trace's description of the run (GPU model, world size...: ``kineto.context``).
     """
 
     rank: int | None
@@ -89,6 +90,7 @@ class RankData:
     step_events: list[tuple[float, float, int, int, int, int, int]] = field(default_factory=list)
     gpu_annotations: list[tuple[float, float, int, tuple[Any, Any], int]] = field(default_factory=list)
     counters: list[tuple[float, float, int, int, dict[str, float]]] = field(default_factory=list)
+    context: dict[str, Any] = field(default_factory=dict)  # the trace's own description (kineto.context)
 
     @property
     def stream_count(self) -> int:

@@ -7,7 +7,8 @@ others still report (as the analyzer does for rules). Per-rank functions take a
 :class:`~my_utils.profiling.analysis.kineto.rank_data.RankData` and keyword options and
 return ``{table: rows}``; an analysis with an ``across`` function also sees every rank's rows
 once all ranks are read (stragglers, collectives across ranks). Table ``t`` lands in the
-report as ``kineto_<t>``. Listing the analyses imports nothing heavy.
+report as ``kineto_<t>``, except a table whose name starts with ``_``: it only carries what an
+``across`` function needs. Listing the analyses imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -79,6 +80,21 @@ ANALYSES: tuple[KinetoAnalysisSpec, ...] = (
         "call stacks: the operator stacks that launched the most GPU time, GPU user-annotation spans",
         "HTA CallGraph (tests/test_trace_call_graph.py), get_gpu_user_annotation_breakdown",
         ("op_stacks", "gpu_annotations")),
+    KinetoAnalysisSpec(
+        "collectives", f"{_K}.collectives:collective_tables",
+        "collectives from NCCL kernel arguments: algorithm and bus bandwidth (NCCL-tests), against the link",
+        "HTA's NCCL argument parsing (tests/test_trace_parse.py::test_nccl_parser_config); NCCL-tests PERFORMANCE.md",
+        ("collectives", "collectives_ranks"), across=f"{_K}.collectives:across_ranks"),
+    KinetoAnalysisSpec(
+        "stragglers", f"{_K}.stragglers:no_rows",
+        "straggler kernels across ranks: each heavy kernel's time on the fastest, median and slowest rank",
+        "HTA get_gpu_kernel_breakdown (per-kernel time per rank with min/max error bars)",
+        ("kernel_stragglers",), across=f"{_K}.stragglers:across_ranks"),
+    KinetoAnalysisSpec(
+        "cupti", f"{_K}.cupti:cupti_tables",
+        "CUPTI counters per kernel (cuda_profiler_range events) with the operators that launched it",
+        "HTA get_cupti_counter_data_with_operators (tests/test_cupti_profiler.py)",
+        ("cupti_counters", "cupti_ops")),
 )
 
 

@@ -24,8 +24,8 @@ class Row:
         return out
 
 
-#: What an analysis returns: rows per table name (``kineto.registry``).
-Tables = dict[str, Sequence[Row]]
+#: What an analysis returns: rows (``Row`` objects or plain dicts) per table name (``kineto.registry``).
+Tables = dict[str, Sequence[Any]]
 
 
 def pct(part: float, whole: float) -> float:

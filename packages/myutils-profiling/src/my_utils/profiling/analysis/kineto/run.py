@@ -9,7 +9,7 @@ not on the number of ranks.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,7 @@ class ReadRank:
 def read_rank(path: str | Path, rank: int | None = None) -> ReadRank:
     """Stream one trace file into :class:`RankData` (the single pass every analysis shares)."""
     from my_utils.profiling.analysis.kineto.collect import TraceCollector
+    from my_utils.profiling.analysis.kineto.context import trace_context
     from my_utils.profiling.analysis.kineto.rank_data import build
     from my_utils.profiling.providers.trace_stream import TraceStream
 
@@ -51,7 +52,9 @@ def read_rank(path: str | Path, rank: int | None = None) -> ReadRank:
     for ev in stream.events():
         add(ev)
     found, source = trace_rank(p, stream.metadata, rank)
-    return ReadRank(build(col, found), source, stream, col.host_events)
+    d = build(col, found)
+    d = replace(d, context=trace_context(stream.metadata, found, source, {lane[0] for lane in d.lanes}))
+    return ReadRank(d, source, stream, col.host_events)
 
 
 def analyze_file(path: str | Path, rank: int | None = None, trace_filter: TraceFilter | None = None,
@@ -66,7 +69,6 @@ def analyze_file(path: str | Path, rank: int | None = None, trace_filter: TraceF
     ``options`` gives each its keyword options (``{"critical_path": {"annotation": "ProfilerStep"}}``).
     """
     from my_utils.profiling.analysis.kineto.annotations import annotation_gpu_time
-    from my_utils.profiling.analysis.kineto.context import trace_context
     from my_utils.profiling.analysis.kineto.health import capture_health
     from my_utils.profiling.analysis.kineto.idle import device_idle, idle_breakdown
     from my_utils.profiling.analysis.kineto.kernels import kernel_stats, kind_breakdown
@@ -83,7 +85,6 @@ def analyze_file(path: str | Path, rank: int | None = None, trace_filter: TraceF
     if found is None:
         warnings = (f"{p.name}: no rank found (no distributedInfo.rank in the trace, no rank in the file name, "
                     "none given): analysed as the one process of a single-rank run, its rank shown as unknown",)
-    devices = {lane[0] for lane in d.lanes}  # the device pids holding GPU activity
     if trace_filter is not None and trace_filter.active:
         d = trace_filter.apply(d)
     tables, failed = run_registered(d, p.name, analyses, options)
@@ -97,7 +98,7 @@ def analyze_file(path: str | Path, rank: int | None = None, trace_filter: TraceF
         annotations=tuple(annotation_gpu_time(d)), health=tuple(capture_health(d)),
         idle_device=tuple(device_idle(d)), sync=tuple(sync_rows(d)),
         profiler_overhead=profiler_overhead(d, host_events),
-        context=trace_context(stream.metadata, found, source, devices), warnings=warnings,
+        context=dict(r.data.context), warnings=warnings,
         tables=tables, trace_filter=trace_filter.describe() if trace_filter is not None else "",
     )
 
