@@ -95,6 +95,16 @@ ANALYSES: tuple[KinetoAnalysisSpec, ...] = (
         "CUPTI counters per kernel (cuda_profiler_range events) with the operators that launched it",
         "HTA get_cupti_counter_data_with_operators (tests/test_cupti_profiler.py)",
         ("cupti_counters", "cupti_ops")),
+    KinetoAnalysisSpec(
+        "mfu", f"{_K}.mfu:mfu_tables",
+        "MFU: FLOPs from the operators' recorded shapes over the time and the GPU's dense peak (or why not)",
+        "beyond HTA (no MFU there); peaks from the sourced hardware table (kineto.peaks)",
+        ("mfu", "mfu_ops")),
+    KinetoAnalysisSpec(
+        "idle_explained", f"{_K}.idle_explained:idle_explained_tables",
+        "idle explained: the CPU operator running during each host-wait gap of the compute stream",
+        "beyond HTA (its idle breakdown gives the cause, not the host operator)",
+        ("idle_host_ops",)),
 )
 
 
