@@ -133,8 +133,8 @@ def op_flops(name: str, args: dict[str, Any]) -> tuple[float, str] | None:
         return 2.0 * x[0] * w[0] * (x[1] // g) * math.prod(w[2:]) * math.prod(out), dtype
     if name in ATTENTION and len(shapes) >= 2 and shapes[0] and shapes[1] and len(shapes[0]) == 4:
         b, h, length, dim = shapes[0]
-        s = shapes[1][2]
-        flops = 4.0 * b * h * length * s * dim
+        keys = shapes[1][2]
+        flops = 4.0 * b * h * length * keys * dim
         return (flops / 2 if _flag(args, 4 if "flash" in name else 5) else flops), dtype
     return None
 
@@ -201,10 +201,12 @@ def mfu_tables(d: RankData) -> Tables:
     elif any(p is None for p in peaks.values()):
         missing = sorted(dtype for dtype, p in peaks.items() if p is None)
         reason = f"no dense peak for {gpu} in {', '.join(missing)} in the hardware table"
-    mfu = achieved = None
+    mfu: float | None = None
+    achieved: float | None = None
     peak_text = ""
+    known = {dtype: p.value for dtype, p in peaks.items() if p is not None}
     if not reason and window_us > 0:
-        used = sum(a[1] / peaks[dtype].value for (_n, dtype), a in counted.items())  # type: ignore[union-attr]
+        used = sum(a[1] / known[dtype] for (_n, dtype), a in counted.items())
         mfu = 100.0 * used / (window_us * 1e-6)
         achieved = total / (window_us * 1e-6) / 1e12
         peak_text = "; ".join(f"{dtype} {p.value / 1e12:g} TFLOP/s ({p.model}, {p.source})"
