@@ -127,8 +127,8 @@ def op_flops(name: str, args: dict[str, Any]) -> tuple[float, str] | None:
         spatial = len(x) - 2
         if stride is None or padding is None or dilation is None or spatial < 1 or len(w) != len(x):
             return None
-        stride, padding, dilation = ([v[0]] * spatial if len(v) == 1 else v for v in (stride, padding, dilation))
-        out = [(x[2 + i] + 2 * padding[i] - dilation[i] * (w[2 + i] - 1) - 1) // stride[i] + 1 for i in range(spatial)]
+        st, pad, dil = ([v[0]] * spatial if len(v) == 1 else v for v in (stride, padding, dilation))
+        out = [(x[2 + i] + 2 * pad[i] - dil[i] * (w[2 + i] - 1) - 1) // st[i] + 1 for i in range(spatial)]
         g = groups[0] if groups else 1
         return 2.0 * x[0] * w[0] * (x[1] // g) * math.prod(w[2:]) * math.prod(out), dtype
     if name in ATTENTION and len(shapes) >= 2 and shapes[0] and shapes[1] and len(shapes[0]) == 4:
