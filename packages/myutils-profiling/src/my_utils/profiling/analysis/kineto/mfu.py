@@ -117,9 +117,10 @@ def op_flops(name: str, args: dict[str, Any]) -> tuple[float, str] | None:
         (m, k), n = shapes[1], shapes[2][-1]
         return 2.0 * m * k * n, dtype
     if name in ("aten::bmm", "aten::baddbmm"):
-        a, b = (shapes[0], shapes[1]) if name == "aten::bmm" else (shapes[1], shapes[2]) if len(shapes) > 2 else (None, None)
-        if a and b and len(a) == 3 and len(b) == 3:
-            return 2.0 * a[0] * a[1] * a[2] * b[2], dtype
+        lhs, rhs = (shapes[0], shapes[1]) if name == "aten::bmm" else \
+            (shapes[1], shapes[2]) if len(shapes) > 2 else (None, None)
+        if lhs and rhs and len(lhs) == 3 and len(rhs) == 3:
+            return 2.0 * lhs[0] * lhs[1] * lhs[2] * rhs[2], dtype
     if name == "aten::convolution" and len(shapes) >= 2 and shapes[0] and shapes[1]:
         x, w = shapes[0], shapes[1]
         stride, padding, dilation = _concrete(args, 3), _concrete(args, 4), _concrete(args, 5)
