@@ -150,8 +150,11 @@ def trace_duration(d: RankData) -> float:
 
 
 def queue_length_tables(d: RankData, max_queue_length: int = MAX_QUEUE_LENGTH,
-                        series_points: int = SERIES_POINTS) -> Tables:
-    """``queue_length``, ``queue_full`` and ``queue_length_series`` rows of one rank (module docstring)."""
+                        series_points: int | None = SERIES_POINTS) -> Tables:
+    """``queue_length``, ``queue_full`` and ``queue_length_series`` rows of one rank (module docstring).
+
+    ``series_points=None`` keeps every point of the series.
+    """
     s = queue_series(d)
     summary: list[Row] = []
     full: list[Row] = []
@@ -171,7 +174,7 @@ def queue_length_tables(d: RankData, max_queue_length: int = MAX_QUEUE_LENGTH,
             blocked = float(held[at_max].sum())
             full.append(QueueFullRow(d.rank, device, stream, max_queue_length, blocked,
                                      blocked / duration if duration > 0 else math.nan))
-        for i in _downsample(v, series_points):
+        for i in (range(len(v)) if series_points is None else _downsample(v, series_points)):
             points.append(QueuePointRow(d.rank, device, stream, float(ts[i]), int(value[i])))
     return {"queue_length": summary, "queue_full": full, "queue_length_series": points}
 
