@@ -8,7 +8,7 @@ capture-health check, each file streamed once — plus the registered analyses
 (``kineto.registry``: critical path, queue length, copy bandwidth, kernel sequences, ATen
 launch delays, call stacks, collectives, stragglers, CUPTI counters, MFU, idle explained).
 ``TraceFilter`` keeps part of each trace; ``kineto_frames`` gives every table as a pandas
-DataFrame; ``critical_path`` / ``stack_of`` answer for one window / one event;
+DataFrame; ``critical_path.critical_path`` / ``stack_of`` answer for one window / one event;
 ``write_overlay`` writes the critical path and counter tracks back into a trace for Perfetto.
 Light to import: names resolve on first access.
 """
@@ -28,7 +28,6 @@ _EXPORTS: dict[str, str] = {
     "kind_of": "my_utils.profiling.analysis.kineto.kinds",
     "TraceFilter": "my_utils.profiling.analysis.kineto.filters",
     "kineto_frames": "my_utils.profiling.analysis.kineto.frames",
-    "critical_path": "my_utils.profiling.analysis.kineto.critical_path",
     "stack_of": "my_utils.profiling.analysis.kineto.call_stacks",
     "write_overlay": "my_utils.profiling.analysis.kineto.overlay",
     "read_rank": "my_utils.profiling.analysis.kineto.run",
@@ -40,7 +39,6 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
     from my_utils.profiling.analysis.kineto.call_stacks import stack_of as stack_of
-    from my_utils.profiling.analysis.kineto.critical_path import critical_path as critical_path
     from my_utils.profiling.analysis.kineto.filters import TraceFilter as TraceFilter
     from my_utils.profiling.analysis.kineto.frames import kineto_frames as kineto_frames
     from my_utils.profiling.analysis.kineto.kinds import KernelKind as KernelKind
