@@ -92,6 +92,7 @@ class DiffResult:
     step_time: OpChange | None = None
     warnings: list[str] = field(default_factory=list)
     settings: dict[str, float] = field(default_factory=dict)
+    kineto: list[dict[str, Any]] = field(default_factory=list)  # Kineto figures that changed (kineto.compare)
 
     @property
     def significant(self) -> list[OpChange]:
@@ -113,7 +114,7 @@ class DiffResult:
                 "settings": dict(self.settings), "warnings": list(self.warnings),
                 "step_time": None if self.step_time is None else self.step_time.to_dict(),
                 "summary": {"names": len(self.changes), "significant": len(self.significant), **counts},
-                "changes": [c.to_dict() for c in self.changes]}
+                "changes": [c.to_dict() for c in self.changes], "kineto": [dict(k) for k in self.kineto]}
 
 
 def compare(base: Mapping[str, OpStats], target: Mapping[str, OpStats], *, sigmas: float = 3.0,
@@ -197,7 +198,10 @@ def diff_reports(base: AnalysisReport, target: AnalysisReport, *, base_label: st
     sa, sb = _step_stats(base), _step_stats(target)
     step = compare({STEP_TIME: sa}, {STEP_TIME: sb}, sigmas=sigmas, min_pct=min_pct)[0] if sa and sb else None
     changes = compare(a, b, sigmas=sigmas, min_pct=min_pct, base_step_mean=sa.mean if sa else None)
-    return DiffResult(base_label, target_label, changes, step, warnings, {"sigmas": sigmas, "min_pct": min_pct})
+    from my_utils.profiling.analysis.kineto.compare import compare_kineto
+
+    return DiffResult(base_label, target_label, changes, step, warnings, {"sigmas": sigmas, "min_pct": min_pct},
+                      compare_kineto(base.tables, target.tables))
 
 
 def stats_from_events(events: Iterable[MetricEvent]) -> tuple[dict[str, OpStats], OpStats | None]:

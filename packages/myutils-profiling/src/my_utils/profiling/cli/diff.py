@@ -158,7 +158,17 @@ def render_markdown(result: DiffResult, fail_on_regression: float | None = None)
                          f"{c.delta:+.3f} {unit} | {_pct(c)} | {c.count_delta:+g} |")
         if len(sig) > MARKDOWN_ROWS:
             lines.append(f"\n…and {len(sig) - MARKDOWN_ROWS} more in the JSON output.")
+    if result.kineto:  # figures of the Kineto analyses (critical path, MFU, queues, collectives...)
+        lines += ["", "| Kineto table | key | figure | base | target | Δ % |", "|---|---|---|---:|---:|---:|"]
+        for k in result.kineto[:MARKDOWN_ROWS]:
+            key = ", ".join(f"{n}={v}" for n, v in k["key"].items())
+            lines.append(f"| {k['table']} | `{_cell(key)}` | {k['metric']} | {_fig(k['base'])} | "
+                         f"{_fig(k['target'])} | {_fig(k['delta_pct'], '+.1f')} |")
     return "\n".join(lines) + "\n"
+
+
+def _fig(v: object, spec: str = ",.3f") -> str:
+    return "–" if not isinstance(v, (int, float)) else format(v, spec)
 
 
 def _num(s: object) -> str:
