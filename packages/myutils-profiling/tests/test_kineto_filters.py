@@ -7,6 +7,10 @@ the same tables in :class:`RankData` (the ``ProfilerStep`` events counted once).
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +20,7 @@ from my_utils.profiling.analysis.kineto import analyze_traces
 from my_utils.profiling.analysis.kineto.filters import TraceFilter, iteration_of
 from my_utils.profiling.analysis.kineto.rank_data import RankData
 from my_utils.profiling.analysis.kineto.run import read_rank
+from my_utils.profiling.providers.kineto import parse_trace_file
 
 
 def rows(d: RankData) -> int:
@@ -110,3 +115,42 @@ def test_bad_filters_say_what_is_wrong(kwargs: dict[str, Any], message: str) -> 
 def test_describe_and_inactive() -> None:
     assert not TraceFilter().active and TraceFilter().describe() == "no filter"
     assert TraceFilter(device="gpu", name="^nccl").describe() == "GPU events only; names matching '^nccl'"
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from my_utils.profiling.cli import main; main()", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_analyze_filter_option(real_fixtures: Any, tmp_path: Path) -> None:
+    """``myutils-profile analyze --filter``: the Kineto tables cover the part kept, and the report says which;
+    a filter that cannot be read is one line, exit 2, nothing written."""
+    trace = real_fixtures / "kineto" / "hta/trace_filter__sampled_rank-0.json.gz"
+    events = tmp_path / "metrics_events.jsonl"
+    with open(events, "w", encoding="utf-8") as fh:
+        for e in parse_trace_file(trace):
+            fh.write(json.dumps(e.to_dict()) + "\n")
+    out = tmp_path / "out"
+    ok = _cli("analyze", "--events", str(events), "--trace", str(trace), "--output-dir", str(out), "-q",
+              "--formats", "json", "--filter", "iterations=552; under=## forward ##", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    report = json.loads((out / "analysis_report.json").read_text(encoding="utf-8"))
+    assert report["summary"]["kineto"].endswith("(iterations 552; under '## forward ##' #0 with its GPU activities)")
+    whole = analyze_traces(trace, executor="serial", analyses=[]).to_rows()["kineto_launch"][0]["launches"]
+    assert 0 < report["tables"]["kineto_launch"][0]["launches"] < whole
+    bad = _cli("analyze", "--events", str(events), "--trace", str(trace), "--output-dir", str(tmp_path / "bad"),
+               "--filter", "iterations=five", cwd=tmp_path)
+    assert bad.returncode == 2 and "--filter 'iterations=five': cannot read" in bad.stderr
+    assert "Traceback" not in bad.stderr and not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("first_iteration", TraceFilter(first_iteration=True)),
+    ("iterations=551,552; device=gpu", TraceFilter(iterations=(551, 552), device="gpu")),
+    ("time=10:20.5 ;name=^nccl", TraceFilter(time_range=(10.0, 20.5), name="^nccl")),
+    ("under=## forward ###1; no_gpu_kernels", TraceFilter(under="## forward ##", under_position=1,
+                                                           include_gpu_kernels=False)),
+    ("under=a#b", TraceFilter(under="a#b")),
+])
+def test_filter_text(text: str, expected: TraceFilter) -> None:
+    assert TraceFilter.parse(text) == expected

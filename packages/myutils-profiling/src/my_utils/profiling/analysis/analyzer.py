@@ -291,7 +291,7 @@ class MetricsAnalyzer:
     def __init__(self, events: str | Path | Iterable[MetricEvent], workload: str | WorkloadProfile = DEFAULT_WORKLOAD,
                  *, rules: Sequence[str] | None = None, rule_options: Mapping[str, Mapping[str, Any]] | None = None,
                  traces: Sequence[str | Path] | None = None, hardware: Mapping[str, Any] | None = None,
-                 overhead_host: str = "analysis host", progress: bool = False) -> None:
+                 overhead_host: str = "analysis host", progress: bool = False, trace_filter: Any = None) -> None:
         self.source = events
         self.workload = get_workload(workload)
         self.rule_names = list(rules) if rules is not None else None
@@ -300,6 +300,7 @@ class MetricsAnalyzer:
         self.hardware = dict(hardware or {})
         self.overhead_host = overhead_host
         self.progress = progress
+        self.trace_filter = trace_filter  # kineto.filters.TraceFilter: the part of each trace the Kineto analyses read
 
     # -- reading ---------------------------------------------------------------------
 
@@ -471,14 +472,17 @@ class MetricsAnalyzer:
         except (ImportError, AttributeError):
             return {}, "the Kineto analyses (my_utils.profiling.analysis.kineto) are not installed in this version", []
         try:
-            result = analyze_traces(paths)
+            result = analyze_traces(paths, trace_filter=self.trace_filter) if self.trace_filter is not None \
+                else analyze_traces(paths)
         except Exception as exc:  # the metric analysis stands on its own; say why the trace part is missing
             _log.warning("Kineto analyses of %s failed: %s: %s", [str(p) for p in paths], type(exc).__name__, exc)
             return {}, f"Kineto analyses failed: {type(exc).__name__}: {exc}", []
         warnings = [str(w) for w in getattr(result, "warnings", ())]
         for w in warnings:
             _log.warning("%s", w)
-        return _kineto_tables(result), f"Kineto analyses of {len(paths)} trace file(s)", warnings
+        kept = getattr(result, "trace_filter", "")
+        return (_kineto_tables(result), f"Kineto analyses of {len(paths)} trace file(s)" + (f" ({kept})" if kept else ""),
+                warnings)
 
 
 def event_rows(events: Iterable[MetricEvent]) -> Iterator[dict[str, Any]]:

@@ -25,19 +25,23 @@ def analyze(
     formats: str = typer.Option("json,markdown,html", "--formats",
                                 help="Reports to write, comma-separated: json, markdown, html."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr."),
+    trace_filter: str | None = typer.Option(
+        None, "--filter", help="Part of each trace the Kineto analyses read, ';'-separated: first_iteration, "
+                               "iterations=N[,N], time=START:END, device=gpu|cpu, name=REGEX, under=NAME[#POS]."),
 ) -> None:
     """Analyse metric events and write <output-dir>/analysis_report.json (and .md/.html).
 
     Exit 0 when every report was written; 2 for bad input (a malformed events file, an
     unknown workload or format); nothing is written when the command fails.
     """
-    report_paths = run_analysis(events, workload, output_dir, trace or None, formats, quiet)
+    report_paths = run_analysis(events, workload, output_dir, trace or None, formats, quiet,
+                                trace_filter=trace_filter)
     for path in report_paths:
         typer.echo(f"wrote {path}")
 
 
 def run_analysis(events: Path, workload: str, output_dir: Path, traces: list[Path] | None, formats: str,
-                 quiet: bool, settings: Any = None) -> list[Path]:
+                 quiet: bool, settings: Any = None, trace_filter: str | None = None) -> list[Path]:
     """Analyse ``events`` and write the requested reports; shared by ``analyze`` and ``ingest --analyze``.
 
     ``settings`` (a config's ``AnalysisSettings``) gives the rules and their options.
@@ -58,10 +62,15 @@ def run_analysis(events: Path, workload: str, output_dir: Path, traces: list[Pat
     for t in traces or []:
         if not t.is_file():
             raise InputError(str(t), None, "an existing torch.profiler trace file (.json or .json.gz)")
+    kept = None
+    if trace_filter:
+        from my_utils.profiling.analysis.kineto.filters import TraceFilter
+
+        kept = TraceFilter.parse(trace_filter)
     rules = list(settings.rules) if settings is not None and settings.rules is not None else None
     rule_options = settings.rule_options if settings is not None else None
     report = MetricsAnalyzer(events, workload, traces=traces, progress=not quiet, rules=rules,
-                             rule_options=rule_options).analyze()
+                             rule_options=rule_options, trace_filter=kept).analyze()
     if "json" not in wanted:
         wanted.insert(0, "json")  # the machine-readable report is always written: diff reads it
     written: list[Path] = []

@@ -76,6 +76,47 @@ class TraceFilter:
         if chosen > 1:
             raise UsageError("trace filter: give one of iterations, iteration_index, first_iteration")
 
+    @classmethod
+    def parse(cls, text: str) -> TraceFilter:
+        """A filter from the CLI's ``--filter`` text: ``;``-separated criteria.
+
+        ``first_iteration`` · ``iterations=551,552`` · ``iteration_index=0`` · ``time=START:END`` (trace µs) ·
+        ``device=gpu`` / ``device=cpu`` · ``name=REGEX`` · ``under=NAME`` or ``under=NAME#POSITION`` ·
+        ``no_gpu_kernels`` (with ``under``: leave out the GPU activities it launched). Example:
+        ``--filter "first_iteration; under=## forward ##"``.
+        """
+        fields: dict[str, Any] = {}
+        for part in (p.strip() for p in text.split(";")):
+            if not part:
+                continue
+            key, sep, value = part.partition("=")
+            key, value = key.strip(), value.strip()
+            try:
+                if key == "first_iteration" and not sep:
+                    fields["first_iteration"] = True
+                elif key == "no_gpu_kernels" and not sep:
+                    fields["include_gpu_kernels"] = False
+                elif key in ("iterations", "iteration_index") and sep:
+                    fields[key] = tuple(int(v) for v in value.split(",") if v.strip())
+                elif key == "time" and sep:
+                    lo, _colon, hi = value.partition(":")
+                    fields["time_range"] = (float(lo), float(hi))
+                elif key in ("device", "name") and sep:
+                    fields[key] = value
+                elif key == "under" and sep:
+                    name, hash_, pos = value.rpartition("#")
+                    if hash_ and pos.strip().lstrip("-").isdigit():
+                        fields["under"], fields["under_position"] = name, int(pos)
+                    else:
+                        fields["under"] = value
+                else:
+                    raise ValueError(part)
+            except ValueError:
+                raise UsageError(f"--filter {text!r}: cannot read {part!r}; expected first_iteration, "
+                                 "iterations=N[,N], iteration_index=I[,I], time=START:END, device=gpu|cpu, "
+                                 "name=REGEX, under=NAME[#POSITION], no_gpu_kernels, separated by ';'") from None
+        return cls(**fields)
+
     @property
     def active(self) -> bool:
         """Whether this filter drops anything at all."""
@@ -105,18 +146,19 @@ class TraceFilter:
         """The part of ``d`` this filter keeps (``d`` itself when the filter keeps everything)."""
         if not self.active:
             return d
-        keep = Keep.everything(d)
+        # each criterion reads what the previous ones kept (HTA chains its filters the same way: the
+        # first "forward" of the second iteration, not the first "forward" of the trace)
         if self.first_iteration or self.iterations is not None or self.iteration_index is not None:
-            keep &= _by_iteration(d, self)
+            d = _by_iteration(d, self).take(d)
         if self.under is not None:
-            keep &= _under(d, self.under, self.under_position, self.include_gpu_kernels)
+            d = _under(d, self.under, self.under_position, self.include_gpu_kernels).take(d)
         if self.time_range is not None:
-            keep &= _in_range(d, self.time_range[0] - d.base_us, self.time_range[1] - d.base_us)
+            d = _in_range(d, self.time_range[0] - d.base_us, self.time_range[1] - d.base_us).take(d)
         if self.device is not None:
-            keep &= _by_device(d, self.device)
+            d = _by_device(d, self.device).take(d)
         if self.name is not None:
-            keep &= _by_name(d, re.compile(self.name))
-        return keep.take(d)
+            d = _by_name(d, re.compile(self.name)).take(d)
+        return d
 
 
 @dataclass
@@ -135,11 +177,6 @@ class Keep:
         """A mask keeping every row."""
         return cls(np.ones(len(d.gpu_ts), bool), np.ones(len(d.rt_ts), bool), np.ones(_n(d.op_ts), bool),
                    np.ones(len(d.ann_ts), bool), np.ones(_n(d.hsync_ts), bool), np.ones(len(d.step_events), bool))
-
-    def __iand__(self, other: Keep) -> Keep:
-        for name in ("gpu", "rt", "op", "ann", "hsync", "step"):
-            setattr(self, name, getattr(self, name) & getattr(other, name))
-        return self
 
     def take(self, d: RankData) -> RankData:
         """``d`` with only the kept rows; launch links (``gpu_rt``) and per-row arguments follow their rows."""
