@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from my_utils.profiling.analysis.kineto.call_stacks import build_stacks
 from my_utils.profiling.analysis.kineto.rank_data import RankData
 from my_utils.profiling.analysis.kineto.rows import Row, Tables
 
@@ -55,21 +57,13 @@ def aten_launch_rows(d: RankData, same_thread: bool = True) -> list[AtenLaunchRo
     calls = [r for r in np.flatnonzero(launches[d.rt_name]).tolist() if r in kernel_of]
     if not len(ops) or not calls:
         return []
-    op_ts, op_end, op_thread = d.op_ts[ops], d.op_end[ops], d.op_thread[ops]
-    # by start, and among equal starts the longest first: reversed, the innermost (shortest) comes first
-    by_start = np.lexsort((-(op_end - op_ts), op_ts))
+    owner_of = _owners_in_stack(d, aten) if same_thread else _owners_any_thread(d, ops, calls)
     groups: dict[tuple[int, int, float], list[tuple[float, float, int]]] = {}  # (thread, op name, start) -> launches
     for r in calls:
-        start, end = float(d.rt_ts[r]), float(d.rt_ts[r] + d.rt_dur[r])
-        last = np.searchsorted(op_ts[by_start], start, side="right")
-        cand = by_start[:last][::-1]  # latest-starting first
-        ok = op_end[cand] >= end
-        if same_thread:
-            ok &= op_thread[cand] == d.rt_thread[r]
-        hit = np.flatnonzero(ok)
-        if not len(hit):
+        start = float(d.rt_ts[r])
+        o = owner_of.get(r, -1)
+        if o < 0:
             continue
-        o = ops[cand[hit[0]]]
         g = kernel_of[r]
         key = (int(d.op_thread[o]), int(d.op_name[o]), float(d.op_ts[o]))
         groups.setdefault(key, []).append((start - float(d.op_ts[o]), float(d.gpu_ts[g]) - start, int(d.gpu_name[g])))
@@ -83,6 +77,35 @@ def aten_launch_rows(d: RankData, same_thread: bool = True) -> list[AtenLaunchRo
                           round(a[1] / a[0], 3), round(a[2] / a[0], 3)) for (name, seq), a in acc.items()]
     rows.sort(key=lambda r: (-r.count, -r.op_to_launch_us, r.operator, r.kernels))
     return rows
+
+
+def _owners_in_stack(d: RankData, aten: Any) -> dict[int, int]:
+    """runtime row -> the operator row of the innermost ``aten::`` operator above the call on its thread's stack."""
+    s = build_stacks(d)
+    is_aten_op = np.zeros(len(s.parent), bool)
+    n_ops = len(d.op_ts)
+    is_aten_op[:n_ops] = aten[d.op_name]
+    nearest = s.nearest(is_aten_op)
+    rt_offset = n_ops + len(d.ann_ts)
+    above = nearest[s.parent[rt_offset:rt_offset + len(d.rt_ts)]]
+    has = s.parent[rt_offset:rt_offset + len(d.rt_ts)] >= 0
+    return {r: int(o) for r, (o, ok) in enumerate(zip(above.tolist(), has.tolist(), strict=True)) if ok and o >= 0}
+
+
+def _owners_any_thread(d: RankData, ops: Any, calls: list[int]) -> dict[int, int]:
+    """runtime row -> the latest-starting ``aten::`` operator of any thread covering the call (HTA's search)."""
+    op_ts, op_end = d.op_ts[ops], d.op_end[ops]
+    # by start, and among equal starts the longest first: reversed, the innermost (shortest) comes first
+    by_start = np.lexsort((-(op_end - op_ts), op_ts))
+    out: dict[int, int] = {}
+    for r in calls:
+        start, end = float(d.rt_ts[r]), float(d.rt_ts[r] + d.rt_dur[r])
+        last = np.searchsorted(op_ts[by_start], start, side="right")
+        cand = by_start[:last][::-1]  # latest-starting first
+        hit = np.flatnonzero(op_end[cand] >= end)
+        if len(hit):
+            out[r] = int(ops[cand[hit[0]]])
+    return out
 
 
 def aten_launch_tables(d: RankData, same_thread: bool = True, top: int = TOP_ROWS) -> Tables:

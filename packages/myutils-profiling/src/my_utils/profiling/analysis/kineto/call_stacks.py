@@ -69,6 +69,20 @@ class Stacks:
             raise KeyError(f"traceEvents[{index}] is no CPU operator, annotation, runtime call or GPU activity")
         return int(hit[0])
 
+    def nearest(self, mask: Any, outermost: bool = False) -> Any:
+        """For each row, the nearest row on its path to the top (itself included) where ``mask`` holds, -1 if none;
+        with ``outermost``, the farthest such row instead (vectorised, one pass per depth level)."""
+        n = len(self.parent)
+        out = np.where(mask, np.arange(n), -1)
+        for level in range(1, int(self.depth.max(initial=0)) + 1):
+            rows = np.flatnonzero((self.depth == level) & (self.parent >= 0))
+            above = out[self.parent[rows]]
+            if outermost:
+                out[rows] = np.where(above >= 0, above, out[rows])
+            else:
+                out[rows] = np.where(out[rows] >= 0, out[rows], above)
+        return out
+
     def ancestors(self, row: int) -> list[int]:
         """``row``'s ancestors, the top first."""
         out: list[int] = []
@@ -79,16 +93,35 @@ class Stacks:
         return out[::-1]
 
 
-def _order_key(ts: float, end: float, index: int, start: bool) -> tuple[float, int, float, int]:
-    # at one instant: ends first (shorter first, then higher index), then starts (longer first, then lower index);
-    # a zero-length event starts after the ends and before the longer starts' children, and ends right after
-    if start:
-        return (ts, 1, -(end - ts), index)
-    return (end, 0 if end > ts else 2, end - ts, -index)
+def _points_order(thread: Any, ts: Any, end: Any, index: Any) -> Any:
+    """Start and end points of every CPU event, by thread then in HTA's call-stack order, as ``2i`` / ``2i + 1``.
+
+    At one instant: ends first (shorter first, then higher index), then starts (longer first,
+    then lower index); a zero-length event starts after the longer starts and ends after them.
+    """
+    dur = end - ts
+    n = len(ts)
+    when = np.concatenate((ts, end))
+    phase = np.concatenate((np.ones(n, np.int8), np.where(dur > 0, 0, 2).astype(np.int8)))
+    size = np.concatenate((-dur, dur))
+    tie = np.concatenate((index, -index))
+    order = np.lexsort((tie, size, phase, when, np.concatenate((thread, thread))))
+    return np.where(order < n, 2 * order, 2 * (order - n) + 1)
+
+
+_CACHE: list[tuple[RankData, Stacks]] = []
 
 
 def build_stacks(d: RankData) -> Stacks:
-    """The call stacks of one rank (module docstring)."""
+    """The call stacks of one rank (module docstring); built once per rank's data (several analyses read them)."""
+    if _CACHE and _CACHE[0][0] is d:
+        return _CACHE[0][1]
+    s = _build(d)
+    _CACHE[:] = [(d, s)]
+    return s
+
+
+def _build(d: RankData) -> Stacks:
     parts: list[tuple[str, Any, Any, Any, Any, Any]] = [
         (OP, d.op_index, d.op_name, d.op_thread, d.op_ts, d.op_end),
         (ANNOTATION, d.ann_index, d.ann_name, d.ann_thread, d.ann_ts, d.ann_end),
@@ -112,16 +145,19 @@ def build_stacks(d: RankData) -> Stacks:
     threads: dict[int, list[int]] = {}
     for i, t in enumerate(thread.tolist()):
         threads.setdefault(int(t), []).append(i)
-    for rows in threads.values():
-        points = sorted((_order_key(float(ts[i]), float(end[i]), int(index[i]), s), i, s) for i in rows
-                        for s in (True, False))
-        stack: list[int] = []
-        for _key, i, is_start in points:
-            if is_start:
-                parent[i] = stack[-1] if stack else -1
-                stack.append(i)
-            elif stack:
-                stack.pop()  # as HTA: the innermost closes, whatever ends (overlaps are not nesting)
+    order = _points_order(thread, ts, end, index)
+    stack: list[int] = []
+    current = None
+    for p in order.tolist():
+        i, is_start = p >> 1, not p & 1
+        t = thread[i]
+        if t != current:
+            stack, current = [], t
+        if is_start:
+            parent[i] = stack[-1] if stack else -1
+            stack.append(i)
+        elif stack:
+            stack.pop()  # as HTA: the innermost closes, whatever ends (overlaps are not nesting)
     _link_backward(d, kind, name, thread, ts, end, parent, threads)
     # GPU activities under their launch call
     rt_offset = sum(len(p[1]) for p in parts[:2] if p[1] is not None)
@@ -162,31 +198,26 @@ def _link_backward(d: RankData, kind: list[str], name: Any, thread: Any, ts: Any
 
 
 def _levels(parent: Any, n_cpu: int, gpu_dur: Any) -> tuple[Any, Any, Any, Any]:
-    """Depth, height, kernels under and their time, for every row (parents always precede no one: iterative)."""
+    """Depth, height, kernels under and their time, for every row, level by level (vectorised)."""
     n = len(parent)
-    children: list[list[int]] = [[] for _ in range(n)]
-    roots: list[int] = []
-    for i, p in enumerate(parent.tolist()):
-        (children[p] if p >= 0 else roots).append(i)
     depth = np.zeros(n, dtype=np.int64)
-    height = np.zeros(n, dtype=np.int64)
-    num = np.zeros(n, dtype=np.int64)
+    has_parent = parent >= 0
+    safe = np.where(has_parent, parent, 0)
+    for _ in range(n):  # one pass per level: stops when no depth changes
+        new = np.where(has_parent, depth[safe] + 1, 0)
+        if np.array_equal(new, depth):
+            break
+        depth = new
+    gpu = np.arange(n) >= n_cpu
+    height = np.where(gpu, 0, 1).astype(np.int64)
+    num = gpu.astype(np.int64)
     us = np.zeros(n, dtype=np.float64)
-    order: list[int] = []
-    todo = list(roots)
-    while todo:
-        i = todo.pop()
-        order.append(i)
-        for c in children[i]:
-            depth[c] = depth[i] + 1
-            todo.append(c)
-    for i in reversed(order):  # children before parents
-        if i >= n_cpu:
-            num[i], us[i], height[i] = 1, float(gpu_dur[i - n_cpu]), 0
-            continue
-        height[i] = max([1, *(int(height[c]) + 1 for c in children[i])])
-        num[i] = sum(int(num[c]) for c in children[i])
-        us[i] = sum(float(us[c]) for c in children[i])
+    us[n_cpu:] = gpu_dur
+    for level in range(int(depth.max(initial=0)), 0, -1):  # children before their parents
+        rows = np.flatnonzero((depth == level) & has_parent)
+        np.add.at(num, parent[rows], num[rows])
+        np.add.at(us, parent[rows], us[rows])
+        np.maximum.at(height, parent[rows], height[rows] + 1)
     return depth, height, num, us
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from my_utils.profiling.analysis.kineto.call_stacks import GPU, OP, Stacks, build_stacks
+from my_utils.profiling.analysis.kineto.call_stacks import OP, Stacks, build_stacks
 from my_utils.profiling.analysis.kineto.rank_data import RankData
 from my_utils.profiling.analysis.kineto.rows import Row, Tables
 
@@ -42,17 +42,6 @@ class KernelSequenceRow(Row):
     kernel_us_per_call: float
 
 
-def _under(s: Stacks, root: int, children: dict[int, list[int]]) -> list[int]:
-    out: list[int] = []
-    todo = [root]
-    while todo:
-        i = todo.pop()
-        for c in children.get(i, ()):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
 def kernel_sequences(d: RankData, operator_name: str | None = None, min_pattern_len: int = MIN_PATTERN_LEN,
                      top: int | None = None, stacks: Stacks | None = None) -> list[KernelSequenceRow]:
     """The patterns of one rank (module docstring): HTA's order with ``operator_name``, else by GPU time."""
@@ -67,16 +56,23 @@ def kernel_sequences(d: RankData, operator_name: str | None = None, min_pattern_
         roots = [int(i) for i in candidates if s.depth[i] == shallowest and s.num_kernels[i] >= min_pattern_len]
     else:
         aten = np.array([n.startswith("aten::") for n in names] or [False])
-        roots = [i for i in range(s.cpu_rows) if s.kind[i] == OP and aten[s.name[i]]
-                 and s.num_kernels[i] >= min_pattern_len
-                 and not any(s.kind[a] == OP and aten[s.name[a]] for a in s.ancestors(i))]
-    children: dict[int, list[int]] = {}
-    for i, p in enumerate(s.parent.tolist()):
-        if p >= 0:
-            children.setdefault(p, []).append(i)
+        is_op = np.array([k == OP for k in s.kind])
+        aten_op = is_op & aten[s.name]
+        outermost = s.nearest(aten_op, outermost=True)
+        rows = np.arange(len(s.parent))
+        roots = rows[aten_op & (outermost == rows) & (s.num_kernels >= min_pattern_len)].tolist()
+    is_root = np.zeros(len(s.parent), bool)
+    is_root[roots] = True
+    root_of = s.nearest(is_root, outermost=True)  # roots never nest (one depth, or no aten:: above)
+    gpu_rows = np.arange(s.cpu_rows, len(s.parent))
+    owners = root_of[gpu_rows]
+    under: dict[int, list[int]] = {}
+    for g, r in zip(gpu_rows.tolist(), owners.tolist(), strict=True):
+        if r >= 0:
+            under.setdefault(r, []).append(g)
     acc: dict[tuple[int, ...], list[float]] = {}
     for root in roots:
-        gpu = sorted((i for i in _under(s, root, children) if s.kind[i] == GPU), key=lambda i: (float(s.ts[i]), i))
+        gpu = sorted(under.get(root, ()), key=lambda i: (float(s.ts[i]), i))
         pattern = (int(s.name[root]), *(int(s.name[i]) for i in gpu))
         a = acc.setdefault(pattern, [0, 0.0, 0.0])
         a[0] += 1
