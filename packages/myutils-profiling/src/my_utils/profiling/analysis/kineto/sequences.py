@@ -59,8 +59,8 @@ def kernel_sequences(d: RankData, operator_name: str | None = None, min_pattern_
         is_op = np.array([k == OP for k in s.kind])
         aten_op = is_op & aten[s.name]
         outermost = s.nearest(aten_op, outermost=True)
-        rows = np.arange(len(s.parent))
-        roots = rows[aten_op & (outermost == rows) & (s.num_kernels >= min_pattern_len)].tolist()
+        every = np.arange(len(s.parent))
+        roots = every[aten_op & (outermost == every) & (s.num_kernels >= min_pattern_len)].tolist()
     is_root = np.zeros(len(s.parent), bool)
     is_root[roots] = True
     root_of = s.nearest(is_root, outermost=True)  # roots never nest (one depth, or no aten:: above)
