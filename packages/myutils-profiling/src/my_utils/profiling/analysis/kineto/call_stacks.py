@@ -112,6 +112,11 @@ def _points_order(thread: Any, ts: Any, end: Any, index: Any) -> Any:
 _CACHE: list[tuple[RankData, Stacks]] = []
 
 
+def forget() -> None:
+    """Drop the stacks kept for the rank last analysed."""
+    _CACHE.clear()
+
+
 def build_stacks(d: RankData) -> Stacks:
     """The call stacks of one rank (module docstring); built once per rank's data (several analyses read them)."""
     if _CACHE and _CACHE[0][0] is d:

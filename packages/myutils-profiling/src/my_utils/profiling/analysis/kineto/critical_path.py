@@ -268,15 +268,19 @@ def _bound(g: Graph, edge: tuple[int, int], d: RankData, side_of: dict[int, bool
 
 
 def critical_path(d: RankData, annotation: str | None = None, instance: int | tuple[int, int] | None = 0,
-                  zero_weight_launch_edges: bool = True) -> CriticalPath:
-    """The critical path of one window of ``d`` (module docstring)."""
+                  zero_weight_launch_edges: bool = True, all_edges: bool = True) -> CriticalPath:
+    """The critical path of one window of ``d`` (module docstring).
+
+    ``all_edges=False`` keeps only the path's edges in ``edges`` (the tables need no more; the
+    graph of a long step has tens of thousands).
+    """
     w = window_of(d, annotation, instance)
     g = build_graph(d, w, zero_weight_launch_edges)
     nodes, length, graph_nodes = longest_path(g)
     on_path = set(pairwise(nodes))
     gpu = {g.events[k]: g.kind[k] == cp_graph.GPU for k in range(len(g.events))}
     edges = []
-    for (u, v), (weight, kind) in g.edges.items():
+    for (u, v), (weight, kind) in g.edges.items() if all_edges else ((e, g.edges[e]) for e in pairwise(nodes)):
         bound, owner = _bound(g, (u, v), d, gpu)
         edges.append(PathEdge(g.event_of(u), u % 2 == 0, g.event_of(v), v % 2 == 0, float(weight), kind,
                               (u, v) in on_path, owner, bound))
@@ -289,7 +293,7 @@ def critical_path_tables(d: RankData, annotation: str | None = None, instance: i
     """The ``critical_path*`` tables of one rank (module docstring); none without CPU or GPU events."""
     if not len(d.rt_ts) and not (d.op_ts is not None and len(d.op_ts)):
         return {}
-    cp = critical_path(d, annotation, instance)
+    cp = critical_path(d, annotation, instance, all_edges=False)
     if not cp.path:
         return {}
     return cp_rows(d, cp, top)

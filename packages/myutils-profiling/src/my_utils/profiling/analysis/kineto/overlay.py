@@ -105,7 +105,7 @@ def write_overlay(trace: str | Path, output: str | Path, *, with_critical_path: 
     refuse_overwriting_inputs([out], [src], what="overlay output")
     read = read_rank(src, rank)
     d = read.data if trace_filter is None else trace_filter.apply(read.data)
-    cp = critical_path(d, annotation, instance) if with_critical_path else None
+    cp = critical_path(d, annotation, instance, all_edges=all_edges) if with_critical_path else None
     counters = counter_events(d) if with_counters else []
     marked = cp.events if cp is not None else frozenset()
     needed = {i for e in cp.edges for i in (e.src, e.dst)} if cp is not None else set()

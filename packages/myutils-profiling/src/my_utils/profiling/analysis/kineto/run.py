@@ -107,6 +107,7 @@ def run_registered(d: Any, file: str, analyses: Sequence[str] | None,
                    options: Mapping[str, Mapping[str, Any]] | None) -> tuple[dict[str, tuple[dict[str, Any], ...]],
                                                                             tuple[str, ...]]:
     """Every registered analysis on one rank's data, each alone: (tables as row dicts, one warning per failure)."""
+    from my_utils.profiling.analysis.kineto import call_stacks
     from my_utils.profiling.analysis.kineto.registry import select
     from my_utils.profiling.analysis.kineto.rows import Row
 
@@ -121,6 +122,7 @@ def run_registered(d: Any, file: str, analyses: Sequence[str] | None,
             continue
         for name, rows in produced.items():
             tables[name] = tuple(r.to_row() if isinstance(r, Row) else dict(r) for r in rows)
+    call_stacks.forget()  # the stacks several analyses shared: not kept past this rank
     return tables, tuple(failed)
 
 
