@@ -37,7 +37,25 @@ from my_utils.profiling.analysis.kineto.rank_data import RankData
 from my_utils.profiling.analysis.kineto.rows import Row, Tables
 
 OP, ANNOTATION, STEP, RUNTIME, GPU = "cpu_op", "user_annotation", "profiler_step", "cuda_runtime", "gpu"
+KINDS = (OP, ANNOTATION, STEP, RUNTIME, GPU)
 BACKWARD_ANNOTATION = "## backward ##"
+
+
+class Kinds:
+    """The kind of each row (one byte per row; ``kinds[i]`` is the kind's name, ``codes`` the bytes)."""
+
+    def __init__(self, codes: Any) -> None:
+        self.codes = codes
+
+    def __getitem__(self, i: int) -> str:
+        return KINDS[self.codes[i]]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def mask(self, kind: str) -> Any:
+        """Rows of ``kind``."""
+        return self.codes == KINDS.index(kind)
 TOP_STACKS = 30
 
 
@@ -50,7 +68,7 @@ class Stacks:
     """
 
     index: Any
-    kind: list[str]
+    kind: Kinds
     name: Any
     thread: Any
     ts: Any
@@ -101,11 +119,13 @@ def _points_order(thread: Any, ts: Any, end: Any, index: Any) -> Any:
     """
     dur = end - ts
     n = len(ts)
-    when = np.concatenate((ts, end))
-    phase = np.concatenate((np.ones(n, np.int8), np.where(dur > 0, 0, 2).astype(np.int8)))
-    size = np.concatenate((-dur, dur))
-    tie = np.concatenate((index, -index))
-    order = np.lexsort((tie, size, phase, when, np.concatenate((thread, thread))))
+    # narrow types: the key columns of ~2 points per event are the largest temporaries of the stacks
+    idx32 = np.asarray(index, dtype=np.int32)
+    thread32 = np.asarray(thread, dtype=np.int32)
+    order = np.lexsort((np.concatenate((idx32, -idx32)), np.concatenate((-dur, dur)),
+                        np.concatenate((np.ones(n, np.int8), np.where(dur > 0, 0, 2).astype(np.int8))),
+                        np.concatenate((ts, end)), np.concatenate((thread32, thread32))))
+    order = order.astype(np.int32) if 2 * n < 2**31 else order
     return np.where(order < n, 2 * order, 2 * (order - n) + 1)
 
 
@@ -136,42 +156,44 @@ def _build(d: RankData) -> Stacks:
         parts.append((STEP, np.array([s[4] for s in d.step_events]), np.array([s[5] for s in d.step_events]),
                       np.array([s[3] for s in d.step_events]), np.array([s[0] for s in d.step_events]),
                       np.array([s[0] + s[1] for s in d.step_events])))
-    kind: list[str] = []
+    kind: list[Any] = []
     cols: list[list[Any]] = [[], [], [], [], []]
     for k, *arrays in parts:
         if arrays[0] is None or not len(arrays[0]):
             continue
-        kind.extend([k] * len(arrays[0]))
+        kind.append(np.full(len(arrays[0]), KINDS.index(k), dtype=np.int8))
         for c, a in zip(cols, arrays, strict=True):
             c.append(np.asarray(a))
     index, name, thread, ts, end = (np.concatenate(c) if c else np.zeros(0) for c in cols)
     n_cpu = len(index)
     parent = np.full(n_cpu, -1, dtype=np.int64)
-    threads: dict[int, list[int]] = {}
-    for i, t in enumerate(thread.tolist()):
-        threads.setdefault(int(t), []).append(i)
     order = _points_order(thread, ts, end, index)
     stack: list[int] = []
     current = None
-    for p in order.tolist():
-        i, is_start = p >> 1, not p & 1
-        t = thread[i]
-        if t != current:
-            stack, current = [], t
-        if is_start:
-            parent[i] = stack[-1] if stack else -1
-            stack.append(i)
-        elif stack:
-            stack.pop()  # as HTA: the innermost closes, whatever ends (overlaps are not nesting)
-    _link_backward(d, kind, name, thread, ts, end, parent, threads)
+    for chunk in range(0, len(order), 1 << 16):  # a list of every point would cost ~40 bytes each
+        for p in order[chunk:chunk + (1 << 16)].tolist():
+            i = p >> 1
+            t = thread[i]
+            if t != current:
+                stack, current = [], t
+            if not p & 1:
+                parent[i] = stack[-1] if stack else -1
+                stack.append(i)
+            elif stack:
+                stack.pop()  # as HTA: the innermost closes, whatever ends (overlaps are not nesting)
+    del order
+    codes = np.concatenate(kind) if kind else np.zeros(0, np.int8)
+    is_step = codes == KINDS.index(STEP)
+    _link_backward(d, is_step, name, thread, ts, end, parent)
     # GPU activities under their launch call
     rt_offset = sum(len(p[1]) for p in parts[:2] if p[1] is not None)
     gpu_parent = np.where(d.gpu_rt >= 0, d.gpu_rt + rt_offset, -1) if len(d.gpu_ts) else np.zeros(0, np.int64)
-    all_parent = np.concatenate((parent, gpu_parent)).astype(np.int64)
-    all_index = np.concatenate((index, d.gpu_index)).astype(np.int64) if len(d.gpu_ts) else index.astype(np.int64)
-    all_kind = kind + [GPU] * len(d.gpu_ts)
-    all_name = np.concatenate((name, d.gpu_name)).astype(np.int64) if len(d.gpu_ts) else name.astype(np.int64)
-    all_thread = np.concatenate((thread, np.full(len(d.gpu_ts), -1))) if len(d.gpu_ts) else thread
+    # 32-bit columns: a large trace has a few hundred thousand rows, and several analyses hold them at once
+    all_parent = np.concatenate((parent, gpu_parent)).astype(np.int32)
+    all_index = (np.concatenate((index, d.gpu_index)) if len(d.gpu_ts) else index).astype(np.int64)
+    all_kind = Kinds(np.concatenate((codes, np.full(len(d.gpu_ts), KINDS.index(GPU), dtype=np.int8))))
+    all_name = (np.concatenate((name, d.gpu_name)) if len(d.gpu_ts) else name).astype(np.int32)
+    all_thread = (np.concatenate((thread, np.full(len(d.gpu_ts), -1))) if len(d.gpu_ts) else thread).astype(np.int32)
     all_ts = np.concatenate((ts, d.gpu_ts)) if len(d.gpu_ts) else ts
     all_end = np.concatenate((end, d.gpu_end)) if len(d.gpu_ts) else end
     depth, height, num, us = _levels(all_parent, n_cpu, d.gpu_dur if len(d.gpu_ts) else np.zeros(0))
@@ -179,23 +201,22 @@ def _build(d: RankData) -> Stacks:
                   n_cpu)
 
 
-def _link_backward(d: RankData, kind: list[str], name: Any, thread: Any, ts: Any, end: Any, parent: Any,
-                   threads: dict[int, list[int]]) -> None:
+def _link_backward(d: RankData, is_step: Any, name: Any, thread: Any, ts: Any, end: Any, parent: Any) -> None:
     """Hang the backward thread's top-level events under the main thread's backward annotation (or step)."""
-    main = [t for t, rows in threads.items() if any(kind[i] == STEP for i in rows)]
-    autograd = {i for i, n in enumerate(d.names) if "autograd::" in n}
-    bwd = [t for t, rows in threads.items() if t not in main and any(int(name[i]) in autograd for i in rows)]
+    main = np.unique(thread[is_step]).tolist()
+    autograd = np.array(["autograd::" in n for n in d.names] or [False])
+    bwd = [t for t in np.unique(thread[autograd[name]]).tolist() if t not in main]
     if len(main) != 1 or len(bwd) != 1:
         return
+    on_main = np.flatnonzero(thread == main[0])
     for prefix in (BACKWARD_ANNOTATION, "ProfilerStep#"):
-        holders = [i for i in threads[main[0]] if d.names[int(name[i])].startswith(prefix)]
+        starts = np.array([n.startswith(prefix) for n in d.names] or [False])
+        holders = on_main[starts[name[on_main]]].tolist()
         if holders:
             break
     else:
         return
-    for i in threads[bwd[0]]:
-        if parent[i] != -1:
-            continue
+    for i in np.flatnonzero((thread == bwd[0]) & (parent == -1)).tolist():
         for h in holders:
             if ts[i] >= ts[h] and end[i] <= end[h]:
                 parent[i] = h
@@ -205,7 +226,7 @@ def _link_backward(d: RankData, kind: list[str], name: Any, thread: Any, ts: Any
 def _levels(parent: Any, n_cpu: int, gpu_dur: Any) -> tuple[Any, Any, Any, Any]:
     """Depth, height, kernels under and their time, for every row, level by level (vectorised)."""
     n = len(parent)
-    depth = np.zeros(n, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int32)
     has_parent = parent >= 0
     safe = np.where(has_parent, parent, 0)
     for _ in range(n):  # one pass per level: stops when no depth changes
@@ -214,8 +235,8 @@ def _levels(parent: Any, n_cpu: int, gpu_dur: Any) -> tuple[Any, Any, Any, Any]:
             break
         depth = new
     gpu = np.arange(n) >= n_cpu
-    height = np.where(gpu, 0, 1).astype(np.int64)
-    num = gpu.astype(np.int64)
+    height = np.where(gpu, 0, 1).astype(np.int32)
+    num = gpu.astype(np.int32)
     us = np.zeros(n, dtype=np.float64)
     us[n_cpu:] = gpu_dur
     for level in range(int(depth.max(initial=0)), 0, -1):  # children before their parents

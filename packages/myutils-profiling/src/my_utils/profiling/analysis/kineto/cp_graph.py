@@ -40,8 +40,9 @@ end), since the longest path's tie-breaking follows it. Streams are keyed by GPU
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -55,14 +56,15 @@ LAUNCH = "kernel_launch_delay"
 KERNEL_KERNEL = "kernel_kernel_delay"
 SYNC = "sync_dependency"
 EDGE_TYPES = (OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC)
+_TYPE_ID = {t: i for i, t in enumerate(EDGE_TYPES)}
 #: Calls whose wait is the GPU's time, not the CPU's (the edge into their end weighs 0).
 BLOCKING_CALLS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery",
                             "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpyAsync"})
 _EVENT_RECORD = "cudaEventRecord"
 _STREAM_WAIT = "cudaStreamWaitEvent"
 
-# event kinds of the window's table
-CPU_OP, RUNTIME, ANNOTATION, HOST_SYNC, GPU = 0, 1, 2, 3, 4
+# node event kinds: a CPU operator or runtime call, or a GPU activity
+HOST, GPU = 0, 1
 
 
 @dataclass
@@ -74,23 +76,28 @@ class Window:
     label: str
 
 
-@dataclass
 class Graph:
     """Nodes (``2k`` start, ``2k + 1`` end of the ``k``-th node event) and edges in insertion order.
 
-    ``events[k]`` is the ``traceEvents`` index of node event ``k``; ``kind``/``name``/``stream``
-    describe it (``stream`` -1 on the CPU). ``edges[(u, v)] = [weight, type]``;
-    ``attributed[(u, v)]`` is the event an operator or kernel-kernel edge is attributed to.
+    ``events[k]`` is the ``traceEvents`` index of node event ``k``; ``kind``/``name``/``lane``
+    describe it (``lane`` -1 on the CPU). Edge ``e`` goes ``src[e] → dst[e]`` with ``weight[e]``
+    and kind ``EDGE_TYPES[etype[e]]``; ``owner[e]`` is the event an operator or kernel-kernel edge
+    is attributed to. Typed arrays, not objects: a step of a large trace has tens of thousands.
     """
 
-    events: list[int] = field(default_factory=list)
-    kind: list[int] = field(default_factory=list)
-    name: list[int] = field(default_factory=list)
-    lane: list[int] = field(default_factory=list)
-    node_ts: list[float] = field(default_factory=list)
-    edges: dict[tuple[int, int], list[Any]] = field(default_factory=dict)
-    attributed: dict[tuple[int, int], int] = field(default_factory=dict)
-    node_of: dict[int, int] = field(default_factory=dict)  # traceEvents index -> node event k
+    def __init__(self) -> None:
+        self.events: array[int] = array("q")
+        self.kind: array[int] = array("b")
+        self.name: array[int] = array("i")
+        self.lane: array[int] = array("i")
+        self.node_ts: array[float] = array("d")
+        self.src: array[int] = array("i")
+        self.dst: array[int] = array("i")
+        self.weight: array[float] = array("d")
+        self.etype: array[int] = array("b")
+        self.owner: dict[int, int] = {}
+        self.node_of: dict[int, int] = {}  # traceEvents index -> node event k
+        self._keys: Any = None  # sorted (u << 32 | v) and their edge ids, once finished
 
     def add_event(self, index: int, kind: int, name: int, lane: int, ts: float, end: float) -> None:
         """Make the two nodes of one event."""
@@ -99,7 +106,8 @@ class Graph:
         self.kind.append(kind)
         self.name.append(name)
         self.lane.append(lane)
-        self.node_ts.extend((ts, end))
+        self.node_ts.append(ts)
+        self.node_ts.append(end)
 
     def start(self, index: int) -> int | None:
         """The start node of the event at ``traceEvents[index]`` (None when it has no nodes)."""
@@ -111,25 +119,70 @@ class Graph:
         k = self.node_of.get(index)
         return None if k is None else 2 * k + 1
 
-    def add_edge(self, u: int, v: int, kind: str, zero_weight: bool = False) -> tuple[int, int]:
-        """An edge ``u → v``; dependencies, syncs and ``zero_weight`` edges weigh 0, others the time between."""
+    def add_edge(self, u: int, v: int, kind: str, zero_weight: bool = False) -> int:
+        """An edge ``u → v`` (its id); dependencies, syncs and ``zero_weight`` edges weigh 0, others the time between."""
         weight = 0.0 if kind in (DEPENDENCY, SYNC) or zero_weight else self.node_ts[v] - self.node_ts[u]
-        self.edges[(u, v)] = [weight, kind]
-        return (u, v)
+        self.src.append(u)
+        self.dst.append(v)
+        self.weight.append(weight)
+        self.etype.append(_TYPE_ID[kind])
+        return len(self.src) - 1
 
-    def attribute(self, e: tuple[int, int], parent: int) -> None:
+    def finish(self) -> None:
+        """Fold an edge added twice into its first copy with the last one's weight, kind and owner (networkx's
+        ``add_edge`` updates the edge in place), and index the edges for :meth:`edge`."""
+        src = np.frombuffer(self.src, dtype=np.int32).astype(np.int64)
+        keys = src << 32 | np.frombuffer(self.dst, dtype=np.int32).astype(np.int64)
+        order = np.argsort(keys, kind="stable")
+        sk = keys[order]
+        dup = np.flatnonzero(sk[1:] == sk[:-1]) + 1 if len(sk) else np.zeros(0, np.int64)
+        if len(dup):
+            first_of: dict[int, int] = {}
+            for i in range(len(sk)):
+                if i and sk[i] == sk[i - 1]:
+                    first, later = first_of[int(sk[i])], int(order[i])
+                    self.weight[first], self.etype[first] = self.weight[later], self.etype[later]
+                    if later in self.owner:
+                        self.owner[first] = self.owner.pop(later)
+                else:
+                    first_of[int(sk[i])] = int(order[i])
+            keep = np.ones(len(keys), bool)
+            keep[order[dup]] = False
+            new_id = np.cumsum(keep) - 1
+            for name in ("src", "dst", "weight", "etype"):
+                old = getattr(self, name)
+                setattr(self, name, array(old.typecode, np.frombuffer(old, dtype=old.typecode)[keep].tobytes()))
+            self.owner = {int(new_id[e]): o for e, o in self.owner.items() if keep[e]}
+            keys = keys[keep]
+            order = np.argsort(keys, kind="stable")
+        self._keys = (keys[order], order)
+
+    def edge(self, u: int, v: int) -> int:
+        """The id of the edge ``u → v`` (KeyError when there is none); after :meth:`finish`."""
+        sk, order = self._keys
+        key = u << 32 | v
+        i = int(np.searchsorted(sk, key))
+        if i == len(sk) or sk[i] != key:
+            raise KeyError((u, v))
+        return int(order[i])
+
+    def type_of(self, e: int) -> str:
+        """The kind of edge ``e``."""
+        return EDGE_TYPES[self.etype[e]]
+
+    def attribute(self, e: int, parent: int) -> None:
         """The event an operator or kernel-kernel edge's time belongs to (HTA's four cases)."""
-        kind = self.edges[e][1]
+        kind = EDGE_TYPES[self.etype[e]]
         if kind not in (OPERATOR, KERNEL_KERNEL):
             return
-        u, v = e
+        u, v = self.src[e], self.dst[e]
         if kind == KERNEL_KERNEL or u % 2 == 0:
             owner = self.events[u // 2]  # a delay belongs to the previous kernel; from a start: that event
         elif v % 2 == 1:
             owner = self.events[v // 2]  # end → end: unwinding into the enclosing event
         else:
             owner = parent  # end → start: the gap between two children belongs to their parent
-        self.attributed[e] = owner
+        self.owner[e] = owner
 
     def event_of(self, node: int) -> int:
         """The ``traceEvents`` index of a node's event."""
@@ -140,16 +193,16 @@ class Graph:
 
 
 @dataclass
-class _Host:
-    """One CPU event of the window (operators, annotations, runtime calls, host syncs)."""
+class _Hosts:
+    """The window's CPU events as columns (operators, runtime calls, annotations and steps), in that order."""
 
-    index: int
-    ts: float
-    dur: float
-    kind: int
-    name: int
-    node: bool
-    blocking: bool
+    thread: Any
+    ts: Any
+    dur: Any
+    name: Any
+    index: Any
+    node: Any
+    blocking: Any
 
 
 def _rounded(ts: Any, dur: Any, integral: bool) -> tuple[Any, Any]:
@@ -160,90 +213,95 @@ def _rounded(ts: Any, dur: Any, integral: bool) -> tuple[Any, Any]:
     return start, np.floor(ts + dur) - start
 
 
-def _host_events(d: RankData, w: Window, integral: bool) -> dict[int, list[_Host]]:
-    """The window's CPU events per thread lane (HTA: ``stream == -1``, starting in the window, ``dur > 0``)."""
-    blocking = {i for i, n in enumerate(d.names) if n in BLOCKING_CALLS}
-    per_thread: dict[int, list[_Host]] = {}
+def _host_events(d: RankData, w: Window, integral: bool) -> _Hosts:
+    """The window's CPU events (HTA: ``stream == -1``, starting in the window, ``dur > 0``)."""
+    blocking = np.array([n in BLOCKING_CALLS for n in d.names] or [False])
+    parts: list[tuple[Any, ...]] = []
 
-    def add(thread: Any, ts: Any, dur: Any, names: Any, index: Any, kind: int, node: bool | Any) -> None:
+    def add(thread: Any, ts: Any, dur: Any, names: Any, index: Any, node: Any) -> None:
         if ts is None or not len(ts):
             return
         ts, dur = _rounded(ts, dur, integral)
-        sel = np.flatnonzero((ts >= w.start) & (ts <= w.end) & (dur > 0))
+        sel = (ts >= w.start) & (ts <= w.end) & (dur > 0)
         flags = np.broadcast_to(np.asarray(node, dtype=bool), ts.shape)
-        for i in sel.tolist():
-            n = int(names[i])
-            per_thread.setdefault(int(thread[i]), []).append(
-                _Host(int(index[i]), float(ts[i]), float(dur[i]), kind, n, bool(flags[i]), n in blocking))
+        parts.append((thread[sel], ts[sel], dur[sel], names[sel], index[sel], flags[sel]))
 
-    add(d.op_thread, d.op_ts, d.op_dur, d.op_name, d.op_index, CPU_OP, True)
-    add(d.rt_thread, d.rt_ts, d.rt_dur, d.rt_name, d.rt_index, RUNTIME, True)
-    add(d.ann_thread, d.ann_ts, d.ann_end - d.ann_ts, d.ann_name, d.ann_index, ANNOTATION, False)
+    add(d.op_thread, d.op_ts, d.op_dur, d.op_name, d.op_index, True)
+    add(d.rt_thread, d.rt_ts, d.rt_dur, d.rt_name, d.rt_index, True)
+    add(d.ann_thread, d.ann_ts, d.ann_end - d.ann_ts, d.ann_name, d.ann_index, False)
     if d.step_events:
-        st = np.array([s[0] for s in d.step_events])
-        add(np.array([s[3] for s in d.step_events]), st, np.array([s[1] for s in d.step_events]),
-            np.array([s[5] for s in d.step_events]), np.array([s[4] for s in d.step_events]), ANNOTATION,
-            np.array([bool(s[6]) for s in d.step_events]))
-    return per_thread
+        steps = np.array([(s[3], s[0], s[1], s[5], s[4], s[6]) for s in d.step_events], dtype=np.float64)
+        add(steps[:, 0].astype(np.int64), steps[:, 1], steps[:, 2], steps[:, 3].astype(np.int64),
+            steps[:, 4].astype(np.int64), steps[:, 5].astype(bool))
+    if not parts:
+        empty = np.zeros(0)
+        return _Hosts(empty.astype(np.int64), empty, empty, empty.astype(np.int64), empty.astype(np.int64),
+                      empty.astype(bool), empty.astype(bool))
+    cols = [np.concatenate([p[i] for p in parts]) for i in range(6)]
+    name = cols[3].astype(np.int64)
+    return _Hosts(cols[0].astype(np.int64), cols[1], cols[2], name, cols[4].astype(np.int64), cols[5],
+                  blocking[name] if len(name) else np.zeros(0, bool))
 
 
-def _stack_order(events: list[_Host]) -> list[tuple[int, int]]:
-    """Start (+1) and end (-1) points in HTA's call-stack order (``compare_events``), as (position, ±1)."""
-    points = []
-    for i, e in enumerate(events):
-        # at one time: ends before starts; among starts the longer (the parent) first, then the lower
-        # index; among ends the shorter (the child) first, then the higher index
-        points.append(((e.ts, 1, -e.dur, e.index), i, 1))
-        points.append(((e.ts + e.dur, 0, e.dur, -e.index), i, -1))
-    points.sort(key=lambda p: p[0])
-    return [(i, sign) for _key, i, sign in points]
+def _stack_points(h: _Hosts, rows: Any) -> Any:
+    """Start (``2i``) and end (``2i + 1``) points of one thread's rows in HTA's call-stack order (``compare_events``).
+
+    At one time: ends before starts; among starts the longer (the parent) first, then the lower
+    index; among ends the shorter (the child) first, then the higher index.
+    """
+    ts, dur, index = h.ts[rows], h.dur[rows], h.index[rows]
+    n = len(rows)
+    order = np.lexsort((np.concatenate((index, -index)), np.concatenate((-dur, dur)),
+                        np.concatenate((np.ones(n, np.int8), np.zeros(n, np.int8))), np.concatenate((ts, ts + dur))))
+    return np.where(order < n, 2 * rows[order % n], 2 * rows[order % n] + 1)
 
 
-def _children(events: list[_Host]) -> tuple[list[list[int]], list[int]]:
-    """The call stack of one thread: each event's children (in start order) and parent (-1: top level)."""
-    children: list[list[int]] = [[] for _ in events]
-    parent = [-1] * len(events)
+def _children(h: _Hosts, rows: Any) -> tuple[list[int], dict[int, list[int]], dict[int, int]]:
+    """The call stack of one thread: its top-level rows, each row's children (in start order) and parent."""
+    children: dict[int, list[int]] = {}
+    parent: dict[int, int] = {}
     top: list[int] = []
     stack: list[int] = []
-    for i, sign in _stack_order(events):
-        if sign > 0:
+    for p in _stack_points(h, rows).tolist():
+        i = p >> 1
+        if not p & 1:
             if stack:
                 parent[i] = stack[-1]
-                children[stack[-1]].append(i)
+                children.setdefault(stack[-1], []).append(i)
             else:
                 top.append(i)
             stack.append(i)
         elif stack:
             stack.pop()  # HTA pops the innermost event whatever ends (overlaps are not nesting)
-    return [top, *children], parent
+    return top, children, parent
 
 
-def _walk(roots: list[int], children: list[list[int]]) -> Iterator[tuple[int, bool]]:
-    """Depth-first ``(event, entering)`` over the call stack (iterative: stacks can be deep)."""
+def _walk(roots: list[int], children: dict[int, list[int]]) -> Iterator[tuple[int, bool]]:
+    """Depth-first ``(row, entering)`` over the call stack (iterative: stacks can be deep)."""
     todo: list[tuple[int, bool]] = [(r, True) for r in reversed(roots)]
     while todo:
         i, entering = todo.pop()
         yield i, entering
         if entering:
             todo.append((i, False))
-            todo.extend((c, True) for c in reversed(children[i]))
+            todo.extend((c, True) for c in reversed(children.get(i, ())))
 
 
-def _cpu_edges(g: Graph, events: list[_Host]) -> None:
-    """HTA's ``_construct_graph_from_call_stack`` over one thread."""
-    tree, parent = _children(events)
-    roots, children = tree[0], tree[1:]
+def _cpu_edges(g: Graph, h: _Hosts, rows: Any) -> None:
+    """HTA's ``_construct_graph_from_call_stack`` over one thread's rows of ``h``."""
+    roots, children, parent = _children(h, rows)
+    node, index, blocking = h.node, h.index, h.blocking
     last: int | None = None
     last_top: int | None = None
     last_parent = -1
     depth = 0
     for i, entering in _walk(roots, children):
-        e = events[i]
-        if not e.node:
+        if not node[i]:
             continue
-        start, end = g.start(e.index), g.end(e.index)
+        start, end = g.start(int(index[i])), g.end(int(index[i]))
         assert start is not None and end is not None
-        parent_index = events[parent[i]].index if parent[i] >= 0 else -1
+        p = parent.get(i, -1)
+        parent_index = int(index[p]) if p >= 0 else -1
         if entering:
             if depth == 0 and last_top is not None:
                 g.add_edge(last_top, start, DEPENDENCY)
@@ -254,7 +312,7 @@ def _cpu_edges(g: Graph, events: list[_Host]) -> None:
         else:
             depth -= 1
             if last is not None:
-                g.attribute(g.add_edge(last, end, OPERATOR, zero_weight=e.blocking), last_parent)
+                g.attribute(g.add_edge(last, end, OPERATOR, zero_weight=bool(blocking[i])), last_parent)
             if depth == 0:
                 last, last_top = None, end
             else:
@@ -276,22 +334,24 @@ def build_graph(d: RankData, w: Window, zero_weight_launch_edges: bool = True) -
         if len(d.rt_ts) else np.zeros(len(d.gpu_ts), bool)
     gpu_rows = np.flatnonzero(in_window | np.isin(d.gpu_name, list(wait_names) or [-1]))
     # nodes: every CPU operator and runtime call, GPU activities with a correlation, in start order
-    node_rows: list[tuple[float, int, int, int, int, float]] = []
-    for thread_events in hosts.values():
-        for e in thread_events:
-            if e.node:
-                node_rows.append((e.ts, e.index, e.kind, e.name, -1, e.ts + e.dur))
-    for r in gpu_rows.tolist():
-        if d.gpu_corr[r] >= 0:
-            node_rows.append((float(gpu_ts[r]), int(d.gpu_index[r]), GPU, int(d.gpu_name[r]), int(d.gpu_stream[r]),
-                              float(gpu_ts[r] + gpu_dur[r])))
-    node_rows.sort(key=lambda x: (x[0], x[1]))
-    for ts, index, kind, name, lane, end in node_rows:
-        g.add_event(index, kind, name, lane, ts, end)
+    cpu = np.flatnonzero(hosts.node)
+    gpu = gpu_rows[d.gpu_corr[gpu_rows] >= 0]
+    n_ts = np.concatenate((hosts.ts[cpu], gpu_ts[gpu]))
+    n_index = np.concatenate((hosts.index[cpu], d.gpu_index[gpu]))
+    n_end = np.concatenate((hosts.ts[cpu] + hosts.dur[cpu], gpu_ts[gpu] + gpu_dur[gpu]))
+    n_name = np.concatenate((hosts.name[cpu], d.gpu_name[gpu]))
+    n_lane = np.concatenate((np.full(len(cpu), -1), d.gpu_stream[gpu]))
+    n_kind = np.concatenate((np.full(len(cpu), HOST), np.full(len(gpu), GPU)))
+    for k in np.lexsort((n_index, n_ts)).tolist():
+        g.add_event(int(n_index[k]), int(n_kind[k]), int(n_name[k]), int(n_lane[k]), float(n_ts[k]), float(n_end[k]))
     # CPU edges, thread by thread in (pid, tid) order
-    for thread in sorted(hosts, key=lambda t: _sort_key(d.threads[t])):
-        _cpu_edges(g, hosts[thread])
+    by_thread: dict[int, list[int]] = {}
+    for i, t in enumerate(hosts.thread.tolist()):
+        by_thread.setdefault(t, []).append(i)
+    for thread in sorted(by_thread, key=lambda t: _sort_key(d.threads[t])):
+        _cpu_edges(g, hosts, np.array(by_thread[thread], dtype=np.int64))
     _gpu_edges(d, g, gpu_rows, gpu_ts, gpu_dur, rt_ts_r, zero_weight_launch_edges, w, integral)
+    g.finish()
     return g
 
 
@@ -312,15 +372,8 @@ def _gpu_edges(d: RankData, g: Graph, gpu_rows: Any, gpu_ts: Any, gpu_dur: Any, 
     """HTA's ``_construct_graph_from_kernels``: launches, kernel-kernel gaps and syncs, by start (syncs by end)."""
     q = queue_series(d)
     name = d.names
-    rt_of_corr: dict[int, int] = {}
-    for r, c in enumerate(d.rt_corr.tolist()):
-        if c >= 0:
-            rt_of_corr.setdefault(c, r)
-    launch_ids = {i for i, n in enumerate(name) if n in QUEUE_LAUNCHES}
-    # launches with their activity's lane, by start: for the event-record and stream-wait lookups
-    launches = [(float(d.rt_ts[r]), r, int(d.gpu_stream[gr]), int(d.gpu_device[gr]), gr)
-                for gr, r in enumerate(d.gpu_rt.tolist()) if r >= 0 and int(d.rt_name[r]) in launch_ids]
-    launches.sort()
+    rt_of_corr = _CorrIndex(d.rt_corr)
+    launches = _Launches(d)
     rows: list[tuple[float, int, str, int]] = []  # (sort time, order, "gpu"/"hsync", row)
     sync_names = {"Stream Sync", "Context Sync", "Event Sync", "Stream Wait Event"}
     for r in gpu_rows.tolist():
@@ -373,8 +426,39 @@ def _gpu_edges(d: RankData, g: Graph, gpu_rows: Any, gpu_ts: Any, gpu_dur: Any, 
         last_node[lane] = end
 
 
+class _CorrIndex:
+    """runtime row of a correlation id (the first call carrying it), from sorted arrays rather than a dict."""
+
+    def __init__(self, corr: Any) -> None:
+        order = np.argsort(corr, kind="stable")
+        self.sorted, self.rows = corr[order], order
+
+    def get(self, c: int) -> int | None:
+        i = int(np.searchsorted(self.sorted, c, side="left"))
+        return int(self.rows[i]) if c >= 0 and i < len(self.sorted) and self.sorted[i] == c else None
+
+
+class _Launches:
+    """Every launch call whose activity was recorded, by start (then row): time, runtime row, lane, GPU row."""
+
+    def __init__(self, d: RankData) -> None:
+        launch_ids = np.array([n in QUEUE_LAUNCHES for n in d.names] or [False])
+        gr = np.flatnonzero(d.gpu_rt >= 0) if len(d.gpu_ts) else np.zeros(0, np.int64)
+        gr = gr[launch_ids[d.rt_name[d.gpu_rt[gr]]]] if len(gr) else gr
+        rt = d.gpu_rt[gr]
+        order = np.lexsort((rt, d.rt_ts[rt])) if len(rt) else np.zeros(0, np.int64)
+        self.ts, self.rt, self.gpu = d.rt_ts[rt][order], rt[order], gr[order]
+        self.lane = d.gpu_stream[self.gpu]
+        self.stream = np.array([_stream_number(d.lanes[int(x)][1]) for x in self.lane] or [], dtype=np.int64)
+        self.thread = d.rt_thread[self.rt] if len(self.rt) else np.zeros(0, np.int64)
+
+
+def _stream_number(stream: Any) -> int:
+    return stream if isinstance(stream, int) and not isinstance(stream, bool) else -2
+
+
 def _sync(d: RankData, g: Graph, table: str, r: int, name: list[str], sync_names: set[str],
-          rt_of_corr: dict[int, int], launches: list[tuple[float, int, int, int, int]],
+          rt_of_corr: _CorrIndex, launches: _Launches,
           last_node: dict[int, int], kernel_sync: dict[int, int | None]) -> None:
     """One ``cuda_sync`` event: GPU → CPU edges into its runtime call's end, or a GPU → GPU wait."""
     if table == "gpu":
@@ -407,8 +491,7 @@ def _sync(d: RankData, g: Graph, table: str, r: int, name: list[str], sync_names
         g.add_edge(node, call_end, SYNC)
 
 
-def _recorded_kernel(d: RankData, args: dict[str, Any], rt_of_corr: dict[int, int],
-                     launches: list[tuple[float, int, int, int, int]]) -> int | None:
+def _recorded_kernel(d: RankData, args: dict[str, Any], rt_of_corr: _CorrIndex, launches: _Launches) -> int | None:
     """The GPU row an event sync waits for: the last launch on the recorded stream before ``cudaEventRecord``."""
     record_corr, stream = args.get("wait_on_cuda_event_record_corr_id"), args.get("wait_on_stream")
     if not isinstance(record_corr, int) or not isinstance(stream, int) or stream < 0:
@@ -416,21 +499,15 @@ def _recorded_kernel(d: RankData, args: dict[str, Any], rt_of_corr: dict[int, in
     record = rt_of_corr.get(record_corr)
     if record is None or d.names[int(d.rt_name[record])] != _EVENT_RECORD:
         return None
-    record_ts = float(d.rt_ts[record])
-    best: int | None = None
-    for ts, _r, lane, _device, gr in launches:
-        if ts > record_ts:
-            break
-        if d.lanes[lane][1] == stream:
-            best = gr
-    return best
+    upto = int(np.searchsorted(launches.ts, float(d.rt_ts[record]), side="right"))
+    hit = np.flatnonzero(launches.stream[:upto] == stream)
+    return int(launches.gpu[hit[-1]]) if len(hit) else None
 
 
-def _next_launch(d: RankData, wait_call: int, lane: int, launches: list[tuple[float, int, int, int, int]]) -> int | None:
+def _next_launch(d: RankData, wait_call: int, lane: int, launches: _Launches) -> int | None:
     """The GPU row of the first launch after ``cudaStreamWaitEvent`` on its thread and stream."""
-    thread = int(d.rt_thread[wait_call])
-    wait_ts = float(d.rt_ts[wait_call])
-    for ts, r, launch_lane, _device, gr in launches:
-        if ts >= wait_ts and launch_lane == lane and int(d.rt_thread[r]) == thread and r != wait_call:
-            return gr
-    return None
+    start = int(np.searchsorted(launches.ts, float(d.rt_ts[wait_call]), side="left"))
+    ok = (launches.lane[start:] == lane) & (launches.thread[start:] == d.rt_thread[wait_call]) \
+        & (launches.rt[start:] != wait_call)
+    hit = np.flatnonzero(ok)
+    return int(launches.gpu[start + hit[0]]) if len(hit) else None

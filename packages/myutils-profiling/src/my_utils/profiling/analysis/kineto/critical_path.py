@@ -38,9 +38,12 @@ its occurrences in file order, or is a ``(first, last)`` range).
 
 from __future__ import annotations
 
+import math
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -205,55 +208,80 @@ def _whole(d: RankData) -> Window:
 
 
 def longest_path(g: Graph) -> tuple[list[int], float, int]:
-    """The heaviest path through ``g`` (HTA's networkx ``dag_longest_path`` order), its length, the graph's node count."""
-    order: dict[int, None] = {}
-    succ: dict[int, list[int]] = {}
-    pred: dict[int, list[int]] = {}
-    for u, v in g.edges:
-        order.setdefault(u)
-        order.setdefault(v)
-        succ.setdefault(u, []).append(v)
-        pred.setdefault(v, []).append(u)
-    indegree = {v: len(pred.get(v, ())) for v in order}
+    """The heaviest path through ``g`` (HTA's networkx ``dag_longest_path`` order), its length, the graph's node count.
+
+    networkx walks nodes in topological generations, starting from the nodes without a
+    predecessor in the order they entered the graph (through their first edge), children in edge
+    order; a node keeps its first predecessor of largest distance; the path ends at the first
+    node of largest distance. Edge ids are insertion order, so sorting them by node keeps it.
+    """
+    src = np.frombuffer(g.src, dtype=np.int32) if len(g.src) else np.zeros(0, np.int32)
+    dst = np.frombuffer(g.dst, dtype=np.int32) if len(g.dst) else np.zeros(0, np.int32)
+    if not len(src):
+        return [], 0.0, 0
+    weight = np.frombuffer(g.weight, dtype=np.float64)
+    weight = np.where(weight > -1, weight, 0.0)  # HTA counts an edge of -1 µs or less as 0
+    # nodes in the order they entered the graph: u then v of each edge, first appearance
+    ends = np.empty(2 * len(src), dtype=np.int64)
+    ends[0::2], ends[1::2] = src, dst
+    _uniq, first = np.unique(ends, return_index=True)
+    order = ends[np.sort(first)].tolist()
+    n_nodes = 2 * len(g.events)
+    # typed arrays, not lists: indexing them is as fast and they hold no object per edge
+    by_src = np.argsort(src, kind="stable")
+    succ_start = _ints(np.searchsorted(src[by_src], np.arange(n_nodes + 1)))
+    succ = _ints(dst[by_src])
+    by_dst = np.argsort(dst, kind="stable")
+    starts = np.searchsorted(dst[by_dst], np.arange(n_nodes + 1))
+    pred_start = _ints(starts)
+    pred_node = _ints(src[by_dst])
+    pred_w = array("d", weight[by_dst].tobytes())
+    indegree = _ints(np.diff(starts))
     generation = [v for v in order if indegree[v] == 0]
     topo: list[int] = []
     while generation:
         topo.extend(generation)
         following: list[int] = []
         for node in generation:
-            for child in succ.get(node, ()):
+            for child in succ[succ_start[node]:succ_start[node + 1]]:
                 indegree[child] -= 1
                 if indegree[child] == 0:
                     following.append(child)
         generation = following
     if len(topo) != len(order):
         raise ValueError(f"the dependency graph has a cycle ({len(order) - len(topo)} node(s) on it)")
-    dist: dict[int, tuple[float, int]] = {}
+    dist = array("d", bytes(8 * n_nodes))
+    back = array("q", range(n_nodes))
     for v in topo:
-        best: tuple[float, int] | None = None
-        for u in pred.get(v, ()):
-            w = g.edges[(u, v)][0]
-            cand = (dist[u][0] + (w if w > -1 else 0.0), u)
-            if best is None or cand[0] > best[0]:
-                best = cand
-        dist[v] = best if best is not None and best[0] >= 0 else (0.0, v)
-    if not dist:
-        return [], 0.0, 0
-    end = max(dist, key=lambda x: dist[x][0])
+        lo, hi = pred_start[v], pred_start[v + 1]
+        if lo == hi:
+            continue
+        best_d, best_u = -math.inf, v
+        for j in range(lo, hi):
+            cand = dist[pred_node[j]] + pred_w[j]
+            if cand > best_d:
+                best_d, best_u = cand, pred_node[j]
+        if best_d >= 0:
+            dist[v], back[v] = best_d, best_u
+    end = max(topo, key=lambda x: dist[x])
     path: list[int] = []
     prev = None
     while prev != end:
         path.append(end)
         prev = end
-        end = dist[end][1]
+        end = back[end]
     path.reverse()
-    return path, dist[path[-1]][0], len(order)
+    return path, dist[path[-1]], len(order)
 
 
-def _bound(g: Graph, edge: tuple[int, int], d: RankData, side_of: dict[int, bool]) -> tuple[str, int | None]:
-    """What an edge's time is (``BOUNDS``, or "" for dependencies and syncs) and the event it belongs to."""
-    kind = g.edges[edge][1]
-    owner = g.attributed.get(edge)
+def _ints(a: Any) -> array[int]:
+    return array("q", np.asarray(a, dtype=np.int64).tobytes())
+
+
+def _bound(g: Graph, e: int, d: RankData, gpu_event: set[int]) -> tuple[str, int | None]:
+    """What edge ``e``'s time is (``BOUNDS``, or "" for dependencies and syncs) and the event it belongs to."""
+    kind = g.type_of(e)
+    owner = g.owner.get(e)
     if kind == KERNEL_KERNEL:
         return "gpu_kernel_kernel_overhead", owner
     if kind == LAUNCH:
@@ -261,7 +289,7 @@ def _bound(g: Graph, edge: tuple[int, int], d: RankData, side_of: dict[int, bool
     if kind in (DEPENDENCY, SYNC) or owner is None:
         return "", owner
     k = g.node_of.get(owner)
-    if k is None or not side_of.get(owner, False):
+    if k is None or owner not in gpu_event:
         return "cpu_bound", owner
     name = d.names[g.name[k]]
     return ("gpu_communication_bound" if kind_of(name) == KernelKind.COMMUNICATION else "gpu_compute_bound"), owner
@@ -277,14 +305,15 @@ def critical_path(d: RankData, annotation: str | None = None, instance: int | tu
     w = window_of(d, annotation, instance)
     g = build_graph(d, w, zero_weight_launch_edges)
     nodes, length, graph_nodes = longest_path(g)
-    on_path = set(pairwise(nodes))
-    gpu = {g.events[k]: g.kind[k] == cp_graph.GPU for k in range(len(g.events))}
+    on_path = {g.edge(u, v) for u, v in pairwise(nodes)}
+    gpu = {g.events[k] for k in range(len(g.events)) if g.kind[k] == cp_graph.GPU}
     edges = []
-    for (u, v), (weight, kind) in g.edges.items() if all_edges else ((e, g.edges[e]) for e in pairwise(nodes)):
-        bound, owner = _bound(g, (u, v), d, gpu)
-        edges.append(PathEdge(g.event_of(u), u % 2 == 0, g.event_of(v), v % 2 == 0, float(weight), kind,
-                              (u, v) in on_path, owner, bound))
-    return CriticalPath(d.rank, w, graph_nodes, len(g.edges), tuple((g.event_of(n), n % 2 == 0) for n in nodes),
+    for e in range(len(g.src)) if all_edges else sorted(on_path):
+        bound, owner = _bound(g, e, d, gpu)
+        u, v = g.src[e], g.dst[e]
+        edges.append(PathEdge(g.event_of(u), u % 2 == 0, g.event_of(v), v % 2 == 0, float(g.weight[e]), g.type_of(e),
+                              e in on_path, owner, bound))
+    return CriticalPath(d.rank, w, graph_nodes, len(g.src), tuple((g.event_of(n), n % 2 == 0) for n in nodes),
                         float(length), frozenset(g.event_of(n) for n in nodes), tuple(edges))
 
 
@@ -308,7 +337,7 @@ def cp_rows(d: RankData, cp: CriticalPath, top: int = TOP_EVENTS) -> Tables:
                               cp.graph_edges, len(cp.path), max(len(cp.path) - 1, 0), len(cp.events), cp.length_us,
                               *(pct(split[b], total) for b in BOUNDS))
     breakdown = [PathBreakdownRow(d.rank, b, split[b], pct(split[b], total), edges[b]) for b in BOUNDS if edges[b]]
-    names = _names_by_index(d)
+    names = _names_by_index(d, {e.attributed for e in cp.edges if e.critical and e.attributed is not None})
     per_event: dict[tuple[int, str], list[float]] = {}
     for e in cp.edges:
         if e.critical and e.bound_by and e.attributed is not None and e.weight > 0:
@@ -328,11 +357,14 @@ def cp_rows(d: RankData, cp: CriticalPath, top: int = TOP_EVENTS) -> Tables:
             "critical_path_top": top_rows[:top]}
 
 
-def _names_by_index(d: RankData) -> dict[int, str]:
+def _names_by_index(d: RankData, wanted: set[int]) -> dict[int, str]:
+    """The names of the events at the ``traceEvents`` indices in ``wanted``."""
     out: dict[int, str] = {}
+    keys = np.fromiter(wanted, dtype=np.int64, count=len(wanted))
     for names, index in ((d.op_name, d.op_index), (d.rt_name, d.rt_index), (d.gpu_name, d.gpu_index),
                          (d.ann_name, d.ann_index)):
-        if index is not None and len(index):
-            out.update(zip(index.tolist(), (d.names[n] for n in names.tolist()), strict=True))
+        if index is not None and len(index) and len(keys):
+            hit = np.flatnonzero(np.isin(index, keys))
+            out.update((int(index[i]), d.names[int(names[i])]) for i in hit.tolist())
     return out
 

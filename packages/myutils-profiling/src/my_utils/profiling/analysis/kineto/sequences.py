@@ -56,7 +56,7 @@ def kernel_sequences(d: RankData, operator_name: str | None = None, min_pattern_
         roots = [int(i) for i in candidates if s.depth[i] == shallowest and s.num_kernels[i] >= min_pattern_len]
     else:
         aten = np.array([n.startswith("aten::") for n in names] or [False])
-        is_op = np.array([k == OP for k in s.kind])
+        is_op = s.kind.mask(OP)
         aten_op = is_op & aten[s.name]
         outermost = s.nearest(aten_op, outermost=True)
         every = np.arange(len(s.parent))
