@@ -46,11 +46,11 @@ SHAPED_OPS = frozenset({
     "aten::_scaled_dot_product_cudnn_attention", "aten::_flash_attention_forward",
     "aten::_efficient_attention_forward",
 })
-#: Kernel and copy arguments kept (collectives, copy sizes, event-sync links).
-_GPU_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "In msg size", "Out msg size", "Group size",
-             "dtype", "Process Group Name", "Process Group Description", "Process Group Ranks", "Rank",
-             "In split size", "Out split size", "Seq", "bytes", "memory bandwidth (GB/s)", "wait_on_stream",
-             "wait_on_cuda_event_record_corr_id")
+#: NCCL kernels' collective arguments, and copies' size and bandwidth, kept per row.
+_NCCL_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "In msg size", "Out msg size", "Group size",
+              "dtype", "Process Group Name", "Process Group Description", "Process Group Ranks", "Rank",
+              "In split size", "Out split size", "Seq")
+_COPY_ARGS = ("bytes", "memory bandwidth (GB/s)")
 _OP_ARGS = ("Input Dims", "Input type", "Concrete Inputs")
 
 
@@ -200,10 +200,11 @@ class TraceCollector:
                 c.gpu_corr.append(_corr(args))
                 c.gpu_sync.append(0)
                 c.gpu_index.append(index)
-                if args:
-                    kept = {k: args[k] for k in _GPU_ARGS if k in args}
-                    if kept:
-                        c.gpu_args[len(c.gpu_index) - 1] = kept
+                # only what the analyses read: a dict per kernel would cost more than the kernel's columns
+                if "Collective name" in args:
+                    c.gpu_args[len(c.gpu_index) - 1] = {k: args[k] for k in _NCCL_ARGS if k in args}
+                elif group != "kernel" and "bytes" in args:
+                    c.gpu_args[len(c.gpu_index) - 1] = {k: args[k] for k in _COPY_ARGS if k in args}
             elif group == "runtime":
                 args = ev.get("args")
                 ts = self._rel(ev["ts"])
@@ -233,8 +234,11 @@ class TraceCollector:
                     ts = self._rel(ev["ts"])
                     c.op_dur.append(ev.get("dur", 0))
                     c.op_ts.append(ts)
-                    c.op_thread.append(self._lane(self.threads, (ev.get("pid"), ev.get("tid"))))
-                    c.op_name.append(self.names.id(name))
+                    key = (ev.get("pid"), ev.get("tid"))
+                    lane = self.threads.get(key)
+                    c.op_thread.append(lane if lane is not None else self._lane(self.threads, key))
+                    nid = self.names.ids.get(name)
+                    c.op_name.append(nid if nid is not None else self.names.id(name))
                     c.op_index.append(index)
                     if name in SHAPED_OPS:
                         args = ev.get("args")
