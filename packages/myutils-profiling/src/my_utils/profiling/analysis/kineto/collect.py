@@ -126,8 +126,9 @@ class Columns:
 class TraceCollector:
     """Feed it every event of one trace (``add``); read ``columns``, ``names`` and the lanes after."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, keep_ops: bool = True) -> None:
         self.path = path
+        self.keep_ops = keep_ops  # CPU operators: only the analyses beyond the core set read them
         self.columns = Columns()
         self.names = Names()
         self.streams: dict[tuple[Any, Any], int] = {}  # (pid, stream) -> stream id
@@ -230,7 +231,7 @@ class TraceCollector:
                     c.ann_thread.append(self._lane(self.threads, (ev.get("pid"), ev.get("tid"))))
                     c.ann_name.append(self.names.id(name))
                     c.ann_index.append(index)
-                else:
+                elif self.keep_ops:
                     ts = self._rel(ev["ts"])
                     c.op_dur.append(ev.get("dur", 0))
                     c.op_ts.append(ts)

@@ -38,8 +38,11 @@ class ReadRank:
     host_events: int
 
 
-def read_rank(path: str | Path, rank: int | None = None) -> ReadRank:
-    """Stream one trace file into :class:`RankData` (the single pass every analysis shares)."""
+def read_rank(path: str | Path, rank: int | None = None, keep_ops: bool = True) -> ReadRank:
+    """Stream one trace file into :class:`RankData` (the single pass every analysis shares).
+
+    ``keep_ops=False`` leaves the CPU operators out (the core analyses never read them).
+    """
     from my_utils.profiling.analysis.kineto.collect import TraceCollector
     from my_utils.profiling.analysis.kineto.context import trace_context
     from my_utils.profiling.analysis.kineto.rank_data import build
@@ -47,7 +50,7 @@ def read_rank(path: str | Path, rank: int | None = None) -> ReadRank:
 
     p = Path(path)
     stream = TraceStream(p)
-    col = TraceCollector(p)
+    col = TraceCollector(p, keep_ops)
     add = col.add
     for ev in stream.events():
         add(ev)
@@ -75,11 +78,14 @@ def analyze_file(path: str | Path, rank: int | None = None, trace_filter: TraceF
     from my_utils.profiling.analysis.kineto.launch import launch_stats
     from my_utils.profiling.analysis.kineto.overlap import comm_comp_overlap
     from my_utils.profiling.analysis.kineto.profiler_overhead import profiler_overhead
+    from my_utils.profiling.analysis.kineto.registry import select
     from my_utils.profiling.analysis.kineto.sync import sync_rows
     from my_utils.profiling.analysis.kineto.temporal import temporal_breakdown
 
     p = Path(path)
-    r = read_rank(p, rank)
+    # CPU operators are read only when an analysis (or an "under operator" filter) needs them
+    r = read_rank(p, rank, keep_ops=bool(select(analyses)) or (trace_filter is not None
+                                                                and trace_filter.under is not None))
     d, found, source, stream, host_events = r.data, r.data.rank, r.rank_source, r.stream, r.host_events
     warnings: tuple[str, ...] = ()
     if found is None:
