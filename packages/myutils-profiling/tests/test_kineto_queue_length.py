@@ -137,3 +137,15 @@ def test_series_table_is_bounded_and_keeps_the_extremes(negq: RankData) -> None:
     points = [p for p in t["queue_length_series"] if p.stream == 7]
     assert 2 <= len(points) <= 400
     assert max(p.queue_length for p in points) == 946
+
+
+def test_top_kernels_name_the_copy_subtype(real_fixtures: Any) -> None:
+    """The kernel table's memory rows carry their subtype (HTA's get_memory_kernel_type); others carry none."""
+    from my_utils.profiling.analysis.kineto import analyze_traces
+
+    rows = analyze_traces(real_fixtures / "kineto" / NEGATIVE_QUEUE, executor="serial",
+                          analyses=[]).to_rows()["kineto_top_kernels"]
+    memory = [r for r in rows if r["kind"] == "memory" and r["name"] != "others"]
+    assert memory and all(r["subtype"] == memory_subtype(r["name"]) for r in memory)
+    assert {r["subtype"] for r in memory} <= {"Memcpy DtoH", "Memcpy HtoD", "Memcpy DtoD", "Memset"}
+    assert all(r["subtype"] == "" for r in rows if r["kind"] != "memory" or r["name"] == "others")

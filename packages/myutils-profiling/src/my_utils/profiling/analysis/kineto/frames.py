@@ -9,7 +9,7 @@ and their columns:
 
 ``temporal`` rank, span_us, idle_us, compute_us, non_compute_us, idle_pct, compute_pct, non_compute_pct ·
 ``kernel_kinds`` rank, kind, count, total_us, busy_us, share_pct · ``top_kernels`` rank, kind, name, count,
-total_us, mean_us, min_us, max_us, std_us · ``idle`` rank, device, stream, category, idle_us, gaps, share_pct ·
+total_us, mean_us, min_us, max_us, std_us, subtype · ``idle`` rank, device, stream, category, idle_us, gaps, share_pct ·
 ``idle_device`` rank, device, category, idle_us, gaps, share_pct, span_us, span_pct · ``overlap`` ·
 ``launch`` · ``launch_outliers`` · ``annotations`` · ``sync`` · ``health`` · ``context`` · ``inputs`` ·
 ``critical_path`` rank, window, window_us, graph_nodes, graph_edges, path_nodes, path_edges, path_events,
