@@ -12,6 +12,13 @@ processes is charged for all of them. HTA runs with ``include_last_profiler_step
 tool prints a few of its results (idle %, compute %, overlap %, launches) and the bench
 shows them side by side, as a check that the work was the same.
 
+``--full`` adds the full set on the real trace: every registered Kineto analysis (critical
+path, queue length, copies, kernel sequences, ATen delays, call stacks, collectives, CUPTI,
+MFU, idle explained) against HTA running, besides the five, its queue-length summary and
+time blocked on a full queue, copy-bandwidth summary, ATen-op launch delays and critical path
+(which HTA 0.5.0 cannot finish on pandas 3; its attempt is timed). HTA has no call-stack,
+collective, MFU or idle-explained counterpart, so our side does strictly more work.
+
 Inputs: the real 54 MB / 216k-event trace; the generated 2.16M-event trace (make_big_trace.py,
 cached in bench/out/); ``--ranks`` copies of the real trace, each with its own
 ``distributedInfo.rank`` (written to a temporary folder). Goals (issue 10): >= 5x faster and
@@ -57,7 +64,8 @@ def _done(t0, figures):
 OURS = SAMPLER + """
 t0 = time.perf_counter()
 from my_utils.profiling.analysis.kineto import analyze_traces
-a = analyze_traces(sys.argv[1], executor="process")
+# the same five analyses as HTA's child below; OURS_FULL runs every registered analysis too
+a = analyze_traces(sys.argv[1], executor="process", analyses=None if FULL else [])
 # per-rank rows only (rank None rows are the all-ranks sums), as HTA reports them
 temporal = [t for t in a.temporal if t.rank is not None] or list(a.temporal)
 overlap = [o for o in a.overlap if o.rank is not None] or list(a.overlap)
@@ -85,6 +93,19 @@ a.get_gpu_kernel_breakdown(visualize=False)
 idle = a.get_idle_time_breakdown(ranks=ranks, visualize=False)[0]
 overlap = a.get_comm_comp_overlap(visualize=False)
 launch = a.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False)
+if FULL:  # the further analyses the registered Kineto analyses compute, as far as HTA 0.5.0 runs them here
+    queues = a.get_queue_length_time_series(ranks=ranks)
+    a.get_queue_length_summary(ranks=ranks)
+    a.get_time_spent_blocked_on_full_queue(queues, max_queue_length=1024)
+    a.get_memory_bw_summary(ranks=ranks)
+    import contextlib, io
+    with contextlib.redirect_stdout(io.StringIO()):
+        a.get_aten_op_kernels_and_delay(ranks=ranks)
+    for rank in ranks:
+        try:  # HTA 0.5.0's critical path stops on pandas 3 (DataFrame.drop(axis=..., columns=...))
+            a.critical_path_analysis(rank=rank, annotation="ProfilerStep", instance_id=0)
+        except Exception:
+            pass
 _done(t0, {
     "ranks": len(ranks),
     "idle_pct": round(float(temporal["idle_time_pctg"].mean()), 2),
@@ -98,9 +119,10 @@ _done(t0, {
 Sample = dict[str, Any]
 
 
-def _runner(code: str, arg: Path, cwd: Path, timeout: float) -> Callable[[], Sample | str]:
+def _runner(code: str, arg: Path, cwd: Path, timeout: float, full: bool = False) -> Callable[[], Sample | str]:
     """A sampler running ``code`` on ``arg`` in a fresh interpreter; after a failure it repeats the reason."""
     failure: list[str] = []
+    code = f"FULL = {full!r}\n" + code
 
     def run() -> Sample | str:
         result: Sample | str = child_sample(code, [str(arg)], timeout=timeout, cwd=cwd, failure=failure)
@@ -144,10 +166,11 @@ def _rank_copies(source: Path, folder: Path, ranks: int) -> Path:
 
 
 def _measure(report: Report, label: str, arg_ours: Path, arg_hta: Path, rounds: int, have_hta: str | None,
-             tmp: Path, timeout: float, goals: bool, mem_goal: bool = True) -> dict[str, list[Sample]]:
-    tools = {"my_utils": _runner(OURS, arg_ours, tmp, timeout)}
+             tmp: Path, timeout: float, goals: bool, mem_goal: bool = True, full: bool = False
+             ) -> dict[str, list[Sample]]:
+    tools = {"my_utils": _runner(OURS, arg_ours, tmp, timeout, full)}
     if have_hta is None:
-        tools["HTA"] = _runner(HTA, arg_hta, tmp, timeout)
+        tools["HTA"] = _runner(HTA, arg_hta, tmp, timeout, full)
     samples = interleave({name: _logged(label, name, call) for name, call in tools.items()}, rounds)
     good: dict[str, list[Sample]] = {}
     for tool in ("my_utils", "HTA"):
@@ -185,6 +208,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--skip-big", action="store_true", help="leave out the generated 2.16M-event trace")
     parser.add_argument("--skip-ranks", action="store_true", help="leave out the many-rank input")
     parser.add_argument("--ranks", type=int, default=None, help="rank copies of the real trace (default 8)")
+    parser.add_argument("--full", action="store_true",
+                        help="also the full set on the real trace: every registered Kineto analysis against HTA "
+                             "running its queue-length, copy-bandwidth, ATen-delay and critical-path analyses too")
     args = parser.parse_args(argv)
     require("my_utils.profiling", "bench_kineto_analysis")
     report = Report("bench_kineto_analysis", "Kineto analyses against Holistic Trace Analysis", quick=args.quick)
@@ -206,6 +232,9 @@ def main(argv: list[str]) -> int:
         if real is not None:
             label = "real 1.8 MB" if args.quick else "real 54 MB"
             _measure(report, label, real, _folder(tmp, "real", real), rounds, have_hta, tmp, timeout, True)
+            if args.full:
+                _measure(report, f"{label}, full set", real, _folder(tmp, "real", real), rounds, have_hta, tmp,
+                         timeout, True, full=True)
         if not args.skip_big:
             big = args.big
             if big is None and real is not None:

@@ -84,7 +84,7 @@ def test_report_loads_offline_with_every_chart_drawn(report_html: tuple[Analysis
     _open(p, path)
     assert (log.console_errors, log.page_errors, log.blocked) == ([], [], [])
     charts = p.locator("div.plot").all()
-    assert int(p.get_attribute("body", "data-charts-drawn")) == len(charts) == 8
+    assert int(p.get_attribute("body", "data-charts-drawn")) == len(charts) == 10
     drawn: dict[str, int] = {}
     for div in charts:
         selector = ".point" if div.get_attribute("data-mark") == "bar" else ".scatterlayer .trace path.js-line"
@@ -109,6 +109,11 @@ def test_report_loads_offline_with_every_chart_drawn(report_html: tuple[Analysis
     idle = report.tables.get("kineto_idle_device") or report.tables["kineto_idle"]
     lanes = {(r["rank"], r["device"], r.get("stream")) for r in idle}  # one bar per GPU (or stream), never summed
     assert drawn["chart-idle"] == len({r["category"] for r in idle}) * len(lanes)
+    # the Kineto analyses' charts: the critical path's kinds per rank, one queue line per stream (at most 8)
+    path_rows = report.tables["kineto_critical_path_breakdown"]
+    assert drawn["chart-critical-path"] == len({r["bound_by"] for r in path_rows}) * len({r["rank"] for r in path_rows})
+    streams = {(r["rank"], r["device"], r["stream"]) for r in report.tables["kineto_queue_length_series"]}
+    assert drawn["chart-queue-length"] == min(8, len(streams))
     # the kernel names in the margin are short, the full ones in the hover text
     ticks = p.locator("#chart-kernels .ytick text").all_text_contents()
     assert ticks and max(len(t) for t in ticks) <= 56 and not any(t.startswith("void ") for t in ticks)

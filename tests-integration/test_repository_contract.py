@@ -155,7 +155,7 @@ def test_registry_names_every_real_file_with_a_pinned_source(rf: ModuleType) -> 
     data = tomllib.loads((REPO / "fixtures" / "registry.toml").read_text())
     sources = data["sources"]
     names = rf.names()
-    assert len(names) == 43 and names == sorted(data["files"])
+    assert len(names) == 46 and names == sorted(data["files"])
     assert {n.split("/")[0] for n in names} == {"kineto", "ncu", "nsys", "cprofile"}
     for name in names:
         item = rf.entry(name)

@@ -420,10 +420,14 @@ def test_every_rank_present_is_analysed_and_merged(real_fixtures: Any, tmp_path:
     only_one = analyze_traces(tmp_path, ranks=[1], executor="serial")
     assert only_one.ranks == (1,)
     tables = only_one.to_rows()
-    assert {"kineto_temporal", "kineto_kernel_kinds", "kineto_top_kernels", "kineto_idle", "kineto_overlap",
+    core = {"kineto_temporal", "kineto_kernel_kinds", "kineto_top_kernels", "kineto_idle", "kineto_overlap",
             "kineto_launch", "kineto_launch_outliers", "kineto_annotations", "kineto_health",
             "kineto_inputs", "kineto_idle_device", "kineto_sync", "kineto_profiler_overhead",
-            "kineto_context"} == set(tables)
+            "kineto_context"}
+    from my_utils.profiling.analysis.kineto.registry import ANALYSES
+
+    registered = {f"kineto_{t}" for a in ANALYSES for t in a.tables}
+    assert core <= set(tables) and set(tables) - core <= registered  # the rest: tables of registered analyses
     json.dumps(tables, allow_nan=False)  # strict JSON: NaN became None
     assert all("sumsq_us2" not in row for row in tables["kineto_top_kernels"])
     with pytest.raises(InputError, match=r"rank\(s\) \[5\]"):

@@ -346,7 +346,7 @@ class MetricsAnalyzer:
                  *, rules: Sequence[str] | None = None, rule_options: Mapping[str, Mapping[str, Any]] | None = None,
                  traces: Sequence[str | Path] | None = None, hardware: Mapping[str, Any] | None = None,
                  overhead_host: str = "analysis host", progress: bool = False, kineto: Any = None,
-                 nsight: NsightInputs | None = None) -> None:
+                 nsight: NsightInputs | None = None, trace_filter: Any = None) -> None:
         self.source = events
         self.workload = get_workload(workload)
         self.rule_names = list(rules) if rules is not None else None
@@ -357,6 +357,7 @@ class MetricsAnalyzer:
         self.progress = progress
         self.kineto = kineto  # a KinetoAnalysis the caller made in its own pass over the traces
         self.nsight = nsight
+        self.trace_filter = trace_filter  # kineto.filters.TraceFilter: the part of each trace the Kineto analyses read
 
     # -- reading ---------------------------------------------------------------------
 
@@ -552,8 +553,9 @@ class MetricsAnalyzer:
             warnings = [str(w) for w in getattr(self.kineto, "warnings", ())]
             for w in warnings:
                 _log.warning("%s", w)
-            return (_kineto_tables(self.kineto), f"Kineto analyses of {len(self.kineto.inputs)} trace file(s)",
-                    warnings)
+            kept = getattr(self.kineto, "trace_filter", "")
+            return (_kineto_tables(self.kineto), f"Kineto analyses of {len(self.kineto.inputs)} trace file(s)"
+                    + (f" ({kept})" if kept else ""), warnings)
         paths = self._trace_paths(agg)
         if not paths:
             return {}, ("no torch.profiler trace files given or found beside the events" if agg.trace_files
@@ -565,7 +567,8 @@ class MetricsAnalyzer:
         except (ImportError, AttributeError):
             return {}, "the Kineto analyses (my_utils.profiling.analysis.kineto) are not installed in this version", []
         try:
-            result = analyze_traces(paths)
+            result = analyze_traces(paths, trace_filter=self.trace_filter) if self.trace_filter is not None \
+                else analyze_traces(paths)
         except InputError:  # a trace the run names is bad input: exit 2, never a report without it
             raise
         except Exception as exc:  # the metric analysis stands on its own; say why the trace part is missing
@@ -574,7 +577,9 @@ class MetricsAnalyzer:
         warnings = [str(w) for w in getattr(result, "warnings", ())]
         for w in warnings:
             _log.warning("%s", w)
-        return _kineto_tables(result), f"Kineto analyses of {len(paths)} trace file(s)", warnings
+        kept = getattr(result, "trace_filter", "")
+        return (_kineto_tables(result), f"Kineto analyses of {len(paths)} trace file(s)" + (f" ({kept})" if kept else ""),
+                warnings)
 
 
 def event_rows(events: Iterable[MetricEvent]) -> Iterator[dict[str, Any]]:

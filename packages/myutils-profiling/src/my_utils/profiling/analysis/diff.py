@@ -145,6 +145,7 @@ class DiffResult:
     settings: dict[str, float] = field(default_factory=dict)
     base_hardware: dict[str, Any] = field(default_factory=dict)
     target_hardware: dict[str, Any] = field(default_factory=dict)
+    kineto: list[dict[str, Any]] = field(default_factory=list)  # Kineto figures that changed (kineto.compare)
 
     @property
     def significant(self) -> list[OpChange]:
@@ -199,7 +200,8 @@ class DiffResult:
             "step_time": None if self.step_time is None else self.step_time.to_dict(),
             "summary": {"names": len(self.changes), "significant": len(self.significant),
                         "folded": len(folded), **counts},
-            "changes": [{**c.to_dict(), "folded_into": folded.get(c.name)} for c in self.changes]}
+            "changes": [{**c.to_dict(), "folded_into": folded.get(c.name)} for c in self.changes],
+            "kineto": [dict(k) for k in self.kineto]}
         if fail_on_regression is not None:
             gate = self.gate(fail_on_regression)
             out["gate"] = {"threshold_pct": fail_on_regression, "passed": gate.passed,
@@ -423,8 +425,10 @@ def diff_reports(base: AnalysisReport, target: AnalysisReport, *, base_label: st
     step = (compare({STEP_TIME: sa}, {STEP_TIME: sb}, sigmas=sigmas, min_pct=min_pct, where=where)[0]
             if sa and sb else None)
     changes = compare(a, b, sigmas=sigmas, min_pct=min_pct, base_step_mean=sa.mean if sa else None, where=where)
+    from my_utils.profiling.analysis.kineto.compare import compare_kineto
+
     return DiffResult(base_label, target_label, changes, step, warnings, {"sigmas": sigmas, "min_pct": min_pct},
-                      dict(base.hardware), dict(target.hardware))
+                      dict(base.hardware), dict(target.hardware), compare_kineto(base.tables, target.tables))
 
 
 def stats_from_events(events: Iterable[MetricEvent]) -> tuple[dict[str, OpStats], OpStats | None]:

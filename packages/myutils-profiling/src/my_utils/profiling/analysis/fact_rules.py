@@ -18,6 +18,14 @@ detail lists the other ranks where it holds.
 ``communication:spike:rank<r>``
     a step whose communication time is at least :data:`SPIKE` × the median of the other steps
     and far outside their spread (robust z above :data:`SPIKE_Z`): NCCL time doubling in one step.
+``communication:slow_link``
+    collectives of at least 1 MiB whose bus bandwidth (NCCL-tests' definition, from the NCCL
+    kernels' own arguments) stays under a quarter of the GPU's link (``kineto_collectives``,
+    fact ``comm.busbw_link``); the time they could save is their time beyond what the link's
+    speed needs.
+
+``gpu:host_bound`` also names the host operator the compute stream waited on longest (fact
+``idle.host_op``, from ``kineto_idle_host_ops``).
 """
 
 from __future__ import annotations
@@ -40,6 +48,14 @@ MIN_IDLE = 20.0  # % of the GPU span
 MIN_HOST_SHARE = 50.0  # % of the idle time
 SPIKE = 1.5
 SPIKE_Z = 5.0
+#: Advice per kind of collective-bandwidth evidence (one place to review).
+LINK_ADVICE = {
+    "communication:slow_link": (
+        "NCCL moves these messages at {pct:.0f}% of the link's speed: check that NCCL uses NVLink/P2P "
+        "(nvidia-smi topo -m; NCCL_DEBUG=INFO shows the transport, NCCL_P2P_DISABLE must be unset), that no "
+        "NCCL_ALGO/NCCL_PROTO override forces a slow path, and that the collective is not waiting for a late "
+        "rank (kineto_collectives_ranks shows each one's wait)"),
+}
 
 
 def _tag(rank: int | None) -> str:
@@ -75,9 +91,40 @@ def fact_findings(facts: Mapping[str, Fact], series: Mapping[Any, Series],
         steps, step_ms = _torch_steps(series, rank)
         overlap.extend(_no_overlap(facts, tag, rank, steps, step_ms, _comm_kernel_facts(series, rank)))
         host.extend(_host_bound(facts, tag, rank, steps, step_ms))
-    out.extend(_one_across_ranks(f) for f in (overlap, host) if f)
+    slow = [f for rank in ranks for f in _slow_link(facts, tables, _tag(rank), rank, *_torch_steps(series, rank))]
+    out.extend(_one_across_ranks(f) for f in (overlap, host, slow) if f)
     out.extend(_comm_spikes(series))
     return out
+
+
+def _slow_link(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mapping[str, Any]]], tag: str,
+               rank: int | None, steps: int | None, step_ms: float | None) -> list[dict[str, Any]]:
+    fact = facts.get(f"comm.busbw_link:{tag}")
+    if fact is None or fact.number is None:
+        return []
+    rows = [r for r in tables.get("kineto_collectives") or [] if r.get("flagged") and r.get("rank") == rank]
+    if not rows:
+        return []
+    # time beyond what the link's speed needs: t × (1 − busbw / link) per flagged kind
+    excess_ms = sum(float(r.get("total_us") or 0.0) * (1.0 - float(r.get("link_pct") or 0.0) / 100.0)
+                    for r in rows) / 1e3
+    text = LINK_ADVICE["communication:slow_link"].format(pct=fact.number)
+    return [{
+        "id": f"communication:slow_link:{tag}", "category": "optimization", "severity": "warning",
+        "title": f"collectives on {_where(rank)} reach {fact.number:.0f}% of the link's bandwidth ({fact.detail})",
+        "detail": (f"{len(rows)} kind(s) of collective of at least 1 MiB run under a quarter of "
+                   f"{fact.denominator} ({fact.denominator_value} GB/s per direction): "
+                   + "; ".join(f"{r.get('collective')} {float(r.get('message_bytes') or 0) / 2**20:,.1f} MiB ×"
+                               f"{r.get('count')} at {float(r.get('busbw_gbps') or 0):,.1f} GB/s" for r in rows[:5])),
+        "evidence": {"names": [str(r.get("collective")) for r in rows], "ranks": [rank], "steps": [],
+                     "table": "kineto_collectives", "link_pct": fact.number, "excess_ms": excess_ms},
+        "suggestion": text,
+        "facts": [fact.id],
+        "impact": impact(excess_ms / steps if steps else None, step_ms,
+                         f"the flagged collectives' time beyond what the link's speed needs ({excess_ms:,.1f} ms "
+                         f"over {steps} step(s))", steps, "torch_profiler", upper_bound=True),
+        "advice": [{"text": text, "because": _rows(fact), "facts": [fact.id], "kind": "communication:slow_link"}],
+    }]
 
 
 def _one_across_ranks(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
@@ -162,6 +209,10 @@ def _host_bound(facts: Mapping[str, Fact], tag: str, rank: int | None, steps: in
     detail = (f"the GPU was idle {idle.number:.1f}% of its span ({idle.detail}); {host.number:.0f}% of that idle "
               f"({host_ms:,.1f} ms) it waited for the host to launch the next activity")
     facts_used = [f"gpu.idle:{tag}", f"gpu.idle_host_wait:{tag}", f"launch:{tag}"]
+    waited = facts.get(f"idle.host_op:{tag}")
+    if waited is not None and waited.number is not None:
+        detail += f"; on the compute stream it waited longest under: {waited.detail}"
+        facts_used.append(waited.id)
     if short is not None and short.number is not None and short.number >= 25.0:
         n = int(short.denominator_value or 0)
         k = round(n * short.number / 100.0)

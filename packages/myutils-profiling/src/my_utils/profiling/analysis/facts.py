@@ -21,6 +21,24 @@ objects; nothing here renders. Fact ids (``:rank<r>`` is one rank; without it, t
 ``launch.short_kernels:rank<r>``: kernels shorter than their launch call, % of launches.
 ``sync.host:rank<r>``: time the host spent in ``cuda_sync`` waits on no stream (ms).
 ``context.*``: the run's GPU, device count, world size, ranks, host and CUDA versions.
+
+From the registered Kineto analyses (``kineto_critical_path``, ``kineto_idle_host_ops``,
+``kineto_mfu``, ``kineto_collectives``, ``kineto_queue_full``), each per rank and for the run:
+
+``critical_path.cpu`` / ``critical_path.gpu_compute`` / ``critical_path.communication`` / ``critical_path.overhead``
+    % of the critical path's length that is CPU work, GPU computation, NCCL, and launch or
+    kernel-to-kernel gaps (the run: µs added over ranks).
+``idle.host_op``
+    the host operator the compute stream's host-wait idle fell on most (ms; ``detail`` names the
+    top three and their ms).
+``mfu``
+    model FLOPs utilisation (%), or "not measured" with the reason (no GPU named, no shapes...);
+    the run: the ranks' values weighted by their windows.
+``comm.busbw_link``
+    the lowest bus bandwidth of a flagged collective as a % of its link (the collectives of at
+    least 1 MiB under a quarter of the link's speed).
+``queue.full``
+    time a stream's launch queue was full (ms, summed over streams).
 """
 
 from __future__ import annotations
@@ -235,6 +253,97 @@ def _comm(tag: str, temporal: Mapping[str, Any], rows: Sequence[Mapping[str, Any
     ]
 
 
+def _rank_tag(rank: int | None) -> str:
+    return f":rank{rank}" if rank is not None else ":norank"
+
+
+def _scopes(rows: Rows) -> list[tuple[str, list[Mapping[str, Any]], tuple[int | None, ...], str]]:
+    """Per-rank scopes (``:rank<r>``) and the run's scope ("") over rows carrying a ``rank``."""
+    by: dict[int | None, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(r.get("rank"), []).append(r)
+    out: list[tuple[str, list[Mapping[str, Any]], tuple[int | None, ...], str]] = [
+        (_rank_tag(rank), rs, (rank,), _ranks_text([rank])) for rank, rs in by.items()]
+    if by:
+        ranks = tuple(by)
+        out.append(("", [r for rs in by.values() for r in rs], ranks,
+                    _ranks_text(ranks) if len(ranks) == 1 else f"sum over {_ranks_text(ranks)}"))
+    return out
+
+
+_PATH_PARTS = (("cpu", "on the CPU", ("cpu_bound",)), ("gpu_compute", "GPU computation", ("gpu_compute_bound",)),
+               ("communication", "communication kernels", ("gpu_communication_bound",)),
+               ("overhead", "launch and kernel-to-kernel gaps",
+                ("gpu_kernel_launch_overhead", "gpu_kernel_kernel_overhead")))
+
+
+def kineto_facts(tables: Mapping[str, Rows]) -> list[Fact]:
+    """Facts of the registered Kineto analyses (module docstring): critical path, idle host ops, MFU, links, queues."""
+    facts: list[Fact] = []
+    for tag, rows, ranks, aggregate in _scopes(tables.get("kineto_critical_path") or []):
+        length = sum(float(r.get("length_us") or 0.0) for r in rows)
+        if length <= 0:
+            continue
+        ev = tuple(EvidenceRow("kineto_critical_path", {"rank": r.get("rank")},
+                               {"length_us": r.get("length_us"), "window": r.get("window")}) for r in rows)
+        for key, words, bounds in _PATH_PARTS:
+            us = sum(float(r.get("length_us") or 0.0) * sum(float(r.get(f"{b}_pct") or 0.0) for b in bounds) / 100.0
+                     for r in rows)
+            facts.append(Fact(f"critical_path.{key}{tag}", f"critical path: {words}", 100.0 * us / length, "%",
+                              "kineto", "critical path length", length / 1e3, "ms", ranks, aggregate, evidence=ev,
+                              detail=f"{us / 1e3:,.2f} ms of a {length / 1e3:,.2f} ms path ({rows[0].get('window')})"))
+    for tag, rows, ranks, aggregate in _scopes(tables.get("kineto_idle_host_ops") or []):
+        per: dict[str, float] = {}
+        for r in rows:
+            per[str(r.get("operator"))] = per.get(str(r.get("operator")), 0.0) + float(r.get("idle_us") or 0.0)
+        top = sorted(per.items(), key=lambda kv: -kv[1])[:3]
+        if not top:
+            continue
+        facts.append(Fact(f"idle.host_op{tag}", f"GPU waited on {top[0][0]}", top[0][1] / 1e3, "ms", "kineto",
+                          ranks=ranks, aggregate=aggregate,
+                          detail="; ".join(f"{name}: {us / 1e3:,.1f} ms" for name, us in top),
+                          evidence=tuple(EvidenceRow("kineto_idle_host_ops", {"rank": r.get("rank"),
+                                                                              "operator": r.get("operator")},
+                                                     {"idle_us": r.get("idle_us"), "gaps": r.get("gaps")})
+                                         for r in rows if r.get("operator") in dict(top))))
+    for tag, rows, ranks, aggregate in _scopes(tables.get("kineto_mfu") or []):
+        ev = tuple(EvidenceRow("kineto_mfu", {"rank": r.get("rank")},
+                               {"mfu_pct": r.get("mfu_pct"), "flops": r.get("flops"), "window_us": r.get("window_us"),
+                                "coverage_pct": r.get("coverage_pct")}) for r in rows)
+        measured = [r for r in rows if _num(r.get("mfu_pct")) is not None]
+        if len(measured) < len(rows) or not rows:
+            reason = next((str(r.get("not_measured")) for r in rows if r.get("not_measured")), "no MFU row")
+            facts.append(Fact(f"mfu{tag}", "MFU", NotMeasured(reason), "%", "kineto", ranks=ranks,
+                              aggregate=aggregate, evidence=ev))
+            continue
+        window = sum(float(r.get("window_us") or 0.0) for r in measured)
+        value = sum(float(r["mfu_pct"]) * float(r.get("window_us") or 0.0) for r in measured) / window \
+            if window > 0 else float(measured[0]["mfu_pct"])
+        cover = [_num(r.get("coverage_pct")) for r in measured]
+        facts.append(Fact(f"mfu{tag}", "MFU", value, "%", "kineto", "dense peak × profiled time",
+                          window / 1e3, "ms", ranks, aggregate + (" (weighted by window)" if len(measured) > 1 else ""),
+                          evidence=ev, detail=f"counted operators cover {min(c for c in cover if c is not None):.0f}% "
+                                              "of computation-kernel time" if any(c is not None for c in cover)
+                          else ""))
+    flagged = [r for r in tables.get("kineto_collectives") or [] if r.get("flagged")]
+    for tag, rows, ranks, aggregate in _scopes(flagged):
+        worst = min(rows, key=lambda r: float(r.get("link_pct") or 0.0))
+        facts.append(Fact(f"comm.busbw_link{tag}", "slowest collective's bus bandwidth", float(worst["link_pct"]), "%",
+                          "kineto", str(worst.get("link")), _num(worst.get("link_gbps")), "GB/s", ranks, aggregate,
+                          detail=f"{worst.get('collective')} of {float(worst.get('message_bytes') or 0) / 2**20:,.1f} MiB"
+                                 f" in {worst.get('process_group')}: {float(worst.get('busbw_gbps') or 0):,.1f} GB/s",
+                          evidence=tuple(EvidenceRow("kineto_collectives", {k: r.get(k) for k in (
+                              "rank", "process_group", "collective", "dtype", "message_bytes")},
+                              {"busbw_gbps": r.get("busbw_gbps"), "link_pct": r.get("link_pct")}) for r in rows)))
+    for tag, rows, ranks, aggregate in _scopes(tables.get("kineto_queue_full") or []):
+        us = sum(float(r.get("duration_us") or 0.0) for r in rows)
+        facts.append(Fact(f"queue.full{tag}", "launch queue full", us / 1e3, "ms", "kineto", ranks=ranks,
+                          aggregate=aggregate, evidence=tuple(EvidenceRow(
+                              "kineto_queue_full", {"rank": r.get("rank"), "stream": r.get("stream")},
+                              {"duration_us": r.get("duration_us")}) for r in rows)))
+    return facts
+
+
 def context_facts(hardware: Mapping[str, Any], ranks_seen: Sequence[int]) -> list[Fact]:
     """What ran where (``context.*``), each "not measured" when no input says it (never guessed)."""
     src = str(hardware.get("source") or "the report's hardware description")
@@ -269,6 +378,7 @@ def build_facts(series: Mapping[Any, Series], tables: Mapping[str, Rows], hardwa
         facts.extend(Fact(f"step_time.{k}", label, why, "ms") for k, label in (
             ("median", "step time (median)"), ("p90", "step time (p90)"), ("worst", "worst step")))
     facts.extend(gpu_facts(tables))
+    facts.extend(kineto_facts(tables))
     facts.extend(context_facts(hardware, sorted({r for (_n, r, _s) in series if r is not None})))
     return facts
 

@@ -9,7 +9,12 @@ The verdict compares four pressures, each a share of the GPU span (the run's fac
 ``:rank`` suffix, i.e. all ranks): *host* — idle time spent waiting for the host to launch
 work; *communication* — communication time not under computation; *memory* — copy/set kernel
 busy time; *compute* — time with a computation kernel running. The largest names the bound;
-without GPU activity the verdict is "not measured".
+without GPU activity the verdict is "not measured". When the two largest are within
+:data:`TIE` points of each other and the critical path (``critical_path.*`` facts) is mostly
+one of them (CPU work and launch gaps → host, NCCL → communication, GPU computation →
+compute), the critical path decides. The bound's line quotes the evidence the Kineto analyses
+add: the host operator the GPU waited on longest and the critical path's CPU share (host), the
+slowest collective against its link (communication), the MFU (compute).
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ CONTEXT = ("context.gpu", "context.gpu_count", "context.world_size", "context.ra
 FIGURES = ("step_time.median", "step_time.p90", "step_time.worst", "gpu.busy", "gpu.idle", "comm.share",
            "comm.overlap")
 TOP = 3
+#: Pressures this close (points of the span) are a tie the critical path breaks.
+TIE = 10.0
+#: Which pressure each part of the critical path stands for.
+_PATH_BOUND = {"critical_path.cpu": "host", "critical_path.overhead": "host",
+               "critical_path.communication": "communication", "critical_path.gpu_compute": "compute"}
 
 
 def _get(facts: Mapping[str, Fact], fact_id: str, label: str) -> Fact:
@@ -52,8 +62,13 @@ def verdict(facts: Mapping[str, Fact], findings: Sequence[Finding]) -> Verdict:
     compute = compute_fact.number or 0.0 if compute_fact is not None else 0.0
     pressures = {"host": host, "communication": comm, "memory": memory, "compute": compute}
     bound = max(pressures, key=lambda k: pressures[k])
-    where = f" ({idle.aggregate})" if idle.aggregate else ""
     used = [idle.id, busy.id]
+    runner_up = sorted(pressures, key=lambda k: -pressures[k])[1]
+    path_bound, path_ids = _critical_path_bound(facts)
+    if path_bound == runner_up and pressures[bound] - pressures[runner_up] <= TIE:
+        bound = path_bound
+        used += path_ids
+    where = f" ({idle.aggregate})" if idle.aggregate else ""
     if bound == "host":
         short = facts.get("launch.short_kernels")
         line = (f"Host-bound{where}: the GPU was idle {idle.number:.0f}% of its {span_ms:,.0f} ms span, "
@@ -62,6 +77,14 @@ def verdict(facts: Mapping[str, Fact], findings: Sequence[Finding]) -> Verdict:
             line += f"; {short.detail} ran shorter than their launch call"
             used.append(short.id)
         used += [host_share.id] if host_share else []
+        waited = facts.get("idle.host_op")
+        if waited is not None and waited.number is not None:
+            line += f"; it waited longest under {waited.label.removeprefix('GPU waited on ')} ({waited.number:,.1f} ms)"
+            used.append(waited.id)
+        cpu_path = facts.get("critical_path.cpu")
+        if cpu_path is not None and cpu_path.number is not None:
+            line += f"; {cpu_path.number:.0f}% of the critical path is CPU work"
+            used.append(cpu_path.id)
     elif bound == "communication":
         overlap = facts.get("comm.overlap")
         line = (f"Communication-bound{where}: {exposed.number if exposed else 0:,.0f} ms of communication ran with "
@@ -69,6 +92,10 @@ def verdict(facts: Mapping[str, Fact], findings: Sequence[Finding]) -> Verdict:
                 + (f"; {overlap.number:.0f}% of communication overlapped)" if overlap and overlap.number is not None
                    else ")"))
         used += [f.id for f in (exposed, overlap) if f is not None]
+        link = facts.get("comm.busbw_link")
+        if link is not None and link.number is not None:
+            line += f"; the slowest collective reached {link.number:.0f}% of its link ({link.detail})"
+            used.append(link.id)
     elif bound == "memory":
         line = (f"Memory-transfer-bound{where}: copies and sets kept the GPU busy {memory:.0f}% of its "
                 f"{span_ms:,.0f} ms span ({copies.number if copies else 0:.0f}% of its busy time)")
@@ -77,6 +104,10 @@ def verdict(facts: Mapping[str, Fact], findings: Sequence[Finding]) -> Verdict:
         line = (f"Compute-bound{where}: a computation kernel ran {compute:.0f}% of the {span_ms:,.0f} ms GPU span "
                 f"(idle {idle.number:.0f}%)")
         used += [compute_fact.id] if compute_fact else []
+        mfu = facts.get("mfu")
+        if mfu is not None and mfu.number is not None:
+            line += f"; MFU {mfu.number:.0f}%"
+            used.append(mfu.id)
     second = sorted((k for k in pressures if k != bound), key=lambda k: -pressures[k])[0]
     lines = [line]
     if pressures[second] >= 10.0:
@@ -84,6 +115,21 @@ def verdict(facts: Mapping[str, Fact], findings: Sequence[Finding]) -> Verdict:
                      f"for {bound}).")
     lines += _top_line(findings)
     return Verdict(bound, tuple(lines[:3]), tuple(used))
+
+
+def _critical_path_bound(facts: Mapping[str, Fact]) -> tuple[str | None, list[str]]:
+    """The pressure the critical path mostly is (over half of it), and the facts saying so."""
+    shares: dict[str, float] = {}
+    ids: dict[str, list[str]] = {}
+    for fact_id, bound in _PATH_BOUND.items():
+        f = facts.get(fact_id)
+        if f is not None and f.number is not None:
+            shares[bound] = shares.get(bound, 0.0) + f.number
+            ids.setdefault(bound, []).append(fact_id)
+    if not shares:
+        return None, []
+    best = max(shares, key=lambda k: shares[k])
+    return (best, ids[best]) if shares[best] > 50.0 else (None, [])
 
 
 def _top_line(findings: Sequence[Finding]) -> list[str]:

@@ -57,6 +57,9 @@ def analyze(
                                         "train_step, ProfilerStep#*, step, iteration, iter)."),
     gpu: str | None = typer.Option(None, "--gpu", help="The GPU the ncu exports were profiled on, as tools name it "
                                    "(e.g. 'NVIDIA A100-SXM4-80GB'), for the roofline when no input records it."),
+    trace_filter: str | None = typer.Option(
+        None, "--filter", help="Part of each trace the Kineto analyses read, ';'-separated: first_iteration, "
+                               "iterations=N[,N], time=START:END, device=gpu|cpu, name=REGEX, under=NAME[#POS]."),
 ) -> None:
     """Analyse metric events or Kineto traces and write <output-dir>/analysis_report.json (and .md/.html).
 
@@ -69,7 +72,7 @@ def analyze(
         raise UsageError("give --events (a metrics_events.jsonl), --trace (a torch.profiler trace), --nsys (an "
                          "Nsight Systems export) or --ncu (an Nsight Compute export), or several")
     report_paths = run_analysis(events, workload, output_dir, trace or None, formats, quiet, nsys=nsys, ncu=ncu,
-                                iteration_range=iteration_range, gpu=gpu)
+                                iteration_range=iteration_range, gpu=gpu, trace_filter=trace_filter)
     for path in report_paths:
         typer.echo(f"wrote {path}")
 
@@ -89,11 +92,13 @@ def report_formats(formats: str) -> list[str]:
 
 def run_analysis(events: Path | None, workload: str, output_dir: Path, traces: list[Path] | None, formats: str,
                  quiet: bool, settings: Any = None, *, nsys: Sequence[str] = (), ncu: Sequence[Path] = (),
-                 iteration_range: str | None = None, gpu: str | None = None) -> list[Path]:
+                 iteration_range: str | None = None, gpu: str | None = None,
+                 trace_filter: str | None = None) -> list[Path]:
     """Analyse ``events`` (and/or ``traces``, Nsight ``nsys``/``ncu`` exports) and write the requested reports
     together; return their paths.
 
-    ``settings`` (a config's ``AnalysisSettings``) gives the rules and their options.
+    ``settings`` (a config's ``AnalysisSettings``) gives the rules and their options; ``trace_filter``
+    (``--filter``) the part of each trace the Kineto analyses read (``kineto.filters.TraceFilter.parse``).
     """
     from my_utils.core.errors import InputError
     from my_utils.profiling.cli._outputs import StagedOutputs, out_of_memory
@@ -101,6 +106,11 @@ def run_analysis(events: Path | None, workload: str, output_dir: Path, traces: l
 
     check_workload(workload)
     wanted = report_formats(formats)
+    kept = None
+    if trace_filter:  # refused before anything is read
+        from my_utils.profiling.analysis.kineto.filters import TraceFilter
+
+        kept = TraceFilter.parse(trace_filter)
     if events is not None and not events.is_file():
         raise InputError(str(events), None, "an existing metrics_events.jsonl file (written by a collector or ingest)")
     trace_files = expand_traces(traces or [])
@@ -111,7 +121,7 @@ def run_analysis(events: Path | None, workload: str, output_dir: Path, traces: l
     try:
         with outputs:
             stage_reports(outputs, events, workload, output_dir, trace_files if traces else None, wanted, quiet,
-                          settings, nsight=nsight if nsys or ncu else None)
+                          settings, nsight=nsight if nsys or ncu else None, trace_filter=kept)
     except MemoryError:
         raise out_of_memory("analyze") from None
     return outputs.written
@@ -139,7 +149,7 @@ def expand_traces(traces: Sequence[Path]) -> list[Path]:
     return files
 
 
-def read_traces(files: Sequence[Path], with_events: bool) -> tuple[list[MetricEvent], Any]:
+def read_traces(files: Sequence[Path], with_events: bool, trace_filter: Any = None) -> tuple[list[MetricEvent], Any]:
     """Each trace read once: the provider's events (``with_events``) and the Kineto analyses (their contexts included)."""
     from my_utils.profiling.analysis.diff import pool_for
     from my_utils.profiling.analysis.kineto.run import KinetoPass, combine
@@ -147,7 +157,9 @@ def read_traces(files: Sequence[Path], with_events: bool) -> tuple[list[MetricEv
     from my_utils.profiling.providers.kineto import read_trace
     from my_utils.profiling.providers.parallel import run_many
 
-    reads = run_many(read_trace, [(str(f), None, (KinetoPass,), with_events) for f in files], pool_for(files))
+    # a partial of the pass class: picklable, so the filter travels to pool and Dask workers
+    make = functools.partial(KinetoPass, trace_filter=trace_filter) if trace_filter is not None else KinetoPass
+    reads = run_many(read_trace, [(str(f), None, (make,), with_events) for f in files], pool_for(files))
     analyses = [r.results[0] for r in reads]
     check_distinct_ranks({Path(a.file): a.rank for a in analyses}, "trace")
     events = [e for r in reads for e in r.events]
@@ -156,7 +168,8 @@ def read_traces(files: Sequence[Path], with_events: bool) -> tuple[list[MetricEv
 
 def stage_reports(outputs: StagedOutputs, events: Path | Sequence[MetricEvent] | None, workload: str,
                   output_dir: Path, traces: Sequence[Path] | None, wanted: Sequence[str], quiet: bool,
-                  settings: Any = None, events_file: Path | None = None, nsight: dict[str, Any] | None = None) -> None:
+                  settings: Any = None, events_file: Path | None = None, nsight: dict[str, Any] | None = None,
+                  trace_filter: Any = None) -> None:
     """Analyse and stage every report in ``outputs`` (written when the caller's ``outputs`` commits).
 
     ``events`` is an events file, events already in memory (``ingest --analyze``; then
@@ -172,7 +185,7 @@ def stage_reports(outputs: StagedOutputs, events: Path | Sequence[MetricEvent] |
     options: dict[str, Any] = {}
     source: Any = events
     if traces:
-        trace_events, kineto = read_traces(traces, with_events=events is None)
+        trace_events, kineto = read_traces(traces, with_events=events is None, trace_filter=trace_filter)
         # the hardware comes from the same pass: the analyzer reads it off the Kineto contexts
         options.update(kineto=kineto, traces=list(traces))
         if events is None:
@@ -188,7 +201,7 @@ def stage_reports(outputs: StagedOutputs, events: Path | Sequence[MetricEvent] |
     rules = list(settings.rules) if settings is not None and settings.rules is not None else None
     rule_options = settings.rule_options if settings is not None else None
     report = MetricsAnalyzer(source, workload, progress=not quiet, rules=rules, rule_options=rule_options,
-                             **options).analyze()
+                             trace_filter=trace_filter, **options).analyze()
     report = _writable(report)
     if events_file is not None:
         report.inputs["events_file"] = str(events_file)

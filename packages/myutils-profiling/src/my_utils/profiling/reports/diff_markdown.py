@@ -63,4 +63,15 @@ def render_markdown(result: DiffResult, fail_on_regression: float | None = None)
         left = top + nested - len(shown)
         if left > 0:
             lines += ["", f"…and {left} more in the JSON output."]
+    if result.kineto:  # figures of the Kineto analyses that changed (critical path, MFU, queues, collectives...)
+        lines += ["", "| Kineto table | key | figure | base | target | Δ % |", "|---|---|---|---:|---:|---:|"]
+        for k in result.kineto[:MARKDOWN_ROWS]:
+            key = ", ".join(f"{n}={v}" for n, v in dict(k.get("key") or {}).items())
+            lines.append(f"| {md_text(k.get('table', ''), 40)} | {md_text(key, 80)} | {md_text(k.get('metric', ''), 40)} | "
+                         f"{_figure(k.get('base'))} | {_figure(k.get('target'))} | {_figure(k.get('delta_pct'), '+.1f')} |")
     return "\n".join(lines) + "\n"
+
+
+def _figure(value: object, spec: str = ",.3f") -> str:
+    """A number of the Kineto comparison, or an en dash where the figure is missing."""
+    return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "–"

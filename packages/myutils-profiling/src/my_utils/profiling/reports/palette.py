@@ -26,6 +26,10 @@ CATEGORY_COLOURS: dict[str, str] = {
     "host wait": "#D4A6A6",
     "kernel wait": "#8C8C8C",
     "other idle": "#C8C8C8",
+    # the critical path's kinds (CPU work; launch and kernel gaps share their idle causes' greys)
+    "cpu": "#EDC948",
+    "launch delay": "#D4A6A6",
+    "kernel gaps": "#8C8C8C",
     # sources of a measurement
     "mytimer": "#59A14F",
     "torch_profiler": "#4E79A7",
@@ -44,7 +48,8 @@ CATEGORY_COLOURS: dict[str, str] = {
 _SYNONYMS: dict[str, str] = {"compute": "computation", "comm": "communication", "communications": "communication",
                              "memcpy": "memory", "memset": "memory", "noncompute": "non-compute",
                              "hostwait": "host wait", "kernelwait": "kernel wait", "torch.profiler": "torch_profiler",
-                             "torchprofiler": "torch_profiler", "nsight systems": "nsys", "nsight compute": "ncu"}
+                             "torchprofiler": "torch_profiler", "nsight systems": "nsys", "nsight compute": "ncu",
+                             "gpucompute": "computation"}
 #: Colours of series that are not categories (ranks, lines of one chart), in order.
 SERIES_COLOURS: tuple[str, ...] = ("#4E79A7", "#F28E2B", "#59A14F", "#E15759", "#76B7B2", "#EDC948", "#B07AA1",
                                    "#FF9DA7", "#9C755F", "#BAB0AC")

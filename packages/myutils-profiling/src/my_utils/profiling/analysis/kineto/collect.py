@@ -11,6 +11,15 @@ Kineto's ``overhead`` events (CUPTI's own cost) are summed per name into ``overh
 Each lands in typed ``array`` columns (names interned to ints), so a 2-million-event trace
 costs a few tens of bytes per kept event instead of a dict each; the raw events are
 dropped as soon as they are read.
+
+Every kept event also keeps its position in ``traceEvents`` (``*_index``: Holistic Trace
+Analysis' event index, so results can name an event and be written back into the trace).
+CPU operators (``cpu_op``) land in ``op_*`` columns; the few arguments later analyses read
+are kept beside them in small dicts keyed by row: NCCL kernels' collective arguments,
+copies' bytes and bandwidth, the ``wait_on_*`` arguments of event syncs, the input shapes of
+the operators whose FLOPs can be counted (:data:`SHAPED_OPS`). ``gpu_user_annotation``
+spans, ``cuda_profiler_range`` events (CUPTI counters) and the ``ProfilerStep`` events
+themselves (for call stacks) are kept as short lists.
 """
 
 from __future__ import annotations
@@ -30,6 +39,19 @@ _GPU_LABEL = re.compile(r"^(GPU|MTIA|XPU|HPU)\b", re.IGNORECASE)
 #: ``stream`` values that mean "no stream": a sync the host waits on, not GPU time.
 _NO_STREAM = (-1, 4294967295)
 _OVERHEAD_CATS = frozenset({"overhead", "Overhead"})
+#: Operators whose input shapes are kept (FLOPs are counted for them: ``kineto.mfu``).
+SHAPED_OPS = frozenset({
+    "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::convolution", "aten::convolution_backward",
+    "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
+    "aten::_scaled_dot_product_cudnn_attention", "aten::_flash_attention_forward",
+    "aten::_efficient_attention_forward",
+})
+#: NCCL kernels' collective arguments, and copies' size and bandwidth, kept per row.
+_NCCL_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "In msg size", "Out msg size", "Group size",
+              "dtype", "Process Group Name", "Process Group Description", "Process Group Ranks", "Rank",
+              "In split size", "Out split size", "Seq")
+_COPY_ARGS = ("bytes", "memory bandwidth (GB/s)")
+_OP_ARGS = ("Input Dims", "Input type", "Concrete Inputs")
 
 
 class Names:
@@ -60,22 +82,43 @@ class Columns:
     gpu_name: array[int] = field(default_factory=lambda: array("i"))
     gpu_corr: array[int] = field(default_factory=lambda: array("q"))
     gpu_sync: array[int] = field(default_factory=lambda: array("b"))  # 1: a cuda_sync event on a stream
+    gpu_index: array[int] = field(default_factory=lambda: array("q"))  # position in traceEvents
+    gpu_args: dict[int, dict[str, Any]] = field(default_factory=dict)  # row -> kept arguments (_GPU_ARGS)
     # cuda_sync events on no stream: the host blocked on the GPU
     hsync_ts: array[float] = field(default_factory=lambda: array("d"))
     hsync_dur: array[float] = field(default_factory=lambda: array("d"))
     hsync_name: array[int] = field(default_factory=lambda: array("i"))
+    hsync_corr: array[int] = field(default_factory=lambda: array("q"))
+    hsync_index: array[int] = field(default_factory=lambda: array("q"))
+    hsync_device: array[int] = field(default_factory=lambda: array("i"))  # the event's pid when a number, else -1
+    hsync_args: dict[int, dict[str, Any]] = field(default_factory=dict)
     # host runtime calls (cudaLaunchKernel, cudaMemcpyAsync...)
     rt_thread: array[int] = field(default_factory=lambda: array("i"))
     rt_ts: array[float] = field(default_factory=lambda: array("d"))
     rt_dur: array[float] = field(default_factory=lambda: array("d"))
     rt_name: array[int] = field(default_factory=lambda: array("i"))
     rt_corr: array[int] = field(default_factory=lambda: array("q"))
+    rt_index: array[int] = field(default_factory=lambda: array("q"))
+    # CPU operators (cpu_op; ProfilerStep#N excluded: those are steps)
+    op_thread: array[int] = field(default_factory=lambda: array("i"))
+    op_ts: array[float] = field(default_factory=lambda: array("d"))
+    op_dur: array[float] = field(default_factory=lambda: array("d"))
+    op_name: array[int] = field(default_factory=lambda: array("i"))
+    op_index: array[int] = field(default_factory=lambda: array("q"))
+    op_args: dict[int, dict[str, Any]] = field(default_factory=dict)  # row -> input shapes (SHAPED_OPS only)
     # record_function ranges (ProfilerStep#N excluded: those are steps)
     ann_thread: array[int] = field(default_factory=lambda: array("i"))
     ann_ts: array[float] = field(default_factory=lambda: array("d"))
     ann_dur: array[float] = field(default_factory=lambda: array("d"))
     ann_name: array[int] = field(default_factory=lambda: array("i"))
+    ann_index: array[int] = field(default_factory=lambda: array("q"))
     steps: list[tuple[float, float, int]] = field(default_factory=list)  # (ts, dur, step number)
+    # the ProfilerStep events themselves: (ts, dur, step, thread lane, traceEvents index, name id, 1 if a cpu_op)
+    step_events: list[tuple[float, float, int, int, int, int, int]] = field(default_factory=list)
+    # gpu_user_annotation spans: (ts, dur, name id, (pid, tid) as written, traceEvents index)
+    gpu_annotations: list[tuple[float, float, int, tuple[Any, Any], int]] = field(default_factory=list)
+    # cuda_profiler_range events (CUPTI counters): (ts, dur, name id, traceEvents index, numeric args)
+    counters: list[tuple[float, float, int, int, dict[str, float]]] = field(default_factory=list)
     overhead: dict[str, list[float]] = field(default_factory=dict)  # name -> [count, total µs]
     capture_us: float = 0.0  # the profiler's own span ("PyTorch Profiler (0)"), 0 when absent
 
@@ -83,8 +126,9 @@ class Columns:
 class TraceCollector:
     """Feed it every event of one trace (``add``); read ``columns``, ``names`` and the lanes after."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, keep_ops: bool = True) -> None:
         self.path = path
+        self.keep_ops = keep_ops  # CPU operators: only the analyses beyond the core set read them
         self.columns = Columns()
         self.names = Names()
         self.streams: dict[tuple[Any, Any], int] = {}  # (pid, stream) -> stream id
@@ -121,48 +165,86 @@ class TraceCollector:
         cat = ev.get("cat")
         group = group_of(cat)
         c = self.columns
-        if group is None:
-            if cat == "cuda_sync":
-                self._sync(ev, index)
-            elif cat in _OVERHEAD_CATS:
-                row = c.overhead.setdefault(str(ev.get("name", "")), [0, 0.0])
-                row[0] += 1
-                row[1] += float(ev.get("dur", 0) or 0)
-            elif cat == "Trace" and isinstance(ev.get("dur"), (int, float)):
-                c.capture_us = max(c.capture_us, float(ev["dur"]))
-            return
-        if group in ("cpu_op", "annotation", "runtime"):
-            self.host_events += 1
         try:
+            if group is None:
+                if cat == "cuda_sync":
+                    self._sync(ev, index)
+                elif cat in _OVERHEAD_CATS:
+                    row = c.overhead.setdefault(str(ev.get("name", "")), [0, 0.0])
+                    row[0] += 1
+                    row[1] += float(ev.get("dur", 0) or 0)
+                elif cat == "Trace" and isinstance(ev.get("dur"), (int, float)):
+                    c.capture_us = max(c.capture_us, float(ev["dur"]))
+                elif cat == "gpu_user_annotation":
+                    c.gpu_annotations.append((float(self._rel(ev["ts"])), float(ev.get("dur", 0)),
+                                              self.names.id(ev.get("name", "")), (ev.get("pid"), ev.get("tid")),
+                                              index))
+                elif cat == "cuda_profiler_range":
+                    args = ev.get("args")
+                    counters = {k: float(v) for k, v in args.items() if isinstance(v, (int, float))
+                                and not isinstance(v, bool)} if isinstance(args, dict) else {}
+                    c.counters.append((float(self._rel(ev["ts"])), float(ev.get("dur", 0)),
+                                       self.names.id(ev.get("name", "")), index, counters))
+                return
+            if group in ("cpu_op", "annotation", "runtime"):
+                self.host_events += 1
             if group in _GPU_GROUPS:
                 args = ev.get("args")
                 args = args if isinstance(args, dict) else {}
-                corr = args.get("correlation")
                 stream = args.get("stream", ev.get("tid"))
+                ts = self._rel(ev["ts"])
+                dur = ev.get("dur", 0)
+                c.gpu_dur.append(dur)
+                c.gpu_ts.append(ts)
                 c.gpu_stream.append(self._lane(self.streams, (ev.get("pid"), stream)))
-                c.gpu_ts.append(self._rel(ev["ts"]))
-                c.gpu_dur.append(ev.get("dur", 0))
                 c.gpu_name.append(self.names.id(ev.get("name", "")))
-                c.gpu_corr.append(corr if isinstance(corr, int) and not isinstance(corr, bool) else -1)
+                c.gpu_corr.append(_corr(args))
                 c.gpu_sync.append(0)
+                c.gpu_index.append(index)
+                # only what the analyses read: a dict per kernel would cost more than the kernel's columns
+                if "Collective name" in args:
+                    c.gpu_args[len(c.gpu_index) - 1] = {k: args[k] for k in _NCCL_ARGS if k in args}
+                elif group != "kernel" and "bytes" in args:
+                    c.gpu_args[len(c.gpu_index) - 1] = {k: args[k] for k in _COPY_ARGS if k in args}
             elif group == "runtime":
                 args = ev.get("args")
-                corr = args.get("correlation") if isinstance(args, dict) else None
-                c.rt_thread.append(self._lane(self.threads, (ev.get("pid"), ev.get("tid"))))
-                c.rt_ts.append(self._rel(ev["ts"]))
+                ts = self._rel(ev["ts"])
                 c.rt_dur.append(ev.get("dur", 0))
+                c.rt_ts.append(ts)
+                c.rt_thread.append(self._lane(self.threads, (ev.get("pid"), ev.get("tid"))))
                 c.rt_name.append(self.names.id(ev.get("name", "")))
-                c.rt_corr.append(corr if isinstance(corr, int) and not isinstance(corr, bool) else -1)
-            elif group in ("annotation", "cpu_op"):
+                c.rt_corr.append(_corr(args) if isinstance(args, dict) else -1)
+                c.rt_index.append(index)
+            else:  # annotation or cpu_op
                 name = ev.get("name", "")
                 m = _STEP_NAME.match(name) if isinstance(name, str) and name[:1] == "P" else None
                 if m is not None:
-                    c.steps.append((float(self._rel(ev["ts"])), float(ev.get("dur", 0)), int(m.group(1))))
+                    ts, dur = float(self._rel(ev["ts"])), float(ev.get("dur", 0))
+                    c.steps.append((ts, dur, int(m.group(1))))
+                    c.step_events.append((ts, dur, int(m.group(1)),
+                                          self._lane(self.threads, (ev.get("pid"), ev.get("tid"))), index,
+                                          self.names.id(name), int(group == "cpu_op")))
                 elif group == "annotation":
-                    c.ann_thread.append(self._lane(self.threads, (ev.get("pid"), ev.get("tid"))))
-                    c.ann_ts.append(self._rel(ev["ts"]))
+                    ts = self._rel(ev["ts"])
                     c.ann_dur.append(ev.get("dur", 0))
+                    c.ann_ts.append(ts)
+                    c.ann_thread.append(self._lane(self.threads, (ev.get("pid"), ev.get("tid"))))
                     c.ann_name.append(self.names.id(name))
+                    c.ann_index.append(index)
+                elif self.keep_ops:
+                    ts = self._rel(ev["ts"])
+                    c.op_dur.append(ev.get("dur", 0))
+                    c.op_ts.append(ts)
+                    key = (ev.get("pid"), ev.get("tid"))
+                    lane = self.threads.get(key)
+                    c.op_thread.append(lane if lane is not None else self._lane(self.threads, key))
+                    nid = self.names.ids.get(name)
+                    c.op_name.append(nid if nid is not None else self.names.id(name))
+                    c.op_index.append(index)
+                    if name in SHAPED_OPS:
+                        args = ev.get("args")
+                        if isinstance(args, dict):
+                            c.op_args[len(c.op_index) - 1] = {k: args[k] for k in _OP_ARGS if k in args}
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise InputError(
                 self.path, f"traceEvents[{index}]",
@@ -175,22 +257,29 @@ class TraceCollector:
         args = args if isinstance(args, dict) else {}
         stream = args.get("stream", ev.get("tid"))
         c = self.columns
-        try:
-            if stream is None or stream in _NO_STREAM:
-                c.hsync_ts.append(self._rel(ev["ts"]))
-                c.hsync_dur.append(ev.get("dur", 0))
-                c.hsync_name.append(self.names.id(ev.get("name", "")))
-                return
-            corr = args.get("correlation")
-            c.gpu_stream.append(self._lane(self.streams, (ev.get("pid"), stream)))
-            c.gpu_ts.append(self._rel(ev["ts"]))
-            c.gpu_dur.append(ev.get("dur", 0))
-            c.gpu_name.append(self.names.id(ev.get("name", "")))
-            c.gpu_corr.append(corr if isinstance(corr, int) and not isinstance(corr, bool) else -1)
-            c.gpu_sync.append(1)
-        except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise InputError(self.path, f"traceEvents[{index}]",
-                             f"numeric 'ts'/'dur' (µs) on a 'cuda_sync' event ({type(exc).__name__}: {exc})") from None
+        kept = {k: args[k] for k in ("wait_on_stream", "wait_on_cuda_event_record_corr_id") if k in args}
+        ts = self._rel(ev["ts"])
+        dur = ev.get("dur", 0)
+        if stream is None or stream in _NO_STREAM:
+            c.hsync_dur.append(dur)
+            c.hsync_ts.append(ts)
+            c.hsync_name.append(self.names.id(ev.get("name", "")))
+            c.hsync_corr.append(_corr(args))
+            c.hsync_index.append(index)
+            pid = ev.get("pid")
+            c.hsync_device.append(pid if isinstance(pid, int) and not isinstance(pid, bool) and 0 <= pid < 2**31 else -1)
+            if kept:
+                c.hsync_args[len(c.hsync_index) - 1] = kept
+            return
+        c.gpu_dur.append(dur)
+        c.gpu_ts.append(ts)
+        c.gpu_stream.append(self._lane(self.streams, (ev.get("pid"), stream)))
+        c.gpu_name.append(self.names.id(ev.get("name", "")))
+        c.gpu_corr.append(_corr(args))
+        c.gpu_sync.append(1)
+        c.gpu_index.append(index)
+        if kept:
+            c.gpu_args[len(c.gpu_index) - 1] = kept
 
     def _metadata(self, ev: dict[str, Any]) -> None:
         args = ev.get("args")
@@ -202,3 +291,9 @@ class TraceCollector:
             self.gpu_pids.add(ev.get("pid"))
         elif name == "thread_name":
             self.declared_lanes.add((ev.get("pid"), ev.get("tid")))
+
+
+def _corr(args: dict[str, Any]) -> int:
+    """The ``correlation`` argument as an int, -1 when absent or not an integer."""
+    corr = args.get("correlation")
+    return corr if isinstance(corr, int) and not isinstance(corr, bool) else -1

@@ -2,7 +2,9 @@
 
 ``total_us`` sums durations (two concurrent kernels count twice, like Holistic Trace
 Analysis' per-kernel sums); ``busy_us`` is the time covered by at least one kernel of the
-kind. Per-kernel statistics keep the sum of squares so ranks merge exactly.
+kind. Per-kernel statistics keep the sum of squares so ranks merge exactly. A memory
+activity's row names its ``subtype`` (Memcpy DtoH / HtoD / DtoD / Memset / Memcpy Unknown:
+HTA's ``get_memory_kernel_type``; ``kineto.memory_bw``), other rows leave it empty.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from my_utils.profiling.analysis.kineto import intervals
-from my_utils.profiling.analysis.kineto.kinds import KINDS
+from my_utils.profiling.analysis.kineto.kinds import KINDS, KernelKind
+from my_utils.profiling.analysis.kineto.memory_bw import memory_subtype
 from my_utils.profiling.analysis.kineto.rank_data import RankData
 from my_utils.profiling.analysis.kineto.rows import Row, pct
 
@@ -47,6 +50,7 @@ class KernelStat(Row):
     max_us: float
     std_us: float  # population standard deviation
     sumsq_us2: float
+    subtype: str = ""  # memory activities: Memcpy DtoH / HtoD / DtoD / Memset / Memcpy Unknown
 
 
 def kind_breakdown(d: RankData) -> list[KernelKindRow]:
@@ -88,7 +92,8 @@ def kernel_stats(d: RankData) -> list[KernelStat]:
 def _stat(rank: int | None, kind: str, name: str, n: int, s: float, sq: float, lo: float, hi: float) -> KernelStat:
     mean = s / n
     var = max(sq / n - mean * mean, 0.0)
-    return KernelStat(rank, kind, name, n, s, mean, lo, hi, math.sqrt(var), sq)
+    subtype = memory_subtype(name) if kind == KernelKind.MEMORY.value and name != "others" else ""
+    return KernelStat(rank, kind, name, n, s, mean, lo, hi, math.sqrt(var), sq, subtype)
 
 
 def merge_kind_rows(rows: Iterable[KernelKindRow]) -> list[KernelKindRow]:

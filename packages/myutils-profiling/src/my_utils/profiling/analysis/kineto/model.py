@@ -45,6 +45,8 @@ class RankAnalysis:
     profiler_overhead: ProfilerOverheadRow | None = None
     context: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    tables: dict[str, tuple[dict[str, Any], ...]] = field(default_factory=dict)
+    trace_filter: str = ""
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,11 @@ class KinetoAnalysis:
     that the analyzer puts into ``AnalysisReport.tables``. ``kineto_idle`` has per-stream rows
     only: idle summed over streams would count shared idle once per stream.
     ``warnings`` (not a table) say what had to be assumed.
+
+    ``tables`` holds the tables of the registered analyses (``kineto.registry``: critical path,
+    queue length, ...), every rank's rows together plus any across-ranks rows, keyed by table
+    name without the ``kineto_`` prefix; ``to_rows()`` adds them after the core tables.
+    ``trace_filter`` says which part of each trace was analysed (``TraceFilter.describe()``).
     """
 
     ranks: tuple[int | None, ...]
@@ -76,13 +83,18 @@ class KinetoAnalysis:
     profiler_overhead: tuple[ProfilerOverheadRow, ...] = ()
     context: tuple[dict[str, Any], ...] = ()
     warnings: tuple[str, ...] = ()
+    tables: dict[str, tuple[dict[str, Any], ...]] = field(default_factory=dict)
+    trace_filter: str = ""
 
     def to_rows(self) -> dict[str, list[dict[str, Any]]]:
         """Every table as a list of JSON-ready dicts, keyed ``kineto_<table>``."""
         out: dict[str, list[dict[str, Any]]] = {}
         for f in fields(self):
-            if f.name in ("ranks", "warnings"):
+            if f.name in ("ranks", "warnings", "tables", "trace_filter"):
                 continue
             value: Sequence[Any] = getattr(self, f.name)
             out[f"kineto_{f.name}"] = [v.to_row() if isinstance(v, Row) else dict(v) for v in value]
+        for name, rows in self.tables.items():
+            if not name.startswith("_"):  # private tables cross ranks only (``kineto.registry``)
+                out[f"kineto_{name}"] = [dict(r) for r in rows]
         return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,13 @@ class RankData:
     (the lane's ``pid``) of each activity. ``hsync_*``: ``cuda_sync`` events on no stream (the
     host waiting on the GPU). ``overhead``: Kineto ``overhead`` events, name → [count, µs];
     ``capture_us``: the profiler's own span (0 when the trace has none).
+
+    ``*_index`` is each event's position in ``traceEvents`` (HTA's event index); ``op_*`` are
+    the CPU operators (``cpu_op``); ``gpu_args`` / ``op_args`` / ``hsync_args`` map a row to the
+    few arguments kept for it (``collect``); ``threads[i]`` is the ``(pid, tid)`` of thread lane
+    ``i``; ``base_us`` the trace time that relative times count from (absolute = relative +
+    base); ``step_events``, ``gpu_annotations`` and ``counters`` are short lists (``collect``);
+    ``context`` the trace's description of the run (GPU model, world size...: ``kineto.context``).
     """
 
     rank: int | None
@@ -63,6 +70,27 @@ class RankData:
     hsync_name: Any = None
     overhead: dict[str, list[float]] | None = None
     capture_us: float = 0.0
+    base_us: float = 0.0
+    gpu_index: Any = None
+    gpu_args: dict[int, dict[str, Any]] = field(default_factory=dict)
+    rt_index: Any = None
+    op_thread: Any = None
+    op_ts: Any = None
+    op_dur: Any = None
+    op_end: Any = None
+    op_name: Any = None
+    op_index: Any = None
+    op_args: dict[int, dict[str, Any]] = field(default_factory=dict)
+    ann_index: Any = None
+    hsync_corr: Any = None
+    hsync_index: Any = None
+    hsync_device: Any = None
+    hsync_args: dict[int, dict[str, Any]] = field(default_factory=dict)
+    threads: list[tuple[Any, Any]] = field(default_factory=list)
+    step_events: list[tuple[float, float, int, int, int, int, int]] = field(default_factory=list)
+    gpu_annotations: list[tuple[float, float, int, tuple[Any, Any], int]] = field(default_factory=list)
+    counters: list[tuple[float, float, int, int, dict[str, float]]] = field(default_factory=list)
+    context: dict[str, Any] = field(default_factory=dict)  # the trace's own description (kineto.context)
 
     @property
     def stream_count(self) -> int:
@@ -101,6 +129,10 @@ def build(col: TraceCollector, rank: int | None) -> RankData:
     used_lanes = set(col.streams)
     empty = sum(1 for lane in col.declared_lanes if lane[0] in col.gpu_pids and lane not in used_lanes)
     ann_ts = _np(c.ann_ts)
+    position = np.empty(len(order), dtype=np.int64)
+    position[order] = np.arange(len(order))  # collector row -> sorted row
+    op_ts = _np(c.op_ts)
+    op_dur = _np(c.op_dur)
     return RankData(
         rank=rank, names=names,
         gpu_stream=gstream, gpu_ts=ts, gpu_dur=dur, gpu_end=end, gpu_name=gname, gpu_kind=gkind,
@@ -110,7 +142,13 @@ def build(col: TraceCollector, rank: int | None) -> RankData:
         ann_thread=_np(c.ann_thread), ann_ts=ann_ts, ann_end=ann_ts + _np(c.ann_dur), ann_name=_np(c.ann_name),
         steps=sorted(set(c.steps)), lanes=list(col.streams), empty_gpu_lanes=empty,
         hsync_ts=_np(c.hsync_ts), hsync_dur=_np(c.hsync_dur), hsync_name=_np(c.hsync_name),
-        overhead=dict(c.overhead), capture_us=c.capture_us,
+        overhead=dict(c.overhead), capture_us=c.capture_us, base_us=float(col.base or 0.0),
+        gpu_index=_np(c.gpu_index)[order], gpu_args={int(position[k]): v for k, v in c.gpu_args.items()},
+        rt_index=_np(c.rt_index), op_thread=_np(c.op_thread), op_ts=op_ts, op_dur=op_dur, op_end=op_ts + op_dur,
+        op_name=_np(c.op_name), op_index=_np(c.op_index), op_args=dict(c.op_args), ann_index=_np(c.ann_index),
+        hsync_corr=_np(c.hsync_corr), hsync_index=_np(c.hsync_index), hsync_device=_np(c.hsync_device),
+        hsync_args=dict(c.hsync_args), threads=list(col.threads), step_events=list(c.step_events),
+        gpu_annotations=list(c.gpu_annotations), counters=list(c.counters),
     )
 
 

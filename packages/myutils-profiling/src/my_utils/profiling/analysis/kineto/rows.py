@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -21,6 +22,10 @@ class Row:
             value = getattr(self, f.name)
             out[f.name] = None if isinstance(value, float) and not math.isfinite(value) else value
         return out
+
+
+#: What an analysis returns: rows (``Row`` objects or plain dicts) per table name (``kineto.registry``).
+Tables = dict[str, Sequence[Any]]
 
 
 def pct(part: float, whole: float) -> float:

@@ -9,8 +9,9 @@ not on the number of ranks.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from my_utils.core.errors import InputError
 from my_utils.profiling.analysis.kineto.model import KinetoAnalysis, RankAnalysis
@@ -18,67 +19,107 @@ from my_utils.profiling.providers._files import check_distinct_ranks, find_input
 from my_utils.profiling.providers.kineto import trace_rank
 from my_utils.profiling.providers.parallel import Executor, run_many
 
+if TYPE_CHECKING:
+    from my_utils.profiling.analysis.kineto.filters import TraceFilter
+    from my_utils.profiling.analysis.kineto.rank_data import RankData
+    from my_utils.profiling.providers.trace_stream import TraceStream
+
 TOP_KERNELS = 10
 _PATTERNS = ("*.json", "*.json.gz")
 
 
-def analyze_file(path: str | Path, rank: int | None = None) -> RankAnalysis:
-    """Every analysis of one trace file. Module-level so that worker processes can import it.
+@dataclass
+class ReadRank:
+    """One trace read once: its columns, how its rank was found, the stream (metadata, event count)."""
 
-    The rank comes from ``distributedInfo.rank``, else from the file name, else ``rank``;
-    without any of them the rank is None and a warning says so (and what was assumed).
+    data: RankData
+    rank_source: str
+    stream: TraceStream
+    host_events: int
+
+
+def read_rank(path: str | Path, rank: int | None = None, keep_ops: bool = True) -> ReadRank:
+    """Stream one trace file into :class:`RankData` (the single pass every analysis shares).
+
+    ``keep_ops=False`` leaves the CPU operators out (the core analyses never read them).
     """
     from my_utils.profiling.providers.trace_stream import TraceStream
 
     p = Path(path)
     stream = TraceStream(p)
-    analyses = KinetoPass(p)
+    analyses = KinetoPass(p, keep_ops=keep_ops)
     add = analyses.add
     for ev in stream.events():
         add(ev)
-    return analyses.finish(stream.metadata, stream.event_count, rank)
+    d, source, host_events = analyses.columns(stream.metadata, rank)
+    return ReadRank(d, source, stream, host_events)
+
+
+def _needs_ops(analyses: Sequence[str] | None, trace_filter: TraceFilter | None) -> bool:
+    """Whether CPU operators must be kept: a registered analysis reads them, or an "under operator" filter."""
+    from my_utils.profiling.analysis.kineto.registry import select
+
+    return bool(select(analyses)) or (trace_filter is not None and trace_filter.under is not None)
 
 
 class KinetoPass:
-    """The analyses of one trace fed by someone else's pass over it (``providers.kineto.read_trace``).
+    """The analyses of one trace, fed by whoever streams it: :func:`analyze_file`, or the Kineto
+    provider's own pass (``providers.kineto.read_trace``), so that a command that also needs the
+    provider's events reads the trace once (ARCHITECTURE.md §8).
 
-    ``add`` every event, then ``finish`` gives the :class:`RankAnalysis` that
-    :func:`analyze_file` would: a command that also needs the provider's events reads the
-    trace once (ARCHITECTURE.md §8).
+    ``add`` every event, then ``finish`` gives the :class:`RankAnalysis`. ``trace_filter``,
+    ``analyses`` and ``options`` as in :func:`analyze_file`; ``keep_ops`` None decides from them.
+    Pass ``functools.partial(KinetoPass, trace_filter=...)`` where a factory of the path is wanted.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, trace_filter: TraceFilter | None = None,
+                 analyses: Sequence[str] | None = None, options: Mapping[str, Mapping[str, Any]] | None = None,
+                 keep_ops: bool | None = None) -> None:
         from my_utils.profiling.analysis.kineto.collect import TraceCollector
 
         self.path = Path(path)
-        self.collector: Any = TraceCollector(self.path)
+        self.trace_filter = trace_filter
+        self.analyses = analyses
+        self.options = options
+        keep = _needs_ops(analyses, trace_filter) if keep_ops is None else keep_ops
+        self.collector: Any = TraceCollector(self.path, keep)
         self.add = self.collector.add
 
-    def finish(self, metadata: Mapping[str, Any], event_count: int, rank: int | None) -> RankAnalysis:
-        """The analyses, once every event was added; ``rank`` as in :func:`analyze_file`."""
-        from my_utils.profiling.analysis.kineto.annotations import annotation_gpu_time
+    def columns(self, metadata: Mapping[str, Any], rank: int | None) -> tuple[RankData, str, int]:
+        """The collected events as :class:`RankData` (with the trace's context), the rank's source, host events."""
         from my_utils.profiling.analysis.kineto.context import trace_context
+        from my_utils.profiling.analysis.kineto.rank_data import build
+
+        col = self.collector
+        found, source = trace_rank(self.path, dict(metadata), rank)
+        d = build(col, found)
+        self.collector = None  # the columns now live in numpy arrays
+        d = replace(d, context=trace_context(dict(metadata), found, source, {lane[0] for lane in d.lanes}))
+        return d, source, col.host_events
+
+    def finish(self, metadata: Mapping[str, Any], event_count: int, rank: int | None) -> RankAnalysis:
+        """Every analysis, once every event was added; ``rank`` as in :func:`analyze_file`."""
+        from my_utils.profiling.analysis.kineto.annotations import annotation_gpu_time
         from my_utils.profiling.analysis.kineto.health import capture_health
         from my_utils.profiling.analysis.kineto.idle import device_idle, idle_breakdown
         from my_utils.profiling.analysis.kineto.kernels import kernel_stats, kind_breakdown
         from my_utils.profiling.analysis.kineto.launch import launch_stats
         from my_utils.profiling.analysis.kineto.overlap import comm_comp_overlap
         from my_utils.profiling.analysis.kineto.profiler_overhead import profiler_overhead
-        from my_utils.profiling.analysis.kineto.rank_data import build
         from my_utils.profiling.analysis.kineto.sync import sync_rows
         from my_utils.profiling.analysis.kineto.temporal import temporal_breakdown
 
-        p = self.path
-        col = self.collector
-        found, source = trace_rank(p, dict(metadata), rank)
+        p, trace_filter = self.path, self.trace_filter
+        d, source, host_events = self.columns(metadata, rank)
+        found = d.rank
         warnings: tuple[str, ...] = ()
         if found is None:
             warnings = (f"{p.name}: no rank found (no distributedInfo.rank in the trace, no rank in the file name, "
                         "none given): analysed as the one process of a single-rank run, its rank shown as unknown",)
-        host_events = col.host_events
-        d = build(col, found)
-        devices = {lane[0] for lane in d.lanes}  # the device pids holding GPU activity
-        self.collector = col = None  # the columns now live in numpy arrays
+        if trace_filter is not None and trace_filter.active:
+            d = trace_filter.apply(d)
+        tables, failed = run_registered(d, p.name, self.analyses, self.options)
+        warnings += failed
         launch, outliers = launch_stats(d)
         return RankAnalysis(
             file=str(p), rank=found, rank_source=source, events=event_count,
@@ -88,17 +129,66 @@ class KinetoPass:
             annotations=tuple(annotation_gpu_time(d)), health=tuple(capture_health(d)),
             idle_device=tuple(device_idle(d)), sync=tuple(sync_rows(d)),
             profiler_overhead=profiler_overhead(d, host_events),
-            context=trace_context(dict(metadata), found, source, devices), warnings=warnings,
+            context=dict(d.context), warnings=warnings,
+            tables=tables, trace_filter=trace_filter.describe() if trace_filter is not None else "",
         )
 
 
+def analyze_file(path: str | Path, rank: int | None = None, trace_filter: TraceFilter | None = None,
+                 analyses: Sequence[str] | None = None,
+                 options: Mapping[str, Mapping[str, Any]] | None = None) -> RankAnalysis:
+    """Every analysis of one trace file. Module-level so that worker processes can import it.
+
+    The rank comes from ``distributedInfo.rank``, else from the file name, else ``rank``;
+    without any of them the rank is None and a warning says so (and what was assumed).
+    ``trace_filter`` keeps part of the trace before any analysis runs (``kineto.filters``);
+    ``analyses`` names the registered analyses to run (``kineto.registry``; default all) and
+    ``options`` gives each its keyword options (``{"critical_path": {"annotation": "ProfilerStep"}}``).
+    """
+    from my_utils.profiling.providers.trace_stream import TraceStream
+
+    p = Path(path)
+    stream = TraceStream(p)
+    analyses_pass = KinetoPass(p, trace_filter, analyses, options)
+    add = analyses_pass.add
+    for ev in stream.events():
+        add(ev)
+    return analyses_pass.finish(stream.metadata, stream.event_count, rank)
+
+
+def run_registered(d: Any, file: str, analyses: Sequence[str] | None,
+                   options: Mapping[str, Mapping[str, Any]] | None) -> tuple[dict[str, tuple[dict[str, Any], ...]],
+                                                                            tuple[str, ...]]:
+    """Every registered analysis on one rank's data, each alone: (tables as row dicts, one warning per failure)."""
+    from my_utils.profiling.analysis.kineto import call_stacks
+    from my_utils.profiling.analysis.kineto.registry import select
+    from my_utils.profiling.analysis.kineto.rows import Row
+
+    tables: dict[str, tuple[dict[str, Any], ...]] = {}
+    failed: list[str] = []
+    for spec in select(analyses):
+        try:
+            produced = spec.load()(d, **dict((options or {}).get(spec.name, {})))
+        except Exception as exc:  # one analysis' failure must not lose the others' tables
+            failed.append(f"{file}: Kineto analysis {spec.name!r} failed ({type(exc).__name__}: {exc}); "
+                          "its tables are missing")
+            continue
+        for name, rows in produced.items():
+            tables[name] = tuple(r.to_row() if isinstance(r, Row) else dict(r) for r in rows)
+    call_stacks.forget()  # the stacks several analyses shared: not kept past this rank
+    return tables, tuple(failed)
+
+
 def analyze_traces(paths: str | Path | Iterable[str | Path], ranks: Sequence[int] | None = None,
-                   executor: Executor = "process", top: int = TOP_KERNELS) -> KinetoAnalysis:
+                   executor: Executor = "process", top: int = TOP_KERNELS, trace_filter: TraceFilter | None = None,
+                   analyses: Sequence[str] | None = None,
+                   options: Mapping[str, Mapping[str, Any]] | None = None) -> KinetoAnalysis:
     """The HTA-style analyses of every rank's Kineto trace under ``paths`` (files or folders).
 
     ``ranks`` keeps only those ranks (files whose name shows another rank are not even
     read); ``executor`` is ``"process"`` (local processes), ``"serial"``, a Dask scheduler
     address or a ``distributed.Client``; ``top`` kernels are listed per rank and kind.
+    ``trace_filter``, ``analyses`` and ``options``: see :func:`analyze_file`.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -108,17 +198,22 @@ def analyze_traces(paths: str | Path | Iterable[str | Path], ranks: Sequence[int
     if ranks is not None:
         wanted = set(ranks)
         files = [f for f in files if (r := rank_from_name(f)) is None or r in wanted]
-    results = run_many(analyze_file, [(str(f),) for f in files], executor)
+    if analyses is not None:
+        from my_utils.profiling.analysis.kineto.registry import select
+
+        select(analyses)  # an unknown name fails here, once, not in every worker
+    results = run_many(analyze_file, [(str(f), None, trace_filter, analyses, options) for f in files], executor)
     check_distinct_ranks({Path(r.file): r.rank for r in results}, "trace")
     if ranks is not None:
         results = [r for r in results if r.rank in set(ranks)]
         if not results:
             raise InputError(", ".join(str(p) for p in paths), None,
                              f"a trace of rank(s) {sorted(set(ranks))}; none of the files holds one")
-    return combine(results, top)
+    return combine(results, top, analyses)
 
 
-def combine(results: Sequence[RankAnalysis], top: int = TOP_KERNELS) -> KinetoAnalysis:
+def combine(results: Sequence[RankAnalysis], top: int = TOP_KERNELS,
+            analyses: Sequence[str] | None = None) -> KinetoAnalysis:
     """Merge per-rank results (sorted by rank) and add the all-ranks rows (``rank`` None)."""
     from my_utils.profiling.analysis.kineto.annotations import merge_annotations
     from my_utils.profiling.analysis.kineto.kernels import merge_kind_rows, merge_stats, top_kernels
@@ -133,6 +228,7 @@ def combine(results: Sequence[RankAnalysis], top: int = TOP_KERNELS) -> KinetoAn
     idle = [i for r in results for i in r.idle]
     overlap = [r.overlap for r in results if r.overlap is not None]
     many = len(results) > 1
+    tables, failed = _merge_tables(results, analyses)
     inputs: tuple[dict[str, Any], ...] = tuple(
         {"file": r.file, "rank": r.rank, "rank_source": r.rank_source, "events": r.events} for r in results)
     return KinetoAnalysis(
@@ -150,5 +246,30 @@ def combine(results: Sequence[RankAnalysis], top: int = TOP_KERNELS) -> KinetoAn
         sync=tuple(x for r in results for x in r.sync),
         profiler_overhead=tuple(r.profiler_overhead for r in results if r.profiler_overhead is not None),
         context=tuple(r.context for r in results),
-        warnings=tuple(w for r in results for w in r.warnings),
+        warnings=tuple(w for r in results for w in r.warnings) + failed, tables=tables,
+        trace_filter=next((r.trace_filter for r in results if r.trace_filter), ""),
     )
+
+
+def _merge_tables(results: Sequence[RankAnalysis], analyses: Sequence[str] | None
+                  ) -> tuple[dict[str, tuple[dict[str, Any], ...]], tuple[str, ...]]:
+    """Every rank's registered tables concatenated (rank order), then each analysis' across-ranks rows."""
+    from my_utils.profiling.analysis.kineto.registry import select
+    from my_utils.profiling.analysis.kineto.rows import Row
+
+    merged: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        for name, kept in r.tables.items():
+            merged.setdefault(name, []).extend(kept)
+    failed: list[str] = []
+    for spec in select(analyses):
+        if spec.across is None:
+            continue
+        try:
+            produced = spec.load_across()(results)  # type: ignore[misc]
+        except Exception as exc:  # the per-rank tables stand without the across-ranks rows
+            failed.append(f"Kineto analysis {spec.name!r} across ranks failed ({type(exc).__name__}: {exc})")
+            continue
+        for name, rows in produced.items():
+            merged.setdefault(name, []).extend(r.to_row() if isinstance(r, Row) else dict(r) for r in rows)
+    return {k: tuple(v) for k, v in merged.items()}, tuple(failed)

@@ -1,0 +1,126 @@
+"""The Kineto analyses beyond the core set, each described like a rule plugin: a name, a ``"module:function"``
+factory imported only when it runs, a one-line summary, the HTA function and test it reproduces, its tables.
+
+``analyze_file`` runs every analysis of :data:`ANALYSES` (or the ones named) on the rank's
+data, each alone: one that raises is reported by name in the result's warnings and the
+others still report (as the analyzer does for rules). Per-rank functions take a
+:class:`~my_utils.profiling.analysis.kineto.rank_data.RankData` and keyword options and
+return ``{table: rows}``; an analysis with an ``across`` function also sees every rank's rows
+once all ranks are read (stragglers, collectives across ranks). Table ``t`` lands in the
+report as ``kineto_<t>``, except a table whose name starts with ``_``: it only carries what an
+``across`` function needs. Listing the analyses imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+_K = "my_utils.profiling.analysis.kineto"
+
+
+@dataclass(frozen=True)
+class KinetoAnalysisSpec:
+    """One analysis: what it is, where its code is, what it reproduces and which tables it writes."""
+
+    name: str
+    factory: str
+    summary: str
+    reference: str
+    tables: tuple[str, ...]
+    across: str | None = None
+
+    def load(self) -> Callable[..., dict[str, list[Any]]]:
+        """The per-rank function (imported now)."""
+        return _resolve(self.factory)
+
+    def load_across(self) -> Callable[..., dict[str, list[Any]]] | None:
+        """The across-ranks function, None when the analysis has none."""
+        return _resolve(self.across) if self.across else None
+
+
+def _resolve(factory: str) -> Any:
+    module, _sep, attr = factory.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+#: Every built-in analysis, in the order they run and their tables appear.
+ANALYSES: tuple[KinetoAnalysisSpec, ...] = (
+    KinetoAnalysisSpec(
+        "critical_path", f"{_K}.critical_path:critical_path_tables",
+        "critical path of one iteration: the CPU/GPU chain that set its length, and what it is bound by",
+        "HTA CriticalPathAnalysis / CPGraph (tests/test_critical_path_analysis.py)",
+        ("critical_path", "critical_path_breakdown", "critical_path_top")),
+    KinetoAnalysisSpec(
+        "queue_length", f"{_K}.queue_length:queue_length_tables",
+        "CUDA launch-queue length per stream over time, its summary, and time blocked on a full queue",
+        "HTA TraceCounters.get_queue_length_* (tests/test_trace_analysis.py::test_get_queue_length_stats)",
+        ("queue_length", "queue_full", "queue_length_series")),
+    KinetoAnalysisSpec(
+        "memory", f"{_K}.memory_bw:memory_tables",
+        "memory copies and sets by subtype (Memcpy DtoH / HtoD / DtoD / Memset), and their bandwidth",
+        "HTA get_memory_kernel_type, TraceCounters.get_memory_bw_* (tests/test_trace_analysis.py::"
+        "test_generate_trace_with_counters)",
+        ("memory_kinds", "memory_bw")),
+    KinetoAnalysisSpec(
+        "kernel_sequences", f"{_K}.sequences:sequence_tables",
+        "frequent kernel sequences (fusion candidates): the runs of kernels one operator launches, by GPU time",
+        "HTA get_frequent_cuda_kernel_sequences (tests/test_trace_analysis.py::test_frequent_cuda_kernel_sequences)",
+        ("kernel_sequences",)),
+    KinetoAnalysisSpec(
+        "aten_launch", f"{_K}.aten_launch:aten_launch_tables",
+        "ATen operator → kernel launch delay: operator start to launch, launch to kernel start",
+        "HTA get_aten_op_kernels_and_delay (tests/test_trace_analysis.py::"
+        "test_get_mtia_aten_op_kernels_and_delay_inference_single_rank)",
+        ("aten_launch",)),
+    KinetoAnalysisSpec(
+        "call_stacks", f"{_K}.call_stacks:call_stack_tables",
+        "call stacks: the operator stacks that launched the most GPU time, GPU user-annotation spans",
+        "HTA CallGraph (tests/test_trace_call_graph.py), get_gpu_user_annotation_breakdown",
+        ("op_stacks", "gpu_annotations")),
+    KinetoAnalysisSpec(
+        "collectives", f"{_K}.collectives:collective_tables",
+        "collectives from NCCL kernel arguments: algorithm and bus bandwidth (NCCL-tests), against the link",
+        "HTA's NCCL argument parsing (tests/test_trace_parse.py::test_nccl_parser_config); NCCL-tests PERFORMANCE.md",
+        ("collectives", "collectives_ranks"), across=f"{_K}.collectives:across_ranks"),
+    KinetoAnalysisSpec(
+        "stragglers", f"{_K}.stragglers:no_rows",
+        "straggler kernels across ranks: each heavy kernel's time on the fastest, median and slowest rank",
+        "HTA get_gpu_kernel_breakdown (per-kernel time per rank with min/max error bars)",
+        ("kernel_stragglers",), across=f"{_K}.stragglers:across_ranks"),
+    KinetoAnalysisSpec(
+        "cupti", f"{_K}.cupti:cupti_tables",
+        "CUPTI counters per kernel (cuda_profiler_range events) with the operators that launched it",
+        "HTA get_cupti_counter_data_with_operators (tests/test_cupti_profiler.py)",
+        ("cupti_counters", "cupti_ops")),
+    KinetoAnalysisSpec(
+        "mfu", f"{_K}.mfu:mfu_tables",
+        "MFU: FLOPs from the operators' recorded shapes over the time and the GPU's dense peak (or why not)",
+        "beyond HTA (no MFU there); peaks from the sourced hardware table (kineto.peaks)",
+        ("mfu", "mfu_ops")),
+    KinetoAnalysisSpec(
+        "idle_explained", f"{_K}.idle_explained:idle_explained_tables",
+        "idle explained: the CPU operator running during each host-wait gap of the compute stream",
+        "beyond HTA (its idle breakdown gives the cause, not the host operator)",
+        ("idle_host_ops",)),
+)
+
+
+def names() -> list[str]:
+    """The analyses' names."""
+    return [a.name for a in ANALYSES]
+
+
+def select(chosen: Iterable[str] | None) -> tuple[KinetoAnalysisSpec, ...]:
+    """The specs named in ``chosen`` (all when None); an unknown name is an error naming the known ones."""
+    if chosen is None:
+        return ANALYSES
+    wanted = list(chosen)
+    unknown = [n for n in wanted if n not in names()]
+    if unknown:
+        from my_utils.core.errors import UsageError
+
+        raise UsageError(f"unknown Kineto analysis {', '.join(map(repr, unknown))}; known: {', '.join(names())}")
+    return tuple(a for a in ANALYSES if a.name in wanted)

@@ -1,0 +1,52 @@
+"""``diff`` of two reports shows the Kineto analyses' figures that changed (critical path, MFU, queues...)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
+from my_utils.profiling.analysis.diff import diff_reports
+from my_utils.profiling.analysis.kineto.compare import compare_kineto
+from my_utils.profiling.analysis.model import AnalysisReport
+from my_utils.profiling.cli.diff import render_markdown
+from my_utils.profiling.providers.kineto import parse_trace_file
+
+
+def _report(src: Path, out: Path) -> AnalysisReport:
+    out.mkdir()
+    with open(out / "metrics_events.jsonl", "w", encoding="utf-8") as fh:
+        for e in parse_trace_file(src, 0):
+            fh.write(json.dumps(e.to_dict()) + "\n")
+    return MetricsAnalyzer(out / "metrics_events.jsonl", traces=[src]).analyze()
+
+
+@pytest.fixture(scope="module")
+def pair(real_fixtures: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[AnalysisReport, AnalysisReport]:
+    root = tmp_path_factory.mktemp("pair")
+    return (_report(real_fixtures / "kineto" / "hta/critical_path__alexnet_trace.json.gz", root / "a"),
+            _report(real_fixtures / "kineto" / "hta/critical_path__simple_add.json.gz", root / "b"))
+
+
+def test_changed_figures_with_their_deltas(pair: tuple[AnalysisReport, AnalysisReport]) -> None:
+    a, b = pair
+    rows = compare_kineto(a.tables, b.tables)
+    length = next(r for r in rows if r["table"] == "kineto_critical_path" and r["metric"] == "length_us")
+    base = a.tables["kineto_critical_path"][0]["length_us"]
+    target = b.tables["kineto_critical_path"][0]["length_us"]
+    assert (length["base"], length["target"], length["delta"]) == (base, target, target - base)
+    assert length["delta_pct"] == pytest.approx(100.0 * (target - base) / base)
+    assert all(r["delta"] != 0 for r in rows)  # unchanged figures are left out
+    pcts = [abs(r["delta_pct"]) for r in rows if r["delta_pct"] is not None]
+    assert pcts == sorted(pcts, reverse=True)
+
+
+def test_diff_json_and_markdown_carry_them(pair: tuple[AnalysisReport, AnalysisReport]) -> None:
+    result = diff_reports(*pair)
+    assert result.kineto and result.to_dict()["kineto"] == result.kineto
+    md = render_markdown(result)
+    assert "| Kineto table | key | figure | base | target | Δ % |" in md
+    assert all(f"| {r['table']} |" in md for r in result.kineto[:25])

@@ -1,0 +1,79 @@
+"""The registered Kineto analyses feed the facts, the findings and the one-trace verdict of the headline."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from my_utils.profiling.analysis.fact_rules import fact_findings
+from my_utils.profiling.analysis.facts import build_facts
+from my_utils.profiling.analysis.headline import verdict
+from my_utils.profiling.analysis.kineto import analyze_traces
+from my_utils.profiling.analysis.model import Finding
+
+NCCL = "hta/nccl_parser_config__nccl_data.json.gz"
+
+
+def _facts(tables: dict[str, Any]) -> dict[str, Any]:
+    return {f.id: f for f in build_facts({}, tables, {})}
+
+
+def test_host_bound_verdict_quotes_the_critical_path_and_the_waited_operator(real_fixtures: Any) -> None:
+    """simple_add: host-bound; the line names the operator the GPU waited on longest and the path's CPU share."""
+    tables = analyze_traces(real_fixtures / "kineto" / "hta/critical_path__simple_add.json.gz",
+                            executor="serial").to_rows()
+    facts = _facts(tables)
+    cpu = facts["critical_path.cpu"]
+    assert cpu.unit == "%" and 0 < cpu.number <= 100 and cpu.evidence[0].table == "kineto_critical_path"
+    assert facts["idle.host_op"].label == "GPU waited on [param|cuda]"
+    assert facts["mfu"].measured is False and "record_shapes" in facts["mfu"].value.reason  # type: ignore[union-attr]
+    v = verdict(facts, [])
+    assert v.bound == "host"
+    assert "waited longest under [param|cuda]" in v.lines[0] and "of the critical path is CPU work" in v.lines[0]
+    assert {"idle.host_op", "critical_path.cpu"} <= set(v.facts)
+
+
+def _as_a100(src: Path, dst: Path) -> None:
+    with gzip.open(src, "rt") as fh:
+        doc = json.load(fh)
+    for props in doc["deviceProperties"]:
+        props["name"] = "NVIDIA A100-SXM4-80GB"
+    with gzip.open(dst, "wt") as fh:
+        json.dump(doc, fh)
+
+
+def test_slow_collectives_become_a_finding_with_their_evidence(real_fixtures: Any, tmp_path: Path) -> None:
+    """The NCCL trace's GPU named an A100 SXM4 80GB: its allreduces run far under NVLink's 300 GB/s; the fact
+    comm.busbw_link and the finding communication:slow_link carry the rows and the advice."""
+    path = tmp_path / "rank0.json.gz"
+    _as_a100(real_fixtures / "kineto" / NCCL, path)
+    tables = analyze_traces(path, executor="serial").to_rows()
+    facts = _facts(tables)
+    link = facts["comm.busbw_link"]
+    assert 0 < link.number < 25 and link.denominator_value == 300.0
+    assert all(e.table == "kineto_collectives" for e in link.evidence)
+    found = [Finding.from_dict(f) for f in fact_findings(facts, {}, tables)]
+    slow = next(f for f in found if f.id == "communication:slow_link")
+    assert slow.facts == ("comm.busbw_link:rank0",) and slow.advice[0].kind == "communication:slow_link"
+    assert "NVLink" in slow.suggestion and slow.evidence["excess_ms"] > 0
+
+
+def test_verdict_is_not_measured_without_gpu_and_every_new_fact_is_json(real_fixtures: Any) -> None:
+    tables = analyze_traces(real_fixtures / "kineto" / "hta/rank_non_gpu.json.gz", executor="serial").to_rows()
+    facts = _facts(tables)
+    assert verdict(facts, []).bound == "not measured"
+    json.dumps([f.to_dict() for f in facts.values()], allow_nan=False)
+
+
+@pytest.mark.parametrize("name", ["hta/trace_filter__sampled_rank-0.json.gz", NCCL])
+def test_facts_of_each_rank_and_of_the_run(real_fixtures: Any, name: str) -> None:
+    facts = _facts(analyze_traces(real_fixtures / "kineto" / name, executor="serial").to_rows())
+    for key in ("critical_path.cpu", "critical_path.gpu_compute", "critical_path.overhead", "idle.host_op"):
+        assert key in facts and f"{key}:rank0" in facts
+        assert facts[key].value == facts[f"{key}:rank0"].value  # one rank: the run is the rank
+    parts = ("cpu", "gpu_compute", "communication", "overhead")
+    assert sum(facts[f"critical_path.{p}"].number for p in parts) == pytest.approx(100.0)
