@@ -58,7 +58,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
         assert_valid_trace(out / "merged_trace.json")
         assert str(out / "merged_trace.json") in proc.stdout
         merged = json.loads((out / "merged_trace.json").read_text())["traceEvents"]
-        iters = {e["args"]["step"]: e["ts"] for e in merged if e.get("cat") == "mytimer" and e["name"] == "iter"}
+        iters = {e["args"]["step"]: e["ts"] for e in merged if e.get("cat") == "mytimer" and e["args"].get("path") == "iter"}
         steps = {int(e["name"].split("#")[1]): e["ts"] for e in merged
                  if str(e.get("name", "")).startswith("ProfilerStep#")}
         assert steps and set(steps) <= set(iters)

@@ -14,6 +14,7 @@ from my_utils.profiling.analysis.kineto.compare import compare_kineto
 from my_utils.profiling.analysis.model import AnalysisReport
 from my_utils.profiling.cli.diff import render_markdown
 from my_utils.profiling.providers.kineto import parse_trace_file
+from my_utils.profiling.reports.diff_markdown import md_text
 
 
 def _report(src: Path, out: Path) -> AnalysisReport:
@@ -49,4 +50,15 @@ def test_diff_json_and_markdown_carry_them(pair: tuple[AnalysisReport, AnalysisR
     assert result.kineto and result.to_dict()["kineto"] == result.kineto
     md = render_markdown(result)
     assert "| Kineto table | key | figure | base | target | Δ % |" in md
-    assert all(f"| {r['table']} |" in md for r in result.kineto[:25])
+    # table names reach the Markdown escaped (the file is safe to open: rule 5)
+    assert all(f"| {md_text(r['table'])} |" in md for r in result.kineto[:25])
+
+
+def test_a_gate_on_kineto_figures_alone_is_refused(pair: tuple[AnalysisReport, AnalysisReport]) -> None:
+    from my_utils.core.errors import InputError
+
+    result = diff_reports(*pair)
+    assert not result.changes and result.step_time is None  # these traces have no operations table, no steps
+    assert any("only the Kineto analysis figures are compared" in w for w in result.warnings)
+    with pytest.raises(InputError, match="found only Kineto analysis figures"):
+        result.gate(5.0)

@@ -86,7 +86,7 @@ def test_a_scratch_file_over_the_size_limit_is_named_and_the_scratch_goes(real_f
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "File too large" in lines[0] and "a scratch file of trace" in lines[0], lines
-    assert f"'{tmpdir}/myutils-trace-" in lines[0] and "set TMPDIR" in lines[0]
+    assert lines[0].startswith(f"error: {tmpdir}/myutils-trace-") and "set TMPDIR" in lines[0]
     assert list(tmpdir.iterdir()) == [] and not out.parent.exists()
 
 
@@ -134,7 +134,7 @@ def test_a_scratch_space_that_fills_up_names_the_file(real_fixtures: Any, tmp_pa
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "No space left on device" in lines[0] and "a scratch file of trace" in lines[0]
-    assert f"'{tmpdir}/myutils-trace-" in lines[0]
+    assert lines[0].startswith(f"error: {tmpdir}/myutils-trace-")
     assert list(tmpdir.iterdir()) == [] and not out.parent.exists()
 
 

@@ -161,7 +161,16 @@ class DiffResult:
                 and (c.delta_pct is None or c.delta_pct >= pct)]
 
     def gate(self, pct: float) -> GateResult:
-        """The regression gate at ``pct`` %: its regressions list nested names after the others."""
+        """The regression gate at ``pct`` %: its regressions list nested names after the others.
+
+        Refused (``InputError``) when nothing it gates was compared: reports with only Kineto
+        tables carry no operation or step time, and a gate that sees no data must not pass.
+        """
+        if not self.changes and self.step_time is None:
+            raise InputError(f"{self.base} vs {self.target}", None,
+                             "operations or step times for the regression gate; found only Kineto analysis "
+                             "figures, which the gate does not judge (drop --fail-on-regression, or compare "
+                             "reports with an operations table or steps)")
         folded = self.folded()
         found = self.regressions(pct)
         return GateResult(pct, tuple(sorted(found, key=lambda c: c.name in folded)))
@@ -405,12 +414,14 @@ def diff_reports(base: AnalysisReport, target: AnalysisReport, *, base_label: st
 
     A report with neither an operation nor a step is refused (``InputError`` naming it).
     """
+    from my_utils.profiling.analysis.kineto.compare import COMPARED, compare_kineto
+
     a = _stats_from_rows(base.tables.get("operations", []), base_label)
     b = _stats_from_rows(target.tables.get("operations", []), target_label)
     sa, sb = _step_stats(base), _step_stats(target)
-    for stats, side_step, label in ((a, sa, base_label), (b, sb, target_label)):
-        if not stats and side_step is None:
-            raise _nothing(label, "an operations table with rows, or steps,")
+    for report, stats, side_step, label in ((base, a, sa, base_label), (target, b, sb, target_label)):
+        if not stats and side_step is None and not any(report.tables.get(t) for t in COMPARED):
+            raise _nothing(label, "an operations table with rows, steps, or Kineto analysis tables")
     warnings: list[str] = []
     hw = hardware_warning(base.hardware, target.hardware)
     if hw:
@@ -418,15 +429,16 @@ def diff_reports(base: AnalysisReport, target: AnalysisReport, *, base_label: st
     if base.workload != target.workload:
         warnings.append(f"workload profiles differ ({base.workload!r} vs {target.workload!r}): findings may "
                         "differ by thresholds alone")
-    if not a or not b:
+    if (not a or not b) and sa and sb:
         warnings.append(f"the {'base' if not a else 'target'} report has no operations table: only the step "
                         "time is compared")
+    elif (not a or not b) and not (sa and sb):
+        warnings.append(f"the {'base' if not a or not sa else 'target'} report has neither operations nor steps: "
+                        "only the Kineto analysis figures are compared, and no regression gate applies")
     where = f"{base_label} vs {target_label}"
     step = (compare({STEP_TIME: sa}, {STEP_TIME: sb}, sigmas=sigmas, min_pct=min_pct, where=where)[0]
             if sa and sb else None)
     changes = compare(a, b, sigmas=sigmas, min_pct=min_pct, base_step_mean=sa.mean if sa else None, where=where)
-    from my_utils.profiling.analysis.kineto.compare import compare_kineto
-
     return DiffResult(base_label, target_label, changes, step, warnings, {"sigmas": sigmas, "min_pct": min_pct},
                       dict(base.hardware), dict(target.hardware), compare_kineto(base.tables, target.tables))
 

@@ -5,7 +5,8 @@ Markdown and HTML reports) could still leave the first two when the third fails 
 disk, a file-size limit, memory running out while rendering). :class:`StagedOutputs` renders
 every output into a hidden temporary in its target's folder, and only when all of them are
 complete renames them into place, one ``os.replace`` each; on any failure, ``BaseException``
-included (Ctrl-C), every temporary is removed and no target is touched.
+included (Ctrl-C), every temporary is removed and no target is touched. A run killed outright
+(SIGKILL) cannot clean up: the next run writing the same target removes what it left.
 """
 
 from __future__ import annotations
@@ -19,6 +20,45 @@ from types import TracebackType
 from typing import Any
 
 from my_utils.core.errors import UsageError
+
+
+def _host_tag() -> str:
+    import hashlib
+    import socket
+
+    return hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:6]
+
+
+# temporaries carry this host's tag and the writer's pid: a later run removes only those whose writer is gone
+# (SIGKILL runs no cleanup), never a live writer's, nor one of another machine sharing the folder
+_OWNER = _host_tag()
+
+
+def _sweep_dead(target: Path) -> None:
+    """Remove the temporaries of ``target`` that a killed run of this machine left (its pid no longer lives)."""
+    prefix = f".{target.name}.{_OWNER}."
+    try:
+        names = [n for n in os.listdir(target.parent) if n.startswith(prefix) and n.endswith(".staged.tmp")]
+    except OSError:
+        return
+    for name in names:
+        pid_text = name[len(prefix):].split(".", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _alive(int(pid_text)):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(target.parent / name)
+
+
+def _alive(pid: int) -> bool:
+    if os.name != "posix":  # Windows' os.kill(pid, 0) terminates the process: never probe there
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # another user's process, or a pid this system cannot hold: not ours to judge
+    return True
 
 
 class StagedOutputs:
@@ -52,7 +92,8 @@ class StagedOutputs:
         missing = [d for d in (target.parent, *target.parent.parents) if not d.exists()]
         target.parent.mkdir(parents=True, exist_ok=True)
         self.created.extend(reversed(missing))  # outermost first: removed last
-        tmp = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.staged.tmp"
+        _sweep_dead(target)
+        tmp = target.parent / f".{target.name}.{_OWNER}.{os.getpid()}.{uuid.uuid4().hex[:8]}.staged.tmp"
         self.staged.append((tmp, target))
         return tmp
 

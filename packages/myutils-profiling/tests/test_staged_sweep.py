@@ -1,0 +1,56 @@
+"""A run killed outright (SIGKILL) leaves its staged temporaries; the next run writing the same target removes them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from my_utils.profiling.cli._outputs import StagedOutputs
+
+_WRITER = """
+import sys, time
+from my_utils.profiling.cli._outputs import StagedOutputs
+with StagedOutputs() as out:
+    out.write_text(sys.argv[1], "partial")
+    print("staged", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_killed_writers_temporaries_go_with_the_next_run_a_live_ones_stay(tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+    killed = subprocess.Popen([sys.executable, "-c", _WRITER, str(target)], stdout=subprocess.PIPE, text=True)
+    live = subprocess.Popen([sys.executable, "-c", _WRITER, str(target)], stdout=subprocess.PIPE, text=True)
+    try:
+        for proc in (killed, live):
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "staged"
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(10)
+        left = sorted(p.name for p in tmp_path.iterdir())
+        assert len(left) == 2 and all(n.endswith(".staged.tmp") for n in left)
+        with StagedOutputs() as out:
+            out.write_text(target, "whole")
+        rest = sorted(p.name for p in tmp_path.iterdir() if p.name != "report.json")
+        assert rest == [n for n in left if f".{live.pid}." in n]  # the live writer's temporary is not touched
+        assert target.read_text() == "whole"
+    finally:
+        for proc in (live, killed):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(10)
+            assert proc.stdout is not None
+            proc.stdout.close()
+
+
+def test_a_foreign_or_odd_name_is_never_removed(tmp_path: Path) -> None:
+    target = tmp_path / "r.md"
+    odd = [tmp_path / ".r.md.zzzzzz.1.abcd.staged.tmp",  # another machine's tag
+           tmp_path / ".r.md.notes.staged.tmp", tmp_path / "r.md.bak"]
+    for p in odd:
+        p.write_text("keep")
+    with StagedOutputs() as out:
+        out.write_text(target, "x")
+    assert all(p.read_text() == "keep" for p in odd) and os.path.exists(target)
