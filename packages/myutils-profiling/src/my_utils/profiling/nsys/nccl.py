@@ -12,8 +12,12 @@ the figures: ``clock_note`` says so): *arrival* is the kernel start; the rank th
 last holds the others, whose kernels spin until it comes (``wait_ns`` = last arrival − own
 arrival); *skew* = last arrival − first arrival; the collective's own time is ``max end −
 last arrival``, from which the bus bandwidth follows (:func:`.nccl_ops.bus_bandwidth`) when
-the message size is known (``message_bytes``: NCCL's per-rank size, given by the caller
-when the export did not keep NCCL's NVTX payloads).
+the message size is known: read per kernel from NCCL's own NVTX payloads where the export kept
+them (:mod:`.nccl_sizes`), else ``message_bytes`` (NCCL's per-rank size, given by the caller,
+said as such); otherwise each collective says why its size is not recorded. ``size_rows``
+(``nsys_nccl_sizes``): per rank, collective and message size, the Kineto collectives table's
+figures — count, time, algbw and busbw over the summed time (NCCL-tests' definitions, the same
+``bus_factor``), the GPU's per-direction NVLink figure (``kineto.peaks``) and the share of it.
 
 Memory: each participant's collectives are streamed from SQLite in (collective, sequence)
 order and merged; only aggregates and the ``keep`` worst skews stay in memory.
@@ -30,6 +34,7 @@ from dataclasses import dataclass, field
 
 from my_utils.profiling.nsys.facts import Evidence, NsysFact, not_measured
 from my_utils.profiling.nsys.nccl_ops import bus_bandwidth
+from my_utils.profiling.nsys.nccl_sizes import REASONS, SizeRow, SizeTally, kernel_sizes
 from my_utils.profiling.nsys.schema import NsysExport
 
 CLOCK_NOTE = ("arrival times of ranks on different hosts rely on each host's clock (nsys anchors every export "
@@ -62,6 +67,8 @@ class CollectiveAcross:
     waits_ns: tuple[tuple[int, int], ...]  # (rank, last arrival - own arrival)
     algbw_gbps: float | None = None
     busbw_gbps: float | None = None
+    message_bytes: int | None = None  # NCCL's per-rank size (the largest when ranks differ), None: not recorded
+    size_source: str = ""  # "NCCL NVTX payload", "--nccl-bytes (given)", or why the size is not recorded
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,8 @@ class RankCollectiveStats:
     wait_ns: int
     last_arrivals: int  # how often this rank was the last to arrive
     busbw_gbps_mean: float | None
+    sized: int = 0  # kernels whose message size is known
+    size_note: str = ""  # why the others' size is not recorded
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,7 @@ class NcclAnalysis:
     message_bytes: int | None
     clock_note: str = CLOCK_NOTE
     unmatched: dict[str, int] = field(default_factory=dict)  # collective -> instances seen on fewer ranks
+    sizes: tuple[SizeRow, ...] = ()  # per rank, collective and message size (``nsys_nccl_sizes``)
 
     def facts(self) -> list[NsysFact]:
         """Facts: per collective kind, the rank that most often arrives last, its skew, and bus bandwidth."""
@@ -112,15 +122,41 @@ def participants(dbs: Sequence[NsysExport]) -> list[tuple[Participant, NsysExpor
     return out
 
 
-def _stream(p: Participant, db: NsysExport) -> Iterator[tuple[str, int, int, int, int]]:
-    """(collective, seq, rank, start, end) of one participant in (collective, seq) order, on the UTC epoch when anchored."""
-    sql = ("SELECT COALESCE(collective, 'unknown') AS coll, "
-           "ROW_NUMBER() OVER (PARTITION BY collective ORDER BY start, end) AS seq, "
-           "start + COALESCE((SELECT epoch_offset_ns FROM nsys_export), 0), "
-           "end + COALESCE((SELECT epoch_offset_ns FROM nsys_export), 0) "
-           "FROM nsys_kernel WHERE kind = 'communication' AND pid IS ? AND device IS ? ORDER BY coll, seq")
-    for coll, seq, start, end in db.iterate(sql, (p.pid, p.device), place="NCCL collectives"):
-        yield coll, seq, p.rank, start, end
+Row = tuple[str, int, int, int, int, int | None, str]
+PAYLOAD = "NCCL NVTX payload"
+GIVEN = "--nccl-bytes (given)"
+
+
+def _stream(p: Participant, db: NsysExport, given: int | None, reason: str | None) -> Iterator[Row]:
+    """(collective, seq, rank, start, end, bytes, size source) of one participant in (collective, seq) order, on the
+    UTC epoch when anchored; ``bytes`` from NCCL's payloads, else ``given``, else None with the reason."""
+    sql = ("SELECT COALESCE(k.collective, 'unknown') AS coll, "
+           "ROW_NUMBER() OVER (PARTITION BY k.collective ORDER BY k.start, k.end) AS seq, "
+           "k.start + COALESCE((SELECT epoch_offset_ns FROM nsys_export), 0), "
+           "k.end + COALESCE((SELECT epoch_offset_ns FROM nsys_export), 0), z.bytes, z.note "
+           "FROM nsys_kernel k LEFT JOIN temp.nsys_nccl_size z ON z.pid IS k.pid AND z.device IS k.device "
+           "AND z.start = k.start AND z.end = k.end "
+           "WHERE k.kind = 'communication' AND k.pid IS ? AND k.device IS ? ORDER BY coll, seq")
+    for coll, seq, start, end, size, note in db.iterate(sql, (p.pid, p.device), place="NCCL collectives"):
+        if size is not None:
+            yield coll, seq, p.rank, start, end, int(size), PAYLOAD
+        elif given is not None:
+            yield coll, seq, p.rank, start, end, given, GIVEN
+        else:
+            yield coll, seq, p.rank, start, end, None, note or REASONS[reason or "no_call"]
+
+
+
+def _across_size(rows: list[Row]) -> tuple[int | None, str]:
+    """One collective's size from its ranks' (the largest when they differ, said), or why it is not recorded."""
+    sizes = [r[5] for r in rows if r[5] is not None]
+    if len(sizes) < len(rows):
+        return None, next(r[6] for r in rows if r[5] is None)
+    sources = sorted({r[6] for r in rows})
+    source = " and ".join(sources)
+    if len(set(sizes)) > 1:
+        source += f" (ranks differ: {min(sizes)}..{max(sizes)} B, the largest used)"
+    return max(sizes), source
 
 
 def analyze_collectives(dbs: Sequence[NsysExport], *, message_bytes: int | None = None,
@@ -131,7 +167,11 @@ def analyze_collectives(dbs: Sequence[NsysExport], *, message_bytes: int | None 
         return None
     aligned = all(p.epoch_offset_ns is not None for p, _ in parts) or len({id(db) for _, db in parts}) == 1
     n_all = len(parts)
-    streams = [_stream(p, db) for p, db in parts]
+    reasons = {id(db): kernel_sizes(db) for db in {id(db): db for _, db in parts}.values()}
+    streams = [_stream(p, db, message_bytes, reasons[id(db)]) for p, db in parts]
+    tally = SizeTally({p.rank: db for p, db in parts}, {p.rank: p.device for p, _ in parts})
+    sized: dict[tuple[int, str], int] = defaultdict(int)
+    notes: dict[tuple[int, str], str] = {}
     merged = heapq.merge(*streams, key=lambda r: (r[0], r[1]))
     count: dict[tuple[int, str], int] = defaultdict(int)
     total: dict[tuple[int, str], int] = defaultdict(int)
@@ -145,10 +185,15 @@ def analyze_collectives(dbs: Sequence[NsysExport], *, message_bytes: int | None 
     n_coll = 0
     for (coll, seq), group in itertools.groupby(merged, key=lambda r: (r[0], r[1])):
         rows = list(group)  # one row per participant: bounded by the number of ranks
-        for _, _, rank, s, e in rows:
+        for _, _, rank, s, e, size, source in rows:
             count[(rank, coll)] += 1
             total[(rank, coll)] += e - s
             longest[(rank, coll)] = max(longest[(rank, coll)], e - s)
+            tally.add(rank, coll, size, source, e - s)
+            if size is not None:
+                sized[(rank, coll)] += 1
+            else:
+                notes.setdefault((rank, coll), source)
         if len(rows) < n_all:
             unmatched[coll] += 1
         if not aligned or len(rows) < 2:
@@ -157,21 +202,21 @@ def analyze_collectives(dbs: Sequence[NsysExport], *, message_bytes: int | None 
         last = max(rows, key=lambda r: (r[3], r[2]))
         first = min(rows, key=lambda r: (r[3], r[2]))
         end = max(r[4] for r in rows)
+        size, source = _across_size(rows)
         across = CollectiveAcross(coll, seq, len(rows), first[2], last[2], last[3] - first[3], end - last[3],
-                                  tuple((r[2], last[3] - r[3]) for r in rows))
-        if message_bytes is not None:
-            bw = bus_bandwidth(coll, message_bytes, across.duration_ns, len(rows))
+                                  tuple((r[2], last[3] - r[3]) for r in rows), message_bytes=size, size_source=source)
+        if size is not None:
+            bw = bus_bandwidth(coll, size, across.duration_ns, len(rows))
             if bw is not None:
                 across = dataclasses.replace(across, algbw_gbps=bw[0], busbw_gbps=bw[1])
         lasts[(last[2], coll)] += 1
         for rank, wait in across.waits_ns:
             waits[(rank, coll)] += wait
-        if message_bytes is not None:
-            for _, _, rank, s, e in rows:
-                bw = bus_bandwidth(coll, message_bytes, e - s, len(rows))
-                if bw is not None:
-                    bw_sum[(rank, coll)] += bw[1]
-                    bw_n[(rank, coll)] += 1
+        for _, _, rank, s, e, nbytes, _src in rows:
+            bw = bus_bandwidth(coll, nbytes, e - s, len(rows)) if nbytes is not None else None
+            if bw is not None:
+                bw_sum[(rank, coll)] += bw[1]
+                bw_n[(rank, coll)] += 1
         item = (across.skew_ns, -n_coll, across)
         if len(worst) < keep:
             heapq.heappush(worst, item)
@@ -179,11 +224,13 @@ def analyze_collectives(dbs: Sequence[NsysExport], *, message_bytes: int | None 
             heapq.heappushpop(worst, item)
     per_rank = tuple(RankCollectiveStats(rank, coll, count[(rank, coll)], total[(rank, coll)], longest[(rank, coll)],
                                          waits[(rank, coll)], lasts[(rank, coll)],
-                                         bw_sum[(rank, coll)] / bw_n[(rank, coll)] if bw_n[(rank, coll)] else None)
+                                         bw_sum[(rank, coll)] / bw_n[(rank, coll)] if bw_n[(rank, coll)] else None,
+                                         sized[(rank, coll)], notes.get((rank, coll), ""))
                      for rank, coll in sorted(count))
+    ran = {coll: sum(1 for _r, c in count if c == coll) for _, coll in count}
     return NcclAnalysis(tuple(p for p, _ in parts), per_rank,
                         tuple(x[2] for x in sorted(worst, key=lambda x: (-x[0], -x[1]))), n_coll, aligned,
-                        message_bytes, unmatched=dict(unmatched))
+                        message_bytes, unmatched=dict(unmatched), sizes=tally.rows(ran))
 
 
 def nccl_facts(a: NcclAnalysis) -> list[NsysFact]:
@@ -215,16 +262,27 @@ def nccl_facts(a: NcclAnalysis) -> list[NsysFact]:
             detail=a.clock_note,
             evidence=tuple(Evidence("nsys_nccl_ranks", {"rank": s.rank, "collective": coll},
                                     {"wait_ns": s.wait_ns, "total_ns": s.total_ns}) for s in rows)))
-        bws = [s.busbw_gbps_mean for s in rows if s.busbw_gbps_mean is not None]
-        if a.message_bytes is None:
-            out.append(not_measured(f"nsys.nccl_busbw:{coll}", f"Bus bandwidth of {coll}",
-                                    "message sizes are not in the export (NCCL NVTX payloads were not exported): "
-                                    "give --nccl-bytes", unit="GB/s", ranks=ranks))
-        elif bws:
-            out.append(NsysFact(
-                f"nsys.nccl_busbw:{coll}", f"Bus bandwidth of {coll} (NCCL-tests definition)",
-                sum(bws) / len(bws), "GB/s", ranks=ranks, aggregate="mean over ranks of each rank's mean",
-                detail=f"message size {a.message_bytes} B per rank, kernel durations",
-                evidence=tuple(Evidence("nsys_nccl_ranks", {"rank": s.rank, "collective": coll},
-                                        {"busbw_gbps_mean": s.busbw_gbps_mean}) for s in rows)))
+        out.append(_busbw_fact(a, coll, rows, ranks))
     return out
+
+
+def _busbw_fact(a: NcclAnalysis, coll: str, rows: list[RankCollectiveStats], ranks: tuple[int, ...]) -> NsysFact:
+    """Mean bus bandwidth of ``coll`` over the ranks, with where the sizes came from and the link it compares with."""
+    fid, label = f"nsys.nccl_busbw:{coll}", f"Bus bandwidth of {coll} (NCCL-tests definition)"
+    bws = [s.busbw_gbps_mean for s in rows if s.busbw_gbps_mean is not None]
+    if not bws:
+        note = next((s.size_note for s in rows if s.size_note), "")
+        why = (f"{note}; or give --nccl-bytes (NCCL's per-rank message size)" if note
+               else "one rank ran it: the group size is unknown")
+        return not_measured(fid, f"Bus bandwidth of {coll}", why, unit="GB/s", ranks=ranks)
+    sized = [r for r in a.sizes if r.collective == coll and r.message_bytes is not None]
+    sources = sorted({r.size_source for r in sized})
+    links = sorted({r.link for r in sized})
+    unsized = sum(s.count - s.sized for s in rows)
+    return NsysFact(
+        fid, label, sum(bws) / len(bws), "GB/s", ranks=ranks, aggregate="mean over ranks of each rank's mean",
+        detail=(f"sizes from {' and '.join(sources)}: " + ", ".join(sorted({f'{r.message_bytes:,} B' for r in sized}))
+                + " per rank; kernel durations" + (f"; {unsized} kernel(s) without a size left out" if unsized else "")
+                + "; link: " + "; ".join(links)),
+        evidence=tuple(Evidence("nsys_nccl_ranks", {"rank": s.rank, "collective": coll},
+                                {"busbw_gbps_mean": s.busbw_gbps_mean, "sized": s.sized}) for s in rows))

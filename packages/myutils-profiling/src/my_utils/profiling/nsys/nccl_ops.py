@@ -9,15 +9,21 @@ collective (``AllReduce``, ``AllGather``, ``ReduceScatter``, ``Broadcast``, ``Re
 Bus bandwidth follows NCCL-tests (``doc/PERFORMANCE.md``): ``algbw = S / t`` and
 ``busbw = algbw × factor(n)``, where ``S`` is the buffer size NCCL-tests reports (the
 per-rank buffer for all-reduce, broadcast and reduce; the *total* buffer, ``n`` × the
-per-rank chunk, for all-gather and reduce-scatter) and the factor is ``2(n-1)/n`` for
-all-reduce, ``(n-1)/n`` for all-gather and reduce-scatter, 1 for broadcast, reduce and
-point-to-point. NCCL's own NVTX payload reports the per-rank size (``Message size [bytes]``),
-so :func:`bus_bandwidth` takes that and scales it.
+per-rank chunk, for all-gather and reduce-scatter) and the factor is the Kineto collectives
+analysis's own :func:`~my_utils.profiling.analysis.kineto.collectives.bus_factor` (``2(n-1)/n``
+for all-reduce, ``(n-1)/n`` for all-gather, reduce-scatter and all-to-all, 1 for broadcast,
+reduce and point-to-point): one definition for both analyses. NCCL's own NVTX payload reports
+the per-rank size (``Message size [bytes]``: NCCL passes ``sendcount`` for all-gather and
+``recvcount`` for reduce-scatter), so :func:`bus_bandwidth` takes that and scales it.
 """
 
 from __future__ import annotations
 
 import re
+
+from my_utils.profiling.analysis.kineto.collectives import bus_factor
+
+__all__ = ["COLLECTIVES", "bus_bandwidth", "bus_factor", "collective_of", "size_factor"]
 
 _MODERN = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
 _LEGACY = re.compile(r"^nccl(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|Send|Recv)"
@@ -39,19 +45,6 @@ def collective_of(name: str) -> str | None:
 def size_factor(op: str, ranks: int) -> float:
     """NCCL-tests' ``S`` over NCCL's per-rank message size (``n`` for all-gather and reduce-scatter)."""
     return float(ranks) if op in ("AllGather", "ReduceScatter") else 1.0
-
-
-def bus_factor(op: str, ranks: int) -> float | None:
-    """NCCL-tests' ``busbw / algbw`` for ``op`` over ``ranks`` ranks (None for an op it does not define)."""
-    if ranks < 1:
-        return None
-    if op == "AllReduce":
-        return 2.0 * (ranks - 1) / ranks
-    if op in ("AllGather", "ReduceScatter", "AllToAll"):
-        return (ranks - 1) / ranks
-    if op in ("Broadcast", "Reduce", "SendRecv", "Send", "Recv"):
-        return 1.0
-    return None
 
 
 def bus_bandwidth(op: str, message_bytes: float, duration_ns: float, ranks: int) -> tuple[float, float] | None:

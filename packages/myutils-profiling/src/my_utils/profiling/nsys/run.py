@@ -5,8 +5,9 @@ caller's ``visit`` (the ``nsys_sqlite`` provider reads its events there, so a co
 ingests and analyses an export opens it once), and keeps it open to line up the NCCL
 collectives of all of them. ``RunSummary.tables()``
 joins the per-export tables (each row carries its ``rank``) and adds ``nsys_nccl_ranks``
-(per rank and collective) and ``nsys_nccl_skew`` (the collectives with the largest
-arrival skew); ``facts()`` gives every export's facts and the NCCL ones.
+(per rank and collective), ``nsys_nccl_skew`` (the collectives with the largest
+arrival skew) and ``nsys_nccl_sizes`` (per rank, collective and message size: bandwidths, or
+why the size is not recorded); ``facts()`` gives every export's facts and the NCCL ones.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class RunSummary:
             out["nsys_nccl_skew"] = _rows("nsys_nccl_skew", [
                 {**{k: v for k, v in asdict(c).items() if k != "waits_ns"},
                  "waits_ns": ";".join(f"{r}:{w}" for r, w in c.waits_ns)} for c in self.nccl.worst_skew])
+            out["nsys_nccl_sizes"] = _rows("nsys_nccl_sizes", [asdict(r) for r in self.nccl.sizes])
         return out
 
     def facts(self) -> list[Any]:
@@ -65,6 +67,7 @@ class RunSummary:
                 "unmatched": dict(self.nccl.unmatched),
                 "per_rank": [asdict(r) for r in self.nccl.per_rank],
                 "worst_skew": [asdict(c) for c in self.nccl.worst_skew],
+                "sizes": [asdict(r) for r in self.nccl.sizes],
                 "facts": [f.to_dict() for f in self.nccl.facts()]},
         }
 

@@ -145,18 +145,25 @@ def collectives_of(d: RankData) -> list[Collective]:
     return out
 
 
-def _link(d: RankData, group_size: int) -> tuple[float, str]:
-    """Per-direction link bandwidth (GB/s) a group of ``group_size`` ranks can expect, and its name (or why not)."""
-    gpu = d.context.get("gpu")
-    per_host = d.context.get("gpu_count")
-    if not isinstance(gpu, str):
-        return math.nan, "not measured: the trace names no GPU"
-    if isinstance(per_host, int) and group_size > per_host:
-        return math.nan, f"not measured: {group_size} ranks > {per_host} GPUs of one host (network speed unknown)"
+def link_speed(gpu: object, gpus_per_host: object, group_size: int, *, source: str = "the trace") -> tuple[float, str]:
+    """Per-direction link bandwidth (GB/s) a group of ``group_size`` ranks can expect, and its name (or why not).
+
+    Shared with the Nsight Systems collectives (``nsys.nccl_sizes``), so both compare a bus bandwidth with the same
+    figure of ``kineto.peaks``; ``source`` names where ``gpu`` and ``gpus_per_host`` were read.
+    """
+    if not isinstance(gpu, str) or not gpu:
+        return math.nan, f"not measured: {source} names no GPU"
+    if isinstance(gpus_per_host, int) and group_size > gpus_per_host:
+        return math.nan, f"not measured: {group_size} ranks > {gpus_per_host} GPUs of one host (network speed unknown)"
     peak = nvlink_bandwidth(gpu)
     if peak is None:
         return math.nan, f"not measured: no NVLink figure for {gpu}"
     return peak.value / 1e9, f"NVLink of {peak.model} per direction ({peak.source})"
+
+
+def _link(d: RankData, group_size: int) -> tuple[float, str]:
+    """Per-direction link bandwidth (GB/s) a group of ``group_size`` ranks can expect, and its name (or why not)."""
+    return link_speed(d.context.get("gpu"), d.context.get("gpu_count"), group_size)
 
 
 def collective_rows(d: RankData) -> list[CollectiveRow]:
