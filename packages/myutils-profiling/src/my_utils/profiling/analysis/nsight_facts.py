@@ -22,6 +22,11 @@ up (``aggregate`` says so); no figure is averaged over devices.
 ``context.gpu``
     the GPU model of the hardware table (the export's own name in ``detail``), or the name the
     export gives when the table has no row for it.
+``mfu``
+    model FLOPs utilisation (``nsys_mfu``): the FLOPs given per GPU and iteration over the dense
+    peak of the hardware table (its ``hardware.csv`` row in the denominator) × the NVTX iteration
+    time; several processes weighted by their iteration time, as the Kineto MFU weighs ranks.
+    "Not measured" with the reasons (no FLOPs given, no dtype, no iterations, no GPU or peak).
 """
 
 from __future__ import annotations
@@ -80,7 +85,34 @@ def run_facts(tables: Mapping[str, Rows]) -> list[Fact]:
             ("step_time.median", "step time (median)"), ("step_time.p90", "step time (p90)"),
             ("step_time.worst", "worst step"))]
     out += _context(tables.get("nsys_inputs") or [])
+    out += _mfu(tables.get("nsys_mfu") or [])
     return out
+
+
+def _mfu(rows: Rows) -> list[Fact]:
+    """The run's MFU over the processes' ``nsys_mfu`` rows (module docstring)."""
+    if not rows:
+        return []
+    ranks = _ranks(rows)
+    ev = tuple(EvidenceRow("nsys_mfu", {"rank": r.get("rank"), "pid": r.get("pid")},
+                           {k: r.get(k) for k in ("mfu_pct", "flops_per_iteration", "time_ns", "peak_tflops")})
+               for r in rows)
+    measured = [r for r in rows if isinstance(r.get("mfu_pct"), (int, float))]
+    if len(measured) < len(rows):
+        reasons = sorted({str(r.get("not_measured")) for r in rows if r.get("not_measured")})
+        return [Fact("mfu", "MFU", NotMeasured("; ".join(reasons) or "not computed"), "%", SOURCE, ranks=ranks,
+                     evidence=ev)]
+    time = sum(_num(r.get("time_ns")) for r in measured)
+    value = (sum(_num(r["mfu_pct"]) * _num(r.get("time_ns")) for r in measured) / time if time > 0
+             else _num(measured[0]["mfu_pct"]))
+    peaks = "; ".join(sorted({f"{r.get('dtype')} {_num(r.get('peak_tflops')):g} TFLOP/s of {r.get('gpu')} "
+                              f"({r.get('peak_row')}; {r.get('peak_source')})" for r in measured}))
+    return [Fact("mfu", "MFU", value, "%", "nsys NVTX iterations and the hardware table",
+                 f"dense peak × NVTX iteration time: {peaks}", time / MS, "ms", ranks,
+                 f"{len(measured)} process(es)" + (", weighted by iteration time" if len(measured) > 1 else ""),
+                 steps=sum(int(_num(r.get("iterations"))) for r in measured), evidence=ev,
+                 detail="; ".join(sorted({f"{_num(r.get('flops_per_iteration')):.4g} FLOPs per GPU and iteration "
+                                          f"({r.get('flops_source')})" for r in measured})))]
 
 
 def _gpu(tables: Mapping[str, Rows], rows: Rows) -> list[Fact]:

@@ -65,18 +65,30 @@ def summary(
     top: int = typer.Option(10, "--top", min=1, help="Kernels per kind, API calls and ranges to list."),
     nccl_bytes: str | None = typer.Option(None, "--nccl-bytes", help="NCCL's per-rank message size (e.g. 2MiB) "
                                           "when the export lacks NCCL's NVTX payloads: gives bus bandwidth."),
+    flops: str | None = typer.Option(None, "--flops-per-iteration", help="Model FLOPs of ONE GPU in one iteration "
+                                     "(e.g. 3.2e15): gives MFU against the hardware table's dense peak."),
+    params: str | None = typer.Option(None, "--model-params", help="Model parameters N; with "
+                                      "--tokens-per-iteration, FLOPs per iteration = 6·N·T."),
+    tokens: str | None = typer.Option(None, "--tokens-per-iteration", help="Tokens ONE GPU processes per "
+                                      "iteration (T of 6·N·T)."),
+    dtype: str | None = typer.Option(None, "--dtype", help="Math precision of the model's FLOPs: fp64, fp64_tensor, "
+                                     "fp32, tf32, bf16, fp16, fp8 or int8 (no default: nsys records none)."),
+    gpu: str | None = typer.Option(None, "--gpu", help="The GPU, as tools name it, for exports without a GPU table "
+                                   "(e.g. 'NVIDIA H100 80GB HBM3')."),
     json_out: Path | None = typer.Option(None, "--json", help="Write every table, iteration and fact as JSON."),
     csv_dir: Path | None = typer.Option(None, "--csv-dir", help="Write each table as <name>.csv in this folder."),
 ) -> None:
-    """Where the GPU time went, per export and across ranks: busy/idle, overlap, kernels, copies, API, NCCL."""
+    """Where the GPU time went, per export and across ranks: busy/idle, overlap, kernels, copies, API, NCCL, MFU."""
     from my_utils.core.safe_io import refuse_overwriting_inputs, strict_json
+    from my_utils.profiling.nsys.mfu import ModelFlops
     from my_utils.profiling.nsys.ranks import expand_inputs
     from my_utils.profiling.nsys.render import csv_text
     from my_utils.profiling.nsys.run import analyze_run
 
     message = parse_bytes(nccl_bytes) if nccl_bytes is not None else None
+    model = ModelFlops.parse(flops=flops, params=params, tokens=tokens, dtype=dtype, gpu=gpu)
     refuse_overwriting_inputs([p for p in (json_out,) if p], [i.path for i in expand_inputs(inputs)])
-    run = analyze_run(inputs, iteration_range=iteration_range, top=top, message_bytes=message)
+    run = analyze_run(inputs, iteration_range=iteration_range, top=top, message_bytes=message, model=model)
     tables = run.tables()
     if json_out is not None:
         _write(json_out, strict_json(run.to_dict(), indent=2) + "\n")
@@ -98,7 +110,7 @@ def render_run(run: RunSummary, top: int = 10) -> str:
         parts.append(f"== NCCL across {len(a.participants)} rank(s): {a.collectives} collective(s) matched"
                      + ("" if a.aligned else " (no UTC clock anchor: arrival order not measured)"))
         t = run.tables()
-        for name in ("nsys_nccl_ranks", "nsys_nccl_skew"):
+        for name in ("nsys_nccl_ranks", "nsys_nccl_skew", "nsys_nccl_sizes"):
             if name in t and len(t[name].columns):
                 parts.append(text_table(t[name].columns, t[name].rows[:top], title=name))
         for f in a.facts():
@@ -134,9 +146,26 @@ def _render_export(s: ExportSummary, top: int) -> str:
     if s.iterations is not None:
         it = s.iterations
         out.append(_render_iterations(it))
+    out += [line for line in (_render_mfu(s),) if line]
     if s.not_measured:
         out.append("not measured:\n" + "\n".join(f"  {k}: {v}" for k, v in s.not_measured.items()))
     return "\n\n".join(out)
+
+
+def _render_mfu(s: ExportSummary) -> str:
+    """The MFU of each process with its denominator (peak, hardware.csv row, iteration time); empty when not measured
+    (the reason is listed under "not measured")."""
+    lines = []
+    for r in s.table("nsys_mfu").records():
+        if r["mfu_pct"] is None:
+            continue
+        who = f"pid {r['pid']}: " if r["pid"] is not None else ""
+        lines.append(f"  {who}MFU {r['mfu_pct']:.1f}% = {r['flops_per_iteration']:.4g} FLOPs per iteration "
+                     f"({r['flops_source']}) / {r['mean_iteration_ns'] / 1e6:,.3f} ms mean of {r['iterations']} "
+                     f"iteration(s) = {r['achieved_tflops']:,.1f} TFLOP/s of the dense {r['dtype']} peak "
+                     f"{r['peak_tflops']:g} TFLOP/s of {r['gpu']}")
+        lines.append(f"    peak: {r['peak_row']} ({r['peak_source']}); GPU from {r['gpu_source']}")
+    return "MFU:\n" + "\n".join(lines) if lines else ""
 
 
 def _render_iterations(it: Any) -> str:

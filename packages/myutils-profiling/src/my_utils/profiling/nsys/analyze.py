@@ -9,9 +9,11 @@ over the (small) per-iteration table. Memory therefore follows the number of ker
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from my_utils.profiling.nsys.iterations import find_iterations
+from my_utils.profiling.nsys.mfu import ModelFlops, mfu_rows
 from my_utils.profiling.nsys.model import ExportSummary, Table
 from my_utils.profiling.nsys.queries import run_builtin
 from my_utils.profiling.nsys.schema import NsysExport
@@ -34,20 +36,22 @@ SUMMARY_QUERIES: dict[str, tuple[str, dict[str, object]]] = {
 
 
 def summarize(source: str | Path | NsysExport, *, rank: int | None = None, iteration_range: str | None = None,
-              top: int = 10, slowest: int = 10) -> ExportSummary:
+              top: int = 10, slowest: int = 10, model: ModelFlops | None = None) -> ExportSummary:
     """Analyse one export (a path, or an open :class:`NsysExport` that stays open).
 
     ``iteration_range`` names the NVTX range of one iteration (GLOB pattern); without it the
     usual step ranges are tried (:data:`.iterations.DEFAULT_RANGES`). ``top`` kernels per kind
-    and the ``slowest`` CUDA API calls are kept.
+    and the ``slowest`` CUDA API calls are kept. ``model`` states the FLOPs of an iteration and
+    its dtype for the MFU (``nsys_mfu``, :mod:`.mfu`); without it MFU is "not measured".
     """
     if isinstance(source, NsysExport):
-        return _summarize(source, iteration_range, top, slowest)
+        return _summarize(source, iteration_range, top, slowest, model)
     with NsysExport(source, rank=rank) as db:
-        return _summarize(db, iteration_range, top, slowest)
+        return _summarize(db, iteration_range, top, slowest, model)
 
 
-def _summarize(db: NsysExport, iteration_range: str | None, top: int, slowest: int) -> ExportSummary:
+def _summarize(db: NsysExport, iteration_range: str | None, top: int, slowest: int,
+               model: ModelFlops | None = None) -> ExportSummary:
     db.ensure_views()
     tables: dict[str, Table] = {}
     for name, (query, params) in SUMMARY_QUERIES.items():
@@ -57,10 +61,15 @@ def _summarize(db: NsysExport, iteration_range: str | None, top: int, slowest: i
     tables["nsys_top_kernels"] = Table("nsys_top_kernels", kernels[0].columns, tuple(r for t in kernels for r in t.rows))
     tables["nsys_cuda_api_slowest"] = _ranked(db, "nsys_cuda_api_slowest", "cuda_api_slowest", {"limit": slowest})
     iterations = find_iterations(db, iteration_range)
+    missing = _not_measured(db, tables, iterations is not None, iteration_range)
+    rows = mfu_rows(db.rank, db.gpus(), iterations, model, missing.get("iterations", ""))
+    records = [dataclasses.asdict(r) for r in rows]
+    tables["nsys_mfu"] = Table("nsys_mfu", tuple(records[0]), tuple(tuple(r.values()) for r in records))
+    if all(r.mfu_pct is None for r in rows):
+        missing["mfu"] = rows[0].not_measured or "MFU could not be computed"
     return ExportSummary(
         label=db.label, path=str(db.path), rank=db.rank, meta=db.meta, gpus=db.gpus(),
-        epoch_offset_ns=db.epoch_offset_ns, tables=tables, iterations=iterations,
-        not_measured=_not_measured(db, tables, iterations is not None, iteration_range),
+        epoch_offset_ns=db.epoch_offset_ns, tables=tables, iterations=iterations, not_measured=missing,
     )
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from my_utils.profiling.nsys.analyze import summarize
+from my_utils.profiling.nsys.mfu import ModelFlops
 from my_utils.profiling.nsys.model import ExportSummary, Table, concat
 from my_utils.profiling.nsys.nccl import NcclAnalysis, analyze_collectives
 from my_utils.profiling.nsys.ranks import RankInput, expand_inputs
@@ -80,10 +81,12 @@ def _rows(name: str, records: list[dict[str, Any]]) -> Table:
 
 
 def analyze_run(specs: Sequence[str | Path], *, iteration_range: str | None = None, top: int = 10,
-                message_bytes: int | None = None, visit: Callable[[NsysExport], object] | None = None) -> RunSummary:
+                message_bytes: int | None = None, visit: Callable[[NsysExport], object] | None = None,
+                model: ModelFlops | None = None) -> RunSummary:
     """Analyse the exports named by ``specs`` (files, folders, globs, ``%q{RANK}`` templates).
 
-    ``visit`` is called with each open export (views made, its rank set) after its summary.
+    ``visit`` is called with each open export (views made, its rank set) after its summary;
+    ``model`` (the FLOPs of one GPU's iteration, the dtype) gives each export's MFU.
     """
     inputs = expand_inputs(specs)
     single = len(inputs) == 1
@@ -92,7 +95,7 @@ def analyze_run(specs: Sequence[str | Path], *, iteration_range: str | None = No
         dbs = []
         for i in inputs:
             db = stack.enter_context(NsysExport(i.path, rank=None if single and i.rank_source == "none" else i.rank))
-            exports.append(summarize(db, iteration_range=iteration_range, top=top))
+            exports.append(summarize(db, iteration_range=iteration_range, top=top, model=model))
             if visit is not None:
                 visit(db)
             dbs.append(db)

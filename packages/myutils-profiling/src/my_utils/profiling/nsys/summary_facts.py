@@ -1,4 +1,4 @@
-"""The facts of one export's summary: GPU busy/idle, overlap, kernel shares, copies, API time, iterations.
+"""The facts of one export's summary: GPU busy/idle, overlap, kernel shares, copies, API time, iterations, MFU.
 
 Ids are stable across runs (``nsys.gpu_idle:rank1:device0``), so two runs' facts pair up;
 every fact names the table row it was read from (``evidence``), and what the export could
@@ -102,6 +102,33 @@ def export_facts(s: ExportSummary) -> list[NsysFact]:
             ranks=ranks, evidence=(Evidence("nsys_osrt", {"rank": s.rank, "name": top["name"]},
                                             {"total_ns": top["total_ns"]}),)))
     out.extend(_iteration_facts(s))
+    out.extend(_mfu_facts(s))
+    return out
+
+
+def _mfu_facts(s: ExportSummary) -> list[NsysFact]:
+    """MFU per process (``nsys_mfu``): its value over the dense peak and the iteration time, or every reason it is not."""
+    out = []
+    for r in s.table("nsys_mfu").records():
+        fid = f"nsys.mfu:{_scope(s.rank, pid=r['pid'])}".rstrip(":") if r["pid"] is not None else \
+            f"nsys.mfu:{_scope(s.rank)}".rstrip(":")
+        label = "MFU (model FLOPs utilisation)"
+        if r["mfu_pct"] is None:
+            out.append(not_measured(fid, label, r["not_measured"] or "not computed", unit="%", ranks=(s.rank,)))
+            continue
+        out.append(NsysFact(
+            fid, label, float(r["mfu_pct"]), "%",
+            source="nsys NVTX iterations and the hardware table",
+            denominator=f"dense {r['dtype']} peak of {r['gpu']} ({r['peak_tflops']:g} TFLOP/s, {r['peak_row']}; "
+                        f"{r['peak_source']}) × the NVTX iteration time",
+            denominator_value=r["time_ns"] / MS, denominator_unit="ms", ranks=(s.rank,), steps=r["iterations"],
+            aggregate=f"{r['iterations']} {r['iteration_range']!r} iteration(s) of process {r['pid']}",
+            detail=(f"{r['flops_per_iteration']:.4g} FLOPs per GPU and iteration ({r['flops_source']}) in a mean "
+                    f"{r['mean_iteration_ns'] / MS:,.3f} ms: {r['achieved_tflops']:,.1f} TFLOP/s; GPU from "
+                    f"{r['gpu_source']}"),
+            evidence=(Evidence("nsys_mfu", {"rank": s.rank, "pid": r["pid"]},
+                               {k: r[k] for k in ("flops_per_iteration", "iterations", "time_ns", "peak_tflops",
+                                                  "mfu_pct")}),)))
     return out
 
 
