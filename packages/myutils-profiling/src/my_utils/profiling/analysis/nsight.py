@@ -44,7 +44,8 @@ class NsightInputs:
 
     ``nsys_run`` is an ``nsys.run.RunSummary``; ``ncu_launches`` the ``ncu.launches.NcuLaunch``
     records of the CSVs. ``iteration_range`` names the NVTX range of one iteration (GLOB);
-    ``gpu`` the GPU model for the Nsight Compute roofline when no input records it.
+    ``gpu`` the GPU model for the Nsight Compute roofline when no input records it; ``model``
+    (``nsys.mfu.ModelFlops``) the FLOPs of an iteration and their dtype, for the nsys exports' MFU.
     """
 
     nsys: tuple[Path, ...] = ()
@@ -54,6 +55,7 @@ class NsightInputs:
     iteration_range: str | None = None
     gpu: str | None = None
     missing: tuple[tuple[str, str], ...] = ()  # (source, file name) the events name that were not found
+    model: Any = None
 
     def __bool__(self) -> bool:
         return bool(self.nsys or self.ncu or self.nsys_run is not None or self.ncu_launches is not None)
@@ -100,7 +102,8 @@ def combine(given: NsightInputs | None, found: NsightInputs) -> NsightInputs:
                           if not (has_nsys if src == NSYS_SOURCE else has_ncu))
     return NsightInputs(nsys=given.nsys if has_nsys else found.nsys, ncu=given.ncu if has_ncu else found.ncu,
                         nsys_run=given.nsys_run, ncu_launches=given.ncu_launches,
-                        iteration_range=given.iteration_range, gpu=given.gpu, missing=found_missing)
+                        iteration_range=given.iteration_range, gpu=given.gpu, missing=found_missing,
+                        model=given.model)
 
 
 def _records(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -149,7 +152,7 @@ def analyze_nsight(inputs: NsightInputs, hardware: Mapping[str, Any] | None = No
     if run is None and inputs.nsys:
         from my_utils.profiling.nsys.run import analyze_run
 
-        run = analyze_run(inputs.nsys, iteration_range=inputs.iteration_range)
+        run = analyze_run(inputs.nsys, iteration_range=inputs.iteration_range, model=inputs.model)
     if run is not None:
         tables.update(nsys_tables(run))
         facts += [f.to_fact() for f in run.facts()]

@@ -56,7 +56,15 @@ def analyze(
         None, "--iteration-range", help="The NVTX range of one iteration in the nsys exports (GLOB; default: "
                                         "train_step, ProfilerStep#*, step, iteration, iter)."),
     gpu: str | None = typer.Option(None, "--gpu", help="The GPU the ncu exports were profiled on, as tools name it "
-                                   "(e.g. 'NVIDIA A100-SXM4-80GB'), for the roofline when no input records it."),
+                                   "(e.g. 'NVIDIA A100-SXM4-80GB'), for the roofline when no input records it, and "
+                                   "for the MFU of nsys exports without a GPU table."),
+    flops: str | None = typer.Option(None, "--flops-per-iteration", help="Model FLOPs of ONE GPU in one NVTX "
+                                     "iteration of the nsys exports: gives their MFU (see `nsys summary`)."),
+    params: str | None = typer.Option(None, "--model-params", help="Model parameters N; with "
+                                      "--tokens-per-iteration, FLOPs per iteration = 6·N·T."),
+    tokens: str | None = typer.Option(None, "--tokens-per-iteration", help="Tokens ONE GPU processes per iteration."),
+    dtype: str | None = typer.Option(None, "--dtype", help="Math precision of those FLOPs (bf16, fp16, tf32, fp32, "
+                                     "fp8...): the dense peak MFU is measured against."),
     trace_filter: str | None = typer.Option(
         None, "--filter", help="Part of each trace the Kineto analyses read, ';'-separated: first_iteration, "
                                "iterations=N[,N], time=START:END, device=gpu|cpu, name=REGEX, under=NAME[#POS]."),
@@ -67,12 +75,14 @@ def analyze(
     an unknown workload or format); nothing is written when the command fails.
     """
     from my_utils.core.errors import UsageError
+    from my_utils.profiling.nsys.mfu import ModelFlops
 
     if events is None and not trace and not nsys and not ncu:
         raise UsageError("give --events (a metrics_events.jsonl), --trace (a torch.profiler trace), --nsys (an "
                          "Nsight Systems export) or --ncu (an Nsight Compute export), or several")
+    model = ModelFlops.parse(flops=flops, params=params, tokens=tokens, dtype=dtype, gpu=gpu)
     report_paths = run_analysis(events, workload, output_dir, trace or None, formats, quiet, nsys=nsys, ncu=ncu,
-                                iteration_range=iteration_range, gpu=gpu, trace_filter=trace_filter)
+                                iteration_range=iteration_range, gpu=gpu, trace_filter=trace_filter, model=model)
     for path in report_paths:
         typer.echo(f"wrote {path}")
 
@@ -93,7 +103,7 @@ def report_formats(formats: str) -> list[str]:
 def run_analysis(events: Path | None, workload: str, output_dir: Path, traces: list[Path] | None, formats: str,
                  quiet: bool, settings: Any = None, *, nsys: Sequence[str] = (), ncu: Sequence[Path] = (),
                  iteration_range: str | None = None, gpu: str | None = None,
-                 trace_filter: str | None = None) -> list[Path]:
+                 trace_filter: str | None = None, model: Any = None) -> list[Path]:
     """Analyse ``events`` (and/or ``traces``, Nsight ``nsys``/``ncu`` exports) and write the requested reports
     together; return their paths.
 
@@ -115,7 +125,8 @@ def run_analysis(events: Path | None, workload: str, output_dir: Path, traces: l
         raise InputError(str(events), None, "an existing metrics_events.jsonl file (written by a collector or ingest)")
     trace_files = expand_traces(traces or [])
     nsight_files = [*nsys_files(nsys)], [*ncu_files(ncu)]
-    nsight = {"nsys": nsight_files[0], "ncu": nsight_files[1], "iteration_range": iteration_range, "gpu": gpu}
+    nsight = {"nsys": nsight_files[0], "ncu": nsight_files[1], "iteration_range": iteration_range, "gpu": gpu,
+              "model": model}
     inputs = [*([events] if events is not None else []), *trace_files, *nsight_files[0], *nsight_files[1]]
     outputs = StagedOutputs(inputs)
     try:
@@ -194,7 +205,8 @@ def stage_reports(outputs: StagedOutputs, events: Path | Sequence[MetricEvent] |
         from my_utils.profiling.cli.analyze_nsight import read_nsight
 
         read = read_nsight(nsight["nsys"], nsight["ncu"], with_events=events is None,
-                           iteration_range=nsight.get("iteration_range"), gpu=nsight.get("gpu"))
+                           iteration_range=nsight.get("iteration_range"), gpu=nsight.get("gpu"),
+                           model=nsight.get("model"))
         options["nsight"] = read.inputs
         if events is None:
             source = [*(source or []), *read.events]

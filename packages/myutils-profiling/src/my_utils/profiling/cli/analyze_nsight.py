@@ -46,8 +46,10 @@ def ncu_files(paths: Sequence[Path]) -> list[Path]:
 
 
 def read_nsight(nsys: Sequence[str | Path], ncu: Sequence[Path], *, with_events: bool,
-                iteration_range: str | None = None, gpu: str | None = None) -> NsightRead:
-    """Read every Nsight input once (module docstring); ``with_events``: also return the providers' events."""
+                iteration_range: str | None = None, gpu: str | None = None, model: Any = None) -> NsightRead:
+    """Read every Nsight input once (module docstring); ``with_events``: also return the providers' events.
+
+    ``model`` (``nsys.mfu.ModelFlops``) gives the nsys exports' MFU."""
     from my_utils.profiling.analysis.nsight import NsightInputs
 
     out = NsightRead()
@@ -59,7 +61,7 @@ def read_nsight(nsys: Sequence[str | Path], ncu: Sequence[Path], *, with_events:
         def visit(db: Any) -> None:
             out.events.extend(export_events(db))
 
-        run = analyze_run(nsys, iteration_range=iteration_range, visit=visit if with_events else None)
+        run = analyze_run(nsys, iteration_range=iteration_range, visit=visit if with_events else None, model=model)
         out.files += [i.path for i in run.inputs]
     launches = None
     if ncu:
@@ -77,5 +79,5 @@ def read_nsight(nsys: Sequence[str | Path], ncu: Sequence[Path], *, with_events:
                 out.events.extend(events)
         out.files += list(ncu)
     out.inputs = NsightInputs(nsys_run=run, ncu_launches=tuple(launches) if launches is not None else None,
-                              iteration_range=iteration_range, gpu=gpu)
+                              iteration_range=iteration_range, gpu=gpu, model=model)
     return out
