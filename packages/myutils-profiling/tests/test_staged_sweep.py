@@ -54,3 +54,13 @@ def test_a_foreign_or_odd_name_is_never_removed(tmp_path: Path) -> None:
     with StagedOutputs() as out:
         out.write_text(target, "x")
     assert all(p.read_text() == "keep" for p in odd) and os.path.exists(target)
+
+
+def test_a_library_that_cannot_be_mapped_is_memory_running_out() -> None:
+    from my_utils.profiling.cli._outputs import is_out_of_memory
+
+    # what `import sqlite3` raised under analyze's address-space limit in a CI run (a traceback, before this)
+    assert is_out_of_memory(ImportError("libsqlite3.so.0: failed to map segment from shared object"))
+    assert is_out_of_memory(MemoryError())
+    assert not is_out_of_memory(ImportError("No module named 'msgspec'"))
+    assert not is_out_of_memory(OSError("failed to map segment"))

@@ -162,6 +162,15 @@ class StagedOutputs:
             self.discard()
 
 
+def is_out_of_memory(exc: BaseException) -> bool:
+    """``exc`` says memory ran out: a ``MemoryError``, or a lazy import whose shared library could not be mapped
+    (under an address-space limit ``import sqlite3`` fails with "failed to map segment", not ``MemoryError``)."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, ImportError) and ("failed to map segment" in text or "Cannot allocate memory" in text)
+
+
 def out_of_memory(what: str) -> Any:
     """The one-line exit of a command that ran out of memory (``raise out_of_memory("analyze")``): exit 1."""
     import typer

@@ -37,7 +37,7 @@ def ingest(
     With --analyze the reports go beside the events (analysis_report.json, .md, .html).
     """
     from my_utils.core.errors import ProviderError, UsageError
-    from my_utils.profiling.cli._outputs import out_of_memory
+    from my_utils.profiling.cli._outputs import is_out_of_memory, out_of_memory
     from my_utils.profiling.cli.analyze import WORKLOADS
 
     if analyze and workload is not None and workload not in WORKLOADS:
@@ -50,7 +50,9 @@ def ingest(
     except ProviderError as exc:  # not bad input: a bug or a library failure (exit 1, one line)
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
-    except MemoryError:
+    except (MemoryError, ImportError) as exc:
+        if not is_out_of_memory(exc):
+            raise
         raise out_of_memory("ingest") from None
 
 
