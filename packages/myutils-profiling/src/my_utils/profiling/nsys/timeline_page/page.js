@@ -397,6 +397,7 @@
     var L = lanes[laneIndex], row = L.z ? L.z[i] : 0;
     var top = laneTop[laneIndex] + LANE_PAD + row * ROW_H;
     if (top < wrap.scrollTop || top + ROW_H + RULER_H > wrap.scrollTop + cssH) wrap.scrollTop = Math.max(0, top - 40);
+    wrap.scrollIntoView({ block: "nearest" });
     draw();
     var r = canvas.getBoundingClientRect();
     var a = Math.max(L.s[i], v0), b = Math.min(L.s[i] + L.d[i], v1);
