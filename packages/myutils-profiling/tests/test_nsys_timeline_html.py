@@ -472,26 +472,29 @@ def test_sub_pixel_slices_go_to_density_bins_and_every_count_stays(real_fixtures
     page.write(out)
     doc = page_doc(out)
     bins = doc["bins"]
-    width = bins["width_ns"]
+    below, width = bins["below_ns"], bins["width_ns"]
     unit = -(-doc["span_ns"] // bins["full_view_px"])
-    assert bins["mode"] == "auto" and width == bins["pixels"] * unit and bins["pixels"] >= 1
+    assert bins["mode"] == "auto" and width == bins["pixels"] * unit >= below and bins["pixels"] >= 1
     individual = sum(len(x["s"]) for x in doc["lanes"])
-    assert individual <= 2000 and individual + bins["slices"] == doc["events"]
-    # what went to bins is exactly what SQL finds shorter than the bin width; durations are all kept
-    (short,), = raw(path, f"SELECT COUNT(*) FROM ({gpu_ops_sql(path)} UNION ALL SELECT 0, start, end, 'nvtx', NULL "
-                          f"FROM ({nvtx_sql(path)})) WHERE end - start < ?", (width,))
-    assert bins["slices"] == short
+    assert individual + bins["slices"] == doc["events"]
+    # the longest 2000 stay (fewer only by ties at the cut), and what went to bins is what SQL finds shorter
+    durations = sorted((d for (d,) in raw(path, f"SELECT end - start FROM ({gpu_ops_sql(path)} UNION ALL SELECT 0, "
+                                                f"start, end, 'nvtx', NULL FROM ({nvtx_sql(path)}))")), reverse=True)
+    longest_binned = max(d for d in durations if d < below)
+    assert individual == sum(1 for d in durations if d >= below) <= 2000 < sum(1 for d in durations if d >= longest_binned)
+    assert bins["slices"] == sum(1 for d in durations if d < below)
     for lane in doc["lanes"]:
-        b = lane.get("bins", {"n": [], "d": []})
+        b = lane.get("bins", {"n": [], "d": [], "i": []})
         assert lane["n"] == len(lane["s"]) + sum(b["n"])
         assert lane["dur_ns"] == sum(lane["d"]) + sum(b["d"])
-        assert all(d >= width for d in lane["d"])
+        assert all(d >= below for d in lane["d"])
+        assert len(b["i"]) <= lane["rows"] * (bins["full_view_px"] + 1)  # bounded by the lane, not its events
     assert bins["lanes"] == sum(1 for x in doc["lanes"] if x.get("bins"))
-    # half the budget: the threshold doubles until the slices fit
-    smaller = TimelinePage(max_slices=1000)
-    read_timeline([path], [smaller])
-    half = smaller.data()
-    assert half["bins"]["width_ns"] >= width and sum(len(x["s"]) for x in half["lanes"]) <= 1000
+    # always: every slice below one full-view pixel goes, whatever the count
+    always = TimelinePage(bins="always")
+    read_timeline([path], [always])
+    a = always.data()["bins"]
+    assert a["below_ns"] == a["width_ns"] == unit and a["slices"] == sum(1 for d in durations if d < unit)
 
 
 def scaled_export(real_fixtures: Any, folder: Path, copies: int) -> Path:

@@ -11,13 +11,14 @@ in the JSON every ``<``, ``>`` and ``&`` is a ``\\u`` escape (no ``</script>`` c
 block), and the page shows them through ``textContent`` and the canvas only, never as markup.
 
 **Size.** Each slice costs about 25 bytes of JSON (its start as a delta on its lane, duration,
-name and category indices). Beyond ``max_slices`` slices (``bins="auto"``), the slices shorter
-than one pixel of the full view (``FULL_VIEW_PX`` across the whole span) are merged into
-per-lane density bins of that width: a bin keeps its count, busy time and main category, and the
-threshold doubles until the page holds at most ``max_slices`` slices. Slices that stay are at
-least a pixel wide, so a lane row holds at most ``FULL_VIEW_PX`` of them whatever the export's
-size. Names are cut at ``NAME_CHARS`` characters (``SHORT_NAME_CHARS`` once the page's distinct
-names pass ``NAMES_BUDGET`` characters). The header says what was left out, binned and cut.
+name and category indices) plus its name once. With ``bins="auto"``, a page that would hold
+more than ``max_slices`` slices keeps the ``max_slices`` longest ones and merges the shorter
+ones into per-lane density bins one pixel of the full view wide (``FULL_VIEW_PX`` across the
+whole span; wider when even the kept slices are shorter than that): a bin keeps its count,
+busy time and main category, so a lane row holds at most ``FULL_VIEW_PX`` bins whatever the
+export's size. ``bins="always"`` merges every slice shorter than one such pixel. Names are cut
+at ``NAME_CHARS`` characters (``SHORT_NAME_CHARS`` once the page's distinct names pass
+``NAMES_BUDGET`` characters). The header says what was left out, binned and cut.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ class TimelinePage:
         end = max((lane.end for lane in busy), default=t0)
         span = max(end - t0, 1)
         unit = max(1, math.ceil(span / FULL_VIEW_PX))
-        threshold = self._threshold(lanes, unit)
+        threshold, width = self._threshold(lanes, unit)
         cats = list(self.cats)
         names = list(self.names)
         page_names: dict[str, int] = {}
@@ -153,7 +154,7 @@ class TimelinePage:
         out_lanes = []
         binned_slices = binned_lanes = 0
         for lane in lanes:
-            doc = _encode_lane(lane, t0, threshold, page_name)
+            doc = _encode_lane(lane, t0, threshold, width, page_name)
             binned = sum(doc["bins"]["n"]) if doc.get("bins") else 0
             binned_slices += binned
             binned_lanes += binned > 0
@@ -186,8 +187,8 @@ class TimelinePage:
             "max_events": run.max_events if run else None,
             "per_rank": run.per_rank if run else None,
             "events": self.kept,
-            "bins": {"mode": self.bins, "max_slices": self.max_slices, "width_ns": threshold,
-                     "full_view_px": FULL_VIEW_PX, "pixels": threshold // unit if threshold else 0,
+            "bins": {"mode": self.bins, "max_slices": self.max_slices, "below_ns": threshold, "width_ns": width,
+                     "full_view_px": FULL_VIEW_PX, "pixels": width // unit if width else 0,
                      "slices": binned_slices, "lanes": binned_lanes},
             "names_cut": cut,
             "cats": cats,
@@ -217,18 +218,25 @@ class TimelinePage:
         return sorted(self.lanes.values(),
                       key=lambda x: (pos.get(x.rank, len(pos)), x.base < GPU_TID, x.base, x.sub))
 
-    def _threshold(self, lanes: list[_LaneData], unit: int) -> int:
-        """The duration below which slices go to bins (0: none), doubled from one full-view pixel until they fit."""
+    def _threshold(self, lanes: list[_LaneData], unit: int) -> tuple[int, int]:
+        """(the duration below which slices go to bins, the bins' width), both 0 when nothing is binned.
+
+        ``auto`` bins the fewest: the slices shorter than the ``max_slices``-th longest (ties
+        included, so at most ``max_slices`` stay); ``always`` those below one full-view pixel.
+        Bins are at least that pixel wide, so their count is bounded by the lanes, not the events.
+        """
         if self.bins == "never" or (self.bins == "auto" and self.kept <= self.max_slices):
-            return 0
+            return 0, 0
+        if self.bins == "always":
+            return unit, unit
         durs = sorted(d for lane in lanes for d in lane.dur)
-        k = 1
-        while len(durs) - bisect.bisect_left(durs, k * unit) > self.max_slices:
-            k *= 2
-        return k * unit
+        below = durs[len(durs) - self.max_slices]
+        if len(durs) - bisect.bisect_left(durs, below) > self.max_slices:
+            below += 1  # ties at the cut: they go too
+        return below, max(unit, -(-below // unit) * unit)
 
 
-def _encode_lane(lane: _LaneData, t0: int, threshold: int, page_name: Any) -> dict[str, Any]:
+def _encode_lane(lane: _LaneData, t0: int, threshold: int, width: int, page_name: Any) -> dict[str, Any]:
     """A lane as columns: start deltas (ns), durations, name and category indices, depths; bins apart."""
     starts: list[int] = []
     durs: list[int] = []
@@ -242,7 +250,7 @@ def _encode_lane(lane: _LaneData, t0: int, threshold: int, page_name: Any) -> di
     for i in range(len(lane.start)):
         start, dur, depth = lane.start[i], lane.dur[i], lane.depth[i]
         if dur < threshold:
-            key = ((start - t0) // threshold, depth)
+            key = ((start - t0) // width, depth)
             b = bins.get(key)
             if b is None:
                 b = bins[key] = [0, 0, {}]

@@ -127,10 +127,11 @@
     });
     var B = D.bins;
     if (B.slices) {
-      notes.appendChild(el("li", group(B.slices) + " slices shorter than " + fmtDur(B.width_ns) + " (" + B.pixels +
-        " px of the full view) are merged into density bins of that width on " + B.lanes + " lane" +
+      notes.appendChild(el("li", group(B.slices) + " slices shorter than " + fmtDur(B.below_ns) + " are merged into " +
+        "density bins " + fmtDur(B.width_ns) + " wide (" + B.pixels + " px of the full view) on " + B.lanes + " lane" +
         (B.lanes === 1 ? "" : "s") + " (--bins " + B.mode + (B.mode === "auto" ? ": the page would hold more than " +
-        group(B.max_slices) + " slices" : "") + "); a bin's shade is the share of it that is busy"));
+        group(B.max_slices) + " slices, so it keeps the longest " + group(B.max_slices) : "") +
+        "); a bin's shade is the share of it that is busy"));
     } else {
       notes.appendChild(el("li", "every slice is drawn (no density bins)"));
     }
@@ -156,7 +157,7 @@
       var key = el("span", null, "tl-key"), sw = el("span", null, "tl-swatch");
       sw.style.background = "repeating-linear-gradient(90deg, #777 0 2px, #ccc 2px 4px)";
       key.appendChild(sw);
-      key.appendChild(el("span", "density bin (slices below " + fmtDur(B.width_ns) + ")"));
+      key.appendChild(el("span", "density bin (slices below " + fmtDur(B.below_ns) + ")"));
       legend.appendChild(key);
     }
     var lt = document.querySelector("#tl-lanes tbody");
@@ -181,6 +182,8 @@
 
   function resize() {
     dpr = window.devicePixelRatio || 1;
+    // as tall as the lanes need, at most three quarters of the window (then the lanes scroll)
+    wrap.style.height = Math.max(160, Math.min(RULER_H + contentH + 8, Math.round(window.innerHeight * 0.75))) + "px";
     cssW = wrap.clientWidth;
     cssH = wrap.clientHeight;
     canvas.style.height = cssH + "px";
@@ -423,7 +426,7 @@
     } else {
       tip.appendChild(el("div", group(hit.count) + " slice" + (hit.count === 1 ? "" : "s") + " in a density bin", "tl-name"));
       lines.push(catLabel(hit.cat) + " (most of its time) · rank " + hit.rank + " · " + hit.laneName);
-      lines.push("each shorter than " + fmtDur(binW) + "; busy " + fmtDur(hit.busy) + " of " + fmtDur(hit.dur));
+      lines.push("each shorter than " + fmtDur(D.bins.below_ns) + "; busy " + fmtDur(hit.busy) + " of " + fmtDur(hit.dur));
       lines.push("bin " + fmtAt(hit.start) + " – " + fmtAt(hit.start + hit.dur));
     }
     lines.forEach(function (line) { tip.appendChild(el("div", line)); });
