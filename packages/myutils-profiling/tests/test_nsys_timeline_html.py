@@ -289,9 +289,12 @@ class Opened:
 
 def screenshot(html: Path, png: Path, width: int = 1600, height: int = 1000) -> None:
     """``chromium --headless --screenshot`` of the page (the CLI, not Playwright: what a user's script would do)."""
-    subprocess.run([CHROMIUM, "--headless", *CHROMIUM_ARGS, "--hide-scrollbars", f"--user-data-dir={png.parent / 'ud'}",
-                    f"--window-size={width},{height}", "--virtual-time-budget=5000", f"--screenshot={png}",
-                    html.resolve().as_uri()], check=True, capture_output=True, timeout=120)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
+        subprocess.run([CHROMIUM, "--headless", *CHROMIUM_ARGS, "--hide-scrollbars", f"--user-data-dir={profile}",
+                        f"--window-size={width},{height}", "--virtual-time-budget=5000", f"--screenshot={png}",
+                        html.resolve().as_uri()], check=True, capture_output=True, timeout=120)
 
 
 def rgb_pixels(png: Path) -> list[tuple[int, int, int]]:
@@ -379,9 +382,9 @@ def test_ring_page_in_headless_chromium(browser: Any, ring_files: list[Path], ri
     assert colour_pixels(png, (0xE4, 0x57, 0x56)) > 20  # the NCCL kernels' red
     assert coloured_pixels(png) > 20_000  # the NVTX ranges and the slices: a blank page has none
     keep = os.environ.get("MYUTILS_REPORT_SCREENSHOTS")
-    if keep:
+    if keep:  # the docs' picture: tall enough for all six ranks
         Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(png, Path(keep) / "nsys_timeline_html.png")
+        screenshot(html, Path(keep) / "nsys_timeline_html.png", 1600, 1400)
 
 
 # -- (3) names from the export stay text ------------------------------------------------------
@@ -616,3 +619,25 @@ def test_usage_errors(ring_files: list[Path], tmp_path: Path) -> None:
     assert res.exit_code == 2 and "would replace the input" in res.output
     res = run(str(ring_files[0]), "--html", str(tmp_path / "same"), "--output", str(tmp_path / "same"))
     assert res.exit_code == 2 and "same output file" in res.output
+
+
+# -- the README's section runs as written -------------------------------------------------------
+
+
+def test_the_readme_timeline_commands_run(ring_files: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shlex
+
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    section = readme.read_text(encoding="utf-8").split("## Nsight Systems timelines (`nsys timeline`)", 1)[1]
+    (block,) = re.findall(r"```bash\n(.*?)```", section.split("\n## ", 1)[0], flags=re.S)
+    commands = [line for line in block.splitlines() if line.startswith("myutils-profile ")]
+    assert len(commands) == 3
+    (tmp_path / "run").mkdir()
+    for path in ring_files:
+        shutil.copyfile(path, tmp_path / "run" / path.name)
+    monkeypatch.chdir(tmp_path)
+    for command in commands:
+        res = CliRunner().invoke(app, shlex.split(command)[1:])
+        assert res.exit_code == 0, (command, res.output)
+    assert page_doc(tmp_path / "timeline.html")["events"] == trace_lanes(tmp_path / "timeline.json.gz")[1]["events"]
+    assert len(page_doc(tmp_path / "timeline.html")["ranks"]) == 6

@@ -39,6 +39,14 @@
     return cat;
   }
   var catColour = D.cats.map(colourOf);
+  // a bin's shade: its category's colour at one of 8 opacities (the share of the bin that is busy)
+  var binShades = catColour.map(function (hex) {
+    var r = parseInt(hex.slice(1, 3), 16), g = parseInt(hex.slice(3, 5), 16), b = parseInt(hex.slice(5, 7), 16);
+    var out = [];
+    for (var a = 0; a < 8; a++) out.push("rgba(" + r + "," + g + "," + b + "," + (0.25 + 0.75 * a / 7).toFixed(3) + ")");
+    return out;
+  });
+  function binColour(cat, busy) { return binShades[cat][Math.round(Math.min(1, busy) * 7)]; }
 
   // ---- decode: per lane, absolute starts from deltas; the longest slice bounds a backward search
   var lanes = D.lanes.map(function (L, index) {
@@ -208,16 +216,16 @@
     var B = L.bins;
     if (!B.i.length) return 0;
     var sc = scale(), lo = lowerBound(B.i, Math.floor(v0 / binW)), hi = upperBound(B.i, Math.floor(v1 / binW)), n = 0;
+    var fill = "";
     for (var j = lo; j < hi; j++) {
       var x0 = xAt(B.i[j] * binW), w = Math.max(1, binW * sc);
       if (x0 + w < LABEL_W) continue;
       if (x0 < LABEL_W) { w -= LABEL_W - x0; x0 = LABEL_W; }
-      ctx.globalAlpha = 0.25 + 0.75 * Math.min(1, B.d[j] / binW);
-      ctx.fillStyle = catColour[B.c[j]];
+      var colour = binColour(B.c[j], B.d[j] / binW);
+      if (colour !== fill) { ctx.fillStyle = colour; fill = colour; }
       ctx.fillRect(x0, y + LANE_PAD + B.z[j] * ROW_H, w, ROW_H - 1);
       n++;
     }
-    ctx.globalAlpha = 1;
     return n;
   }
 
