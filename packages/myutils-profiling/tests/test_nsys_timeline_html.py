@@ -178,6 +178,10 @@ def test_page_holds_the_traces_lanes_and_the_exports_rows(case: str, real_fixtur
                                                                for e in events)
         assert sorted(doc["names"][k] for k in lane["k"]) == sorted(cut(e["name"]) for e in events)
     assert doc["events"] == other["events"]
+    assert doc["clock"]["anchored"] == (other["time_origin_unix_s"] is not None)
+    if case == "ex_gpu_2021":  # no UTC anchor in a 2021 export: the page says whose clock is its own
+        assert "rank 0 (extrap__ex-gpu.s10.sqlite) has no UTC anchor" in doc["clock"]["note"]
+        assert doc["clock"]["origin_utc"] is None
     # per export, independently: kernels per device (count, time), copies (count, bytes), NVTX ranges per thread
     assert [r["label"] for r in doc["ranks"]] == [r["label"] for r in other["ranks"]] == [p.name for p in files]
     for pos, path in enumerate(files):

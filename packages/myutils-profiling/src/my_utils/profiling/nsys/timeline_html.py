@@ -173,6 +173,7 @@ class TimelinePage:
             doc["rank"] = rank_pos[doc["rank"]]
         self.binned = binned_slices
         anchored = bool(run and run.anchored)
+        loose = ", ".join(f"rank {r['rank']} ({r['label']})" for r in self.ranks if not r["anchored"])
         return {
             "schema": SCHEMA,
             "kind": "nsys_timeline_page",
@@ -181,8 +182,8 @@ class TimelinePage:
                       "trace_ts_us": t0 / 1e3,
                       "note": ("time 0 is the first event; every export is on the UTC epoch (nsys session anchor), "
                                "so ranks line up (up to the hosts' clock synchronisation)") if anchored else
-                              ("time 0 is the first event; an export has no UTC anchor, so each export is on its "
-                               "own clock and ranks are not lined up")},
+                              (f"time 0 is the first event; {loose or 'an export'} has no UTC anchor, so each "
+                               "export is on its own clock and ranks are not lined up")},
             "span_ns": span if busy else 0,
             "max_events": run.max_events if run else None,
             "per_rank": run.per_rank if run else None,

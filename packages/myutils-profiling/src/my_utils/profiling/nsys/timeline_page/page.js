@@ -124,7 +124,7 @@
       body.appendChild(tr);
     });
     var notes = document.getElementById("tl-notes");
-    notes.appendChild(el("li", D.clock.note + (D.clock.anchored ? "" : ".")));
+    notes.appendChild(el("li", D.clock.note));
     ranks.forEach(function (R) {
       if (!R.left_out) return;
       notes.appendChild(el("li", "rank " + R.rank + " (" + R.label + "): " + group(R.left_out) + " of " +
@@ -318,7 +318,8 @@
         ctx.font = "600 12px system-ui, sans-serif";
         ctx.textBaseline = "middle";
         var head = "rank " + R.rank + " · " + R.label + " · " + (R.gpus.length ? R.gpus.join(", ") : "GPU not recorded") +
-          " · nsys " + R.version + (R.left_out ? " · " + group(R.left_out) + " events left out" : "");
+          " · nsys " + R.version + (R.left_out ? " · " + group(R.left_out) + " events left out" : "") +
+          (R.events ? "" : " · no GPU work and no NVTX range in this export");
         ctx.fillText(cutText(head, cssW - 16), 8, y + it.h / 2);
         continue;
       }
