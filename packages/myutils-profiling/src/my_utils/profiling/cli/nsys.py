@@ -244,20 +244,54 @@ def _unit(change: Any) -> str:
 @exit_on_error
 def timeline(
     inputs: list[str] = typer.Argument(..., help=_INPUTS_HELP),
-    output: Path = typer.Option(..., "--output", help="Chrome/Perfetto trace: T.json or T.json.gz."),
-    max_events: int = typer.Option(2_000_000, "--max-events", min=1, help="At most this many events in all "
-                                   "(each rank keeps its first share; what was left out is in otherData)."),
+    output: Path | None = typer.Option(None, "--output", help="Chrome/Perfetto trace: T.json or T.json.gz."),
+    html: Path | None = typer.Option(None, "--html", help="A standalone timeline page: one offline HTML file "
+                                     "(no network, no viewer to install) with the same lanes as the trace."),
+    max_events: int = typer.Option(2_000_000, "--max-events", min=1, help="At most this many events in all, in "
+                                   "the trace and the page alike (each rank keeps its first share in start order; "
+                                   "what was left out is in otherData and the page's header)."),
+    bins: str = typer.Option("auto", "--bins", help="The page only: merge slices shorter than one pixel of the "
+                             "full view into per-lane density bins. auto: when the page would hold more than "
+                             "250,000 slices (it then stays under about 20 MB); always; never (about 25 bytes "
+                             "per slice)."),
 ) -> None:
-    """Kernels, copies, NCCL and NVTX lanes per rank as one Chrome/Perfetto trace (on the UTC epoch)."""
-    from my_utils.core.safe_io import refuse_overwriting_inputs
-    from my_utils.profiling.nsys.ranks import expand_inputs
-    from my_utils.profiling.nsys.timeline import write_timeline
+    """Kernels, copies, NCCL and NVTX lanes per rank as a Chrome/Perfetto trace, a standalone HTML page, or both.
 
-    refuse_overwriting_inputs([output], [i.path for i in expand_inputs(inputs)])
-    other = write_timeline(inputs, output, max_events=max_events)
-    cut = sum(other["truncated"].values())
-    typer.echo(f"wrote {output}: {other['events']} events from {len(other['ranks'])} export(s)"
-               + (f"; {cut} left out by --max-events" if cut else ""))
+    Give --output, --html or both: both come from one pass over the exports and appear together
+    at the end (nothing is written when an export is bad input).
+    """
+    from my_utils.core.errors import UsageError
+    from my_utils.profiling.cli._outputs import StagedOutputs
+    from my_utils.profiling.nsys.ranks import expand_inputs
+    from my_utils.profiling.nsys.timeline import TimelineSink, read_timeline, write_timeline
+    from my_utils.profiling.nsys.timeline_html import TimelinePage
+
+    if output is None and html is None:
+        raise UsageError("nsys timeline: give --output T.json[.gz] (a Chrome/Perfetto trace), --html T.html "
+                         "(a standalone page), or both")
+    page = TimelinePage(bins=bins) if html is not None else None
+    sinks: list[TimelineSink] = [page] if page is not None else []
+    other: dict[str, Any] = {}
+    with StagedOutputs([i.path for i in expand_inputs(inputs)]) as out:
+        out.check([p for p in (output, html) if p is not None])
+        if output is not None:
+            trace = output
+            out.write_with(output, lambda tmp: other.update(write_timeline(
+                inputs, tmp, max_events=max_events, sinks=sinks, compress=trace.name.endswith(".gz"))))
+        else:
+            read_timeline(inputs, sinks, max_events=max_events)
+        if page is not None and html is not None:
+            out.write_with(html, page.write)
+    if output is not None:
+        cut = sum(other["truncated"].values())
+        typer.echo(f"wrote {output}: {other['events']} events from {len(other['ranks'])} export(s)"
+                   + (f"; {cut} left out by --max-events" if cut else ""))
+    if page is not None and html is not None:
+        left = sum(r["left_out"] for r in page.ranks)
+        binned = page.binned
+        typer.echo(f"wrote {html} ({html.stat().st_size / 1e6:.1f} MB): {page.kept} events from {len(page.ranks)} "
+                   f"export(s)" + (f"; {left} left out by --max-events" if left else "")
+                   + (f"; {binned} in density bins" if binned else ""))
 
 
 @sql_app.command("list")
