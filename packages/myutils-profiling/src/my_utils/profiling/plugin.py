@@ -52,6 +52,10 @@ PROVIDER_OPTIONS: dict[str, tuple[OptionSpec, ...]] = {
     "ncu_csv": (RANK,),
     "nsys_sqlite": (RANK,),
     "cprofile": (RANK,),
+    "dcgm_dmon": (RANK,),
+    "nccl_log": (RANK,),
+    "nccl_inspector": (RANK,),
+    "perf_stat": (RANK,),
 }
 
 
@@ -63,7 +67,7 @@ def _provider(name: str, factory: str, summary: str, inputs: tuple[str, ...],
 
 @hookimpl
 def myutils_metrics_providers() -> Sequence[PluginDescription]:
-    """The seven built-in metrics providers."""
+    """The built-in metrics providers (eleven)."""
     return [
         _provider("mytimer", "mytimer:MyTimerMetricsProvider",
                   "MyTimer regions (CPU/CUDA ms per step), live or from profile CSVs",
@@ -82,6 +86,18 @@ def myutils_metrics_providers() -> Sequence[PluginDescription]:
         _provider("cprofile", "cprofile:CProfileStatsProvider",
                   "cProfile / pstats dumps: self and cumulative time per function",
                   ("*.pstats", "*.prof", "*.cprofile")),
+        _provider("dcgm_dmon", "dcgm:DcgmDmonProvider",
+                  "saved `dcgmi dmon` tables: SM/tensor/DRAM activity, power, temperature per GPU and sample",
+                  ("*.txt", "*.log", "*.dmon", "*.csv")),
+        _provider("nccl_log", "nccl_log:NcclLogProvider",
+                  "NCCL_DEBUG=INFO logs: version, network, rings/trees, communicators and transports per rank",
+                  ("*.log", "*.txt", "*.out", "*.err")),
+        _provider("nccl_inspector", "nccl_inspector:NcclInspectorProvider",
+                  "NCCL Inspector plugin logs: time, size, algbw and busbw per collective",
+                  ("*.log", "*.jsonl", "*.json")),
+        _provider("perf_stat", "perf_stat:PerfStatProvider",
+                  "`perf stat` output (human or -x CSV): counters, derived IPC, not-counted as not measured",
+                  ("*.txt", "*.log", "*.csv", "*.perf")),
     ]
 
 
