@@ -66,7 +66,7 @@ FIELDS: dict[str, tuple[str, str, str, float]] = {
 _STAMP = re.compile(r"^\s*(?:\[(?P<b>[^\]]+)\]|(?P<t>\d{9,11}(?:\.\d+)?|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}"
                     r"(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?))\s+(?=\S)")
 _ENTITY = re.compile(r"^(?P<group>GPU-CI|GPU-I|vGPU|GPU|Switch|SW|CPU|Core|Link)\s+(?P<id>\d+)"
-                     r"(?:\s+LINK\s+(?P<link>\d+))?(?=\s|$)")
+                     r"(?:\s+LINK\s+(?P<link>\d+))?(?=[\s,]|$)")
 _NUMBER = re.compile(r"^[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
 
 

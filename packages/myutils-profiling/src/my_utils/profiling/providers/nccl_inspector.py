@@ -105,10 +105,15 @@ def _record(path: Path, line: int, obj: Any) -> _Op:
     if exec_us < 0 or size < 0:
         raise InputError(path, f"line {line}", f"a time and a message size of at least 0; found {exec_us} us, "
                          f"{size} B")
-    bandwidth = {}
+    bandwidth: dict[str, float | None] = {}
     for key in ("algobw", "busbw"):
         name = f"{kind}_{key}_gbs"
-        bandwidth[key] = float(_field(path, line, perf, name, (int, float), f"{kind}_perf")) if name in perf else None
+        if name not in perf:
+            bandwidth[key] = None
+        elif perf[name] == "nan":  # json.cc writes a NaN double as the string "nan": not measured, never 0
+            bandwidth[key] = math.nan
+        else:
+            bandwidth[key] = float(_field(path, line, perf, name, (int, float), f"{kind}_perf"))
     host, pid = meta.get("hostname"), meta.get("pid")
     process = (inert(host, 100) if isinstance(host, str) else "", pid if isinstance(pid, int) else -1)
     attrs: dict[str, Any] = {"line": line, "comm": inert(str(header.get("id", "")), 40), "comm_rank": comm_rank,
@@ -198,7 +203,8 @@ def read_nccl_inspector(path: Path, rank: int | None = None) -> list[MetricEvent
         bucket = size_bucket(op.size)
         for key, value in (("algbw", op.algbw), ("busbw", op.busbw)):
             if value is not None:
-                out.append(event(f"nccl.{key}:{op.op}@{bucket}", value, "ratio", "GB/s"))
+                out.append(event(f"nccl.{key}:{op.op}@{bucket}", value, "ratio", "GB/s",
+                                 attrs={**attrs, "status": "not measured (nan)"} if math.isnan(value) else attrs))
     return out
 
 
