@@ -77,7 +77,8 @@ def test_csv_interval_per_cpu(tmp_path: Path) -> None:
     assert len(counters) == 12 and {e.attrs["aggregate"] for e in counters} == {"CPU0", "CPU1"}
     assert {e.attrs["interval_s"] for e in counters} == {1.001023456, 2.00211387}
     assert [e.attrs.get("running_pct") for e in counters if e.name == "perf:cache-misses"] == [75.0, 75.0, 75.0, 0.0]
-    ipc = [(e.attrs["interval_s"], e.attrs["aggregate"], e.value) for e in events if e.name == "perf.ipc"]
+    ipc = [(e.attrs["interval_s"], e.attrs["aggregate"], e.value) for e in events if e.name.startswith("perf.ipc@")]
+    assert [e.name for e in events if e.name.startswith("perf.ipc")] == ["perf.ipc@CPU0", "perf.ipc@CPU1"] * 2
     assert ipc[:3] == [(1.001023456, "CPU0", pytest.approx(1022823159 / 1203321443)),
                        (1.001023456, "CPU1", pytest.approx(1591416651 / 884120375)),
                        (2.00211387, "CPU0", pytest.approx(1016403797 / 1210004521))]

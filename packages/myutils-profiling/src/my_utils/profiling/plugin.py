@@ -147,6 +147,11 @@ RULE_OPTIONS: dict[str, tuple[OptionSpec, ...]] = {
         OptionSpec("short_kernel_ms", float, 0.01, "mean kernel time under which kernels count as tiny"),
         OptionSpec("many_kernels", int, 500, "kernels per step above which tiny kernels are reported"),
     ),
+    "source_checks": (
+        OptionSpec("sm_active_low", float, 40.0, "mean DCGM SM activity (percent) under which a GPU is reported idle"),
+        OptionSpec("min_samples", int, 5, "fewest DCGM samples a GPU needs before it is judged"),
+        OptionSpec("ipc_low", float, 1.0, "perf stat instructions per cycle under which host code is reported"),
+    ),
 }
 
 
@@ -157,7 +162,7 @@ def _rule(name: str, factory: str, summary: str) -> PluginDescription:
 
 @hookimpl
 def myutils_analysis_rules() -> Sequence[PluginDescription]:
-    """The six built-in analyzer rules (the analyzer finds them through this hook, like any plugin's)."""
+    """The seven built-in analyzer rules (the analyzer finds them through this hook, like any plugin's)."""
     return [
         _rule("bottleneck", "bottleneck:BottleneckRule", "names above a share (10 %) of step or device time"),
         _rule("memory_growth", "memory_trend:MemoryGrowthRule",
@@ -168,6 +173,8 @@ def myutils_analysis_rules() -> Sequence[PluginDescription]:
               "ranks whose step time is consistently above the all-ranks median (stragglers)"),
         _rule("suggestions", "suggestions:SuggestionsRule",
               "optimisation advice: data loading, copies, communication, tiny kernels"),
+        _rule("source_checks", "sources:SourceChecksRule",
+              "DCGM, NCCL log and perf stat checks: idle SMs, TCP sockets between nodes, low host IPC"),
     ]
 
 

@@ -14,7 +14,8 @@ with the interval time and aggregation in ``attrs``.
 ``<not counted>`` and ``<not supported>`` are not measured: the value is NaN (``null`` in
 the events file, never 0) and ``attrs["status"]`` says which. ``perf.ipc`` is derived from
 ``instructions`` and ``cycles`` of the same block (or interval and CPU), not copied from
-perf's comment; it is NaN with the reason when either counter was not measured.
+perf's comment (``perf.ipc:<pmu>`` on hybrid CPUs, ``perf.ipc@CPU3`` per CPU or socket with
+``-A``/``--per-socket``); it is NaN with the reason when either counter was not measured.
 """
 
 from __future__ import annotations
@@ -201,7 +202,9 @@ class _Ipc:
                 value = math.nan
             else:
                 value = ins / cyc
-            yield make(f"perf.ipc:{pmu}" if pmu else "perf.ipc", value, "ratio", "instructions/cycle", group, attrs)
+            where = f"@{group[2]}" if len(group) == 4 and group[2] else ""  # per CPU/socket: one series each
+            name = (f"perf.ipc:{pmu}" if pmu else "perf.ipc") + where
+            yield make(name, value, "ratio", "instructions/cycle", group, attrs)
         self.groups.clear()
 
 
