@@ -152,3 +152,14 @@ def test_any_text_gives_events_or_one_input_error(tmp_path_factory: pytest.TempP
         assert "\n" not in str(exc) and str(path) in str(exc)
     else:
         assert events and all(e.source == "dcgm_dmon" for e in events)
+
+
+def test_provider_contract(tmp_path: Path) -> None:
+    from my_utils.core.testing import check_metrics_provider
+
+    bad = tmp_path / "bad.txt"
+    bad.write_text("GPU 0     0.5\n")
+    unsupported = tmp_path / "empty.txt"
+    unsupported.write_text("#Entity   SMACT\nID\n")
+    report = check_metrics_provider("dcgm_dmon", DATA, bad_input=bad, unsupported_input=unsupported)
+    assert {e.attrs["file"] for e in report.events} == {H100.name, "dcgmi_dmon_v3_ts.txt"}

@@ -151,3 +151,14 @@ def test_any_text_gives_events_or_one_input_error(tmp_path_factory: pytest.TempP
         assert "\n" not in str(exc) and str(path) in str(exc)
     else:
         assert events and all(e.source == "nccl_inspector" for e in events)
+
+
+def test_provider_contract(tmp_path: Path) -> None:
+    from my_utils.core.testing import check_metrics_provider
+
+    bad = tmp_path / "bad.log"
+    bad.write_text('{"header": {"rank": 0}, "coll_perf": ')
+    unsupported = tmp_path / "empty.log"
+    unsupported.write_text("\n")
+    report = check_metrics_provider("nccl_inspector", LOGS, bad_input=bad, unsupported_input=unsupported)
+    assert len(report.events) == 76

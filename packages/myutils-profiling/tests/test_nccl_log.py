@@ -163,3 +163,14 @@ def test_any_text_gives_events_or_one_input_error(tmp_path_factory: pytest.TempP
         assert "\n" not in str(exc) and str(path) in str(exc)
     else:
         assert events and all(e.source == "nccl_log" for e in events)
+
+
+def test_provider_contract(real_fixtures: Path, tmp_path: Path) -> None:
+    from my_utils.core.testing import check_metrics_provider
+
+    bad = tmp_path / "bad.log"
+    bad.write_bytes(b"h:1:1 [0] NCCL INFO NCCL version 2.21.5\n\xff\n")
+    unsupported = tmp_path / "train.log"
+    unsupported.write_text("epoch 1\n")
+    report = check_metrics_provider("nccl_log", real_fixtures / IB_LOG, bad_input=bad, unsupported_input=unsupported)
+    assert report.name == "nccl_log" and not report.second_collect

@@ -146,3 +146,14 @@ def test_any_text_gives_events_or_one_input_error(tmp_path_factory: pytest.TempP
         assert "\n" not in str(exc) and str(path) in str(exc)
     else:
         assert events and all(e.source == "perf_stat" for e in events)
+
+
+def test_provider_contract(real_fixtures: Path, tmp_path: Path) -> None:
+    from my_utils.core.testing import check_metrics_provider
+
+    bad = tmp_path / "bad.txt"
+    bad.write_text(" Performance counter stats for 'ls':\n\n     12 cycles\n  oops\n")
+    unsupported = tmp_path / "notes.txt"
+    unsupported.write_text("nothing measured here\n")
+    report = check_metrics_provider("perf_stat", real_fixtures / REAL, bad_input=bad, unsupported_input=unsupported)
+    assert report.name == "perf_stat" and len(report.events) == 51

@@ -61,6 +61,7 @@ def test_findings_through_the_analyzer_name_gpu_rank_and_line(real_fixtures: Pat
     assert ipc.severity == "info" and ipc.evidence["ipc"] == pytest.approx(
         statistics.fmean([1022823159 / 1203321443, 1016403797 / 1210004521]))
     assert {"dcgm_dmon", "nccl_log"} <= {row["source"] for row in report.tables["totals"]}  # no steps: totals
+    assert report.scores == {}  # no per-step durations: "not measured", never 100
 
 
 def test_raw_and_aggregated_events_give_the_same_findings(real_fixtures: Path) -> None:

@@ -34,6 +34,7 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +68,18 @@ _COLL = re.compile(r"^(?P<coll>\w+): opCount [0-9a-fA-F]+ sendbuff \S+ recvbuff 
                    r"datatype \d+ op \d+ root -?\d+ comm (?P<comm>0x[0-9a-fA-F]+|\(nil\)) \[nranks=\d+\]")
 
 
+_UNSAFE = re.compile(r"[^\w.+\-/]")
+
+
+@lru_cache(maxsize=4096)  # a log names few collectives, hosts and algorithms, once per call line
 def _name_part(text: str) -> str:
     """A name read from the log, safe inside an event name (no separators of our own names)."""
-    return re.sub(r"[^\w.+\-/]", "_", inert(text, 60))
+    return _UNSAFE.sub("_", inert(text, 60))
+
+
+@lru_cache(maxsize=4096)
+def _host(text: str) -> str:
+    return inert(text, 100)
 
 
 def _transport(via: str) -> str:
@@ -147,7 +157,10 @@ class _Log:
         return comm
 
     def feed(self, number: int, line: str) -> None:
-        m = _PREFIX.search(line)
+        if "NCCL" not in line:  # most lines of a job log: the program's own output
+            return
+        # anchored first (the usual line); searched when a launcher put a prefix before NCCL's
+        m = _PREFIX.match(line) or _PREFIX.search(line)
         if m is None:
             bare = _BARE_VERSION.match(line)
             if bare and self.bare_version is None:
@@ -155,7 +168,7 @@ class _Log:
                 self.nccl_lines += 1
             return
         self.nccl_lines += 1
-        host, pid, tid = inert(m.group("host"), 100), int(m.group("pid")), int(m.group("tid"))
+        host, pid, tid = _host(m.group("host")), int(m.group("pid")), int(m.group("tid"))
         proc = self.process(host, pid, number)
         tid_key = (host, pid, tid)
         msg = m.group("msg")
@@ -167,7 +180,14 @@ class _Log:
         self._info(proc, tid_key, number, msg)
 
     def _info(self, proc: _Process, tid_key: tuple[str, int, int], number: int, msg: str) -> None:
-        if (m := _VERSION.match(msg)) is not None:
+        # the lines that come once per collective call (COLL, TUNING subsystems) are tried first
+        if "opCount" in msg and (m := _COLL.match(msg)) is not None:
+            proc.count(f"nccl.coll:{_name_part(m.group('coll'))}", number, elements_total=int(m.group("count")))
+        elif " Bytes -> Algo " in msg and (m := _TUNING.match(msg)) is not None:
+            size = int(m.group("bytes"))
+            proc.count(f"nccl.algo:{_name_part(m.group('coll'))}/{_name_part(m.group('algo'))}/"
+                       f"{_name_part(m.group('proto'))}", number, bytes_min=size, bytes_max=size)
+        elif (m := _VERSION.match(msg)) is not None:
             code = int(m.group("ma")) * 10000 + int(m.group("mi")) * 100 + int(m.group("pa"))
             proc.infos.setdefault("nccl.version", (float(code), number, {"version": inert(m.group("version"), 60)}))
         elif (m := _DRIVER.match(msg)) is not None:
@@ -207,12 +227,6 @@ class _Log:
         elif (m := _ENV.match(msg)) is not None:
             proc.infos.setdefault(f"nccl.env:{_name_part(m.group('var'))}",
                                   (1.0, number, {"value": inert(m.group("value"), 200)}))
-        elif (m := _TUNING.match(msg)) is not None:
-            size = int(m.group("bytes"))
-            proc.count(f"nccl.algo:{_name_part(m.group('coll'))}/{_name_part(m.group('algo'))}/"
-                       f"{_name_part(m.group('proto'))}", number, bytes_min=size, bytes_max=size)
-        elif (m := _COLL.match(msg)) is not None:
-            proc.count(f"nccl.coll:{_name_part(m.group('coll'))}", number, elements_total=int(m.group("count")))
 
     def _init(self, proc: _Process, tid_key: tuple[str, int, int], number: int, m: re.Match[str]) -> None:
         state = m.group("state")
