@@ -12,9 +12,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 from my_utils.core.errors import InputError, UnsupportedInputError
+from my_utils.core.events import MetricEvent
 from my_utils.core.safe_io import open_regular
+from my_utils.profiling.providers._files import FileProviderBase
 
 #: Longest line read (1 MiB): real log lines are under a few KB; a longer one is not this input.
 MAX_LINE_BYTES = 1 << 20
@@ -84,3 +87,37 @@ def inert(text: str, limit: int = MAX_NAME_CHARS) -> str:
 def shown(line: str, limit: int = 80) -> str:
     """A line quoted in an error message: stripped, control characters removed, at most ``limit`` characters."""
     return repr(inert(line, limit))
+
+
+class TextLogProvider(FileProviderBase):
+    """Base of the text-log providers: binary files refused at once, a folder's files read when their head fits.
+
+    A subclass sets ``expected`` (the input in words, for errors) and implements ``looks_like``
+    (on the first ``head_bytes`` of a file found in a folder) and ``read`` (one file).
+    """
+
+    expected: ClassVar[str] = ""
+    head_bytes: ClassVar[int] = 1 << 16
+
+    def looks_like(self, head: str) -> bool:
+        """Whether the head of a file found in a folder is this provider's input."""
+        raise NotImplementedError
+
+    def read(self, path: Path) -> list[MetricEvent]:
+        """The events of one file."""
+        raise NotImplementedError
+
+    def in_folder(self, file: Path) -> bool:
+        """In a folder, only the files whose head looks like this input are read (logs sit beside others)."""
+        return self.looks_like(head_text(file, self.head_bytes))
+
+    def sniff(self, file: Path) -> None:
+        """Binary files are refused at once."""
+        if "\x00" in head_text(file, 4096):
+            raise UnsupportedInputError(file, None, f"{self.expected} (text); found binary data")
+
+    def _read_files(self, files: list[Path]) -> list[MetricEvent]:
+        out: list[MetricEvent] = []
+        for f in files:
+            out.extend(self.read(f))
+        return out

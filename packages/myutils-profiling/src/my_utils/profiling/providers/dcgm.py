@@ -29,8 +29,8 @@ from typing import Any
 
 from my_utils.core.errors import InputError, UnsupportedInputError
 from my_utils.core.events import MetricEvent
-from my_utils.profiling.providers._files import FileProviderBase, rank_from_name
-from my_utils.profiling.providers._text import head_text, inert, shown, text_lines
+from my_utils.profiling.providers._files import rank_from_name
+from my_utils.profiling.providers._text import TextLogProvider, inert, shown, text_lines
 
 _WHAT = "a 'dcgmi dmon' table"
 
@@ -230,24 +230,18 @@ def looks_like_dmon(text: str) -> bool:
     return any(line.lstrip().startswith("#Entity") or "#Entity " in line[:40] for line in text.splitlines())
 
 
-class DcgmDmonProvider(FileProviderBase):
+class DcgmDmonProvider(TextLogProvider):
     """GPU activity, power, temperature and memory per sample from saved ``dcgmi dmon`` output."""
 
     name = "dcgm_dmon"
     patterns = ("*.txt", "*.log", "*.dmon", "*.csv")
     what = "dcgmi dmon output"
+    expected = _WHAT
 
-    def in_folder(self, file: Path) -> bool:
-        """In a folder, only files whose head holds a ``#Entity`` header are read."""
-        return looks_like_dmon(head_text(file))
+    def looks_like(self, head: str) -> bool:
+        """A ``#Entity`` header."""
+        return looks_like_dmon(head)
 
-    def sniff(self, file: Path) -> None:
-        """Binary files are refused at once."""
-        if "\x00" in head_text(file, 4096):
-            raise UnsupportedInputError(file, None, f"{_WHAT} (text); found binary data")
-
-    def _read_files(self, files: list[Path]) -> list[MetricEvent]:
-        out: list[MetricEvent] = []
-        for f in files:
-            out.extend(read_dcgm_dmon(f, self.rank))
-        return out
+    def read(self, path: Path) -> list[MetricEvent]:
+        """One file's events."""
+        return read_dcgm_dmon(path, self.rank)

@@ -28,8 +28,8 @@ from typing import Any
 
 from my_utils.core.errors import InputError, UnsupportedInputError
 from my_utils.core.events import MetricEvent
-from my_utils.profiling.providers._files import FileProviderBase, rank_from_name
-from my_utils.profiling.providers._text import head_text, inert, text_lines
+from my_utils.profiling.providers._files import rank_from_name
+from my_utils.profiling.providers._text import TextLogProvider, inert, text_lines
 
 _WHAT = "an NCCL Inspector log (JSON lines with header, metadata and coll_perf or p2p_perf)"
 #: an object printed over more lines than this is not the plugin's output
@@ -213,24 +213,18 @@ def looks_like_inspector(text: str) -> bool:
     return '"coll_perf"' in text or '"p2p_perf"' in text
 
 
-class NcclInspectorProvider(FileProviderBase):
+class NcclInspectorProvider(TextLogProvider):
     """Per-collective time, size and bandwidth from NCCL Inspector plugin logs."""
 
     name = "nccl_inspector"
     patterns = ("*.log", "*.jsonl", "*.json")
     what = "NCCL Inspector log"
+    expected = _WHAT
 
-    def in_folder(self, file: Path) -> bool:
-        """In a folder, only files whose head holds an Inspector record are read."""
-        return looks_like_inspector(head_text(file))
+    def looks_like(self, head: str) -> bool:
+        """An Inspector record."""
+        return looks_like_inspector(head)
 
-    def sniff(self, file: Path) -> None:
-        """Binary files are refused at once."""
-        if "\x00" in head_text(file, 4096):
-            raise UnsupportedInputError(file, None, f"{_WHAT} (text); found binary data")
-
-    def _read_files(self, files: list[Path]) -> list[MetricEvent]:
-        out: list[MetricEvent] = []
-        for f in files:
-            out.extend(read_nccl_inspector(f, self.rank))
-        return out
+    def read(self, path: Path) -> list[MetricEvent]:
+        """One file's events."""
+        return read_nccl_inspector(path, self.rank)

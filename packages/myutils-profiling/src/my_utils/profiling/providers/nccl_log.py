@@ -40,8 +40,8 @@ from typing import Any
 
 from my_utils.core.errors import UnsupportedInputError
 from my_utils.core.events import MetricEvent
-from my_utils.profiling.providers._files import FileProviderBase, rank_from_name
-from my_utils.profiling.providers._text import head_text, inert, text_lines
+from my_utils.profiling.providers._files import rank_from_name
+from my_utils.profiling.providers._text import TextLogProvider, inert, text_lines
 
 _WHAT = "an NCCL_DEBUG=INFO log"
 _PREFIX = re.compile(
@@ -309,24 +309,19 @@ def looks_like_nccl_log(text: str) -> bool:
     return any(_PREFIX.search(line) or _BARE_VERSION.match(line) for line in text.splitlines())
 
 
-class NcclLogProvider(FileProviderBase):
+class NcclLogProvider(TextLogProvider):
     """NCCL versions, transports, rings/trees and communicators from ``NCCL_DEBUG=INFO`` logs."""
 
     name = "nccl_log"
     patterns = ("*.log", "*.txt", "*.out", "*.err")
     what = "NCCL_DEBUG=INFO log"
+    expected = _WHAT
+    head_bytes = 1 << 20  # job logs start with the launcher's and the program's own output
 
-    def in_folder(self, file: Path) -> bool:
-        """In a folder, only files whose first MiB holds an NCCL line are read (job logs sit beside others)."""
-        return looks_like_nccl_log(head_text(file, 1 << 20))
+    def looks_like(self, head: str) -> bool:
+        """An NCCL debug line."""
+        return looks_like_nccl_log(head)
 
-    def sniff(self, file: Path) -> None:
-        """Binary files are refused at once."""
-        if "\x00" in head_text(file, 4096):
-            raise UnsupportedInputError(file, None, f"{_WHAT} (text); found binary data")
-
-    def _read_files(self, files: list[Path]) -> list[MetricEvent]:
-        out: list[MetricEvent] = []
-        for f in files:
-            out.extend(read_nccl_log(f, self.rank))
-        return out
+    def read(self, path: Path) -> list[MetricEvent]:
+        """One file's events."""
+        return read_nccl_log(path, self.rank)

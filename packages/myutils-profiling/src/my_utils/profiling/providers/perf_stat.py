@@ -29,8 +29,8 @@ from typing import Any
 
 from my_utils.core.errors import InputError, UnsupportedInputError
 from my_utils.core.events import MetricEvent
-from my_utils.profiling.providers._files import FileProviderBase, rank_from_name
-from my_utils.profiling.providers._text import head_text, inert, shown, text_lines
+from my_utils.profiling.providers._files import rank_from_name
+from my_utils.profiling.providers._text import TextLogProvider, inert, shown, text_lines
 
 _WHAT = "a perf stat output"
 _NOT_MEASURED = {"<not counted>": "not counted", "<not supported>": "not supported"}
@@ -279,24 +279,18 @@ def _event(make: Any, counter: _Counter, group: tuple[Any, ...], line: int) -> M
     return make(f"perf:{inert(counter.event)}", counter.value, "counter", counter.unit, group, attrs)
 
 
-class PerfStatProvider(FileProviderBase):
+class PerfStatProvider(TextLogProvider):
     """Counters from ``perf stat`` output files (a file, or a folder of ``.txt``/``.log``/``.csv`` files)."""
 
     name = "perf_stat"
     patterns = ("*.txt", "*.log", "*.csv", "*.perf")
     what = "perf stat output"
+    expected = _WHAT
 
-    def in_folder(self, file: Path) -> bool:
-        """In a folder, only files whose head holds a perf stat block or ``-x`` counter lines are read."""
-        return looks_like_perf_stat(head_text(file))
+    def looks_like(self, head: str) -> bool:
+        """A perf stat block header or ``-x`` counter lines."""
+        return looks_like_perf_stat(head)
 
-    def sniff(self, file: Path) -> None:
-        """Binary files are refused at once."""
-        if "\x00" in head_text(file, 4096):
-            raise UnsupportedInputError(file, None, f"{_WHAT} (text); found binary data")
-
-    def _read_files(self, files: list[Path]) -> list[MetricEvent]:
-        out: list[MetricEvent] = []
-        for f in files:
-            out.extend(read_perf_stat(f, self.rank))
-        return out
+    def read(self, path: Path) -> list[MetricEvent]:
+        """One file's events."""
+        return read_perf_stat(path, self.rank)
