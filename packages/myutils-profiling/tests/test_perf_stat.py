@@ -94,6 +94,26 @@ def test_csv_interval_per_cpu(tmp_path: Path) -> None:
     assert sum(math.isnan(e.value) for e in read_events(out / "metrics_events.jsonl")) == 3
 
 
+def test_repeated_runs_noise_multiplexing_and_inert_names(tmp_path: Path) -> None:
+    path = tmp_path / "r.txt"
+    path.write_text(
+        "\n Performance counter stats for './a.out' (5 runs):\n\n"
+        "          1,023.45 msec task-clock                #    0.998 CPUs utilized            ( +-  0.31% )\n"
+        "     3,812,445,120      cycles                    #    3.725 GHz                      ( +-  0.12% )  (83.21%)\n"
+        "   <not supported>      stalled-cycles-frontend\n"
+        "             1,234      \x1b[31mevil\x07name\n"
+        "\n            1.0253 +- 0.0034 seconds time elapsed  ( +-  0.33% )\n")
+    by = {e.name: e for e in read_perf_stat(path)}
+    task = by["perf:task-clock"]
+    assert (task.value, task.unit, task.attrs["stddev_pct"], task.attrs["runs"]) == (1023.45, "ms", 0.31, 5)
+    cycles = by["perf:cycles"]
+    assert cycles.attrs["running_pct"] == 83.21 and cycles.attrs["stddev_pct"] == 0.12
+    assert math.isnan(by["perf:stalled-cycles-frontend"].value)
+    assert by["perf.time_elapsed"].value == 1.0253
+    (evil,) = [name for name in by if "evil" in name]
+    assert evil == "perf:[31mevil name" and not re.search(r"[\x00-\x1f\x7f]", evil)
+
+
 def test_folder_reads_only_perf_files(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("training notes, nothing measured\n")
     (tmp_path / "perf.csv").write_bytes((DATA / "perf_stat_x_hybrid.csv").read_bytes())
