@@ -155,8 +155,8 @@ def test_registry_names_every_real_file_with_a_pinned_source(rf: ModuleType) -> 
     data = tomllib.loads((REPO / "fixtures" / "registry.toml").read_text())
     sources = data["sources"]
     names = rf.names()
-    assert len(names) == 46 and names == sorted(data["files"])
-    assert {n.split("/")[0] for n in names} == {"kineto", "ncu", "nsys", "cprofile"}
+    assert len(names) == 49 and names == sorted(data["files"])
+    assert {n.split("/")[0] for n in names} == {"kineto", "ncu", "nsys", "cprofile", "nccl", "perf"}
     for name in names:
         item = rf.entry(name)
         source = sources[item.source]

@@ -1,4 +1,4 @@
-"""The seven providers are plugins found like a third party's, listed without heavy imports."""
+"""The built-in providers are plugins found like a third party's, listed without heavy imports."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 from my_utils.core.plugin_types import PluginKind
 from my_utils.core.plugins import get_registry
 
-NAMES = {"mytimer", "torch_profiler", "module_profiler", "table_csv", "ncu_csv", "nsys_sqlite", "cprofile"}
+NAMES = {"mytimer", "torch_profiler", "module_profiler", "table_csv", "ncu_csv", "nsys_sqlite", "cprofile",
+         "dcgm_dmon", "nccl_log", "nccl_inspector", "perf_stat"}
 
 
 def test_registered_and_loadable() -> None:

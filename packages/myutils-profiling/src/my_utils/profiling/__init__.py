@@ -1,4 +1,4 @@
-"""myutils-profiling: unified metric events, the collector, the seven providers, launch templates.
+"""myutils-profiling: unified metric events, the collector, the providers, launch templates.
 
 Importing this package is light (no torch, numpy, pandas or plotly): the public names are
 resolved on first access, and heavy libraries are imported inside the functions that need them.

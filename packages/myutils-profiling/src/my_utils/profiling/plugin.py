@@ -52,6 +52,10 @@ PROVIDER_OPTIONS: dict[str, tuple[OptionSpec, ...]] = {
     "ncu_csv": (RANK,),
     "nsys_sqlite": (RANK,),
     "cprofile": (RANK,),
+    "dcgm_dmon": (RANK,),
+    "nccl_log": (RANK,),
+    "nccl_inspector": (RANK,),
+    "perf_stat": (RANK,),
 }
 
 
@@ -63,7 +67,7 @@ def _provider(name: str, factory: str, summary: str, inputs: tuple[str, ...],
 
 @hookimpl
 def myutils_metrics_providers() -> Sequence[PluginDescription]:
-    """The seven built-in metrics providers."""
+    """The built-in metrics providers (eleven)."""
     return [
         _provider("mytimer", "mytimer:MyTimerMetricsProvider",
                   "MyTimer regions (CPU/CUDA ms per step), live or from profile CSVs",
@@ -82,6 +86,18 @@ def myutils_metrics_providers() -> Sequence[PluginDescription]:
         _provider("cprofile", "cprofile:CProfileStatsProvider",
                   "cProfile / pstats dumps: self and cumulative time per function",
                   ("*.pstats", "*.prof", "*.cprofile")),
+        _provider("dcgm_dmon", "dcgm:DcgmDmonProvider",
+                  "saved `dcgmi dmon` tables: SM/tensor/DRAM activity, power, temperature per GPU and sample",
+                  ("*.txt", "*.log", "*.dmon", "*.csv")),
+        _provider("nccl_log", "nccl_log:NcclLogProvider",
+                  "NCCL_DEBUG=INFO logs: version, network, rings/trees, communicators and transports per rank",
+                  ("*.log", "*.txt", "*.out", "*.err")),
+        _provider("nccl_inspector", "nccl_inspector:NcclInspectorProvider",
+                  "NCCL Inspector plugin logs: time, size, algbw and busbw per collective",
+                  ("*.log", "*.jsonl", "*.json")),
+        _provider("perf_stat", "perf_stat:PerfStatProvider",
+                  "`perf stat` output (human or -x CSV): counters, derived IPC, not-counted as not measured",
+                  ("*.txt", "*.log", "*.csv", "*.perf")),
     ]
 
 
@@ -131,6 +147,11 @@ RULE_OPTIONS: dict[str, tuple[OptionSpec, ...]] = {
         OptionSpec("short_kernel_ms", float, 0.01, "mean kernel time under which kernels count as tiny"),
         OptionSpec("many_kernels", int, 500, "kernels per step above which tiny kernels are reported"),
     ),
+    "source_checks": (
+        OptionSpec("sm_active_low", float, 40.0, "mean DCGM SM activity (percent) under which a GPU is reported idle"),
+        OptionSpec("min_samples", int, 5, "fewest DCGM samples a GPU needs before it is judged"),
+        OptionSpec("ipc_low", float, 1.0, "perf stat instructions per cycle under which host code is reported"),
+    ),
 }
 
 
@@ -141,7 +162,7 @@ def _rule(name: str, factory: str, summary: str) -> PluginDescription:
 
 @hookimpl
 def myutils_analysis_rules() -> Sequence[PluginDescription]:
-    """The six built-in analyzer rules (the analyzer finds them through this hook, like any plugin's)."""
+    """The seven built-in analyzer rules (the analyzer finds them through this hook, like any plugin's)."""
     return [
         _rule("bottleneck", "bottleneck:BottleneckRule", "names above a share (10 %) of step or device time"),
         _rule("memory_growth", "memory_trend:MemoryGrowthRule",
@@ -152,6 +173,8 @@ def myutils_analysis_rules() -> Sequence[PluginDescription]:
               "ranks whose step time is consistently above the all-ranks median (stragglers)"),
         _rule("suggestions", "suggestions:SuggestionsRule",
               "optimisation advice: data loading, copies, communication, tiny kernels"),
+        _rule("source_checks", "sources:SourceChecksRule",
+              "DCGM, NCCL log and perf stat checks: idle SMs, TCP sockets between nodes, low host IPC"),
     ]
 
 

@@ -12,6 +12,7 @@ _EXPORTS: dict[str, str] = {
     "BottleneckRule": "my_utils.profiling.analysis.rules.bottleneck",
     "MemoryGrowthRule": "my_utils.profiling.analysis.rules.memory_trend",
     "RankImbalanceRule": "my_utils.profiling.analysis.rules.imbalance",
+    "SourceChecksRule": "my_utils.profiling.analysis.rules.sources",
     "SuggestionsRule": "my_utils.profiling.analysis.rules.suggestions",
     "VariabilityRule": "my_utils.profiling.analysis.rules.variability",
     "suggest": "my_utils.profiling.analysis.rules.suggestions",
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from my_utils.profiling.analysis.rules.bottleneck import BottleneckRule as BottleneckRule
     from my_utils.profiling.analysis.rules.imbalance import RankImbalanceRule as RankImbalanceRule
     from my_utils.profiling.analysis.rules.memory_trend import MemoryGrowthRule as MemoryGrowthRule
+    from my_utils.profiling.analysis.rules.sources import SourceChecksRule as SourceChecksRule
     from my_utils.profiling.analysis.rules.suggestions import SuggestionsRule as SuggestionsRule
     from my_utils.profiling.analysis.rules.suggestions import suggest as suggest
     from my_utils.profiling.analysis.rules.variability import VariabilityRule as VariabilityRule

@@ -1,0 +1,147 @@
+"""SourceChecksRule: what DCGM samples, NCCL logs and ``perf stat`` say outright, as findings.
+
+Each check reads one kind of aggregated event (one cell per name, step and rank) and needs no
+step times, so it works on a run that has only these inputs:
+
+- ``dcgm.sm_active:<entity>`` (``dcgm_dmon``): the mean SM activity over at least
+  ``min_samples`` samples is under ``sm_active_low`` percent: the GPU mostly waits.
+- ``nccl.check:socket_across_nodes`` (``nccl_log``): NCCL carries a multi-node job over TCP
+  sockets (``Using network Socket`` with more than one node); the value is the log line.
+- ``perf.ipc`` (``perf_stat``): the host retires fewer than ``ipc_low`` instructions per cycle.
+
+NCCL Inspector figures (time, size, bandwidth per collective) have no link speed to be judged
+against here; they are shown in the report's tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from my_utils.core.events import MetricEvent
+
+_SOCKET_ADVICE = ("NCCL found no InfiniBand/RoCE device it could use, or was told not to: check NCCL_IB_DISABLE, "
+                  "NCCL_NET and NCCL_SOCKET_IFNAME, and that the IB devices and driver are visible where the job "
+                  "runs (containers need them passed in); over TCP, collectives between nodes are far slower")
+_SM_ADVICE = ("The GPU's SMs are idle most of the time: find what it waits for (the data loader, host-side "
+              "work, synchronisation, many tiny kernels) in a torch.profiler or nsys capture of the same run")
+_IPC_ADVICE = ("The host code stalls on memory or branches: profile the host side (py-spy, perf record) where "
+               "it feeds the GPU (data loading, collation, augmentation)")
+
+
+def _rank(rank: int | None) -> str:
+    return f"rank {rank}" if rank is not None else "no rank"
+
+
+@dataclass(frozen=True)
+class _Fold:
+    """One checked name on one rank (and step), over all its events: count, mean, lowest, highest."""
+
+    name: str
+    step: int | None
+    rank: int | None
+    unit: str
+    count: int
+    mean: float
+    low: float
+    high: float
+
+    @property
+    def rank_key(self) -> str:
+        return f"rank{self.rank}" if self.rank is not None else "norank"
+
+
+class SourceChecksRule:
+    """Findings read directly from DCGM, NCCL log and perf stat events (see the module docstring)."""
+
+    name = "source_checks"
+
+    def __init__(self, sm_active_low: float = 40.0, min_samples: int = 5, ipc_low: float = 1.0) -> None:
+        self.sm_active_low = sm_active_low
+        self.min_samples = max(1, min_samples)
+        self.ipc_low = ipc_low
+
+    def evaluate(self, events: Sequence[MetricEvent]) -> list[dict[str, Any]]:
+        """One finding per GPU that idles, per rank that uses sockets between nodes, per low-IPC block.
+
+        Events are folded per (name, step, rank) first, so raw provider events and the analyzer's
+        aggregated ones (``attrs`` with ``count``/``min``/``max``) give the same findings.
+        """
+        folded: dict[tuple[str, int | None, int | None, str], list[Any]] = {}
+        for e in events:
+            if e.value != e.value or not (
+                    (e.source == "dcgm_dmon" and e.name.startswith("dcgm.sm_active:"))
+                    or (e.source == "nccl_log" and e.name == "nccl.check:socket_across_nodes")
+                    or (e.source == "perf_stat" and e.name.startswith("perf.ipc"))):
+                continue  # NaN is not measured; other names are not checked here
+            n = e.attrs.get("count", 1)
+            n = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
+            lo, hi = e.attrs.get("min", e.value), e.attrs.get("max", e.value)
+            lo = lo if isinstance(lo, (int, float)) else e.value
+            hi = hi if isinstance(hi, (int, float)) else e.value
+            cell = folded.setdefault((e.name, e.step, e.rank, e.unit), [0, 0.0, lo, hi])
+            cell[0] += n
+            cell[1] += e.value * n
+            cell[2], cell[3] = min(cell[2], lo), max(cell[3], hi)
+        findings: list[dict[str, Any]] = []
+        for (name, step, rank, unit), (n, total, lo, hi) in folded.items():
+            fold = _Fold(name, step, rank, unit, n, total / n, lo, hi)
+            if name.startswith("dcgm."):
+                finding = self._sm_active(fold)
+            elif name.startswith("nccl."):
+                finding = self._socket(fold)
+            else:
+                finding = self._ipc(fold)
+            if finding is not None:
+                findings.append(finding)
+        return sorted(findings, key=lambda f: f["id"])
+
+    def _sm_active(self, f: _Fold) -> dict[str, Any] | None:
+        if f.count < self.min_samples or f.mean >= self.sm_active_low:
+            return None
+        entity = f.name.split(":", 1)[1]
+        return {
+            "id": f"source_checks:dcgm_sm_active:{entity}:{f.rank_key}",
+            "category": "optimization", "severity": "warning",
+            "title": f"{entity}: SMs active {f.mean:.1f} % of the time on average over {f.count} DCGM samples "
+                     f"({_rank(f.rank)})",
+            "detail": (f"dcgmi dmon field SMACT (1002) averaged {f.mean:.1f} % (lowest {f.low:.1f}, highest "
+                       f"{f.high:.1f}) over {f.count} samples, under the {self.sm_active_low:g} % this check flags"),
+            "evidence": {"names": [f.name], "ranks": [f.rank], "samples": f.count, "mean": f.mean, "min": f.low,
+                         "max": f.high, "threshold": self.sm_active_low, "unit": f.unit, "source": "dcgm_dmon"},
+            "suggestion": _SM_ADVICE,
+            "advice": [{"text": _SM_ADVICE, "kind": "dcgm_sm_active", "facts": [],
+                        "because": [{"table": "totals", "key": {"name": f.name, "rank": f.rank, "source": "dcgm_dmon"},
+                                     "values": {"mean": f.mean, "samples": f.count}}]}],
+        }
+
+    def _socket(self, f: _Fold) -> dict[str, Any]:
+        where = f"line {f.low:.0f}" if f.low == f.high else f"lines {f.low:.0f}-{f.high:.0f}"
+        return {
+            "id": f"source_checks:nccl_socket:{f.rank_key}",
+            "category": "optimization", "severity": "warning",
+            "title": f"NCCL sends between nodes over TCP sockets on {_rank(f.rank)} (NCCL log {where})",
+            "detail": (f"the NCCL_DEBUG=INFO log says 'Using network Socket' for {_rank(f.rank)} at {where}, in a "
+                       "communicator that spans more than one node"),
+            "evidence": {"names": [f.name], "ranks": [f.rank], "log_line": int(f.low), "source": "nccl_log"},
+            "suggestion": _SOCKET_ADVICE,
+            "advice": [{"text": _SOCKET_ADVICE, "kind": "nccl_socket", "facts": [],
+                        "because": [{"table": "totals", "key": {"name": f.name, "rank": f.rank, "source": "nccl_log"},
+                                     "values": {"line": int(f.low)}}]}],
+        }
+
+    def _ipc(self, f: _Fold) -> dict[str, Any] | None:
+        if not 0 < f.mean < self.ipc_low:
+            return None
+        block = f"block {f.step}" if f.step is not None else "the run"
+        return {
+            "id": f"source_checks:perf_ipc:{f.name}:{f.rank_key}:step{f.step}",
+            "category": "optimization", "severity": "info",
+            "title": f"host code retires {f.mean:.2f} instructions per cycle ({f.name}, {block}, {_rank(f.rank)})",
+            "detail": (f"perf stat instructions / cycles = {f.mean:.2f} on average over {f.count} measurement(s) "
+                       f"(lowest {f.low:.2f}) in {block}, under the {self.ipc_low:g} this check flags"),
+            "evidence": {"names": [f.name], "ranks": [f.rank], "steps": [f.step], "ipc": f.mean, "min": f.low,
+                         "threshold": self.ipc_low, "source": "perf_stat"},
+            "suggestion": _IPC_ADVICE,
+        }

@@ -1,0 +1,85 @@
+"""SourceChecksRule: findings from DCGM, NCCL log and perf stat events, alone and through the analyzer."""
+
+from __future__ import annotations
+
+import inspect
+import statistics
+from pathlib import Path
+
+import pytest
+
+from my_utils.core.events import MetricEvent
+from my_utils.core.plugin_types import PluginKind
+from my_utils.core.plugins import load_component
+from my_utils.core.testing import check_analysis_rule
+from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
+from my_utils.profiling.providers.dcgm import read_dcgm_dmon
+from my_utils.profiling.providers.nccl_log import read_nccl_log
+from my_utils.profiling.providers.perf_stat import read_perf_stat
+
+DATA = Path(__file__).resolve().parent / "data"
+SOCKET_LOG = "nccl/dsl__example_2.502726.o.nccl2.22.3.log"
+IB_LOG = "nccl/dsl__deepspeed_example.526831.o.nccl2.20.5.log"
+
+
+def _events(real_fixtures: Path) -> list[MetricEvent]:
+    return (read_dcgm_dmon(DATA / "dcgmi_dmon_2gpu_h100.txt") + read_nccl_log(real_fixtures / SOCKET_LOG)
+            + read_perf_stat(DATA / "perf_stat_x_interval_percpu.csv"))
+
+
+def _smact_mean(gpu: int) -> float:
+    values = [float(line.split()[3]) * 100 for line in (DATA / "dcgmi_dmon_2gpu_h100.txt").read_text().splitlines()
+              if line.split()[:2] == ["GPU", str(gpu)]]  # "GPU", "n", GRACT, SMACT, ...
+    return statistics.fmean(values)
+
+
+def test_contract_and_declared_options(real_fixtures: Path) -> None:
+    from my_utils.profiling.plugin import RULE_OPTIONS
+
+    findings = check_analysis_rule("source_checks", _events(real_fixtures))
+    assert findings
+    params = inspect.signature(load_component(PluginKind.ANALYSIS_RULE, "source_checks")).parameters
+    assert {o.name: o.default for o in RULE_OPTIONS["source_checks"]} == {n: p.default for n, p in params.items()}
+
+
+def test_findings_through_the_analyzer_name_gpu_rank_and_line(real_fixtures: Path) -> None:
+    text = (real_fixtures / SOCKET_LOG).read_text().splitlines()
+    report = MetricsAnalyzer(_events(real_fixtures)).analyze()
+    found = {f.id: f for f in report.findings if f.id.startswith("source_checks:")}
+    assert set(found) == {"source_checks:dcgm_sm_active:gpu1:norank", "source_checks:nccl_socket:rank0",
+                          "source_checks:nccl_socket:rank1",
+                          "source_checks:perf_ipc:perf.ipc@CPU0:norank:step0"}
+    gpu1 = found["source_checks:dcgm_sm_active:gpu1:norank"]
+    assert gpu1.evidence["mean"] == pytest.approx(_smact_mean(1)) and gpu1.evidence["samples"] == 16
+    assert _smact_mean(0) > 40  # the busy GPU is not reported
+    for rank, host in ((0, "ault42"), (1, "ault43")):
+        line = 1 + next(i for i, t in enumerate(text) if t.startswith(host) and t.endswith("Using network Socket"))
+        finding = found[f"source_checks:nccl_socket:rank{rank}"]
+        assert finding.evidence["log_line"] == line and f"line {line}" in finding.title
+        assert finding.severity == "warning" and finding.evidence["ranks"] == [rank]
+    ipc = found["source_checks:perf_ipc:perf.ipc@CPU0:norank:step0"]
+    assert ipc.severity == "info" and ipc.evidence["ipc"] == pytest.approx(
+        statistics.fmean([1022823159 / 1203321443, 1016403797 / 1210004521]))
+    assert {"dcgm_dmon", "nccl_log"} <= {row["source"] for row in report.tables["totals"]}  # no steps: totals
+    assert report.scores == {}  # no per-step durations: "not measured", never 100
+
+
+def test_raw_and_aggregated_events_give_the_same_findings(real_fixtures: Path) -> None:
+    events = _events(real_fixtures)
+    raw = {f["id"]: f["evidence"] for f in check_analysis_rule("source_checks", events)}
+    analyzed = MetricsAnalyzer(events).analyze()
+    via = {f.id: dict(f.evidence) for f in analyzed.findings if f.id.startswith("source_checks:")}
+    assert set(raw) == set(via)
+    for key, evidence in raw.items():
+        for field in ("mean", "samples", "log_line", "ipc"):
+            if field in evidence:
+                assert via[key][field] == pytest.approx(evidence[field]), (key, field)
+
+
+def test_nothing_to_flag_on_infiniband_and_thresholds_apply(real_fixtures: Path) -> None:
+    assert check_analysis_rule("source_checks", read_nccl_log(real_fixtures / IB_LOG)) == []
+    dcgm = read_dcgm_dmon(DATA / "dcgmi_dmon_2gpu_h100.txt")
+    assert check_analysis_rule("source_checks", dcgm, sm_active_low=10.0) == []
+    assert len(check_analysis_rule("source_checks", dcgm, sm_active_low=95.0)) == 2
+    assert check_analysis_rule("source_checks", dcgm, min_samples=17) == []
+    assert check_analysis_rule("source_checks", read_perf_stat(real_fixtures / "perf/two_sum__perf_stat.txt")) == []
