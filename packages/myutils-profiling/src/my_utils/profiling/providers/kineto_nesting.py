@@ -62,12 +62,33 @@ class NestingPass:
             return  # the provider's own pass refuses such an event, naming it
         if label.startswith("ProfilerStep#"):
             return
+        self._keep(group, label, ev.get("pid"), ev.get("tid"), ts, dur)
+
+    def add_batch(self, events: list[Any]) -> None:
+        """``add`` for a run of typed events (``trace_events.KinetoEvent``); a missing ``ts`` is NaN there."""
+        groups: dict[str | None, str | None] = {}
+        for ev in events:
+            if ev.ph != "X":
+                continue
+            cat = ev.cat
+            group = groups.get(cat, "")
+            if group == "":
+                group = groups[cat] = group_of(cat)
+            if group not in _HOST_GROUPS:
+                continue
+            ts = ev.ts
+            label = ev.name
+            if ts != ts or label.startswith("ProfilerStep#"):
+                continue
+            self._keep(group, label, ev.pid, ev.tid, ts, ev.dur)
+
+    def _keep(self, group: str | None, label: str, pid: Any, tid: Any, ts: float, dur: float) -> None:
         full = f"{group}:{label}"
         nid = self.names.get(full)
         if nid is None:
             nid = self.names[full] = len(self.name_list)
             self.name_list.append(full)
-        key = (ev.get("pid"), ev.get("tid"))
+        key = (pid, tid)
         lid = self.lanes.get(key)
         if lid is None:
             lid = self.lanes[key] = len(self.lanes)

@@ -21,11 +21,13 @@ import re
 from array import array
 from collections import Counter
 from collections.abc import Mapping
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
 from my_utils.core.errors import InputError
 from my_utils.core.events import MetricEvent
+from my_utils.profiling.providers.trace_events import UNSET, as_dict
 
 # raw category (every spelling seen in real traces, 2021 capitalised ones included) -> group
 _GROUP_OF_CAT: dict[str, str] = {
@@ -42,7 +44,10 @@ _DEVICE_GROUPS = ("kernel", "memcpy", "memset", "device_op")
 _HOST_GROUPS = ("cpu_op", "annotation")
 _GROUP_ID = {g: i for i, g in enumerate(_DEVICE_GROUPS + _HOST_GROUPS)}
 _STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
+# add_batch's category codes: 0..5 the groups above (_GROUP_ID), then these; -1: not aggregated
+_RUNTIME, _INSTANT, _SKIP = 6, 7, -1
 _COMM = re.compile(r"nccl|rccl", re.IGNORECASE)
+_CAT = attrgetter("cat")
 _EPOCH_US_MIN = 1e15  # µs since 1970 later than 2001: the trace clock is already the unix epoch
 
 
@@ -60,7 +65,7 @@ class TraceAggregator:
         self.path = path
         self.names: dict[str, int] = {}
         self.name_list: list[str] = []
-        self.cats: Counter[str] = Counter()
+        self.cats: Counter[str | None] = Counter()
         self.dev = (array("b"), array("i"), array("d"), array("d"), array("q"))  # group, name, ts, dur, corr
         self.host = (array("b"), array("i"), array("d"), array("d"))  # group, name, ts, dur
         self.rt_corr = array("q")
@@ -68,6 +73,15 @@ class TraceAggregator:
         self.steps: list[tuple[float, float, int]] = []
         self.mem = (array("d"), array("d"), array("d"), array("b"))  # ts, allocated, reserved, device type
         self.count = 0
+        self._codes: dict[str | None, int] = {}
+
+    def _code(self, cat: str | None) -> int:
+        """The category code of a typed event's ``cat`` (cached per raw spelling)."""
+        group = group_of(cat)
+        other = _RUNTIME if group == "runtime" else _INSTANT if group == "instant" else _SKIP
+        code = _GROUP_ID.get(group, other) if group is not None else _SKIP
+        self._codes[cat] = code
+        return code
 
     def _nid(self, name: Any) -> int:
         if not isinstance(name, str):
@@ -134,6 +148,82 @@ class TraceAggregator:
                 self.path, f"traceEvents[{index}]",
                 f"numeric 'ts'/'dur' (µs) on a {cat!r} event ({type(exc).__name__}: {exc})",
             ) from None
+
+    def add_batch(self, events: list[Any]) -> None:
+        """Account for a run of typed events (``trace_events.KinetoEvent``): what ``add`` does for each.
+
+        The same appends in the same order as ``add``; the schema already guarantees the types
+        ``add`` checks (finite float times, integer correlations, string names). What remains
+        (a missing ``ts``, a correlation beyond 64 bits, a step number beyond int's digits) is
+        handed to ``add`` with the event's fields, so the error and its place are ``add``'s own.
+        """
+        base = self.count
+        self.count += len(events)
+        self.cats.update(map(_CAT, events))  # None ("cat" absent or null) is "(none)": merged in finish
+        codes = self._codes
+        dg, dn, dts, ddur, dcorr = self.dev
+        hg, hn, hts, hdur = self.host
+        rt_corr, rt_ts = self.rt_corr, self.rt_ts
+        names = self.names
+        step_name = _STEP_NAME.match
+        ev = None
+        try:
+            for ev in events:
+                cat = ev.cat
+                code = codes.get(cat)
+                if code is None:
+                    code = self._code(cat)
+                if code < 0:
+                    continue
+                ph = ev.ph
+                if ph == "X":
+                    ts = ev.ts
+                    if ts != ts:  # absent: add() says so (KeyError 'ts')
+                        raise KeyError("ts")
+                    if code < 4:
+                        dts.append(ts)
+                        ddur.append(ev.dur)
+                        dcorr.append(ev.args.correlation)
+                        dg.append(code)
+                        name = ev.name
+                        nid = names.get(name)
+                        if nid is None:
+                            nid = self._nid(name)
+                        dn.append(nid)
+                    elif code == _RUNTIME:
+                        corr = ev.args.correlation
+                        if corr != -1:  # a -1 never matches a device event's correlation: leaving it out changes nothing
+                            rt_corr.append(corr)
+                            rt_ts.append(ts)
+                    elif code < _RUNTIME:
+                        name = ev.name
+                        m = step_name(name) if name[:1] == "P" else None
+                        if m is not None:
+                            self.steps.append((ts, ev.dur, int(m.group(1))))
+                            continue
+                        hts.append(ts)
+                        hdur.append(ev.dur)
+                        hg.append(code)
+                        nid = names.get(name)
+                        if nid is None:
+                            nid = self._nid(name)
+                        hn.append(nid)
+                elif ph == "i" and code == _INSTANT and ev.name == "[memory]":
+                    args = ev.args
+                    if args.total_allocated is not UNSET:
+                        ts = ev.ts
+                        if ts != ts:
+                            raise KeyError("ts")
+                        m4 = self.mem
+                        m4[0].append(ts)
+                        m4[1].append(args.total_allocated)
+                        m4[2].append(args.total_reserved or 0)
+                        m4[3].append(args.device_type)
+        except (KeyError, TypeError, ValueError, OverflowError):
+            at = next(i for i, x in enumerate(events) if x is ev)
+            self.count = base + at
+            self.add(as_dict(ev))  # raises the InputError add() gives for this event
+            raise  # pragma: no cover - add() accepted what the typed path refused: a bug, not bad input
 
     # -- results ---------------------------------------------------------------------
 
@@ -252,6 +342,9 @@ class TraceAggregator:
                     emit("memory.reserved_peak", float(mres[sel].max()), "gauge", "bytes", step, ts,
                          device_type=dev)
 
-        for cat, cnt in sorted(self.cats.items()):
+        cats = Counter({c: n for c, n in self.cats.items() if c is not None})
+        if None in self.cats:  # typed events count a missing category as None
+            cats["(none)"] += self.cats[None]
+        for cat, cnt in sorted(cats.items()):
             emit("trace.events", cnt, "counter", "count", None, None, category=cat)
         return out
