@@ -21,6 +21,7 @@ from typing import Any
 from my_utils.profiling.providers.trace_aggregate import group_of
 
 _HOST_GROUPS = ("cpu_op", "annotation")
+_NOT_A_LANE = (list, dict)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,8 @@ class NestingPass:
             self._keep(group, label, ev.pid, ev.tid, ts, ev.dur)
 
     def _keep(self, group: str | None, label: str, pid: Any, tid: Any, ts: float, dur: float) -> None:
+        if pid.__class__ in _NOT_A_LANE or tid.__class__ in _NOT_A_LANE:
+            return  # a list or object where a thread id belongs: on no lane (before: TypeError, unhashable)
         full = f"{group}:{label}"
         nid = self.names.get(full)
         if nid is None:

@@ -16,7 +16,7 @@ therefore always one that the dict path would read the same way:
   a missing ``ts`` is ``NaN``, a missing ``dur`` is 0;
 - ``cat`` / ``ph`` are strings or ``None`` (absent or ``null``), ``name`` a string (``""`` absent);
 - ``pid`` / ``tid`` are JSON scalars (``None`` absent);
-- ``args`` holds ``correlation`` (an integer, -1 absent), the memory counters of ``[memory]``
+- ``args`` holds ``correlation`` (a 64-bit integer, -1 absent), the memory counters of ``[memory]``
   instants; a missing ``args`` is an empty :class:`EventArgs`.
 
 Set ``MYUTILS_TYPED_TRACE=0`` to read every event as a dict (the pure-Python path).
@@ -40,17 +40,20 @@ _FLOAT_MAX = 1.7976931348623157e308
 if _msgspec is not None:
     # finite only: `1e999` decodes to inf, which a constraint refuses (the dict path then names it)
     _Finite = Annotated[float, _msgspec.Meta(ge=-_FLOAT_MAX, le=_FLOAT_MAX)]
-    _Scalar = int | float | str | None
+    # beyond 64 bits orjson (the dict path's batches) reads an integer as a float: refused here, so
+    # such an event takes that same path
+    _Int64 = Annotated[int, _msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+    _Scalar = _Int64 | float | str | None
     UNSET: Any = _msgspec.UNSET
 
     class EventArgs(_msgspec.Struct, frozen=True, gc=False):
         """The ``args`` fields a provider reads; every other key is skipped."""
 
-        correlation: int = -1
+        correlation: _Int64 = -1
         total_allocated: _Finite | _msgspec.UnsetType = _msgspec.field(default=_msgspec.UNSET,
                                                                          name="Total Allocated")
         total_reserved: _Finite | None = _msgspec.field(default=0.0, name="Total Reserved")
-        device_type: int = _msgspec.field(default=-1, name="Device Type")
+        device_type: _Int64 = _msgspec.field(default=-1, name="Device Type")
 
     NO_ARGS = EventArgs()
 
