@@ -120,13 +120,8 @@ def read_trace(path: str | Path, rank: int | None = None,
     if found is not None and found != context.rank:  # the ``rank`` option: what the events carry
         context = dataclasses.replace(context, rank=found, rank_source=source)
     out: list[MetricEvent] = []
-    if events:
-        import numpy as np
-
-        # sums of durations near 1e308 overflow to inf: the consumers judge that (diff refuses it);
-        # numpy's warning would be a second, unformatted line on stderr
-        with np.errstate(over="ignore", invalid="ignore"):
-            out = agg.finish(stream.metadata, found, source)
+    if events:  # sums of durations near 1e308 overflow to inf, silently: the consumers judge that (diff refuses it)
+        out = agg.finish(stream.metadata, found, source)
     return TraceRead(out, context, tuple(x.finish(stream.metadata, stream.event_count, found) for x in extra))
 
 
