@@ -32,15 +32,20 @@ pytest.importorskip("msgspec", reason="the typed path needs msgspec (myutils-pro
 _BIG = 500_000  # stored bytes above which a real trace is a slow test (it is read three times)
 
 
-def _read(path: Path, typed: bool, monkeypatch: pytest.MonkeyPatch) -> TraceRead | str:
-    """read_trace with the provider's events and the nesting pass: the result, or the InputError's line."""
+def _read(path: Path, typed: bool, monkeypatch: pytest.MonkeyPatch, nesting: bool = True) -> TraceRead | str:
+    """read_trace with the provider's events (and the nesting pass): the result, or the InputError's line."""
     monkeypatch.setenv(trace_events.ENV_SWITCH, "1" if typed else "0")
     try:
-        return read_trace(path, passes=(NestingPass,))
+        return read_trace(path, passes=(NestingPass,) if nesting else ())
     except InputError as exc:
         return f"InputError: {exc}"
     finally:
         monkeypatch.delenv(trace_events.ENV_SWITCH)
+
+
+def _both(path: Path, typed: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceRead | str, TraceRead | str]:
+    """The provider's read alone (typed events without lanes) and with the nesting pass (with lanes)."""
+    return _read(path, typed, monkeypatch, nesting=False), _read(path, typed, monkeypatch)
 
 
 def _typed_events(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -81,10 +86,12 @@ def test_parse_typed_equals_dict_path_on_every_real_trace(name: str, batch_min: 
         monkeypatch.setattr(trace_stream, "_BATCH_MIN", 0)
     path = real_fixtures / name
     typed_counts = _typed_events(monkeypatch)
-    typed = _read(path, True, monkeypatch)
+    alone, typed = _both(path, True, monkeypatch)
     plain = _read(path, False, monkeypatch)
-    assert isinstance(typed, TraceRead), typed
+    assert isinstance(typed, TraceRead) and isinstance(alone, TraceRead), typed
     assert typed == plain  # every metric event (exact floats, same order), the context, the nesting
+    assert alone.events == plain.events and alone.context == plain.context
+    typed_counts[:] = typed_counts[:len(typed_counts) // 2]  # the first read's runs
     counted = sum(int(e.value) for e in typed.events if e.name == "trace.events")
     if batch_min == "0" or counted > 5000:
         # one event per 4 MiB chunk seam (and the last one) is read alone, as a dict
@@ -171,7 +178,7 @@ def test_parse_typed_equals_dict_path_on_generated_events(events: list[str], gz:
     path = tmp_path / ("t.json.gz" if gz else "t.json")
     data = text.encode()
     path.write_bytes(gzip.compress(data) if gz else data)
-    assert _read(path, True, monkeypatch) == _read(path, False, monkeypatch)
+    assert _both(path, True, monkeypatch) == _both(path, False, monkeypatch)
 
 
 # -- errors beyond the first typed run ----------------------------------------------------
@@ -204,7 +211,7 @@ def test_parse_typed_errors_are_the_dict_paths(field: str, value: Any, expected:
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": events}))
     typed = _read(path, True, monkeypatch)
-    assert typed == _read(path, False, monkeypatch)
+    assert (typed, typed) == _both(path, False, monkeypatch) == _both(path, True, monkeypatch)
     place = "traceEvents[30001]" if field != "name" else "traceEvents[30000]"
     assert isinstance(typed, str) and place in typed and expected in typed, typed
     assert str(path) in typed and "\n" not in typed
@@ -250,10 +257,11 @@ def test_parse_items_typed_runs_hold_the_events_fields(tmp_path: Path) -> None:
     events = list(_kernels(5000))
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0}]}))
+    assert all(not hasattr(ev, "pid") for item in TraceStream(path).items() if isinstance(item, list) for ev in item)
     stream = TraceStream(path)
     got: list[dict[str, Any]] = []
     runs = 0
-    for item in stream.items():
+    for item in stream.items(lanes=True):
         if isinstance(item, list):
             runs += 1
             got.extend(trace_events.as_dict(ev) for ev in item)

@@ -39,6 +39,8 @@ class NestingPass:
     runs inside another has no entry.
     """
 
+    needs_lanes = True  # typed events with pid/tid (see kineto.TracePass)
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self.names: dict[str, int] = {}

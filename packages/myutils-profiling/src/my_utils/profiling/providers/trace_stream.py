@@ -146,14 +146,15 @@ class TraceStream:
         """Yield every trace event (a dict), in file order; validates the whole structure."""
         return self._walk(None)  # type: ignore[return-value]  # no typed decoder: dicts only
 
-    def items(self) -> Iterator[list[Any] | dict[str, Any]]:
+    def items(self, lanes: bool = False) -> Iterator[list[Any] | dict[str, Any]]:
         """Every trace event in file order: runs of typed events as lists, the others as dicts.
 
-        A list holds ``trace_events.KinetoEvent`` structs; ``event_count`` counts the events
+        A list holds ``trace_events.KinetoEvent`` structs (``KinetoLaneEvent`` with ``lanes``:
+        ``pid``/``tid`` too); ``event_count`` counts the events
         inside lists too. Without msgspec (or with ``MYUTILS_TYPED_TRACE=0``) this is
         ``events()``. The structure is validated, and refused, exactly as by ``events()``.
         """
-        typed = typed_decoder()
+        typed = typed_decoder(lanes)
         if typed is not None:
             self._chunk = _TYPED_CHUNK
         return self._walk(typed)
