@@ -37,7 +37,6 @@ except ImportError:  # pragma: no cover - orjson is a declared dependency; stay 
     _orjson = None
 
 _CHUNK = 1 << 20
-_TYPED_CHUNK = 4 << 20  # typed events cost ~60 bytes each: larger reads, fewer seams parsed one by one
 _MAX_VALUE = 64 << 20  # one event (or metadata value) larger than this is not a real trace
 _WS = re.compile(r"[ \t\n\r]*")
 # the seam between two events: '}' ',' '{' with any whitespace; searched near the buffer's end
@@ -61,7 +60,6 @@ class TraceStream:
         self._consumed = 0  # characters dropped from the front of _buf
         self._eof = False
         self._raw_decode = json.JSONDecoder().raw_decode
-        self._chunk = _CHUNK
 
     # -- low level -------------------------------------------------------------------
 
@@ -77,7 +75,7 @@ class TraceStream:
             return False
         assert self._fh is not None
         try:
-            raw = self._fh.read(self._chunk)
+            raw = self._fh.read(_CHUNK)
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise self._fail(f"a complete gzip stream ({type(exc).__name__}: {exc}); the file is truncated or corrupt") from None
         try:
@@ -154,10 +152,7 @@ class TraceStream:
         inside lists too. Without msgspec (or with ``MYUTILS_TYPED_TRACE=0``) this is
         ``events()``. The structure is validated, and refused, exactly as by ``events()``.
         """
-        typed = typed_decoder(lanes)
-        if typed is not None:
-            self._chunk = _TYPED_CHUNK
-        return self._walk(typed)
+        return self._walk(typed_decoder(lanes))
 
     def _walk(self, typed: Any) -> Iterator[list[Any] | dict[str, Any]]:
         try:
@@ -245,7 +240,7 @@ class TraceStream:
         last = _last_seam(buf, max(pos, len(buf) - _TAIL)) or _last_seam(buf, pos)
         if last is None:
             return None
-        text = "[" + buf[pos:last.start() + 1] + "]"
+        text = "".join(("[", buf[pos:last.start() + 1], "]"))  # one copy fewer than "[" + ... + "]"
         try:
             events: list[Any] = typed(text)
             typed_ok = True
