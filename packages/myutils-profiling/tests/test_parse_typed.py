@@ -307,3 +307,13 @@ def test_parse_nesting_ignores_a_lane_that_is_no_thread_id(typed: bool, tmp_path
     read = _read(path, typed, monkeypatch)
     assert isinstance(read, TraceRead), read
     assert {k: (v.name, v.share) for k, v in read.results[0].items()} == {"cpu_op:inner": ("cpu_op:outer", 1.0)}
+
+
+def test_parse_provider_pass_imports_no_numpy(real_fixtures: Any) -> None:
+    # importing numpy cost a one-file `plugins run torch_profiler` ~0.1 s of CPU, more than its grouping
+    path = real_fixtures / "kineto/hta/trace_filter__sampled_rank-0.json.gz"
+    code = ("import sys\nfrom my_utils.profiling.providers.kineto import read_trace\n"
+            "assert read_trace(sys.argv[1]).events\nprint(sorted(m for m in ('numpy', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
+                         timeout=300)
+    assert out.stdout.strip() == "[]", out.stdout
