@@ -36,8 +36,8 @@ from my_utils.profiling.providers.dask_run import DASK_ENV, dask_session, requir
 from my_utils.profiling.providers.lifecycle import die_with_parent, sigterm_exits
 from my_utils.profiling.providers.scratch import owner_token
 
-__all__ = ["BATCH_MAX", "DASK_ENV", "POOL_MIN_BYTES", "Executor", "Failed", "batch_size", "pool_for", "run_many",
-           "stream_many"]
+__all__ = ["BATCH_MAX", "DASK_ENV", "POOL_MIN_BYTES", "Executor", "Failed", "Runner", "batch_size", "pool_for",
+           "run_many", "runner", "stream_many"]
 
 T = TypeVar("T")
 
@@ -97,28 +97,90 @@ def stream_many(func: Callable[..., T], calls: Sequence[tuple[Any, ...]], execut
     iterator (``contextlib.closing``) when stopping early: the workers end at once.
     """
     calls = list(calls)
-    if executor == "serial" or (executor is None and len(calls) <= 1):
-        yield from _serial(func, calls, keep_going)
+    with runner(executor, max_workers, len(calls), getattr(func, "__module__", None)) as run:
+        yield from run.stream(func, calls, batch=batch, keep_going=keep_going)
+
+
+@contextlib.contextmanager
+def runner(executor: Executor = None, max_workers: int | None = None, calls: int = 2,
+           module: str | None = None) -> Iterator[Runner]:
+    """One set of workers for several :meth:`Runner.stream` calls (a command with two phases starts them once).
+
+    ``calls`` is how many calls the first stream will have (``None`` runs one call in this
+    process, and a local cluster is not started for none); ``module`` is imported by a local
+    cluster's workers while they start. The workers end with the block, at once on an error.
+    """
+    if executor == "serial" or (executor is None and calls <= 1):
+        yield Runner(1)
         return
     if executor in (None, "process"):
-        workers = max_workers or min(len(calls), os.cpu_count() or 1)
-        if workers <= 1:
-            yield from _serial(func, calls, keep_going)
-            return
-        yield from _pool(func, calls, workers, batch, keep_going)
+        workers = max_workers or min(calls, os.cpu_count() or 1)
+        run = Runner(workers)
+        try:
+            yield run
+        except BaseException:  # an error, Ctrl-C, SIGTERM: the other tasks' results are not wanted
+            run.stop()
+            raise
+        finally:
+            run.close()
         return
     if isinstance(executor, str) and executor == "dask" and not os.environ.get(DASK_ENV, "").strip():
         require_dask()
         if not calls:  # no cluster is started for nothing
+            yield Runner(1)
             return
-    with sigterm_exits():
-        module = getattr(func, "__module__", None)
-        with dask_session(executor, max_workers, len(calls), module) as session:
-            workers = session.workers or max_workers or 1
-            size = batch or batch_size(len(calls), workers)
+    with sigterm_exits(), dask_session(executor, max_workers, calls, module) as session:
+        yield Runner(session.workers or max_workers or 1, session)
+
+
+class Runner:
+    """Where :func:`runner`'s calls run: this process (one worker), a process pool (made at first use), or Dask."""
+
+    def __init__(self, workers: int, dask: Any = None) -> None:
+        self.workers = workers
+        self.dask = dask
+        self._pool: ProcessPoolExecutor | None = None
+
+    def stream(self, func: Callable[..., Any], calls: Sequence[tuple[Any, ...]], *, batch: int | None = None,
+               keep_going: bool = False) -> Generator[Any, None, None]:
+        """``func(*args)`` for each call, in call order as they come (see :func:`stream_many`)."""
+        calls = list(calls)
+        size = batch or batch_size(len(calls), self.workers)
+        window = WINDOW_PER_WORKER * self.workers
+        if self.dask is not None:
+            session = self.dask
             yield from _in_order(lambda part: session.submit(func, part, keep_going), session.fetch,
-                                 _batches(calls, size), WINDOW_PER_WORKER * workers, keep_going,
-                                 with_worker if session.named else None)
+                                 _batches(calls, size), window, keep_going, with_worker if session.named else None)
+        elif self.workers <= 1 or len(calls) <= 1:
+            yield from _serial(func, calls, keep_going)
+        else:
+            pool = self._started()
+            with sigterm_exits():
+                try:
+                    yield from _in_order(lambda part: pool.submit(run_batch, func, part, keep_going), _result,
+                                         _batches(calls, size), window, keep_going, None)
+                except BaseException:  # an error, Ctrl-C, SIGTERM, or the caller stopped early (GeneratorExit)
+                    self.stop()
+                    raise
+
+    def _started(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            # spawn: forking a process that holds threads (dask, torch) can deadlock the child
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_pool_worker_init, initargs=(owner_token(), os.getpid()))
+        return self._pool
+
+    def stop(self) -> None:
+        """End the pool's workers now (their results are no longer wanted); a later stream starts new ones."""
+        if self._pool is not None:
+            _stop_pool(self._pool)
+            self.close()
+
+    def close(self) -> None:
+        """Shut the pool down (its workers have nothing left to do)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
 
 def _serial(func: Callable[..., Any], calls: Sequence[tuple[Any, ...]], keep_going: bool) -> Iterator[Any]:
@@ -160,30 +222,6 @@ def _in_order(submit: Callable[[Sequence[tuple[Any, ...]]], Any], fetch: Callabl
                     raise error
                 result = Failed(error)
             yield result
-
-
-def _pool(func: Callable[..., Any], calls: Sequence[tuple[Any, ...]], workers: int, batch: int | None,
-          keep_going: bool) -> Iterator[Any]:
-    """The calls on ``workers`` local processes; any failure (a task's error, Ctrl-C, SIGTERM) ends them at once.
-
-    ``ProcessPoolExecutor``'s own exit waits for every running task: one bad file among long
-    parses, or a Ctrl-C, would wait for all of them. The workers die with this process
-    (:func:`~my_utils.profiling.providers.lifecycle.die_with_parent`) and leave Ctrl-C to it.
-    """
-    # spawn: forking a process that holds threads (dask, torch) can deadlock the child
-    ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_pool_worker_init,
-                               initargs=(owner_token(), os.getpid()))
-    size = batch or batch_size(len(calls), workers)
-    with sigterm_exits():
-        try:
-            yield from _in_order(lambda part: pool.submit(run_batch, func, part, keep_going), _result,
-                                 _batches(calls, size), WINDOW_PER_WORKER * workers, keep_going, None)
-        except BaseException:  # an error, Ctrl-C, SIGTERM, or the caller stopped early (GeneratorExit)
-            _stop_pool(pool)
-            raise
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _result(future: Future[Any]) -> Any:
