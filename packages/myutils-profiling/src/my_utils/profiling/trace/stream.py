@@ -27,7 +27,6 @@ limit and the scratch space are checked before the parallel work.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import resource
@@ -44,7 +43,17 @@ from my_utils.profiling.trace.clock import ClockSync, latest_per_rank, rebase, u
 from my_utils.profiling.trace.discover import find_named_traces
 from my_utils.profiling.trace.records import THRESHOLDS_US, Unit, format_us, us_to_ns
 from my_utils.profiling.trace.regions import NO_RANK, RankRegions, distribute, distribute_csv, layout_regions
-from my_utils.profiling.trace.spill_merge import FAN_IN_MAX, FD_MARGIN, merge_fan_in, merged, open_fds
+from my_utils.profiling.trace.spill_merge import (
+    FAN_IN_MAX,
+    FD_MARGIN,
+    finish_group,
+    finished_lines,
+    groups,
+    merge_fan_in,
+    merged,
+    open_fds,
+    unit_spec,
+)
 from my_utils.profiling.trace.torch_layout import layout_torch, torch_records
 
 TRACE_SCHEMA_VERSION = "1.0"
@@ -84,31 +93,32 @@ class Plan:
     folder: Path | None = None  # the scratch folder (intermediate merges of more than fan_in files go there)
     fan_in: int = FAN_IN_MAX  # spill files open at once, at most (what the open-file limit allowed)
 
-    def records(self, reserve: int = 1) -> Iterator[tuple[str, float, list[str]]]:
-        """(kind, dur µs, finished JSON texts) in time order: one text, or every event of one flow.
+    run: Any = None  # the workers of the layout (providers.parallel.Runner): the merge's finish tasks run there
 
-        At most ``fan_in`` spill files are open at once, fewer when ``reserve`` other files (the
-        outputs) must stay open beside them (:mod:`my_utils.profiling.trace.spill_merge`).
+    def records(self, reserve: int = 1) -> Iterator[bytes]:
+        """Every record as a finished line (:mod:`~my_utils.profiling.trace.spill_merge`), in time order; once.
+
+        The spill files are finished by tasks in groups, then merged here with at most ``fan_in``
+        files open, fewer when ``reserve`` other files (the outputs) must stay open beside them.
+        In one process, up to ``fan_in`` spill files are merged and finished here directly.
         """
-        lane_ids = [u.lane_ids for u in self.units]
-        origin = self.origin_ns
-        ordered, streams = merged(self.units, self.folder, min(self.fan_in, merge_fan_in(reserve)))
-        try:
-            for key, index, rest in ordered:
-                lane, kind, dur, text = rest.rstrip("\n").split("\t", 3)
-                ids = lane_ids[index]
-                if kind == "f":
-                    texts = []
-                    for delta, flane, ftext in json.loads(text):
-                        pid, tid = ids[flane]
-                        texts.append(f'{{"ts":{format_us(key + delta - origin)},"pid":{pid},"tid":{tid},{ftext[1:]}')
-                    yield kind, 0.0, texts
-                else:
-                    pid, tid = ids[int(lane)]
-                    yield kind, float(dur), [f'{{"ts":{format_us(key - origin)},"pid":{pid},"tid":{tid},{text[1:]}']
-        finally:
-            for stream in streams:
-                stream.close()  # type: ignore[attr-defined]  # generators: their files close now
+        fan_in = min(self.fan_in, merge_fan_in(reserve))
+        workers = self.run.workers if self.run is not None else 1
+        live = [u for u in self.units if u.meta["records"]]
+        if self.folder is None or (workers <= 1 and len(live) <= fan_in):
+            if len(live) > fan_in:
+                raise ValueError("more spill files than may be open at once, and no folder for intermediates")
+            yield from finished_lines([unit_spec(u) for u in live], self.origin_ns)
+            return
+        folder, origin = self.folder, self.origin_ns
+        calls: list[tuple[Any, ...]] = [([unit_spec(u) for u in group], origin, str(folder / f"finished_{g}.tsv"))
+                                        for g, group in enumerate(groups(live, fan_in, workers))]
+        yield from merged(self._run(finish_group, calls), fan_in, folder, self._run)
+
+    def _run(self, func: Any, calls: list[tuple[Any, ...]]) -> list[Any]:
+        if self.run is None:
+            return [func(*c) for c in calls]
+        return list(self.run.stream(func, calls))
 
 
 @contextlib.contextmanager
@@ -159,24 +169,24 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
                                              str(folder / f"unit_{i}.tsv")) for i, k in enumerate(region_keys)]
             calls += [("torch", str(p), str(folder / f"unit_{n + i}.tsv"), n + i) for i, p in enumerate(paths)]
             metas = list(run.stream(_task, calls))
-        metas += [torch_records(t, str(folder / f"unit_{n + len(paths) + i}.tsv"), n + len(paths) + i)
-                  for i, t in enumerate(read)]
-        units: list[Unit] = []
-        for i, meta in enumerate(metas):
-            meta["index"] = i
-            if meta["kind"] == "regions":
-                key = region_keys[i]
-            else:
-                key = NO_RANK if meta["rank"] is None else meta["rank"]
-                if key not in ranks:
-                    ranks[key] = RankRegions()
-                ranks[key].host = ranks[key].host or meta["host"]
-            ranks[key].units.append(i)
-            units.append(Unit(key, folder / f"unit_{i}.tsv", meta))
-        plan = _plan(ranks, syncs, units, reference_rank, auto_align, sources, generator)
-        plan.warnings[:0] = found_warnings  # the same list as otherData.warnings
-        plan.folder, plan.fan_in = folder, fan_in
-        yield plan
+            metas += [torch_records(t, str(folder / f"unit_{n + len(paths) + i}.tsv"), n + len(paths) + i)
+                      for i, t in enumerate(read)]
+            units: list[Unit] = []
+            for i, meta in enumerate(metas):
+                meta["index"] = i
+                if meta["kind"] == "regions":
+                    key = region_keys[i]
+                else:
+                    key = NO_RANK if meta["rank"] is None else meta["rank"]
+                    if key not in ranks:
+                        ranks[key] = RankRegions()
+                    ranks[key].host = ranks[key].host or meta["host"]
+                ranks[key].units.append(i)
+                units.append(Unit(key, folder / f"unit_{i}.tsv", meta))
+            plan = _plan(ranks, syncs, units, reference_rank, auto_align, sources, generator)
+            plan.warnings[:0] = found_warnings  # the same list as otherData.warnings
+            plan.folder, plan.fan_in, plan.run = folder, fan_in, run
+            yield plan
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
