@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from my_utils.core.errors import UsageError
-from my_utils.profiling.providers import parallel
+from my_utils.profiling.providers import dask_run
 from my_utils.profiling.providers.kineto import TorchProfilerMetricsProvider, parse_trace_file
 from my_utils.profiling.providers.parallel import DASK_ENV, _packed, _unpack, run_many
 
@@ -76,7 +76,7 @@ def test_no_calls_start_no_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_workers(*args: Any) -> None:
         raise AssertionError("a cluster was started for no calls")
 
-    monkeypatch.setattr(parallel, "_start_all", no_workers)
+    monkeypatch.setattr(dask_run, "_start_all", no_workers)
     assert run_many(len, [], "dask") == []
 
 

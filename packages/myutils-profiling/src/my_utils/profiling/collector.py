@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from my_utils.core.dist_env import env_rank
 from my_utils.core.errors import MyUtilsError, ProviderError, UsageError
 from my_utils.core.events import EventLogWriter, MetricEvent, events_path
+from my_utils.profiling.providers.rank_files import Stamp, stamp
 
 if TYPE_CHECKING:
     from my_utils.profiling.analysis.model import AnalysisReport
@@ -123,6 +125,18 @@ def _input_of(provider: Any) -> str:
 
 def _name_of(provider: Any) -> str:
     return str(getattr(provider, "name", "") or type(provider).__name__)
+
+
+def _executor(plan: Sequence[tuple[Any, str | None, list[Path]]]) -> Any:
+    """Where rank files are read by default: the first ``executor`` option a provider was given, else local
+    processes for large inputs (:func:`~my_utils.profiling.providers.parallel.pool_for`), else this process."""
+    from my_utils.profiling.providers.parallel import pool_for
+
+    for provider, kind, _files in plan:
+        chosen = getattr(provider, "executor", None) if kind else None
+        if chosen is not None:
+            return chosen
+    return pool_for([f for _p, kind, files in plan if kind for f in files])
 
 
 class MetricsCollector:
@@ -229,39 +243,172 @@ class MetricsCollector:
                     _log.warning("metrics provider %s failed and was skipped: %s: %s",
                                  _name_of(provider), type(exc).__name__, exc)
                 continue
-            out.extend(self._stamp(e, _name_of(provider), step) for e in events)
+            how = self._stamps(provider, step)
+            out.extend(stamp(e, how) for e in events)
         return out
 
-    def read_all(self, progress: Any = None) -> list[MetricEvent]:
+    def read_all(self, progress: Any = None, executor: Any = None,
+                 max_workers: int | None = None) -> list[MetricEvent]:
         """Read every provider once, offline (files the user named): no failure passes silently.
 
         A provider that fails raises: ``InputError``/``UsageError`` as they are, anything else
         as ``ProviderError`` naming the provider, its input and the cause. With
         ``ignore_provider_errors`` it is skipped instead, said once and kept in ``failures``.
-        ``progress`` (a ``my_utils.core.progress.Progress``) is advanced once per provider.
+        ``progress`` (a ``my_utils.core.progress.Progress``) is advanced once per file of rank
+        files and once per other provider. Rank files (profile CSVs, torch traces) are read
+        where ``executor`` says (see :meth:`stream_to`).
         """
         out: list[MetricEvent] = []
+        current: list[MetricEvent] = []
+        owner: Any = None
+        for what, provider, payload in self._read(progress, executor, max_workers, lines=False):
+            if provider is not owner:
+                out += current
+                current, owner = [], provider
+            if what == "dropped":
+                current = []
+            else:
+                current += payload
+        return out + current
+
+    def stream_to(self, path: Path, progress: Any = None, executor: Any = None,
+                  max_workers: int | None = None) -> tuple[int, list[str]]:
+        """Read every provider once, as :meth:`read_all` does, appending the events to ``path`` as they come.
+
+        Returns (events written, their sources). Rank files (profile CSVs, torch traces) are read
+        one per call of ``stream_many`` (:mod:`~my_utils.profiling.providers.rank_files`): the
+        worker reads the file, stamps its events and writes their lines; this process appends the
+        bytes in provider order, then file order (the order of :meth:`read_all`), so memory does
+        not grow with the number of files. ``executor``: ``None`` takes the first ``executor``
+        option a provider was given (``torch_profiler``), else local processes for more than
+        16 MB of input text, else this process; ``"serial"``, ``"process"``, ``"dask"``, a
+        scheduler address or a ``distributed.Client`` as in ``run_many``. A provider skipped
+        with ``ignore_provider_errors`` leaves nothing in ``path`` (its lines are cut off again).
+        """
+        from my_utils.profiling.providers.rank_files import RankFile
+
+        path = Path(path)
+        path.touch()
+        writer = EventLogWriter(path)
+        count = 0
+        sources: set[str] = set()
+        start, pending, owner = path.stat().st_size, (0, set[str]()), None
+        for what, provider, payload in self._read(progress, executor, max_workers, lines=True):
+            if provider is not owner:
+                count, sources = count + pending[0], sources | pending[1]
+                start, pending, owner = path.stat().st_size, (0, set()), provider
+            if what == "dropped":
+                os.truncate(path, start)
+                pending = (0, set())
+            elif isinstance(payload, RankFile):
+                with open(path, "ab") as fh:
+                    fh.write(payload.lines)
+                pending = (pending[0] + payload.count, pending[1] | set(payload.sources))
+            else:
+                writer.append(payload)
+                pending = (pending[0] + len(payload), pending[1] | {e.source for e in payload})
+        return count + pending[0], sorted(sources | pending[1])
+
+    def _read(self, progress: Any, executor: Any, max_workers: int | None,
+              lines: bool) -> Iterator[tuple[str, Any, Any]]:
+        """(``"events"``, provider, stamped events) or (``"lines"``, provider, RankFile) in provider order, then
+        file order; (``"dropped"``, provider, None) after a provider's output when it failed and was skipped."""
+        import contextlib
+
+        from my_utils.profiling.providers import rank_files
+        from my_utils.profiling.providers.parallel import Failed, stream_many
+
+        plan: list[tuple[Any, str | None, list[Path]]] = []
         for provider in list(self.providers):
-            name = _name_of(provider)
-            if progress is not None:
-                progress.note(f"{name}: {_input_of(provider) or 'live'}")
-            try:
-                events = list(provider.collect(None))
-            except MyUtilsError as exc:
-                if not self.ignore_provider_errors:
-                    raise
-                self._drop(provider, exc)
-                events = []
-            except Exception as exc:
-                error = ProviderError(name, _input_of(provider) or self._places.get(id(provider), name), exc)
-                if not self.ignore_provider_errors:
-                    raise error from exc
-                self._drop(provider, error)
-                events = []
-            out.extend(self._stamp(e, name, None) for e in events)
-            if progress is not None:
-                progress.advance()
-        return out
+            kind = rank_files.kind_of(provider)
+            files: list[Path] = []
+            if kind is not None:
+                try:
+                    files = rank_files.unread_files(provider)
+                except Exception as exc:
+                    if not self._failed(provider, exc, None):
+                        continue
+            plan.append((provider, kind, files))
+        if progress is not None and hasattr(progress, "total"):
+            progress.total = sum(len(files) if kind else 1 for _p, kind, files in plan)
+        calls = [(kind, str(f), provider.rank, self._stamps(provider) if lines else None)
+                 for provider, kind, files in plan if kind for f in files]
+        where = executor if executor is not None else _executor(plan)
+        results = stream_many(rank_files.read_rank_file, calls, where, max_workers,
+                              keep_going=self.ignore_provider_errors)
+        with contextlib.closing(results):
+            for provider, kind, files in plan:
+                name, how = _name_of(provider), self._stamps(provider)
+                if kind is None:
+                    if progress is not None:
+                        progress.note(f"{name}: {_input_of(provider) or 'live'}")
+                    events = self._read_provider(provider)
+                    if events is not None:
+                        yield "events", provider, [stamp(e, how) for e in events]
+                    if progress is not None:
+                        progress.advance()
+                    continue
+                failed: tuple[BaseException, Path] | None = None
+                ranks: dict[Path, int | None] = {}
+                for file in files:
+                    if progress is not None and failed is None:
+                        progress.note(f"{name}: {file}")
+                    try:
+                        result = next(results)
+                    except MyUtilsError:
+                        raise
+                    except Exception as exc:  # not bad input: a bug or a library failure, named with its file
+                        raise ProviderError(name, str(file), exc) from exc
+                    if failed is not None:
+                        continue  # the rest of a failed provider's files: not used
+                    if isinstance(result, Failed):
+                        failed = (result.error, file)
+                        continue
+                    if isinstance(result, list):
+                        ranks[file] = next((e.rank for e in result), provider.rank)
+                        yield "events", provider, [stamp(e, how) for e in result]
+                    else:
+                        ranks[file] = result.rank
+                        yield "lines", provider, result
+                    if progress is not None:
+                        progress.advance()
+                if failed is None:
+                    try:
+                        rank_files.check_ranks(kind, ranks)
+                    except MyUtilsError as exc:
+                        failed = (exc, Path(_input_of(provider)))
+                if failed is not None:
+                    if progress is not None:
+                        progress.advance(len(files) - len(ranks))
+                    self._failed(provider, failed[0], failed[1])
+                    yield "dropped", provider, None
+                    continue
+                rank_files.mark_read(provider, files)
+
+    def _read_provider(self, provider: Any) -> list[MetricEvent] | None:
+        """One provider read by its own ``collect`` (the offline policy); None when it failed and was skipped."""
+        try:
+            return list(provider.collect(None))
+        except Exception as exc:
+            self._failed(provider, exc, None)
+            return None
+
+    def _failed(self, provider: Any, exc: BaseException, file: Path | None) -> bool:
+        """Raise the offline error for ``exc``, or (``ignore_provider_errors``) drop the provider; False when dropped.
+
+        ``InputError``/``UsageError`` are raised as they are, anything else as ``ProviderError`` naming the
+        provider, its input (``file`` when known) and the cause.
+        """
+        name = _name_of(provider)
+        error: BaseException = exc
+        if not isinstance(exc, MyUtilsError):
+            error = ProviderError(name, str(file or _input_of(provider) or self._places.get(id(provider), name)), exc)
+            if not self.ignore_provider_errors:
+                raise error from exc
+        elif not self.ignore_provider_errors:
+            raise exc
+        self._drop(provider, error)
+        return False
 
     def _drop(self, provider: Any, exc: BaseException) -> None:
         """Unregister a provider that failed (``ignore_provider_errors``) and say so once."""
@@ -276,17 +423,9 @@ class MetricsCollector:
                 _log.debug("closing skipped provider %s failed: %s", _name_of(provider), close_exc)
         self._skip(ProviderFailure(_name_of(provider), place, str(exc), _input_of(provider)))
 
-    def _stamp(self, event: MetricEvent, source: str, step: int | None) -> MetricEvent:
-        changes: dict[str, Any] = {}
-        if not event.source:
-            changes["source"] = source
-        if not event.run_id:
-            changes["run_id"] = self.run_id
-        if event.rank is None and self.rank is not None:
-            changes["rank"] = self.rank
-        if event.step is None and step is not None:
-            changes["step"] = step
-        return dataclasses.replace(event, **changes) if changes else event
+    def _stamps(self, provider: Any, step: int | None = None) -> Stamp:
+        """What this collector fills in on ``provider``'s events (source, run id, rank, step)."""
+        return Stamp(_name_of(provider), self.run_id, self.rank, step)
 
     def collect(self, step: int | None = None) -> list[MetricEvent]:
         """Gather the new events of every provider and append them to the log in one write."""

@@ -44,6 +44,9 @@ from my_utils.core.errors import InputError, one_line
 from my_utils.core.events import MetricEvent
 from my_utils.profiling.analysis.model import REPORT_FILE_NAME, AnalysisReport
 from my_utils.profiling.providers.kineto_context import PLACE_KEYS
+from my_utils.profiling.providers.parallel import (
+    pool_for,  # the one home of the rule (cli.analyze imports it here)
+)
 
 DIFF_SCHEMA_VERSION = "1.1"
 STEP_TIME = "step_time"
@@ -533,24 +536,6 @@ def diff_traces(base: Sequence[str | Path], target: Sequence[str | Path], *, sig
                       parents=parents, where=where)
     return DiffResult(_label(base), _label(target), changes, step, warnings, {"sigmas": sigmas, "min_pct": min_pct},
                       hw_a, hw_b)
-
-
-#: Below this many bytes of trace text in all, starting worker processes costs more than it saves
-#: (a spawned worker imports the parser in ~0.5 s; a 4 MB trace parses in ~0.2 s).
-POOL_MIN_BYTES = 16 << 20
-_GZIP_RATIO = 20  # Kineto JSON compresses about 20:1 (the real traces: 17-24)
-
-
-def pool_for(files: Sequence[str | Path]) -> str | None:
-    """``"serial"`` for small inputs, else None (``run_many``'s default: a process per file)."""
-    total = 0
-    for f in files:
-        try:
-            size = Path(f).stat().st_size
-        except OSError:
-            return None  # the parse names the file
-        total += size * (_GZIP_RATIO if str(f).endswith(".gz") else 1)
-    return "serial" if total < POOL_MIN_BYTES else None
 
 
 def _label(paths: Sequence[str | Path]) -> str:

@@ -27,6 +27,13 @@ def ingest(
         False, "--ignore-provider-errors",
         help="Skip providers that fail (each said once on stderr, all named in the summary) instead of failing.",
     ),
+    executor: str | None = typer.Option(None, "--executor", help="Where rank files (profile CSVs, torch traces) "
+                                        "are read: 'serial', 'process', 'dask' (joins $DASK_SCHEDULER_ADDRESS, else "
+                                        "starts a local cluster) or a Dask scheduler address such as tcp://host:8786 "
+                                        "(its workers must see the inputs at the same paths); default: a provider's "
+                                        "executor option, else processes for large inputs."),
+    workers: int | None = typer.Option(None, "--workers", help="Processes (or Dask workers of a local cluster) "
+                                       "to use; default: one per CPU."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr."),
 ) -> None:
     """Read every input named in the config and write <output_dir>/metrics_events.jsonl.
@@ -35,17 +42,23 @@ def ingest(
     --ignore-provider-errors); 2 for bad input (a malformed config or file); 1 when a
     provider fails for another reason. Nothing is written when the command fails.
     With --analyze the reports go beside the events (analysis_report.json, .md, .html).
+    Events are written as each rank file is read (provider order, then file order), so
+    memory does not grow with the number of ranks; --analyze reads them back from the file.
     """
     from my_utils.core.errors import ProviderError, UsageError
     from my_utils.profiling.cli._outputs import is_out_of_memory, out_of_memory
     from my_utils.profiling.cli.analyze import WORKLOADS
+    from my_utils.profiling.providers.lifecycle import sigterm_exits
 
     if analyze and workload is not None and workload not in WORKLOADS:
         # checked before any work so that a failing command leaves nothing behind
         raise UsageError(f"--workload {workload!r}: expected one of {', '.join(WORKLOADS)}")
+    if workers is not None and workers <= 0:
+        raise UsageError(f"--workers {workers}: expected a positive number")
     try:
-        with _warnings_to_stderr():
-            for line in _ingest(config, output_dir, ignore_provider_errors, quiet, analyze, workload):
+        with _warnings_to_stderr(), sigterm_exits():
+            for line in _ingest(config, output_dir, ignore_provider_errors, quiet, analyze, workload, executor,
+                                workers):
                 typer.echo(line)
     except ProviderError as exc:  # not bad input: a bug or a library failure (exit 1, one line)
         typer.echo(f"error: {exc}", err=True)
@@ -57,10 +70,10 @@ def ingest(
 
 
 def _ingest(config: Path, output_dir: Path | None, ignore_provider_errors: bool, quiet: bool, analyze: bool,
-            workload: str | None) -> list[str]:
-    """Read every provider, then write the events (and with ``analyze`` the reports) together; the lines to say."""
+            workload: str | None, executor: str | None, workers: int | None) -> list[str]:
+    """Stream every provider's events into the staged events file, then (``analyze``) analyse that file; all the
+    outputs land together. Returns the lines to say."""
     from my_utils.core.errors import ConfigError
-    from my_utils.core.events import write_events
     from my_utils.core.progress import progress
     from my_utils.profiling.cli._outputs import StagedOutputs
     from my_utils.profiling.cli.analyze import check_workload, stage_reports
@@ -85,18 +98,22 @@ def _ingest(config: Path, output_dir: Path | None, ignore_provider_errors: bool,
                         if isinstance(p, Path) and p.is_file())]
     outputs = StagedOutputs(inputs)
     outputs.check([collector.events_path])
-    with progress(len(collector.providers), "ingest", enabled=not quiet) as bar:
-        events = collector.read_all(bar)
-    counted: list[int] = []
+    read: list[tuple[Path, int, list[str]]] = []  # (the staged events file, events, sources)
+
+    def stream(tmp: Path) -> None:
+        with progress(len(collector.providers), "ingest", enabled=not quiet) as bar:
+            read.append((tmp, *collector.stream_to(tmp, bar, executor, workers)))
+
     with outputs:
-        outputs.write_with(collector.events_path, lambda tmp: counted.append(write_events(tmp, events)))
+        outputs.write_with(collector.events_path, stream)
+        staged, count, sources = read[0]
         if analyze:
+            # the analyzer streams the events file just written (not yet renamed into place)
             traces = collector.trace_files()
-            stage_reports(outputs, events, chosen, collector.events_path.parent, traces or None,
+            stage_reports(outputs, staged, chosen, collector.events_path.parent, traces or None,
                           ["json", "markdown", "html"], quiet, settings, events_file=collector.events_path,
                           nsight=_nsight_files(collector))
-    sources = sorted({e.source for e in events})
-    lines = [f"wrote {counted[0]} metric events from {len(collector.providers)} provider(s) "
+    lines = [f"wrote {count} metric events from {len(collector.providers)} provider(s) "
              f"({', '.join(sources) or 'none'}) to {collector.events_path}"]
     if collector.failures:
         skipped = "; ".join(f"{f.place} ({f.provider})" for f in collector.failures)

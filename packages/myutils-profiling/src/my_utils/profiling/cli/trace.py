@@ -101,21 +101,21 @@ def _trace(events: Path | None, output: Path, auto_align_ranks: bool, reference_
             raise InputError(str(t), None, "an existing torch.profiler trace (.json or .json.gz)")
     # without --torch-trace: the traces the events name, found in their folder (in the same pass)
     beside = source.parent if source is not None and not torch_trace else None
-    with progress(3, "trace", enabled=not quiet) as bar:
-        stream = _csv_events(csvs) if csvs else _jsonl_events(source)
-        # absolute: a cluster's workers resolve a relative path against their own folder
-        with planned(stream, [str(p.absolute()) for p in torch_trace], reference_rank=reference_rank,
-                     auto_align=auto_align_ranks, sources=[str(p) for p in ([source] if source else csvs)],
-                     executor=executor, max_workers=workers, traces_beside=beside) as plan:
-            bar.advance()
-            if not plan.events:
-                raise InputError(str(events or torch_trace[0]), None, "MyTimer regions (source 'mytimer', kind "
-                                 "'duration') or torch trace events to put on the timeline; found none")
-            for warning in plan.warnings:
-                typer.echo(f"warning: {warning}", err=True)
-            bar.advance()
-            paths, written_warnings = write_output(plan, output, max_mb, overflow)
-            bar.advance()
+    # absolute: a cluster's workers resolve a relative path against their own folder; the CSVs are read there
+    with progress(3, "trace", enabled=not quiet) as bar, \
+            planned(_jsonl_events(source), [str(p.absolute()) for p in torch_trace], reference_rank=reference_rank,
+                    auto_align=auto_align_ranks, sources=[str(p) for p in ([source] if source else csvs)],
+                    executor=executor, max_workers=workers, traces_beside=beside,
+                    csvs=[str(p.absolute()) for p in csvs]) as plan:
+        bar.advance()
+        if not plan.events:
+            raise InputError(str(events or torch_trace[0]), None, "MyTimer regions (source 'mytimer', kind "
+                             "'duration') or torch trace events to put on the timeline; found none")
+        for warning in plan.warnings:
+            typer.echo(f"warning: {warning}", err=True)
+        bar.advance()
+        paths, written_warnings = write_output(plan, output, max_mb, overflow)
+        bar.advance()
     for warning in written_warnings:
         typer.echo(f"warning: {warning}", err=True)
     for p in paths:
@@ -164,12 +164,3 @@ def _jsonl_events(path: Path | None) -> Iterator[MetricEvent]:
             raise
         raise InputError(path, f"event {n + 1}", f"metric events with numbers and nesting a JSON reader can "
                                                    f"hold ({type(exc).__name__}: {exc})") from None
-
-
-def _csv_events(paths: list[Path]) -> Iterator[MetricEvent]:
-    from my_utils.profiling.providers.mytimer import read_profile_csv_events
-    from my_utils.profiling.trace.clock import clock_sync_events
-
-    for p in paths:
-        yield from read_profile_csv_events(p)
-        yield from clock_sync_events(p)

@@ -17,6 +17,7 @@ the profiler's ``on_trace_ready``: every cycle is then queued, whenever collect(
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -53,7 +54,15 @@ def trace_rank(path: Path, metadata: dict[str, Any], rank: int | None) -> tuple[
 
 
 class TracePass(Protocol):
-    """Something fed every event of a trace in the provider's own pass (see :func:`read_trace`)."""
+    """Something fed every event of a trace in the provider's own pass (see :func:`read_trace`).
+
+    A pass may also define ``add_batch(events)``, taking a list of typed events
+    (``trace_events.KinetoEvent``: only the fields that schema names) exactly as ``add`` takes
+    each one's dict. When every pass of a read has it (and msgspec is installed), the trace
+    is decoded into typed runs, ~3x faster; otherwise every event reaches ``add`` as a dict.
+    A pass whose class sets ``needs_lanes = True`` gets ``pid``/``tid`` on the typed events too.
+    Either way a pass sees every event once, in file order.
+    """
 
     def add(self, ev: dict[str, Any]) -> None:
         """One decoded trace event, in file order."""
@@ -89,26 +98,39 @@ def read_trace(path: str | Path, rank: int | None = None,
     stream = TraceStream(p)
     agg = TraceAggregator(p)
     extra = [make(p) for make in passes]
-    adds = [_FiniteTimes(p).add, *([agg.add] if events else []), *(x.add for x in extra)]
+    consumers: list[Any] = [_FiniteTimes(p), *([agg] if events else []), *extra]
+    adds = [x.add for x in consumers]
+    # the pass allocates ~2 objects per event, all acyclic (freed by reference counts): the cyclic
+    # collector would run every 700 of them and cost ~10% of the pass for nothing
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        for ev in stream.events():
-            for add in adds:
-                add(ev)
+        if all(hasattr(x, "add_batch") for x in consumers):
+            batch_adds = [x.add_batch for x in consumers]
+            for item in stream.items(lanes=any(getattr(x, "needs_lanes", False) for x in consumers)):
+                if item.__class__ is list:
+                    for add_batch in batch_adds:
+                        add_batch(item)
+                else:
+                    for add in adds:
+                        add(item)
+        else:
+            for ev in stream.events():
+                for add in adds:
+                    add(ev)
     except RecursionError:  # JSON nested deeper than the decoder's recursion: bad input, one line
         raise InputError(p, f"traceEvents[{stream.event_count}]", "trace events nested less deeply than "
                                                                   "Python's JSON reader allows") from None
+    finally:
+        if collecting:
+            gc.enable()
     found, source = trace_rank(p, stream.metadata, rank)
     context = trace_context(stream.metadata, p)
     if found is not None and found != context.rank:  # the ``rank`` option: what the events carry
         context = dataclasses.replace(context, rank=found, rank_source=source)
     out: list[MetricEvent] = []
-    if events:
-        import numpy as np
-
-        # sums of durations near 1e308 overflow to inf: the consumers judge that (diff refuses it);
-        # numpy's warning would be a second, unformatted line on stderr
-        with np.errstate(over="ignore", invalid="ignore"):
-            out = agg.finish(stream.metadata, found, source)
+    if events:  # sums of durations near 1e308 overflow to inf, silently: the consumers judge that (diff refuses it)
+        out = agg.finish(stream.metadata, found, source)
     return TraceRead(out, context, tuple(x.finish(stream.metadata, stream.event_count, found) for x in extra))
 
 
@@ -123,6 +145,10 @@ class _FiniteTimes:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.index = -1
+
+    def add_batch(self, events: list[Any]) -> None:
+        """Typed events are finite by their schema: only counted."""
+        self.index += len(events)
 
     def add(self, ev: dict[str, Any]) -> None:
         """Check one event."""

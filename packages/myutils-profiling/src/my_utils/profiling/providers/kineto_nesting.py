@@ -21,6 +21,7 @@ from typing import Any
 from my_utils.profiling.providers.trace_aggregate import group_of
 
 _HOST_GROUPS = ("cpu_op", "annotation")
+_NOT_A_LANE = (list, dict)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class NestingPass:
     Names are the provider's (``cpu_op:<op>``, ``annotation:<label>``); a name that never
     runs inside another has no entry.
     """
+
+    needs_lanes = True  # typed events with pid/tid (see kineto.TracePass)
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -62,12 +65,35 @@ class NestingPass:
             return  # the provider's own pass refuses such an event, naming it
         if label.startswith("ProfilerStep#"):
             return
+        self._keep(group, label, ev.get("pid"), ev.get("tid"), ts, dur)
+
+    def add_batch(self, events: list[Any]) -> None:
+        """``add`` for a run of typed events (``trace_events.KinetoEvent``); a missing ``ts`` is NaN there."""
+        groups: dict[str | None, str | None] = {}
+        for ev in events:
+            if ev.ph != "X":
+                continue
+            cat = ev.cat
+            group = groups.get(cat, "")
+            if group == "":
+                group = groups[cat] = group_of(cat)
+            if group not in _HOST_GROUPS:
+                continue
+            ts = ev.ts
+            label = ev.name
+            if ts != ts or label.startswith("ProfilerStep#"):
+                continue
+            self._keep(group, label, ev.pid, ev.tid, ts, ev.dur)
+
+    def _keep(self, group: str | None, label: str, pid: Any, tid: Any, ts: float, dur: float) -> None:
+        if pid.__class__ in _NOT_A_LANE or tid.__class__ in _NOT_A_LANE:
+            return  # a list or object where a thread id belongs: on no lane (before: TypeError, unhashable)
         full = f"{group}:{label}"
         nid = self.names.get(full)
         if nid is None:
             nid = self.names[full] = len(self.name_list)
             self.name_list.append(full)
-        key = (ev.get("pid"), ev.get("tid"))
+        key = (pid, tid)
         lid = self.lanes.get(key)
         if lid is None:
             lid = self.lanes[key] = len(self.lanes)

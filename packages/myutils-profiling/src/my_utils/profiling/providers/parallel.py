@@ -1,95 +1,75 @@
 """Run one parsing function over many files: in-process, local processes, or a Dask cluster.
 
-Runs with hundreds of ranks have hundreds of trace files; each parse is independent and
-returns a small list of aggregated events, so the work spreads over processes (default)
-or over Dask (install the ``[dask]`` extra): ``executor="dask"`` joins the scheduler named
-by ``DASK_SCHEDULER_ADDRESS`` or else starts a local cluster for the call; an address
-(``tcp://host:8786``) or a ``distributed.Client`` joins that cluster. Errors keep their
-type and message. A local cluster listens on 127.0.0.1 only, on free ports, keeps its
-scratch space in a temporary folder, and leaves one thing behind: multiprocessing's fork
-server, which ends with this process and lets the next call's workers start in ~0.1 s.
-On a real cluster the findings below apply to its workers too: set
-``distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_`` to ``null`` in their Dask
-config, and the settings of ``_QUIET_WORKERS``.
+Runs with hundreds of ranks have hundreds of trace files; each parse is independent, so the
+work spreads over processes (default) or over Dask (install the ``[dask]`` extra; see
+:mod:`~my_utils.profiling.providers.dask_run`). Errors keep their type and message.
 
-Where Dask's time went (8 rank files, links to one 54 MB-class real trace, 2 workers on a
-shared 2-core machine, a fresh interpreter per sample; bench/bench_diff_trace.py measures
-wall time and the CPU seconds of all processes, Dask and pool interleaved):
+:func:`stream_many` yields the results in call order *as they come*, with a bounded number
+of calls in flight, so the caller can write each rank's result and let it go: the memory of
+this process does not grow with the number of calls. :func:`run_many` is its list.
 
-* Results: a list of ``MetricEvent`` dataclasses pickles at ~22 µs an event (frozen slotted
-  dataclasses are rebuilt attribute by attribute), so event lists travel as plain tuples
-  (:func:`_packed`; 12 ms instead of 52 ms for a 2,358-event rank), for the pool and Dask alike.
-* The tasks themselves, timed inside the task (thread CPU): 1.0-1.4 s a parse in a worker
-  started by a nanny against 0.6-0.8 s in a pool worker. Two causes. Dask's nannies export
-  ``MALLOC_TRIM_THRESHOLD_=65536``, which also pins glibc's mmap threshold: every buffer
-  over 128 KiB of the streaming parser was mmap'ed and unmapped, 83,000 page faults and
-  +0.2 s of kernel time a parse (the 8-rank run's kernel time fell from 3.5 s to 0.5 s once
-  the workers inherited our environment instead). And the ~65,000 objects ``distributed``
-  imports are walked by every full collection: +0.09 s of gc a parse (0.39 s against 0.12 s
-  over 3 parses); ``gc.freeze()`` once the worker runs takes them out, so a parse now costs
-  less CPU in a Dask worker than in a pool worker.
-  The gc diagnosis callback Dask installs costs nothing measurable (it acts on full
-  collections only).
-* The workers' event loops: each wake-up takes the GIL from the pure-Python task and, on a
-  loaded machine, waits for a core to give it back; with the profiler, the GIL monitor and
-  the tick at their defaults a task's wall time was 1.84 s against 1.2-1.4 s quiet
-  (``_QUIET_WORKERS``; same CPU, 600-800 against 100-180 involuntary context switches).
-* Start-up, the rest: ``import distributed`` costs 0.6-0.8 s of CPU in every process that
-  needs it. With nannies, each worker process was spawned and imported it after this
-  process had (3 imports in a row on the critical path; 2.7-3.6 s CPU for an idle cluster).
-  Now the workers are plain ``Worker`` processes forked by a fork server that imports
-  ``distributed`` once, started on a helper thread while this process imports it and starts
-  the scheduler: 0.1 s of CPU a worker before its first task instead of 0.8 s, and closing
-  takes 0.05 s instead of 0.2-0.75 s. What is left is this process's import and scheduler
-  (about 1 s of CPU) and the fork server's import (about 0.8 s): some 1.5 s of CPU more than
-  the pool, whose workers import only the parser, and ~0.5 s more before the first task
-  starts.
-* Results kept on the workers: a future's result stayed in its worker until the end of the
-  call, and every later garbage collection there walked it again; each result is now
-  released as soon as the client has it (24 ranks: 1.2 s less CPU, 6 % less time).
-
-Measured with ``--samples 5`` (medians of paired ratios, Dask/pool): 2x before (58 s against
-29.7 s at load 10-13); 1.14x (load 2.5), 1.16x (load 1) and 1.24x (load 2.9) on 8 ranks with
-all but the last change; with it, 1.13x on 8 ranks (load 1.2-1.6; CPU 1.09x) and 1.13x on
-24 ranks (``--ranks 24 --samples 3``, load 1.6-2; CPU 1.14x). The 15 % goal is met on a
-quiet machine, just; what is left is the start-up, which costs more when other work holds
-the cores.
+**Batches.** A task is a batch of calls (:mod:`~my_utils.profiling.providers.batches`): a
+Dask task costs ~5 ms (scheduling, the workers' event loops), a pool task ~0.1 ms, and a
+small rank's parse 30-60 ms. The batch size is ``calls // (4 x workers)``, between 1 and
+:data:`BATCH_MAX` (8): every worker still gets at least 4 batches (a slow file holds up at
+most a quarter of a worker's share), 8 calls share one task's cost, and a few large files
+(8 ranks of 54 MB on 2 workers) stay one call a task. At most ``2 x workers`` batches are in
+flight: each worker has the next batch queued while its last result is consumed, and this
+process holds at most that many batches' results.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
-import importlib
 import multiprocessing
-import multiprocessing.util
 import os
-import shutil
 import signal
-import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from importlib.util import find_spec
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
-from my_utils.core.errors import UsageError
+from my_utils.profiling.providers.batches import Failed, outcomes, packed, run_batch, unpacked
+from my_utils.profiling.providers.dask_run import DASK_ENV, dask_session, require_dask, with_worker
 from my_utils.profiling.providers.lifecycle import die_with_parent, sigterm_exits
-from my_utils.profiling.providers.scratch import make_scratch, owner_token
+from my_utils.profiling.providers.scratch import owner_token
+
+__all__ = ["BATCH_MAX", "DASK_ENV", "POOL_MIN_BYTES", "Executor", "Failed", "Runner", "batch_size", "pool_for",
+           "run_many", "runner", "stream_many"]
 
 T = TypeVar("T")
 
 Executor = Any  # None | "serial" | "process" | "dask" | "tcp://..." address | distributed.Client
-DASK_ENV = "DASK_SCHEDULER_ADDRESS"
-_SCHEMES = ("tcp://", "tls://", "ucx://", "inproc://", "ws://", "wss://")
-_QUIET_WORKERS = {"distributed.worker.profile.enabled": False,
-                  "distributed.admin.system-monitor.gil.enabled": False,
-                  "distributed.admin.tick.interval": "1s",
-                  "distributed.admin.system-monitor.interval": "5s",
-                  "distributed.worker.memory.monitor-interval": "1s"}
-_AF_UNIX_PATH_MAX = 100  # a unix socket's path (the fork server's) is at most 104-108 bytes, whatever the OS
-_EVENT_FIELDS = ("name", "value", "kind", "unit", "source", "rank", "step", "ts", "run_id", "attrs",
-                 "schema_version", "extra")
+BATCH_MAX = 8  # calls per task at most
+BATCHES_PER_WORKER = 4  # batches each worker gets at least (when there are enough calls)
+WINDOW_PER_WORKER = 2  # batches in flight per worker
+
+#: Below this many bytes of input text in all, starting worker processes costs more than it saves
+#: (a spawned worker imports the parser in ~0.5 s; a 4 MB trace parses in ~0.2 s).
+POOL_MIN_BYTES = 16 << 20
+_GZIP_RATIO = 20  # Kineto JSON compresses about 20:1 (the real traces: 17-24)
+
+# the names tests and older callers use
+_packed, _unpack = packed, unpacked
+
+
+def batch_size(calls: int, workers: int) -> int:
+    """Calls per task for ``calls`` calls on ``workers`` workers (see the module doc)."""
+    return max(1, min(BATCH_MAX, calls // (max(workers, 1) * BATCHES_PER_WORKER)))
+
+
+def pool_for(files: Sequence[str | Path]) -> str | None:
+    """``"serial"`` for small inputs, else None (``run_many``'s default: a process per file)."""
+    total = 0
+    for f in files:
+        try:
+            size = Path(f).stat().st_size
+        except OSError:
+            return None  # the parse names the file
+        total += size * (_GZIP_RATIO if str(f).endswith(".gz") else 1)
+    return "serial" if total < POOL_MIN_BYTES else None
 
 
 def run_many(func: Callable[..., T], calls: Sequence[tuple[Any, ...]], executor: Executor = None,
@@ -99,39 +79,153 @@ def run_many(func: Callable[..., T], calls: Sequence[tuple[Any, ...]], executor:
     ``None`` picks in-process for one call and local processes otherwise; ``"serial"``
     forces in-process; ``"process"`` forces processes; ``"dask"`` joins ``$DASK_SCHEDULER_ADDRESS``
     or starts a local Dask cluster; a scheduler address (``tcp://``, ``tls://``, ``ucx://``)
-    or a ``distributed.Client`` runs the calls on that cluster.
+    or a ``distributed.Client`` runs the calls on that cluster. The first failing call (in
+    call order) raises its error.
     """
-    if executor == "serial" or (executor is None and len(calls) <= 1):
-        return [func(*args) for args in calls]
+    with contextlib.closing(stream_many(func, calls, executor, max_workers)) as results:
+        return list(results)
+
+
+def stream_many(func: Callable[..., T], calls: Sequence[tuple[Any, ...]], executor: Executor = None,
+                max_workers: int | None = None, *, batch: int | None = None,
+                keep_going: bool = False) -> Generator[Any, None, None]:
+    """``func(*args)`` for each call, yielded in call order as the results come (see :func:`run_many`).
+
+    A failing call raises its error once the results before it were yielded; with
+    ``keep_going`` a :class:`Failed` holding the error is yielded in its place instead and the
+    other calls go on. ``batch`` overrides the calls per task (:func:`batch_size`). Close the
+    iterator (``contextlib.closing``) when stopping early: the workers end at once.
+    """
+    calls = list(calls)
+    with runner(executor, max_workers, len(calls), getattr(func, "__module__", None)) as run:
+        yield from run.stream(func, calls, batch=batch, keep_going=keep_going)
+
+
+@contextlib.contextmanager
+def runner(executor: Executor = None, max_workers: int | None = None, calls: int = 2,
+           module: str | None = None) -> Iterator[Runner]:
+    """One set of workers for several :meth:`Runner.stream` calls (a command with two phases starts them once).
+
+    ``calls`` is how many calls the first stream will have (``None`` runs one call in this
+    process, and a local cluster is not started for none); ``module`` is imported by a local
+    cluster's workers while they start. The workers end with the block, at once on an error.
+    """
+    if executor == "serial" or (executor is None and calls <= 1):
+        yield Runner(1)
+        return
     if executor in (None, "process"):
-        workers = max_workers or min(len(calls), os.cpu_count() or 1)
-        if workers <= 1:
-            return [func(*args) for args in calls]
-        return _run_pool(func, calls, workers)
-    with sigterm_exits():
-        return _run_dask(func, calls, executor, max_workers)
-
-
-def _run_pool(func: Callable[..., T], calls: Sequence[tuple[Any, ...]], workers: int) -> list[T]:
-    """The calls on ``workers`` local processes; any failure (a task's error, Ctrl-C, SIGTERM) ends them at once.
-
-    ``ProcessPoolExecutor``'s own exit waits for every running task: one bad file among long
-    parses, or a Ctrl-C, would wait for all of them. The workers die with this process
-    (:func:`~my_utils.profiling.providers.lifecycle.die_with_parent`) and leave Ctrl-C to it.
-    """
-    # spawn: forking a process that holds threads (dask, torch) can deadlock the child
-    ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_pool_worker_init,
-                               initargs=(owner_token(), os.getpid()))
-    with sigterm_exits():
+        workers = max_workers or min(calls, os.cpu_count() or 1)
+        run = Runner(workers)
         try:
-            futures = [pool.submit(_packed, func, *args) for args in calls]
-            return [_unpack(f.result()) for f in futures]
-        except BaseException:
-            _stop_pool(pool)
+            yield run
+        except BaseException:  # an error, Ctrl-C, SIGTERM: the other tasks' results are not wanted
+            run.stop()
             raise
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            run.close()
+        return
+    if isinstance(executor, str) and executor == "dask" and not os.environ.get(DASK_ENV, "").strip():
+        require_dask()
+        if not calls:  # no cluster is started for nothing
+            yield Runner(1)
+            return
+    with sigterm_exits(), dask_session(executor, max_workers, calls, module) as session:
+        yield Runner(session.workers or max_workers or 1, session)
+
+
+class Runner:
+    """Where :func:`runner`'s calls run: this process (one worker), a process pool (made at first use), or Dask."""
+
+    def __init__(self, workers: int, dask: Any = None) -> None:
+        self.workers = workers
+        self.dask = dask
+        self._pool: ProcessPoolExecutor | None = None
+
+    def stream(self, func: Callable[..., Any], calls: Sequence[tuple[Any, ...]], *, batch: int | None = None,
+               keep_going: bool = False) -> Generator[Any, None, None]:
+        """``func(*args)`` for each call, in call order as they come (see :func:`stream_many`)."""
+        calls = list(calls)
+        size = batch or batch_size(len(calls), self.workers)
+        window = WINDOW_PER_WORKER * self.workers
+        if self.dask is not None:
+            session = self.dask
+            yield from _in_order(lambda part: session.submit(func, part, keep_going), session.fetch,
+                                 _batches(calls, size), window, keep_going, with_worker if session.named else None)
+        elif self.workers <= 1 or len(calls) <= 1:
+            yield from _serial(func, calls, keep_going)
+        else:
+            pool = self._started()
+            with sigterm_exits():
+                try:
+                    yield from _in_order(lambda part: pool.submit(run_batch, func, part, keep_going), _result,
+                                         _batches(calls, size), window, keep_going, None)
+                except BaseException:  # an error, Ctrl-C, SIGTERM, or the caller stopped early (GeneratorExit)
+                    self.stop()
+                    raise
+
+    def _started(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            # spawn: forking a process that holds threads (dask, torch) can deadlock the child
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_pool_worker_init, initargs=(owner_token(), os.getpid()))
+        return self._pool
+
+    def stop(self) -> None:
+        """End the pool's workers now (their results are no longer wanted); a later stream starts new ones."""
+        if self._pool is not None:
+            _stop_pool(self._pool)
+            self.close()
+
+    def close(self) -> None:
+        """Shut the pool down (its workers have nothing left to do)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def _serial(func: Callable[..., Any], calls: Sequence[tuple[Any, ...]], keep_going: bool) -> Iterator[Any]:
+    for args in calls:
+        if not keep_going:
+            yield func(*args)
+            continue
+        try:
+            result = func(*args)
+        except Exception as exc:
+            yield Failed(exc)
+        else:
+            yield result
+
+
+def _batches(calls: Sequence[tuple[Any, ...]], size: int) -> Iterator[Sequence[tuple[Any, ...]]]:
+    return (calls[i:i + size] for i in range(0, len(calls), size))
+
+
+def _in_order(submit: Callable[[Sequence[tuple[Any, ...]]], Any], fetch: Callable[[Any], Any],
+              batches: Iterable[Sequence[tuple[Any, ...]]], window: int, keep_going: bool,
+              translate: Callable[[Exception], Exception] | None) -> Iterator[Any]:
+    """Submit the batches ``window`` at a time; yield their results in order (the next batch is queued first)."""
+    pending: deque[Any] = deque()
+    todo = iter(batches)
+    for part in todo:
+        pending.append(submit(part))
+        if len(pending) >= window:
+            break
+    while pending:
+        done = fetch(pending.popleft())
+        for part in todo:  # one batch out, one in: the workers stay busy while the results are used
+            pending.append(submit(part))
+            break
+        for result in outcomes(done):
+            if isinstance(result, Failed):
+                error = translate(result.error) if translate is not None else result.error  # type: ignore[arg-type]
+                if not keep_going:
+                    raise error
+                result = Failed(error)
+            yield result
+
+
+def _result(future: Future[Any]) -> Any:
+    return future.result()
 
 
 def _pool_worker_init(owner: str, parent: int) -> None:
@@ -153,332 +247,3 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
             if proc.is_alive():
                 proc.kill()
                 proc.join(timeout=2)
-
-
-def _packed(func: Callable[..., Any], *args: Any) -> Any:
-    """Run ``func`` in a worker; a list of MetricEvents comes back as tuples (cheap to pickle)."""
-    from my_utils.core.events import MetricEvent
-
-    result = func(*args)
-    if isinstance(result, list) and result and all(type(e) is MetricEvent for e in result):
-        return ("__events__", [tuple(getattr(e, f) for f in _EVENT_FIELDS) for e in result])
-    return ("__plain__", result)
-
-
-def _unpack(packed: Any) -> Any:
-    from my_utils.core.events import MetricEvent
-
-    tag, value = packed
-    if tag == "__events__":
-        return [MetricEvent(*row) for row in value]
-    return value
-
-
-def _dask_client_class() -> Any:
-    try:
-        from distributed import Client
-    except ImportError:
-        raise UsageError(
-            "executor 'dask' needs dask.distributed; install it with "
-            "`pip install 'myutils-profiling[dask]'`, or use executor='process'"
-        ) from None
-    return Client
-
-
-def _run_dask(func: Callable[..., T], calls: Sequence[tuple[Any, ...]], executor: Any,
-              max_workers: int | None) -> list[T]:
-    if isinstance(executor, str):
-        address = executor
-        if executor == "dask":
-            address = os.environ.get(DASK_ENV, "").strip()
-            if not address:
-                return _run_local_cluster(func, calls, max_workers)
-            where = f"${DASK_ENV}={address!r}"
-        else:
-            where = f"executor {executor!r}"
-        if not address.startswith(_SCHEMES):
-            raise UsageError(
-                f"{where} is not understood; use None, 'serial', 'process', 'dask' (local cluster, or the "
-                f"scheduler in ${DASK_ENV}), a Dask scheduler address such as 'tcp://127.0.0.1:8786', "
-                "or a distributed.Client"
-            )
-        client_class = _dask_client_class()
-        with client_class(address, set_as_default=False) as client:
-            return _gather(client, func, calls, named=True)
-    client_class = _dask_client_class()
-    if isinstance(executor, client_class):
-        return _gather(executor, func, calls, named=True)
-    raise UsageError(f"executor of type {type(executor).__name__} is not supported; pass 'dask', an address "
-                     "or a Client")
-
-
-def _run_local_cluster(func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
-                       max_workers: int | None) -> list[T]:
-    """A local cluster for this call: a scheduler here and one single-threaded worker process per core.
-
-    The workers are plain ``distributed.Worker`` processes (no nannies) forked by
-    multiprocessing's fork server, which imports ``distributed`` once for all of them; they
-    start on a helper thread while this process imports ``distributed`` and starts the scheduler.
-    """
-    if find_spec("distributed") is None:
-        _dask_client_class()  # raises the UsageError that says how to install it
-    if not calls:
-        return []
-    workers = max_workers or max(1, min(len(calls), os.cpu_count() or 1))
-    module = getattr(func, "__module__", None)
-    # forkserver, not fork: forking this process, which holds threads (dask's loop, torch),
-    # can deadlock the child; the server is a fresh single-threaded interpreter. Preloaded
-    # there: distributed (0.6-0.8 s of imports each spawned worker would repeat) and our own
-    # modules; a module that fails to import would take the server down, so any other is
-    # imported by each worker. The preload applies to the first start of the server in this
-    # process; the server then stays up, and later calls start their workers in ~0.1 s.
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        _own_mp_tempdir()
-        ctx: Any = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["distributed", __name__]
-                                   + ([module] if module and module.startswith("my_utils.") else []))
-    else:  # Windows: each worker imports distributed itself
-        ctx = multiprocessing.get_context("spawn")
-    # local_directory: the workers' scratch space goes with the call, never left in the cwd; named by
-    # this process, so that a later call removes it if this one is killed
-    scratch = str(make_scratch("myutils-dask-"))
-    try:
-        config = {**_QUIET_WORKERS, "temporary-directory": scratch}
-        pipes: list[Any] = []
-        procs: list[Any] = []
-        for n in range(workers):
-            receive, send = ctx.Pipe(duplex=False)
-            procs.append(ctx.Process(target=_local_worker, name=f"myutils-dask-worker-{n}", daemon=True,
-                                     args=(receive, module, scratch, config, dict(os.environ), owner_token())))
-            pipes.append(send)
-        failed: list[BaseException] = []
-        starter = threading.Thread(target=_start_all, args=(procs, failed), name="myutils-dask-start", daemon=True)
-        starter.start()
-        try:
-            client_class = _dask_client_class()
-            import dask
-            from distributed import LocalCluster
-
-            # loopback only; ":0": the scheduler's HTTP routes bind a free port (None still
-            # binds the fixed 8787); silence_logs: the scheduler's INFO lines stay quiet
-            with dask.config.set({"temporary-directory": scratch}), \
-                    LocalCluster(n_workers=0, host="127.0.0.1", dashboard_address=":0", silence_logs=40,
-                                 local_directory=scratch) as cluster:
-                starter.join()
-                if failed:
-                    raise failed[0]
-                for send in pipes:
-                    send.send(cluster.scheduler_address)
-                try:
-                    with client_class(cluster, set_as_default=False) as client:
-                        return _gather(client, func, calls, procs)
-                except BaseException:
-                    _kill(procs)  # a failure, Ctrl-C or SIGTERM: the other tasks' results are not wanted
-                    raise
-                finally:
-                    _close_workers(cluster, procs)
-        except BaseException:
-            _kill(procs)
-            raise
-        finally:
-            starter.join()
-            for send in pipes:
-                send.close()  # a worker still waiting for the address gives up
-            for proc in procs:
-                if proc.pid is None:
-                    continue
-                # _close_workers stopped every registered worker; one that never
-                # registered (the call failed early) or hangs is ended
-                proc.join(timeout=3)
-                if proc.is_alive():
-                    proc.terminate()
-                    proc.join(timeout=5)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _kill(procs: Sequence[Any]) -> None:
-    """SIGKILL the local workers still running (their tasks' results are no longer wanted)."""
-    for proc in procs:
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            if proc.pid is not None and proc.is_alive():
-                proc.kill()
-
-
-def _close_workers(cluster: Any, procs: Sequence[Any]) -> None:
-    """Stop the workers while the scheduler still runs, the client (and its results' keys) gone.
-
-    Closing the scheduler under running workers can catch a heartbeat in flight, which a
-    worker reports with a traceback on stderr; retiring them instead copies the results
-    still held from one worker to the other.
-    """
-    scheduler = cluster.scheduler
-
-    def close_all() -> None:
-        for address in list(scheduler.workers):
-            scheduler.close_worker(address)
-
-    cluster.loop.add_callback(close_all)
-    deadline = time.monotonic() + 5
-    for proc in procs:
-        if proc.pid is not None:
-            proc.join(timeout=max(0.0, deadline - time.monotonic()))
-
-
-def _start_all(procs: Sequence[Any], failed: list[BaseException]) -> None:
-    """Start the worker processes (each start waits for the fork server); a failure is kept for the caller."""
-    try:
-        for proc in procs:
-            proc.start()
-    except BaseException as exc:  # re-raised on the calling thread
-        failed.append(exc)
-
-
-def _local_worker(receive: Any, module: str | None, scratch: str, config: dict[str, Any],
-                  environ: dict[str, str], owner: str) -> None:
-    """One worker process of the local cluster: import, wait for the scheduler's address, serve."""
-    import asyncio
-    import logging
-
-    import dask
-    from distributed import Worker
-
-    # its parent is the fork server, which outlives a killed caller by a moment: watch the caller itself
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent(owner)
-
-    # the fork server's environment is the one of its first start: the caller's of now wins,
-    # and Dask's config, read from DASK_* variables at import, is read again if they changed
-    stale = {k: v for k, v in environ.items() if k.startswith("DASK_")} != \
-        {k: v for k, v in os.environ.items() if k.startswith("DASK_")}
-    os.environ.clear()
-    os.environ.update(environ)
-    if stale:
-        dask.config.refresh()
-    if module:
-        try:  # the tasks' module is imported now, while the scheduler starts, not in the first task
-            importlib.import_module(module)
-        except Exception:  # the first task raises the real error, where it is reported
-            pass
-    try:
-        address = receive.recv()
-    except EOFError:  # the call ended before the scheduler started
-        return
-    # the caller holds the other end until the call is over: EOF means it ended (or was killed), and
-    # this worker goes at once, before a lost scheduler makes it print tracebacks on the caller's stderr
-    threading.Thread(target=_exit_on_eof, args=(receive,), name="myutils-caller-watch", daemon=True).start()
-    # Each wake-up of the event loop takes the GIL from a pure-Python task: the statistical
-    # profiler (every 10 ms), the GIL monitor (1 ms), the tick watchdog (20 ms), the system
-    # and memory monitors. Under load, each one also waits for a core to hand the GIL back.
-    dask.config.set(config)
-    logging.getLogger("distributed").setLevel(logging.ERROR)
-    # a task's error reaches the caller as itself (one line); the worker's own report of it is six
-    # lines of traceback text on the caller's stderr
-    logging.getLogger("distributed.worker").addFilter(_no_task_failures)
-
-    async def serve() -> None:
-        async with Worker(address, nthreads=1, host="127.0.0.1", local_directory=scratch,
-                          name=f"{os.getpid()}") as worker:
-            # distributed's imports leave ~65,000 objects that every full collection walks
-            # again: 0.09 s more gc a 54 MB trace than in a pool worker. Frozen, the
-            # collections see only what the tasks allocate.
-            gc.freeze()
-            await worker.finished()
-
-    asyncio.run(serve())
-
-
-def _no_task_failures(record: Any) -> bool:
-    """Logging filter: drop a worker's "Compute Failed" report (the caller gets the task's exception)."""
-    return not str(getattr(record, "msg", "")).startswith("Compute Failed")
-
-
-def _exit_on_eof(receive: Any) -> None:
-    with contextlib.suppress(EOFError, OSError):
-        while True:
-            receive.recv()
-    os._exit(0)
-
-
-def _own_mp_tempdir() -> None:
-    """multiprocessing's own temporary folder (the fork server's socket) inside one of ours.
-
-    It is made once per process and removed at exit; a killed process leaves it. Named by its
-    owner, a later run removes it (:func:`~my_utils.profiling.providers.scratch.sweep_scratch`).
-    """
-    config = getattr(multiprocessing.current_process(), "_config", None)
-    if isinstance(config, dict) and config.get("tempdir") is None:
-        folder = str(make_scratch("myutils-mp-"))
-        if len(folder) + len("/listener-12345678") > _AF_UNIX_PATH_MAX:
-            # the socket's path would be too long: multiprocessing's shorter default name is kept
-            shutil.rmtree(folder, ignore_errors=True)
-            return
-        config["tempdir"] = folder
-        multiprocessing.util.Finalize(None, shutil.rmtree, args=(folder, True), exitpriority=-100)
-
-
-def _gather(client: Any, func: Callable[..., T], calls: Sequence[tuple[Any, ...]],
-            procs: Sequence[Any] = (), named: bool = False) -> list[T]:
-    """Run the calls on ``client``'s cluster; ``named``: an error says which worker (address, host) raised it."""
-    task = _packed_on_worker if named else _packed
-    futures = [client.submit(task, func, *args, pure=False) for args in calls]
-    results = []
-    for future in futures:  # in call order: the first failing call is the one reported
-        if procs:
-            done = threading.Event()
-            future.add_done_callback(lambda _, done=done: done.set())
-            while not done.wait(timeout=1):
-                # our own workers have no nanny to restart them: once all of them have exited,
-                # nothing will ever run the tasks, so say so instead of waiting forever
-                if not any(p.is_alive() for p in procs):
-                    codes = sorted({p.exitcode for p in procs}, key=str)
-                    raise UsageError(f"the local Dask workers exited (exit codes {codes}) before the "
-                                     "tasks finished; use executor='process', or a running cluster")
-        try:
-            packed = future.result()
-        except Exception as exc:
-            raise _with_worker(exc) from None
-        results.append(_unpack(packed))
-        # the worker drops its copy now: results kept there until the end are walked by each
-        # of its garbage collections (24 ranks: 1.2 s more CPU, 6 % more time)
-        future.release()
-    return results
-
-
-_WORKER_ATTR = "myutils_dask_worker"
-
-
-def _packed_on_worker(func: Callable[..., Any], *args: Any) -> Any:
-    """:func:`_packed` on a cluster's worker: an error carries the worker's address and host back."""
-    try:
-        return _packed(func, *args)
-    except Exception as exc:
-        with contextlib.suppress(Exception):  # whatever happens here, the task's own error is what counts
-            import socket
-
-            from distributed import get_worker
-
-            setattr(exc, _WORKER_ATTR, f"Dask worker {get_worker().address} (host {socket.gethostname()})")
-        raise
-
-
-def _with_worker(exc: Exception) -> Exception:
-    """``exc`` saying which cluster worker raised it (when it knows), for the one line the CLI prints.
-
-    A file the worker could not open becomes an ``InputError`` naming the file and the worker: on
-    a cluster, the inputs and ``$TMPDIR`` must be visible to every worker at the same paths.
-    """
-    from my_utils.core.errors import InputError, MyUtilsError
-
-    worker = getattr(exc, _WORKER_ATTR, None)
-    if not worker:
-        return exc
-    if isinstance(exc, OSError) and exc.filename:
-        return InputError(str(exc.filename), None, f"a file {worker} can read ({exc.strerror or exc}); every "
-                                                   "worker must see the inputs and $TMPDIR at the same paths")
-    if isinstance(exc, MyUtilsError) and exc.args and isinstance(exc.args[0], str):
-        exc.args = (f"{exc.args[0]} (on {worker})", *exc.args[1:])
-        return exc
-    if hasattr(exc, "add_note"):  # Python >= 3.11: shown with a traceback (--traceback)
-        exc.add_note(f"raised on {worker}")
-    return exc

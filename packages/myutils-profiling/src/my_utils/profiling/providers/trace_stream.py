@@ -6,6 +6,11 @@ the standard ``json`` module, so memory stays flat whatever the file size. Top-l
 keys other than ``traceEvents`` (``distributedInfo``, ``baseTimeNanoseconds``...) may
 come before or after the events; they are collected into ``TraceStream.metadata``,
 complete once ``events()`` is exhausted.
+
+``items()`` is the same pass for consumers that also take typed batches: with the optional
+msgspec (``myutils-profiling[fast]``), whole runs of events come as one list of
+``trace_events.KinetoEvent`` structs (only the fields the providers read, no dicts); events
+that do not fit that schema, and the few read one by one at chunk seams, still come as dicts.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 
 from my_utils.core.errors import InputError, UnsupportedInputError
 from my_utils.core.safe_io import open_regular
+from my_utils.profiling.providers.trace_events import REFUSED, typed_decoder
 
 _orjson: Any
 try:  # orjson parses a batch of events ~3x faster than the standard scanner
@@ -136,6 +142,19 @@ class TraceStream:
 
     def events(self) -> Iterator[dict[str, Any]]:
         """Yield every trace event (a dict), in file order; validates the whole structure."""
+        return self._walk(None)  # type: ignore[return-value]  # no typed decoder: dicts only
+
+    def items(self, lanes: bool = False) -> Iterator[list[Any] | dict[str, Any]]:
+        """Every trace event in file order: runs of typed events as lists, the others as dicts.
+
+        A list holds ``trace_events.KinetoEvent`` structs (``KinetoLaneEvent`` with ``lanes``:
+        ``pid``/``tid`` too); ``event_count`` counts the events
+        inside lists too. Without msgspec (or with ``MYUTILS_TYPED_TRACE=0``) this is
+        ``events()``. The structure is validated, and refused, exactly as by ``events()``.
+        """
+        return self._walk(typed_decoder(lanes))
+
+    def _walk(self, typed: Any) -> Iterator[list[Any] | dict[str, Any]]:
         try:
             # a regular file only: opening a FIFO named like a trace would block forever
             raw = open_regular(self.path, "rb")
@@ -156,10 +175,10 @@ class TraceStream:
                 first = self._skip_ws()
             if first == "[":
                 self._pos += 1
-                yield from self._array(top_level=True)
+                yield from self._array(True, typed)
             elif first == "{":
                 self._pos += 1
-                yield from self._object()
+                yield from self._object(typed)
             else:
                 shown = "an empty file" if first == "" else f"{first!r}"
                 raise UnsupportedInputError(
@@ -171,7 +190,7 @@ class TraceStream:
             self._fh.close()
             self._raw.close()
 
-    def _object(self) -> Iterator[dict[str, Any]]:
+    def _object(self, typed: Any) -> Iterator[list[Any] | dict[str, Any]]:
         seen_events = False
         if self._skip_ws() == "}":
             self._pos += 1
@@ -186,7 +205,7 @@ class TraceStream:
                         raise UnsupportedInputError(self.path, self._where(), "traceEvents to be a JSON list")
                     self._pos += 1
                     seen_events = True
-                    yield from self._array(top_level=False)
+                    yield from self._array(False, typed)
                 else:
                     self.metadata[key] = self._value(f"value of top-level key {key!r}")
                 if self._expect(",}", "',' or '}' in the top-level trace object") == "}":
@@ -215,18 +234,55 @@ class TraceStream:
         self._pos = last.end() - 1  # at the '{' of the next event
         return events
 
-    def _array(self, top_level: bool) -> Iterator[dict[str, Any]]:
+    def _typed_batch(self, typed: Any) -> tuple[list[Any], bool] | None:
+        """Like ``_batch``, typed first: (typed events, True), else (dicts, False), else None."""
+        buf, pos = self._buf, self._pos
+        last = _last_seam(buf, max(pos, len(buf) - _TAIL)) or _last_seam(buf, pos)
+        if last is None:
+            return None
+        text = "".join(("[", buf[pos:last.start() + 1], "]"))  # one copy fewer than "[" + ... + "]"
+        try:
+            events: list[Any] = typed(text)
+            typed_ok = True
+        except REFUSED:  # an event off the schema (or JSON msgspec refuses): the dict decoders decide
+            if _orjson is None:
+                return None
+            try:
+                events = _orjson.loads(text)
+            except _orjson.JSONDecodeError:
+                return None
+            typed_ok = False
+        self._pos = last.end() - 1  # at the '{' of the next event
+        return events, typed_ok
+
+    def _array(self, top_level: bool, typed: Any = None) -> Iterator[list[Any] | dict[str, Any]]:
         if self._skip_ws() == "]":
             self._pos += 1
             return
         ws = _WS.match
         raw_decode = self._raw_decode
-        batch_from = 0  # no batch attempt before this buffer offset (after a refused one)
+        batch_from = 0  # no batch attempt before this file offset (after a refused one)
         while True:
-            if _orjson is not None and len(self._buf) - self._pos > _BATCH_MIN and self._pos >= batch_from:
+            ahead = len(self._buf) - self._pos > _BATCH_MIN and self._consumed + self._pos >= batch_from
+            if typed is not None and ahead:
+                got = self._typed_batch(typed)
+                if got is None:
+                    batch_from = self._consumed + len(self._buf)
+                elif got[1]:
+                    self.event_count += len(got[0])
+                    yield got[0]
+                    continue
+                else:
+                    for ev in got[0]:
+                        if not isinstance(ev, dict):
+                            self._not_an_event(ev, top_level)
+                        self.event_count += 1
+                        yield ev
+                    continue
+            elif _orjson is not None and ahead:
                 batch = self._batch()
                 if batch is None:
-                    batch_from = len(self._buf)  # retry only once new text has arrived
+                    batch_from = self._consumed + len(self._buf)  # retry once past the text buffered now
                 else:
                     for ev in batch:
                         if not isinstance(ev, dict):
@@ -234,6 +290,12 @@ class TraceStream:
                         self.event_count += 1
                         yield ev
                     continue
+            if len(self._buf) - self._pos < _BATCH_MIN and not self._eof and (
+                    typed is not None or _orjson is not None):
+                # the tail after a batch is one partial event: read on first (a decode failing at the
+                # end of a MiB-long buffer would count its newlines for the error's line number)
+                self._more()
+                continue
             # fast path: the whole event and its separator are in the buffer
             buf, pos = self._buf, self._pos
             pos = ws(buf, pos).end()  # type: ignore[union-attr]

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from my_utils.core.events import MetricEvent
+from my_utils.profiling.trace.spill_merge import fields
 from my_utils.profiling.trace.stream import TRACE_SCHEMA_VERSION, planned
 from my_utils.profiling.trace.torch_trace import TorchTrace
 
@@ -58,5 +59,5 @@ def merge_trace(events: Iterable[MetricEvent], torch_traces: Sequence[TorchTrace
     """
     with planned(events, torch_traces, reference_rank=reference_rank, auto_align=auto_align, sources=sources,
                  executor=executor, max_workers=max_workers) as plan:
-        out = [json.loads(text) for _kind, _dur, texts in plan.records(0) for text in texts]
+        out = [e for line in plan.records(0) for e in json.loads(b"[" + fields(line)[4] + b"]")]
         return MergedTrace(plan.metadata, out, plan.other, plan.warnings)

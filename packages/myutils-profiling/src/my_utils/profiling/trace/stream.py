@@ -1,13 +1,15 @@
 """The streaming merge: each rank's regions and each torch trace laid out by its own task, then k-way merged.
 
 Memory of the main process does not grow with the rank count. It makes one pass over the
-metric events: every MyTimer region goes to its rank's spill file (buffered, at most
-``_FLUSH_BYTES`` held for all ranks together), the few ``clock_sync`` records and
-each rank's step starts (for the uncertainty warning) stay in memory. Then one task per
-rank's regions and one per torch trace (:func:`layout_regions`,
-:func:`~my_utils.profiling.trace.torch_layout.layout_torch`) run through
-:func:`my_utils.profiling.providers.parallel.run_many`, the local-process / Dask path of
-ingest. A task holds one rank's regions or one trace's events: it packs them into lanes
+metric events of an events file (:func:`~my_utils.profiling.trace.regions.distribute`): every
+MyTimer region goes to its rank's spill file, the few ``clock_sync`` records and each rank's
+step starts stay in memory; profile CSVs are read by tasks, one per file
+(:func:`~my_utils.profiling.trace.regions.distribute_csv`), which make the same pass there. Then
+one task per rank's regions and one per torch trace
+(:func:`~my_utils.profiling.trace.regions.layout_regions`,
+:func:`~my_utils.profiling.trace.torch_layout.layout_torch`) run on the same workers
+(:func:`my_utils.profiling.providers.parallel.runner`, the local-process / Dask path of
+ingest). A task holds one rank's regions or one trace's events: it packs them into lanes
 (:func:`my_utils.profiling.trace.lanes.pack`) and writes them to its own spill file *sorted by
 time* (the record format: :mod:`my_utils.profiling.trace.records`). A task returns small
 metadata only (rank, host, lane names, first and last time, event counts and byte/duration
@@ -25,164 +27,37 @@ limit and the scratch space are checked before the parallel work.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import resource
 import shutil
-from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from my_utils.core.errors import InputError, UsageError
+from my_utils.core.errors import UsageError
 from my_utils.core.events import MetricEvent
 from my_utils.profiling.providers.scratch import make_scratch
-from my_utils.profiling.trace.clock import (
-    CLOCK_SYNC_NAME,
-    ClockSync,
-    clock_sync_from_attrs,
-    latest_per_rank,
-    rebase,
-    uncertainty_warnings,
-)
+from my_utils.profiling.trace.clock import ClockSync, latest_per_rank, rebase, uncertainty_warnings
 from my_utils.profiling.trace.discover import find_named_traces
-from my_utils.profiling.trace.lanes import pack
-from my_utils.profiling.trace.records import (
-    THRESHOLDS_US,
-    TaskRecords,
-    Unit,
-    dump,
-    format_us,
-    scratch_error,
-    us_to_ns,
+from my_utils.profiling.trace.records import THRESHOLDS_US, Unit, format_us, us_to_ns
+from my_utils.profiling.trace.regions import NO_RANK, RankRegions, distribute, distribute_csv, layout_regions
+from my_utils.profiling.trace.spill_merge import (
+    FAN_IN_MAX,
+    FD_MARGIN,
+    finish_group,
+    finished_lines,
+    groups,
+    merge_fan_in,
+    merged,
+    open_fds,
+    unit_spec,
 )
-from my_utils.profiling.trace.spill_merge import FAN_IN_MAX, FD_MARGIN, merge_fan_in, merged, open_fds
 from my_utils.profiling.trace.torch_layout import layout_torch, torch_records
 
 TRACE_SCHEMA_VERSION = "1.0"
 SCRATCH_PREFIX = "myutils-trace-"
-NO_RANK = -1
-_FLUSH_BYTES = 1 << 20  # region lines buffered in the main process (all ranks together) before they are spilled
-
-
-def layout_regions(spill: str, out: str) -> dict[str, Any]:
-    """Task: one rank's MyTimer regions (the spill file of :func:`distribute`) → lanes → sorted records."""
-    by_lane: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    with open(spill, encoding="utf-8") as fh:
-        for i, line in enumerate(fh):
-            lane, ts_s, ms, name, args = json.loads(line)
-            ns = us_to_ns(ts_s * 1e6)
-            by_lane[lane].append({"ns": ns, "dur": round(ms * 1e3, 3), "name": name, "args": args, "i": i})
-    base = min((e["ns"] for evs in by_lane.values() for e in evs), default=0)
-    unit = TaskRecords()
-    for name in sorted(by_lane):
-        evs = by_lane[name]
-        for e in evs:
-            e["ts"] = (e["ns"] - base) / 1e3
-        for j, lane_events in enumerate(pack(evs)):
-            idx = unit.lane(name, j)
-            for e in lane_events:
-                unit.add(e["ns"], idx, "m", e["dur"], dump({"ph": "X", "cat": "mytimer", "name": _shown(e),
-                                                           "dur": e["dur"], "args": e["args"]}))
-    return unit.finish(out, kind="regions")
-
-
-def _shown(region: dict[str, Any]) -> str:
-    """A step's slice (a top-level region) says its step: ``iter · step 6``; the name alone is in args.region."""
-    args = region["args"]
-    if args.get("depth") == 0 and args.get("step") is not None:
-        args["region"] = region["name"]
-        return f"{region['name']} · step {args['step']}"
-    return str(region["name"])
-
-
-@dataclass
-class _Rank:
-    host: str = ""
-    regions: Path | None = None
-    step_starts: dict[int, float] = field(default_factory=dict)  # unix s, before alignment
-    units: list[int] = field(default_factory=list)  # indexes into Plan.units
-
-
-_MAX_UNIX_S = 1e11  # the year 5138: a larger timestamp is a broken number, not a time
-
-
-def _region_place(e: MetricEvent, n: int, where: str) -> tuple[str, str]:
-    """(file, place) of the ``n``-th event: the CSV row it came from, else its index in the events."""
-    if "file" in e.attrs and "line" in e.attrs:
-        return str(e.attrs["file"]), f"line {e.attrs['line']}"
-    return where, f"event {n} ({e.name!r}, rank {e.rank}, step {e.step})"
-
-
-def _check_region(e: MetricEvent, n: int, where: str) -> None:
-    """A region must be placeable: finite unix seconds and a finite duration >= 0 (ms)."""
-    ts, value = e.ts, e.value
-    if not isinstance(ts, (int, float)) or not -_MAX_UNIX_S <= ts <= _MAX_UNIX_S:
-        raise InputError(*_region_place(e, n, where), f"ts to be finite unix seconds; found {ts!r}")
-    if not isinstance(value, (int, float)) or not 0 <= value <= _MAX_UNIX_S * 1e3:
-        raise InputError(*_region_place(e, n, where), f"a MyTimer duration to be a finite number of ms >= 0; "
-                                                       f"found {value!r}")
-
-
-def distribute(events: Iterable[MetricEvent], folder: Path,
-               where: str = "the events") -> tuple[dict[int, _Rank], list[ClockSync], set[str]]:
-    """The one pass over the events: regions to per-rank spill files, clock records and step starts kept,
-    and the names of the torch traces the events came from (their ``attrs.file``). ``where`` names the
-    events in messages."""
-    ranks: dict[int, _Rank] = {}
-    syncs: list[ClockSync] = []
-    trace_names: set[str] = set()
-    buffers: dict[int, list[str]] = defaultdict(list)
-    pending = 0
-
-    def rank_of(r: int | None) -> _Rank:
-        key = NO_RANK if r is None else r
-        if key not in ranks:
-            ranks[key] = _Rank()
-        return ranks[key]
-
-    def flush() -> None:
-        for key, lines in buffers.items():
-            path = ranks[key].regions
-            assert path is not None
-            try:
-                with open(path, "a", encoding="utf-8") as fh:
-                    fh.write("\n".join(lines) + "\n")
-            except OSError as exc:
-                raise scratch_error(exc, path) from None
-        buffers.clear()
-
-    for n, e in enumerate(events, 1):
-        if e.name == CLOCK_SYNC_NAME:
-            if e.rank is not None:
-                syncs.append(clock_sync_from_attrs(e.rank, e.attrs, str(e.attrs.get("file", "events"))))
-                rank_of(e.rank).host = rank_of(e.rank).host or str(e.attrs.get("host", "") or "")
-            continue
-        if e.source != "mytimer" or e.kind != "duration" or e.ts is None or e.name == "step_time":
-            if e.source == "torch_profiler" and e.attrs.get("file"):
-                trace_names.add(str(e.attrs["file"]))
-            continue  # aggregates (one value per step) are not spans of a timeline
-        _check_region(e, n, where)
-        key = NO_RANK if e.rank is None else e.rank
-        r = rank_of(e.rank)
-        r.host = r.host or str(e.attrs.get("host", "") or "")
-        if r.regions is None:
-            r.regions = folder / f"regions_{key}.jsonl"
-        lane = "mytimer cuda" if e.attrs.get("clock") == "cuda" else "mytimer"
-        args = {"step": e.step, "duration_ms": e.value}
-        args.update({k: v for k, v in e.attrs.items() if k in ("path", "depth", "node_id", "file")})
-        line = dump([lane, e.ts, e.value, e.name, args])
-        buffers[key].append(line)
-        pending += len(line) + 64  # the str object's own size, roughly
-        if pending >= _FLUSH_BYTES:
-            flush()
-            pending = 0
-        if lane == "mytimer" and e.attrs.get("depth") == 0 and e.step is not None:
-            r.step_starts[e.step] = min(r.step_starts.get(e.step, math.inf), e.ts)
-    flush()
-    return ranks, syncs, trace_names
 
 
 @dataclass
@@ -218,47 +93,50 @@ class Plan:
     folder: Path | None = None  # the scratch folder (intermediate merges of more than fan_in files go there)
     fan_in: int = FAN_IN_MAX  # spill files open at once, at most (what the open-file limit allowed)
 
-    def records(self, reserve: int = 1) -> Iterator[tuple[str, float, list[str]]]:
-        """(kind, dur µs, finished JSON texts) in time order: one text, or every event of one flow.
+    run: Any = None  # the workers of the layout (providers.parallel.Runner): the merge's finish tasks run there
 
-        At most ``fan_in`` spill files are open at once, fewer when ``reserve`` other files (the
-        outputs) must stay open beside them (:mod:`my_utils.profiling.trace.spill_merge`).
+    def records(self, reserve: int = 1) -> Iterator[bytes]:
+        """Every record as a finished line (:mod:`~my_utils.profiling.trace.spill_merge`), in time order; once.
+
+        The spill files are finished by tasks in groups, then merged here with at most ``fan_in``
+        files open, fewer when ``reserve`` other files (the outputs) must stay open beside them.
+        In one process, up to ``fan_in`` spill files are merged and finished here directly.
         """
-        lane_ids = [u.lane_ids for u in self.units]
-        origin = self.origin_ns
-        ordered, streams = merged(self.units, self.folder, min(self.fan_in, merge_fan_in(reserve)))
-        try:
-            for key, index, rest in ordered:
-                lane, kind, dur, text = rest.rstrip("\n").split("\t", 3)
-                ids = lane_ids[index]
-                if kind == "f":
-                    texts = []
-                    for delta, flane, ftext in json.loads(text):
-                        pid, tid = ids[flane]
-                        texts.append(f'{{"ts":{format_us(key + delta - origin)},"pid":{pid},"tid":{tid},{ftext[1:]}')
-                    yield kind, 0.0, texts
-                else:
-                    pid, tid = ids[int(lane)]
-                    yield kind, float(dur), [f'{{"ts":{format_us(key - origin)},"pid":{pid},"tid":{tid},{text[1:]}']
-        finally:
-            for stream in streams:
-                stream.close()  # type: ignore[attr-defined]  # generators: their files close now
+        fan_in = min(self.fan_in, merge_fan_in(reserve))
+        workers = self.run.workers if self.run is not None else 1
+        live = [u for u in self.units if u.meta["records"]]
+        if self.folder is None or (workers <= 1 and len(live) <= fan_in):
+            if len(live) > fan_in:
+                raise ValueError("more spill files than may be open at once, and no folder for intermediates")
+            yield from finished_lines([unit_spec(u) for u in live], self.origin_ns)
+            return
+        folder, origin = self.folder, self.origin_ns
+        calls: list[tuple[Any, ...]] = [([unit_spec(u) for u in group], origin, str(folder / f"finished_{g}.tsv"))
+                                        for g, group in enumerate(groups(live, fan_in, workers))]
+        yield from merged(self._run(finish_group, calls), fan_in, folder, self._run)
+
+    def _run(self, func: Any, calls: list[tuple[Any, ...]]) -> list[Any]:
+        if self.run is None:
+            return [func(*c) for c in calls]
+        return list(self.run.stream(func, calls))
 
 
 @contextlib.contextmanager
 def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, reference_rank: int = 0,
             auto_align: bool = True, sources: Sequence[str] = (), executor: Any = None,
             max_workers: int | None = None, generator: str = "my_utils.profiling.trace.merge_trace",
-            traces_beside: Path | None = None) -> Iterator[Plan]:
+            traces_beside: Path | None = None, csvs: Sequence[str] = ()) -> Iterator[Plan]:
     """Lay the merge out in a temporary folder; the :class:`Plan` is valid inside the block.
 
     ``torch_traces`` are paths (read by the tasks) or already read ``TorchTrace`` objects (laid out
-    in this process). With ``traces_beside``, the torch traces the events name (``attrs.file``)
+    in this process). ``csvs`` are profile CSVs read by the tasks too (their regions and clock
+    records join those of ``events``; a cluster's workers need absolute paths). With
+    ``traces_beside``, the torch traces the events name (``attrs.file``)
     are added, found in that folder or below it in the same pass over the events
     (:func:`~my_utils.profiling.trace.discover.find_named_traces`; those not found are warned about). The folder and
     every spill file are removed when the block ends, however.
     """
-    from my_utils.profiling.providers.parallel import run_many
+    from my_utils.profiling.providers.parallel import runner
 
     # named by this process: a later run removes it if this one is killed (SIGKILL runs no finally)
     folder = make_scratch(SCRATCH_PREFIX)
@@ -268,41 +146,47 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
         if traces_beside is not None:
             named, found_warnings = find_named_traces(traces_beside, trace_names)
             torch_traces = [*torch_traces, *named]
-        region_keys = sorted(k for k, r in ranks.items() if r.regions is not None)
-        calls: list[tuple[Any, ...]] = [(str(ranks[k].regions), str(folder / f"unit_{i}.tsv"))
-                                        for i, k in enumerate(region_keys)]
-        n = len(calls)
         paths = [t for t in torch_traces if not hasattr(t, "events")]
         read = [t for t in torch_traces if hasattr(t, "events")]
         # before the parallel work: the merge must be able to open its files, the tasks to write theirs
-        fan_in = merge_fan_in(reserve=4 * (max_workers or os.cpu_count() or 1), wanted=n + len(torch_traces))
+        wanted = len(ranks) + len(csvs) + len(torch_traces)  # spill files, about: a CSV holds a rank
+        fan_in = merge_fan_in(reserve=4 * (max_workers or os.cpu_count() or 1), wanted=wanted)
         if fan_in < 2:
             soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
             raise UsageError(f"the open-file limit ({soft}, hard limit {hard}) leaves no room to merge the "
-                             f"{n + len(torch_traces)} spill files of trace (it needs about "
+                             f"{wanted} spill files of trace (it needs about "
                              f"{open_fds() + FD_MARGIN + 2 + 4 * (max_workers or 1)}); raise it (ulimit -n)")
         check_scratch_room(folder, [str(t) for t in paths])
-        metas = run_many(_task, [("regions", *c) for c in calls]
-                         + [("torch", str(p), str(folder / f"unit_{n + i}.tsv"), n + i) for i, p in enumerate(paths)],
-                         executor, max_workers)
-        metas += [torch_records(t, str(folder / f"unit_{n + len(paths) + i}.tsv"), n + len(paths) + i)
-                  for i, t in enumerate(read)]
-        units: list[Unit] = []
-        for i, meta in enumerate(metas):
-            meta["index"] = i
-            if meta["kind"] == "regions":
-                key = region_keys[i]
-            else:
-                key = NO_RANK if meta["rank"] is None else meta["rank"]
-                if key not in ranks:
-                    ranks[key] = _Rank()
-                ranks[key].host = ranks[key].host or meta["host"]
-            ranks[key].units.append(i)
-            units.append(Unit(key, folder / f"unit_{i}.tsv", meta))
-        plan = _plan(ranks, syncs, units, reference_rank, auto_align, sources, generator)
-        plan.warnings[:0] = found_warnings  # the same list as otherData.warnings
-        plan.folder, plan.fan_in = folder, fan_in
-        yield plan
+        with runner(executor, max_workers, wanted, __name__) as run:
+            # first the CSVs (their ranks number the units), each read by a task
+            for part in run.stream(_task, [("csv", str(c), str(folder), i) for i, c in enumerate(csvs)]):
+                syncs += part["syncs"]
+                for key, regions in part["ranks"].items():
+                    ranks.setdefault(key, RankRegions()).merge(regions)
+            region_keys = sorted(k for k, r in ranks.items() if r.regions)
+            n = len(region_keys)
+            calls: list[tuple[Any, ...]] = [("regions", [str(p) for p in ranks[k].regions],
+                                             str(folder / f"unit_{i}.tsv")) for i, k in enumerate(region_keys)]
+            calls += [("torch", str(p), str(folder / f"unit_{n + i}.tsv"), n + i) for i, p in enumerate(paths)]
+            metas = list(run.stream(_task, calls))
+            metas += [torch_records(t, str(folder / f"unit_{n + len(paths) + i}.tsv"), n + len(paths) + i)
+                      for i, t in enumerate(read)]
+            units: list[Unit] = []
+            for i, meta in enumerate(metas):
+                meta["index"] = i
+                if meta["kind"] == "regions":
+                    key = region_keys[i]
+                else:
+                    key = NO_RANK if meta["rank"] is None else meta["rank"]
+                    if key not in ranks:
+                        ranks[key] = RankRegions()
+                    ranks[key].host = ranks[key].host or meta["host"]
+                ranks[key].units.append(i)
+                units.append(Unit(key, folder / f"unit_{i}.tsv", meta))
+            plan = _plan(ranks, syncs, units, reference_rank, auto_align, sources, generator)
+            plan.warnings[:0] = found_warnings  # the same list as otherData.warnings
+            plan.folder, plan.fan_in, plan.run = folder, fan_in, run
+            yield plan
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -341,14 +225,16 @@ def check_scratch_room(folder: Path, traces: Sequence[str]) -> None:
 
 def _task(kind: str, *args: Any) -> dict[str, Any]:
     """One task of :func:`planned` (module level: process pools and Dask workers import it)."""
+    if kind == "csv":
+        return distribute_csv(*args)
     return layout_regions(*args) if kind == "regions" else layout_torch(*args)
 
 
-def _pid(rank: int, ranks: dict[int, _Rank]) -> int:
+def _pid(rank: int, ranks: dict[int, RankRegions]) -> int:
     return rank + 1 if rank != NO_RANK else max([k for k in ranks if k != NO_RANK], default=-1) + 2
 
 
-def _plan(ranks: dict[int, _Rank], syncs: list[ClockSync], units: list[Unit], reference_rank: int,
+def _plan(ranks: dict[int, RankRegions], syncs: list[ClockSync], units: list[Unit], reference_rank: int,
           auto_align: bool, sources: Sequence[str], generator: str) -> Plan:
     warnings: list[str] = []
     measured = latest_per_rank(syncs)
@@ -400,7 +286,7 @@ def _plan(ranks: dict[int, _Rank], syncs: list[ClockSync], units: list[Unit], re
                     for u in units))
 
 
-def _layout(ranks: dict[int, _Rank], units: list[Unit]) -> list[dict[str, Any]]:
+def _layout(ranks: dict[int, RankRegions], units: list[Unit]) -> list[dict[str, Any]]:
     """Process and lane metadata; fills each unit's lane → (pid, tid) (the in-memory layout's order)."""
     metadata: list[dict[str, Any]] = []
     next_tid = max((_pid(k, ranks) for k in ranks), default=0) + 1
