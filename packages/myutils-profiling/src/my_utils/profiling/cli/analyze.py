@@ -110,11 +110,27 @@ def run_analysis(events: Path | None, workload: str, output_dir: Path, traces: l
     ``settings`` (a config's ``AnalysisSettings``) gives the rules and their options; ``trace_filter``
     (``--filter``) the part of each trace the Kineto analyses read (``kineto.filters.TraceFilter.parse``).
     """
-    from my_utils.core.errors import InputError
     from my_utils.profiling.cli._outputs import StagedOutputs, is_out_of_memory, out_of_memory
-    from my_utils.profiling.cli.analyze_nsight import ncu_files, nsys_files
 
     check_workload(workload)
+    outputs = StagedOutputs()
+    try:  # memory can run out anywhere below, a lazy import included (is_out_of_memory)
+        _analyse(outputs, events, workload, output_dir, traces, formats, quiet, settings, nsys, ncu,
+                 iteration_range, gpu, trace_filter, model)
+    except (MemoryError, ImportError) as exc:
+        if not is_out_of_memory(exc):
+            raise
+        raise out_of_memory("analyze") from None
+    return outputs.written
+
+
+def _analyse(outputs: StagedOutputs, events: Path | None, workload: str, output_dir: Path, traces: list[Path] | None,
+             formats: str, quiet: bool, settings: Any, nsys: Sequence[str], ncu: Sequence[Path],
+             iteration_range: str | None, gpu: str | None, trace_filter: str | None, model: Any) -> None:
+    """``run_analysis``'s work, staged in ``outputs`` (renamed into place when all are written)."""
+    from my_utils.core.errors import InputError
+    from my_utils.profiling.cli.analyze_nsight import ncu_files, nsys_files
+
     wanted = report_formats(formats)
     kept = None
     if trace_filter:  # refused before anything is read
@@ -123,22 +139,15 @@ def run_analysis(events: Path | None, workload: str, output_dir: Path, traces: l
         kept = TraceFilter.parse(trace_filter)
     if events is not None and not events.is_file():
         raise InputError(str(events), None, "an existing metrics_events.jsonl file (written by a collector or ingest)")
-    outputs = StagedOutputs()
-    try:
-        trace_files = expand_traces(traces or [])
-        nsight_files = [*nsys_files(nsys)], [*ncu_files(ncu)]
-        nsight = {"nsys": nsight_files[0], "ncu": nsight_files[1], "iteration_range": iteration_range, "gpu": gpu,
-                  "model": model}
-        outputs.inputs = [Path(p) for p in (*([events] if events is not None else []), *trace_files,
-                                            *nsight_files[0], *nsight_files[1])]
-        with outputs:
-            stage_reports(outputs, events, workload, output_dir, trace_files if traces else None, wanted, quiet,
-                          settings, nsight=nsight if nsys or ncu else None, trace_filter=kept)
-    except (MemoryError, ImportError) as exc:
-        if not is_out_of_memory(exc):
-            raise
-        raise out_of_memory("analyze") from None
-    return outputs.written
+    trace_files = expand_traces(traces or [])
+    nsight_files = [*nsys_files(nsys)], [*ncu_files(ncu)]
+    nsight = {"nsys": nsight_files[0], "ncu": nsight_files[1], "iteration_range": iteration_range, "gpu": gpu,
+              "model": model}
+    outputs.inputs = [Path(p) for p in (*([events] if events is not None else []), *trace_files,
+                                        *nsight_files[0], *nsight_files[1])]
+    with outputs:
+        stage_reports(outputs, events, workload, output_dir, trace_files if traces else None, wanted, quiet,
+                      settings, nsight=nsight if nsys or ncu else None, trace_filter=kept)
 
 
 def check_workload(workload: str) -> None:
