@@ -200,10 +200,20 @@ def test_config_options_are_checked_the_same_way(tmp_path: Path, options: dict, 
 # -- progress ------------------------------------------------------------------------------
 
 
+_SLOW_COPIES = 6
+
+
 def _slow_config(real_fixtures: Path, tmp: Path) -> Path:
-    # the largest real trace we hold: parsing it takes over a second, so the bar must show
-    return _config(tmp, [{"provider": "torch_profiler",
-                          "input": str(real_fixtures / "kineto/hta/df_index_resolver.json.gz")}])
+    # copies of a large real trace: together they take well over the bar's one-second delay even with the
+    # typed decoder (one of them alone no longer did: the bar never showed and the test failed)
+    source = real_fixtures / "kineto/hta/df_index_resolver.json.gz"
+    copies = []
+    for i in range(_SLOW_COPIES):
+        copy = tmp / "traces" / f"rank_{i}.json.gz"
+        copy.parent.mkdir(exist_ok=True)
+        copy.write_bytes(source.read_bytes())
+        copies.append({"provider": "torch_profiler", "input": str(copy)})
+    return _config(tmp, copies)
 
 
 @pytest.mark.skipif(os.name != "posix", reason="pseudo-terminals are POSIX only")
@@ -245,7 +255,7 @@ def test_progress_bar_on_a_terminal_only(real_fixtures: Path, tmp_path: Path, qu
     if quiet:
         assert seen == b""
     else:
-        assert b"ingest [" in seen and b"0/1" in seen and b"torch_profiler" in seen
+        assert b"ingest [" in seen and f"/{_SLOW_COPIES}".encode() in seen and b"torch_profiler" in seen
         assert seen.endswith(b"\r\x1b[K")  # erased when done
 
 

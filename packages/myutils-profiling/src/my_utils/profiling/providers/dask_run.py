@@ -142,6 +142,7 @@ def dask_session(executor: Any, max_workers: int | None, calls: int,
     started on this machine) for the duration of the block; ``module``: the tasks' module, for the
     local workers to import early."""
     if isinstance(executor, str):
+        _quiet_distributed()
         address = executor
         if executor == "dask":
             address = os.environ.get(DASK_ENV, "").strip()
@@ -168,6 +169,21 @@ def dask_session(executor: Any, max_workers: int | None, calls: int,
         return
     raise UsageError(f"executor of type {type(executor).__name__} is not supported; pass 'dask', an address "
                      "or a Client")
+
+
+def _quiet_distributed() -> None:
+    """Raise the ``distributed`` loggers of this process to ERROR, and leave them there.
+
+    A cluster or client this module makes logs INFO lines with tracebacks ("Batched Comm
+    Closed ...") on stderr while it shuts down; ``LocalCluster(silence_logs=...)`` restores the
+    level at its exit, before those late lines arrive, and a command promises one line per error.
+    A ``distributed.Client`` the caller passes is the caller's: its logging is not touched.
+    """
+    import logging
+
+    log = logging.getLogger("distributed")
+    if log.getEffectiveLevel() < logging.ERROR:
+        log.setLevel(logging.ERROR)
 
 
 def _threads(client: Any) -> int:
