@@ -1,44 +1,58 @@
 """Ranks read one at a time into compact temporary files, then merged without holding them open.
 
-For runs with more ranks than open files (``open_files``) or with ``--executor process``:
-each rank's CSV is parsed once (``iter_rank_steps``, the same checks and messages) into a
-file of pickled chunks of ``CHUNK_STEPS`` steps, in this process or in a process pool; the
-merge then reads chunk by chunk, opening a rank's file, seeking to where it stopped and
-closing it again, so at most one spool file is open and memory holds one chunk per rank.
-The pickles are our own files in our own temporary folder, read back by this call only.
+For runs with more ranks than open files (``open_files``), with ``--executor process`` and on
+Dask (:mod:`~my_utils.distributed.stragglers.dask_spool`): each rank's CSV is parsed once
+(``iter_rank_steps``, the same checks and messages) into a file of pickled chunks of
+``CHUNK_STEPS`` steps, in this process, in a process pool, or by a Dask task that sends the
+bytes back; the merge then reads chunk by chunk, opening a rank's file, seeking to where it
+stopped and closing it again, so at most one spool file is open and memory holds one chunk
+per rank. The pickles are our own files in our own temporary folder, read back by this call only.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from my_utils.core.errors import UsageError
 from my_utils.distributed.clock_record import ClockSyncRecord
 from my_utils.distributed.stragglers.rank_stream import RankStep, iter_rank_steps
 
-__all__ = ["EXECUTORS", "read_spooled", "spool_rank", "spool_ranks"]
+__all__ = ["EXECUTORS", "read_spooled", "spool_bytes", "spool_rank", "spool_ranks"]
 
 CHUNK_STEPS = 32
-#: What ``--executor`` accepts here: in this process, or a local process pool.
+#: What ``--executor`` accepts besides Dask (``"dask"``, a scheduler address): this process, a local process pool.
 EXECUTORS = ("serial", "process")
+
+
+def _spool(path: str, fh: BinaryIO) -> list[ClockSyncRecord]:
+    clocks: list[ClockSyncRecord] = []
+    chunk: list[tuple[int, dict[str, list[float]]]] = []
+    for step in iter_rank_steps(Path(path), clocks):
+        chunk.append((step.step, step.sections))
+        if len(chunk) >= CHUNK_STEPS:
+            pickle.dump(chunk, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            chunk = []
+    if chunk:
+        pickle.dump(chunk, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    return clocks
 
 
 def spool_rank(path: str, out: str) -> list[ClockSyncRecord]:
     """Parse the rank file ``path`` into ``out``; return its ``CLOCK_SYNC`` records (runs in a worker too)."""
-    clocks: list[ClockSyncRecord] = []
-    chunk: list[tuple[int, dict[str, list[float]]]] = []
     with open(out, "wb") as fh:
-        for step in iter_rank_steps(Path(path), clocks):
-            chunk.append((step.step, step.sections))
-            if len(chunk) >= CHUNK_STEPS:
-                pickle.dump(chunk, fh, protocol=pickle.HIGHEST_PROTOCOL)
-                chunk = []
-        if chunk:
-            pickle.dump(chunk, fh, protocol=pickle.HIGHEST_PROTOCOL)
-    return clocks
+        return _spool(path, fh)
+
+
+def spool_bytes(path: str) -> tuple[bytes, list[ClockSyncRecord]]:
+    """What :func:`spool_rank` writes, as bytes (a Dask task sends them back: no shared scratch folder)."""
+    buffer = io.BytesIO()
+    clocks = _spool(path, buffer)
+    return buffer.getvalue(), clocks
 
 
 def read_spooled(path: Path) -> Iterator[RankStep]:
