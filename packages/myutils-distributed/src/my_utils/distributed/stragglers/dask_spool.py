@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from my_utils.core.errors import InputError, MyUtilsError, UsageError
+from my_utils.core.safe_io import open_regular
 from my_utils.distributed.clock_record import ClockSyncRecord
 from my_utils.distributed.stragglers.spool import spool_bytes
 
@@ -112,23 +113,28 @@ def _spool_batch(calls: Sequence[tuple[int, str]], named: bool) -> list[tuple[in
             data, clocks = spool_bytes(path)
         except Exception as exc:
             if named:
-                raise _on_worker(exc) from None
+                raise _on_worker(exc, path) from None
             raise
         out.append((rank, data, clocks))
     return out
 
 
-def _on_worker(exc: Exception) -> Exception:
-    """``exc`` saying which worker (address, host) raised it; a file it could not open becomes an InputError."""
+def _on_worker(exc: Exception, path: str) -> Exception:
+    """``exc`` saying which worker (address, host) raised it; a rank file it cannot open is said as such."""
     try:
         from distributed import get_worker
 
         worker = f"Dask worker {get_worker().address} (host {socket.gethostname()})"
     except Exception:  # not on a worker: the error as it is
         return exc
-    if isinstance(exc, OSError) and exc.filename:
-        return InputError(str(exc.filename), None, f"a rank file {worker} can read ({exc.strerror or exc}); every "
-                                                   "worker must see the rank files at the same paths")
+    try:  # the caller saw the file: when this worker cannot, that is the error (the reader's says less)
+        with open_regular(path, "rb"):
+            pass
+    except InputError:  # not a regular file there: the reader's own error says so
+        pass
+    except OSError as unseen:
+        return InputError(path, None, f"a rank file {worker} can read ({unseen.strerror or unseen}); every "
+                                      "worker must see the rank files at the same paths")
     if isinstance(exc, MyUtilsError) and exc.args and isinstance(exc.args[0], str):
         exc.args = (f"{exc.args[0]} (on {worker})", *exc.args[1:])
     return exc
@@ -181,8 +187,15 @@ def _local_cluster(workers: int) -> Iterator[tuple[Any, int, bool]]:
 
 
 def dask_setup(worker: Any) -> None:
-    """Dask preload hook, run in each local worker once it started: freeze what Dask's imports left.
+    """Dask preload hook, run in each local worker once it started.
 
-    ~65,000 objects that every full collection would walk again while the tasks parse.
+    Freezes what Dask's imports left (~65,000 objects that every full collection would walk
+    again while the tasks parse), and drops the worker's "Compute Failed" report of a task's
+    error: the caller gets that error as itself (one line), the report is ten lines on its stderr.
     """
     gc.freeze()
+    logging.getLogger("distributed.worker").addFilter(_no_task_failures)
+
+
+def _no_task_failures(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("Compute Failed")
