@@ -23,7 +23,7 @@ Each sample runs the command in a fresh interpreter (``main()`` of the CLI, in t
 measures: wall time (imports included); the main process's peak RSS, the kernel's ``VmHWM`` of that
 process read at its end (not ``ru_maxrss``: Linux carries it across ``exec``); each worker's peak
 RSS, the ``VmHWM`` of each worker process read from ``/proc/<pid>/status`` every 50 ms while it
-lives (pool and local-cluster workers: the command's descendants, found every 0.5 s, without
+lives (pool and local-cluster workers: the command's descendants, found every 0.2 s, without
 multiprocessing's resource tracker and fork server; a real cluster's workers: read once by this
 bench at the end of the sample, while they still run); and the sha256 of the output (the events
 file, the merged trace, the JSON report).
@@ -112,7 +112,7 @@ def _watch(me):
     import psutil
     root, tick = psutil.Process(me), 0
     while True:
-        if tick % 10 == 0:  # finding the descendants reads every process of the machine: every 0.5 s
+        if tick % 4 == 0:  # finding the descendants reads every process of the machine: every 0.2 s
             try:
                 kids = root.children(recursive=True)
             except psutil.Error:
@@ -137,7 +137,8 @@ def _watch(me):
             return
 
 if __name__ == "__main__":
-    spec = json.loads(sys.argv[1])
+    with open(sys.argv[1], encoding="utf-8") as fh:  # a file: 1,000 trace paths are near the 128 KiB of one argument
+        spec = json.load(fh)
     os.environ.pop("DASK_SCHEDULER_ADDRESS", None)  # "dask" means a local cluster here
     os.environ.update(spec["env"])  # before any import: tempfile reads TMPDIR once
     watcher = threading.Thread(target=_watch, args=(os.getpid(),), daemon=True)
@@ -291,10 +292,11 @@ class Runs:
                                              *pool, "-q"]
         else:
             prog, argv = "myutils", ["stragglers", str(run / "csv"), "--json", "--executor", executor, *pool]
-        spec = {"prog": prog, "argv": argv, "stdout": str(out / "stdout.txt"), "env": self.env}
+        spec = out / "spec.json"
+        spec.write_text(json.dumps({"prog": prog, "argv": argv, "stdout": str(out / "stdout.txt"), "env": self.env}),
+                        encoding="utf-8")
         # a failure is kept per tool (child_sample): one broken executor costs one run, not one per round
-        got: Sample | str = child_sample(CHILD, [json.dumps(spec)], timeout=self.timeout, cwd=self.tmp,
-                                         failure=failure)
+        got: Sample | str = child_sample(CHILD, [str(spec)], timeout=self.timeout, cwd=self.tmp, failure=failure)
         return got
 
 
