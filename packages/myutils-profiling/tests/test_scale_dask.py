@@ -264,3 +264,56 @@ def test_a_cluster_joined_by_address_gives_the_pools_outputs(cluster: str, tmp_p
         on_cluster = _measured(command, run, tmp_path / "out", cluster, env)
         pool = _measured(command, run, tmp_path / "out", "process", env)
         assert on_cluster["sha256"] == pool["sha256"], command
+
+
+def test_a_worker_that_cannot_see_the_traces_is_named_with_the_fix(tmp_path: Path, real_fixtures: Any) -> None:
+    """ingest on a real scheduler whose one worker runs in a mount namespace where the run's folder is an empty tmpfs.
+
+    Before: ``...rank_0.json.gz: a readable file (No such file or directory) (on Dask worker ...)``, the
+    reader's words, without what to do.
+    """
+    if _why_not():
+        pytest.skip(str(_why_not()))
+    dask = shutil.which("dask", path=str(Path(sys.executable).parent))
+    if dask is None:
+        pytest.skip("the dask command line is not installed beside this Python")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                            f"mount -t tmpfs tmpfs {shared} && ls -A {shared}"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"a private mount namespace is not allowed here (unshare -m needs root): {probe.stderr.strip()}")
+    run = _run_folder(shared / "run", 2, real_fixtures)
+    sched_file = tmp_path / "scheduler.json"
+    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                               "--scheduler-file", str(sched_file)], start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        deadline = time.monotonic() + 120
+        while not sched_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.1)
+        address = json.loads(sched_file.read_text())["address"]
+        procs.append(subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                                       f'mount -t tmpfs tmpfs "{shared}" && exec "{dask}" worker --nthreads 1 '
+                                       f'--no-nanny --host 127.0.0.1 --name blind {address}'],
+                                      start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        from distributed import Client
+
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(1, timeout=120)
+        out = tmp_path / "events"
+        res = subprocess.run([sys.executable, "-c", "import sys; from my_utils.profiling.cli import main; "
+                              "sys.argv[0] = 'myutils-profile'; main()", "ingest", "--config",
+                              str(run / "ingest.json"), "--output-dir", str(out), "--executor", address, "-q"],
+                             capture_output=True, text=True, timeout=300, env=_env(tmp_path))
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: {run / 'traces' / 'rank_0.json.gz'}: a file Dask worker tcp://127.0.0.1:")
+    assert lines[0].endswith(" can read (No such file or directory); every worker must see the inputs and $TMPDIR "
+                             "at the same paths"), lines
+    assert not out.exists()

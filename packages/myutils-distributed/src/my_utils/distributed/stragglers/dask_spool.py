@@ -24,6 +24,7 @@ only here, when a Dask executor is asked for (the ``[dask]`` extra).
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import logging
 import os
@@ -37,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from my_utils.core.errors import InputError, MyUtilsError, UsageError
-from my_utils.core.safe_io import open_regular
 from my_utils.distributed.clock_record import ClockSyncRecord
 from my_utils.distributed.stragglers.spool import spool_bytes
 
@@ -127,14 +127,15 @@ def _on_worker(exc: Exception, path: str) -> Exception:
         worker = f"Dask worker {get_worker().address} (host {socket.gethostname()})"
     except Exception:  # not on a worker: the error as it is
         return exc
-    try:  # the caller saw the file: when this worker cannot, that is the error (the reader's says less)
-        with open_regular(path, "rb"):
-            pass
-    except InputError:  # not a regular file there: the reader's own error says so
-        pass
+    # the caller saw the file: when this worker cannot read it at all, that is the error (the reader's says less)
+    try:
+        os.stat(path)
+        why = None if os.access(path, os.R_OK) else os.strerror(errno.EACCES)
     except OSError as unseen:
-        return InputError(path, None, f"a rank file {worker} can read ({unseen.strerror or unseen}); every "
-                                      "worker must see the rank files at the same paths")
+        why = unseen.strerror or str(unseen)
+    if why:
+        return InputError(path, None, f"a rank file {worker} can read ({why}); every worker must see the rank "
+                                      "files at the same paths")
     if isinstance(exc, MyUtilsError) and exc.args and isinstance(exc.args[0], str):
         exc.args = (f"{exc.args[0]} (on {worker})", *exc.args[1:])
     return exc
