@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -69,22 +70,17 @@ from make_scale_run import STEPS, scale_run
 COMMANDS = ("ingest", "trace", "stragglers")
 EXECUTORS = ("process", "dask", "cluster")
 
-#: The Dask config of the cluster recipe (packages/myutils-profiling/README.md, "On a real cluster").
-CLUSTER_CONFIG = """\
-distributed:
-  nanny:
-    pre-spawn-environ:
-      MALLOC_TRIM_THRESHOLD_: null
-  worker:
-    profile:
-      enabled: false
-  admin:
-    tick:
-      interval: 1s
-    system-monitor:
-      gil:
-        enabled: false
-"""
+README = Path(__file__).resolve().parents[1] / "packages" / "myutils-profiling" / "README.md"
+
+
+def cluster_config() -> str:
+    """The workers' Dask config of the README's cluster recipe ("On a real cluster"): what is measured is what it says."""
+    text = README.read_text(encoding="utf-8")
+    found = re.search(r"^### On a real cluster$.*?^```yaml\n(.*?)^```", text, re.M | re.S)
+    if found is None:
+        raise SystemExit(f"bench_scale: {README} has no yaml block under '### On a real cluster'")
+    return found[1]
+
 
 CHILD = r"""
 import contextlib, json, os, sys, threading, time
@@ -243,7 +239,7 @@ class Runs:
         self.env = {"TMPDIR": str(tmp / "scratch")}
         (tmp / "scratch").mkdir(exist_ok=True)
         config = tmp / "dask-cluster.yaml"
-        config.write_text(CLUSTER_CONFIG, encoding="utf-8")
+        config.write_text(cluster_config(), encoding="utf-8")
         self.cluster_env = {**{k: v for k, v in os.environ.items() if k != "DASK_SCHEDULER_ADDRESS"}, **self.env,
                             "DASK_CONFIG": str(config)}
 

@@ -19,6 +19,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -223,9 +224,18 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(timeout=30)
 
 
+def _readme_worker_config() -> str:
+    """The yaml block of the README's "On a real cluster": the Dask config it tells users to give their workers."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"^### On a real cluster$.*?^```yaml\n(.*?)^```", text, re.M | re.S)
+    assert found is not None, "the README's cluster recipe has no yaml block"
+    return found[1]
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[str]:
-    """``dask scheduler`` and two ``dask worker --nthreads 1`` processes on 127.0.0.1, joined by address."""
+    """``dask scheduler`` and two ``dask worker --nthreads 1`` processes on 127.0.0.1, joined by address; the
+    workers read the README's Dask config (``DASK_CONFIG``)."""
     if _why_not():
         pytest.skip(str(_why_not()))
     dask = shutil.which("dask", path=str(Path(sys.executable).parent))
@@ -241,15 +251,21 @@ def cluster(tmp_path: Path) -> Iterator[str]:
             time.sleep(0.1)
         time.sleep(0.1)
         address = json.loads(sched_file.read_text())["address"]
+        config = tmp_path / "dask.yaml"
+        config.write_text(_readme_worker_config(), encoding="utf-8")
         for n in range(2):
             procs.append(subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--host", "127.0.0.1",
                                            "--no-dashboard", "--local-directory", str(tmp_path / f"worker-{n}")],
                                           start_new_session=True, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL))
+                                          stderr=subprocess.DEVNULL, env={**os.environ, "DASK_CONFIG": str(config)}))
         from distributed import Client
 
         with Client(address, timeout=60) as client:
             client.wait_for_workers(2, timeout=120)
+            # the README's settings reached the workers: no malloc trimming, no per-task profiler
+            seen = client.run(lambda: (os.environ.get("MALLOC_TRIM_THRESHOLD_"),
+                                       __import__("dask").config.get("distributed.worker.profile.enabled")))
+            assert sorted(seen.values()) == [(None, False), (None, False)], seen
         yield address
     finally:
         for proc in reversed(procs):
