@@ -186,7 +186,7 @@ def analyze_stragglers(
             spooled, clocks = spool_on_dask(files, Path(scratch), str(executor), max_workers)
         else:
             spooled, clocks = spool_ranks(files, Path(scratch), executor, budget.free, max_workers)
-        streams = {rank: read_spooled(path) for rank, path in spooled.items()}
+        streams = {rank: read_spooled(path, keep_open=budget.direct) for rank, path in spooled.items()}
         return _report(log_dir, files, streams, clocks, persistent_fraction, min_slowdown)
 
 

@@ -39,7 +39,7 @@ from typing import Any
 
 from my_utils.core.errors import InputError, MyUtilsError, UsageError
 from my_utils.distributed.clock_record import ClockSyncRecord
-from my_utils.distributed.stragglers.spool import spool_bytes
+from my_utils.distributed.stragglers.spool import chunk_steps, spool_bytes
 
 __all__ = ["BATCH_MAX", "DASK_ENV", "dask_setup", "is_dask", "require_dask", "spool_on_dask"]
 
@@ -85,7 +85,8 @@ def spool_on_dask(files: dict[int, Path], scratch: Path, executor: str, max_work
     with _client(executor, max_workers, len(calls)) as (client, workers, named):
         size = max(1, min(BATCH_MAX, len(calls) // (max(workers, 1) * BATCHES_PER_WORKER)))
         batches = iter([calls[i:i + size] for i in range(0, len(calls), size)])
-        pending: deque[Any] = deque(client.submit(_spool_batch, part, named, pure=False)
+        steps = chunk_steps(len(calls))
+        pending: deque[Any] = deque(client.submit(_spool_batch, part, steps, named, pure=False)
                                     for part in islice(batches, WINDOW_PER_WORKER * max(workers, 1)))
         try:
             while pending:
@@ -95,7 +96,7 @@ def spool_on_dask(files: dict[int, Path], scratch: Path, executor: str, max_work
                 finally:
                     future.release()  # the worker drops its copy now
                 for part in islice(batches, 1):  # one out, one in: the workers stay busy while we write
-                    pending.append(client.submit(_spool_batch, part, named, pure=False))
+                    pending.append(client.submit(_spool_batch, part, steps, named, pure=False))
                 for rank, data, rank_clocks in done:
                     outs[rank].write_bytes(data)
                     clocks[rank] = rank_clocks
@@ -105,12 +106,14 @@ def spool_on_dask(files: dict[int, Path], scratch: Path, executor: str, max_work
     return outs, {rank: clocks[rank] for rank in files}
 
 
-def _spool_batch(calls: Sequence[tuple[int, str]], named: bool) -> list[tuple[int, bytes, list[ClockSyncRecord]]]:
-    """Task: each rank's spool bytes and clock records; ``named``: an error says which worker raised it."""
+def _spool_batch(calls: Sequence[tuple[int, str]], steps: int,
+                 named: bool) -> list[tuple[int, bytes, list[ClockSyncRecord]]]:
+    """Task: each rank's spool bytes (chunks of ``steps`` steps) and clock records; ``named``: an error says which
+    worker raised it."""
     out = []
     for rank, path in calls:
         try:
-            data, clocks = spool_bytes(path)
+            data, clocks = spool_bytes(path, steps)
         except Exception as exc:
             if named:
                 raise _on_worker(exc, path) from None
