@@ -34,10 +34,13 @@ def myutils_cli(app: "typer.Typer") -> None:
         min_slowdown: Annotated[float, typer.Option(
             help="... and on average at least this many times the other ranks' median")] = 1.2,
         executor: Annotated[str | None, typer.Option(
-            "--executor", help="'serial' (default: this process) or 'process' (parse the ranks in a process pool)")
+            "--executor", help="'serial' (default: this process), 'process' (parse the ranks in a process pool), "
+            "'dask' (joins $DASK_SCHEDULER_ADDRESS, else starts a local cluster) or a Dask scheduler address such "
+            "as tcp://host:8786 (its workers must see the rank files at the same paths; the [dask] extra)")
         ] = None,
         workers: Annotated[int | None, typer.Option(
-            "--workers", min=1, help="processes for --executor process (default: one per CPU)")] = None,
+            "--workers", min=1, help="processes for --executor process, or workers of a local Dask cluster "
+            "(default: one per CPU)")] = None,
     ) -> None:
         """Per section across ranks: min / median / max with their ranks, slowdown, persistent stragglers."""
         from my_utils.core.safe_io import strict_json

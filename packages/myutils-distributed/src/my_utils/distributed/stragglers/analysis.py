@@ -22,6 +22,7 @@ from pathlib import Path
 from my_utils.core.errors import InputError, UsageError
 from my_utils.core.safe_io import check_regular, utf8_text
 from my_utils.distributed.clock_record import ClockSyncRecord
+from my_utils.distributed.stragglers.dask_spool import is_dask, require_dask, spool_on_dask
 from my_utils.distributed.stragglers.model import RankClock, RankValue, SectionStats, StragglerReport
 from my_utils.distributed.stragglers.open_files import open_file_budget
 from my_utils.distributed.stragglers.rank_stream import RankStep, iter_rank_steps
@@ -159,25 +160,33 @@ def analyze_stragglers(
     ``executor``: ``None`` or ``"serial"`` read in this process, streaming every rank file at
     once when the open-file limit allows (its soft limit is raised toward the hard one when
     needed) and else one rank at a time through temporary files; ``"process"`` parses the ranks
-    in a pool of ``max_workers`` processes (default: one per CPU) through temporary files.
+    in a pool of ``max_workers`` processes (default: one per CPU) through temporary files;
+    ``"dask"`` (the scheduler in ``$DASK_SCHEDULER_ADDRESS``, else a local cluster of
+    ``max_workers`` processes) or a scheduler address such as ``"tcp://host:8786"`` parses them
+    in Dask tasks, whose workers must see the rank files at the same paths (the ``[dask]`` extra).
     The result is the same whichever path is taken.
     """
     if not 0 < persistent_fraction <= 1 or min_slowdown < 1:
         raise UsageError(f"analyze_stragglers(persistent_fraction={persistent_fraction}, min_slowdown={min_slowdown}):"
                          " expected 0 < persistent_fraction <= 1 and min_slowdown >= 1")
-    if executor not in (None, *EXECUTORS):
+    dask = is_dask(executor)
+    if executor not in (None, *EXECUTORS) and not dask:
         raise UsageError(f"analyze_stragglers(executor={executor!r}): expected None, {', '.join(map(repr, EXECUTORS))}"
-                         " (a Dask cluster would need the executors of myutils-profiling, which this "
-                         "distribution does not depend on)")
+                         ", 'dask' or a Dask scheduler address such as 'tcp://host:8786'")
+    if dask:
+        require_dask(str(executor))  # before any work: a missing extra is said at once
     files = find_rank_files(log_dir)
     budget = open_file_budget(len(files))  # before any work: a run that cannot fit says so now
-    if budget.direct and executor != "process":
+    if budget.direct and executor in (None, "serial"):
         clocks: dict[int, list[ClockSyncRecord]] = {rank: [] for rank in files}
         streams = {rank: iter_rank_steps(path, clocks[rank]) for rank, path in files.items()}
         return _report(log_dir, files, streams, clocks, persistent_fraction, min_slowdown)
     with tempfile.TemporaryDirectory(prefix="myutils-stragglers-") as scratch:
-        spooled, clocks = spool_ranks(files, Path(scratch), executor, budget.free, max_workers)
-        streams = {rank: read_spooled(path) for rank, path in spooled.items()}
+        if dask:  # parsed by Dask tasks, their bytes written here
+            spooled, clocks = spool_on_dask(files, Path(scratch), str(executor), max_workers)
+        else:
+            spooled, clocks = spool_ranks(files, Path(scratch), executor, budget.free, max_workers)
+        streams = {rank: read_spooled(path, keep_open=budget.direct) for rank, path in spooled.items()}
         return _report(log_dir, files, streams, clocks, persistent_fraction, min_slowdown)
 
 

@@ -15,18 +15,22 @@ travel as plain tuples (12 ms instead of 52 ms for a 2,358-event rank).
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import pickle
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["WORKER_ATTR", "Failed", "outcomes", "packed", "run_batch", "unpacked"]
+__all__ = ["UNSEEN_ATTR", "WORKER_ATTR", "Failed", "outcomes", "packed", "run_batch", "unpacked", "unseen"]
 
 _EVENT_FIELDS = ("name", "value", "kind", "unit", "source", "rank", "step", "ts", "run_id", "attrs",
                  "schema_version", "extra")
 #: attribute of an exception raised on a cluster's worker: which worker (address, host) it was
 WORKER_ATTR = "myutils_dask_worker"
+#: attribute of an ``InputError`` about a file that worker cannot read at all: why (``No such file or directory``)
+UNSEEN_ATTR = "myutils_unseen"
 
 
 @dataclass(frozen=True)
@@ -63,14 +67,33 @@ def unpacked(value: Any) -> Any:
     return result
 
 
+def unseen(path: str) -> str | None:
+    """Why this process cannot read ``path`` at all (``No such file or directory``), or None when it can."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None if os.access(path, os.R_OK) else os.strerror(errno.EACCES)
+
+
 def _name_worker(exc: BaseException) -> None:
-    """Mark ``exc`` with the Dask worker (address, host) it was raised on, when it was raised on one."""
+    """Mark ``exc`` with the Dask worker (address, host) it was raised on, when it was raised on one.
+
+    An ``InputError`` about a file this worker cannot read at all (a reader's "cannot open ...")
+    is also marked with why: the caller saw that file, so the cause is the worker's view of it.
+    """
     with contextlib.suppress(Exception):  # whatever happens here, the task's own error is what counts
         import socket
 
         from distributed import get_worker
 
+        from my_utils.core.errors import InputError
+
         setattr(exc, WORKER_ATTR, f"Dask worker {get_worker().address} (host {socket.gethostname()})")
+        where = getattr(exc, "where", None)
+        why = unseen(where) if isinstance(exc, InputError) and isinstance(where, str) and where else None
+        if why:
+            setattr(exc, UNSEEN_ATTR, why)
 
 
 def _portable(exc: BaseException) -> BaseException:

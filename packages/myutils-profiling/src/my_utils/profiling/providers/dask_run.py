@@ -73,7 +73,7 @@ from importlib.util import find_spec
 from typing import Any
 
 from my_utils.core.errors import UsageError
-from my_utils.profiling.providers.batches import WORKER_ATTR, run_batch
+from my_utils.profiling.providers.batches import UNSEEN_ATTR, WORKER_ATTR, run_batch
 from my_utils.profiling.providers.lifecycle import die_with_parent
 from my_utils.profiling.providers.scratch import make_scratch, owner_token
 
@@ -415,6 +415,10 @@ def with_worker(exc: Exception) -> Exception:
     if isinstance(exc, OSError) and exc.filename:
         return InputError(str(exc.filename), None, f"a file {worker} can read ({exc.strerror or exc}); every "
                                                    "worker must see the inputs and $TMPDIR at the same paths")
+    why = getattr(exc, UNSEEN_ATTR, None)
+    if isinstance(exc, InputError) and why:  # a reader's "cannot open": the file is not there for that worker
+        return InputError(exc.where, None, f"a file {worker} can read ({why}); every worker must see the inputs "
+                                           "and $TMPDIR at the same paths")
     if isinstance(exc, MyUtilsError) and exc.args and isinstance(exc.args[0], str):
         exc.args = (f"{exc.args[0]} (on {worker})", *exc.args[1:])
         return exc
