@@ -60,5 +60,6 @@ def test_a_gate_on_kineto_figures_alone_is_refused(pair: tuple[AnalysisReport, A
     result = diff_reports(*pair)
     assert not result.changes and result.step_time is None  # these traces have no operations table, no steps
     assert any("only the Kineto analysis figures are compared" in w for w in result.warnings)
+    assert any(w.startswith("the base and target reports have neither") for w in result.warnings)
     with pytest.raises(InputError, match="found only Kineto analysis figures"):
         result.gate(5.0)

@@ -436,8 +436,14 @@ def diff_reports(base: AnalysisReport, target: AnalysisReport, *, base_label: st
         warnings.append(f"the {'base' if not a else 'target'} report has no operations table: only the step "
                         "time is compared")
     elif (not a or not b) and not (sa and sb):
-        warnings.append(f"the {'base' if not a or not sa else 'target'} report has neither operations nor steps: "
-                        "only the Kineto analysis figures are compared, and no regression gate applies")
+        bare = [side for side, ops, st in (("base", a, sa), ("target", b, sb)) if not ops and st is None]
+        if bare:
+            have = "s have" if len(bare) > 1 else " has"
+            warnings.append(f"the {' and '.join(bare)} report{have} neither operations nor steps: only the "
+                            "Kineto analysis figures are compared for it")
+        else:
+            warnings.append("one report has operations and no steps, the other steps and no operations: every "
+                            "name shows as added or removed, and the step time is not compared")
     where = f"{base_label} vs {target_label}"
     step = (compare({STEP_TIME: sa}, {STEP_TIME: sb}, sigmas=sigmas, min_pct=min_pct, where=where)[0]
             if sa and sb else None)
