@@ -253,11 +253,15 @@ def cluster(tmp_path: Path) -> Iterator[str]:
         address = json.loads(sched_file.read_text())["address"]
         config = tmp_path / "dask.yaml"
         config.write_text(_readme_worker_config(), encoding="utf-8")
+        # Dask's nannies (a local cluster an earlier test started in this process) leave
+        # MALLOC_TRIM_THRESHOLD_=65536 in os.environ: a real cluster's worker does not inherit it
+        env = {k: v for k, v in os.environ.items() if k != "MALLOC_TRIM_THRESHOLD_"}
+        env["DASK_CONFIG"] = str(config)
         for n in range(2):
             procs.append(subprocess.Popen([dask, "worker", address, "--nthreads", "1", "--host", "127.0.0.1",
                                            "--no-dashboard", "--local-directory", str(tmp_path / f"worker-{n}")],
                                           start_new_session=True, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL, env={**os.environ, "DASK_CONFIG": str(config)}))
+                                          stderr=subprocess.DEVNULL, env=env))
         from distributed import Client
 
         with Client(address, timeout=60) as client:
