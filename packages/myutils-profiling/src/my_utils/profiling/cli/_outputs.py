@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -169,6 +169,17 @@ def is_out_of_memory(exc: BaseException) -> bool:
         return True
     text = str(exc)
     return isinstance(exc, ImportError) and ("failed to map segment" in text or "Cannot allocate memory" in text)
+
+
+@contextlib.contextmanager
+def exits_on_out_of_memory(what: str) -> Iterator[None]:
+    """Memory running out in the block (:func:`is_out_of_memory`) ends the command ``what`` in one line, exit 1."""
+    try:
+        yield
+    except (MemoryError, ImportError) as exc:
+        if not is_out_of_memory(exc):
+            raise
+        raise out_of_memory(what) from None
 
 
 def out_of_memory(what: str) -> Any:

@@ -110,17 +110,13 @@ def run_analysis(events: Path | None, workload: str, output_dir: Path, traces: l
     ``settings`` (a config's ``AnalysisSettings``) gives the rules and their options; ``trace_filter``
     (``--filter``) the part of each trace the Kineto analyses read (``kineto.filters.TraceFilter.parse``).
     """
-    from my_utils.profiling.cli._outputs import StagedOutputs, is_out_of_memory, out_of_memory
+    from my_utils.profiling.cli._outputs import StagedOutputs, exits_on_out_of_memory
 
     check_workload(workload)
     outputs = StagedOutputs()
-    try:  # memory can run out anywhere below, a lazy import included (is_out_of_memory)
+    with exits_on_out_of_memory("analyze"):  # anywhere below, a lazy import included
         _analyse(outputs, events, workload, output_dir, traces, formats, quiet, settings, nsys, ncu,
                  iteration_range, gpu, trace_filter, model)
-    except (MemoryError, ImportError) as exc:
-        if not is_out_of_memory(exc):
-            raise
-        raise out_of_memory("analyze") from None
     return outputs.written
 
 

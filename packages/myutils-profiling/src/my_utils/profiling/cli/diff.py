@@ -48,7 +48,7 @@ def diff(
 
     from my_utils.core.errors import UsageError
     from my_utils.profiling.analysis.diff import diff_reports, diff_traces, load_report
-    from my_utils.profiling.cli._outputs import StagedOutputs, is_out_of_memory, out_of_memory
+    from my_utils.profiling.cli._outputs import StagedOutputs, exits_on_out_of_memory
 
     numbers = [sigmas, min_pct] + ([fail_on_regression] if fail_on_regression is not None else [])
     if any(not math.isfinite(x) or x < 0 for x in numbers):
@@ -66,7 +66,7 @@ def diff(
             raise UsageError(f"{p}: no such file; expected an analysis_report.json or a Kineto trace")
     outputs = StagedOutputs(inputs)
     outputs.check(p for p in (output, markdown, html) if p is not None)
-    try:
+    with exits_on_out_of_memory("diff"):
         if bases or targets:
             if not bases or not targets:
                 raise UsageError("--base-trace and --target-trace are both needed to compare traces")
@@ -79,10 +79,6 @@ def diff(
                                   target_label=str(report_b), sigmas=sigmas, min_pct=min_pct)
         with outputs:
             _stage(outputs, result, output, markdown, html, fail_on_regression)
-    except (MemoryError, ImportError) as exc:
-        if not is_out_of_memory(exc):
-            raise
-        raise out_of_memory("diff") from None
     for warning in result.warnings:
         typer.echo(f"warning: {warning}", err=True)
     for path in outputs.written:

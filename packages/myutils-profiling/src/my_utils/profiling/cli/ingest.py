@@ -46,7 +46,7 @@ def ingest(
     memory does not grow with the number of ranks; --analyze reads them back from the file.
     """
     from my_utils.core.errors import ProviderError, UsageError
-    from my_utils.profiling.cli._outputs import is_out_of_memory, out_of_memory
+    from my_utils.profiling.cli._outputs import exits_on_out_of_memory
     from my_utils.profiling.cli.analyze import WORKLOADS
     from my_utils.profiling.providers.lifecycle import sigterm_exits
 
@@ -56,17 +56,13 @@ def ingest(
     if workers is not None and workers <= 0:
         raise UsageError(f"--workers {workers}: expected a positive number")
     try:
-        with _warnings_to_stderr(), sigterm_exits():
+        with exits_on_out_of_memory("ingest"), _warnings_to_stderr(), sigterm_exits():
             for line in _ingest(config, output_dir, ignore_provider_errors, quiet, analyze, workload, executor,
                                 workers):
                 typer.echo(line)
     except ProviderError as exc:  # not bad input: a bug or a library failure (exit 1, one line)
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
-    except (MemoryError, ImportError) as exc:
-        if not is_out_of_memory(exc):
-            raise
-        raise out_of_memory("ingest") from None
 
 
 def _ingest(config: Path, output_dir: Path | None, ignore_provider_errors: bool, quiet: bool, analyze: bool,
