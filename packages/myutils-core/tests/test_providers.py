@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 from collections.abc import Iterator
@@ -240,3 +241,15 @@ def test_check_options_refuses_on_one_line(given: dict, message: str) -> None:
 def test_undeclared_options_pass_through() -> None:
     desc = PluginDescription("free", PluginKind.METRICS_PROVIDER, "m:C", "no declarations")
     assert check_options(desc, {"anything": object}, "--option") == {"anything": object}
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="os.mkfifo: no FIFOs on this OS")
+@pytest.mark.usefixtures("registry_with_test_providers")
+def test_a_pipe_is_named_as_a_pipe_not_as_missing(tmp_path: Path) -> None:
+    """Before: a FIFO given as ``--input`` was refused as 'no such file or folder', although it is there."""
+    fifo = tmp_path / "in.txt"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="not a regular file or folder") as caught:
+        run_provider_on_input("linecount", fifo, tmp_path / "out")
+    assert "no such file" not in str(caught.value)
+    assert not (tmp_path / "out").exists()

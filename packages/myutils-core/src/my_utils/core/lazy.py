@@ -32,3 +32,28 @@ def lazy_exports(
         return sorted(set(vars(sys.modules[package])) | set(exports))
 
     return __getattr__, __dir__
+
+
+class _LazyModule:
+    """Stands for module ``name`` in ``owner``'s globals under ``alias`` until first used, then is replaced there."""
+
+    def __init__(self, name: str, owner: str, alias: str) -> None:
+        self._name, self._owner, self._alias = name, owner, alias
+
+    def __getattr__(self, attr: str) -> Any:
+        module = importlib.import_module(self._name)
+        setattr(sys.modules[self._owner], self._alias, module)  # later lookups reach the module itself
+        return getattr(module, attr)
+
+    def __repr__(self) -> str:
+        return f"<module {self._name!r}, imported on first use by {self._owner}>"
+
+
+def lazy_module(name: str, owner: str, alias: str) -> Any:
+    """A stand-in for ``import name as alias`` in module ``owner`` that imports ``name`` on first attribute access.
+
+    For modules whose functions need a heavy library but whose classes are imported where it
+    is not (numpy in the Kineto analyses: a worker computes, the parent only merges rows).
+    Usage: ``if TYPE_CHECKING: import numpy as np`` / ``else: np = lazy_module("numpy", __name__, "np")``.
+    """
+    return _LazyModule(name, owner, alias)

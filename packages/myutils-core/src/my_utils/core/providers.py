@@ -124,8 +124,10 @@ def run_provider_on_input(
     checked = check_options(get_registry().get(PluginKind.METRICS_PROVIDER, name), options or {}, "--option")
     factory = load_component(PluginKind.METRICS_PROVIDER, name)
     source = Path(input_path)
-    if not source.exists():
-        raise InputError(source, None, "no such file or folder")
+    if not (source.is_file() or source.is_dir()):
+        why = "no such file or folder" if not source.exists() else (
+            "not a regular file or folder (a pipe, socket or device is not read); give a file or a folder")
+        raise InputError(source, None, why)
     from my_utils.core.safe_io import refuse_overwriting_inputs
 
     # before any work: the events file must never replace the file it is read from

@@ -67,7 +67,17 @@ def find_inputs(path: Path, patterns: Sequence[str], what: str,
             raise UnsupportedInputError(path, None, f"folder holds no {what} (looked for {', '.join(patterns)}, "
                                         "subfolders included)")
         return found
-    raise InputError(path, None, "no such file or folder")
+    raise InputError(path, None, missing_reason(path))
+
+
+def missing_reason(path: Path) -> str:
+    """Why ``path`` is no input: absent, or there but neither a regular file nor a folder (FIFO, socket, device).
+
+    A pipe is never read: a provider would block on it or read it once and lose it.
+    """
+    if path.exists():
+        return "not a regular file or folder (a pipe, socket or device is not read); give a file or a folder"
+    return "no such file or folder"
 
 
 def check_distinct_ranks(ranks: dict[Path, int | None], what: str) -> None:
@@ -108,8 +118,8 @@ class FileProviderBase:
         self.rank = checked(type(self), {"rank": rank, **options})["rank"]
         self.options = options
         self._done: set[tuple[Path, int, int]] = set()
-        if not self.path.exists():
-            raise InputError(self.path, None, "no such file or folder")
+        if not (self.path.is_file() or self.path.is_dir()):
+            raise InputError(self.path, None, missing_reason(self.path))
         self.validate()
 
     @classmethod

@@ -36,7 +36,7 @@ try:  # orjson parses a batch of events ~3x faster than the standard scanner
 except ImportError:  # pragma: no cover - orjson is a declared dependency; stay correct without it
     _orjson = None
 
-_CHUNK = 1 << 20
+_CHUNK = 1 << 18
 _MAX_VALUE = 64 << 20  # one event (or metadata value) larger than this is not a real trace
 _WS = re.compile(r"[ \t\n\r]*")
 # the seam between two events: '}' ',' '{' with any whitespace; searched near the buffer's end

@@ -116,17 +116,34 @@ def _points_order(thread: Any, ts: Any, end: Any, index: Any) -> Any:
 
     At one instant: ends first (shorter first, then higher index), then starts (longer first,
     then lower index); a zero-length event starts after the longer starts and ends after them.
+    Sorted one thread at a time: the sort keys of ~2 points per event are the largest
+    temporaries of the stacks, and a thread holds only part of them.
     """
-    dur = end - ts
     n = len(ts)
-    # narrow types: the key columns of ~2 points per event are the largest temporaries of the stacks
-    idx32 = np.asarray(index, dtype=np.int32)
-    thread32 = np.asarray(thread, dtype=np.int32)
+    out = np.empty(2 * n, dtype=np.int32 if 2 * n < 2**31 else np.int64)
+    at = 0
+    for t in np.unique(thread).tolist():
+        rows = np.flatnonzero(thread == t)
+        order = _thread_points(ts[rows], end[rows], index[rows])
+        k = len(rows)
+        point = rows[order % k]
+        point *= 2
+        point[order >= k] += 1  # an end
+        del order
+        out[at:at + 2 * k] = point
+        at += 2 * k
+    return out
+
+
+def _thread_points(ts: Any, end: Any, index: Any) -> Any:
+    """The points of one thread's events in call-stack order: ``j`` the start, ``k + j`` the end of row ``j``."""
+    dur = end - ts
+    k = len(ts)
+    idx32 = np.asarray(index, dtype=np.int32)  # narrow: these keys are the sort's memory
     order = np.lexsort((np.concatenate((idx32, -idx32)), np.concatenate((-dur, dur)),
-                        np.concatenate((np.ones(n, np.int8), np.where(dur > 0, 0, 2).astype(np.int8))),
-                        np.concatenate((ts, end)), np.concatenate((thread32, thread32))))
-    order = order.astype(np.int32) if 2 * n < 2**31 else order
-    return np.where(order < n, 2 * order, 2 * (order - n) + 1)
+                        np.concatenate((np.ones(k, np.int8), np.where(dur > 0, 0, 2).astype(np.int8))),
+                        np.concatenate((ts, end))))
+    return order.astype(np.int32) if 2 * k < 2**31 else order
 
 
 _CACHE: list[tuple[RankData, Stacks]] = []
@@ -165,6 +182,7 @@ def _build(d: RankData) -> Stacks:
         for c, a in zip(cols, arrays, strict=True):
             c.append(np.asarray(a))
     index, name, thread, ts, end = (np.concatenate(c) if c else np.zeros(0) for c in cols)
+    del cols
     n_cpu = len(index)
     parent = np.full(n_cpu, -1, dtype=np.int64)
     order = _points_order(thread, ts, end, index)
@@ -188,14 +206,23 @@ def _build(d: RankData) -> Stacks:
     # GPU activities under their launch call
     rt_offset = sum(len(p[1]) for p in parts[:2] if p[1] is not None)
     gpu_parent = np.where(d.gpu_rt >= 0, d.gpu_rt + rt_offset, -1) if len(d.gpu_ts) else np.zeros(0, np.int64)
-    # 32-bit columns: a large trace has a few hundred thousand rows, and several analyses hold them at once
+    # 32-bit columns: a large trace has a few hundred thousand rows, and several analyses hold them at once;
+    # each CPU-only column is dropped as soon as its whole-table copy exists (the build's peak is these copies)
+    del parts
     all_parent = np.concatenate((parent, gpu_parent)).astype(np.int32)
+    del parent, gpu_parent
     all_index = (np.concatenate((index, d.gpu_index)) if len(d.gpu_ts) else index).astype(np.int64)
+    del index
     all_kind = Kinds(np.concatenate((codes, np.full(len(d.gpu_ts), KINDS.index(GPU), dtype=np.int8))))
+    del codes, is_step
     all_name = (np.concatenate((name, d.gpu_name)) if len(d.gpu_ts) else name).astype(np.int32)
+    del name
     all_thread = (np.concatenate((thread, np.full(len(d.gpu_ts), -1))) if len(d.gpu_ts) else thread).astype(np.int32)
+    del thread
     all_ts = np.concatenate((ts, d.gpu_ts)) if len(d.gpu_ts) else ts
+    del ts
     all_end = np.concatenate((end, d.gpu_end)) if len(d.gpu_ts) else end
+    del end
     depth, height, num, us = _levels(all_parent, n_cpu, d.gpu_dur if len(d.gpu_ts) else np.zeros(0))
     return Stacks(all_index, all_kind, all_name, all_thread, all_ts, all_end, all_parent, depth, height, num, us,
                   n_cpu)

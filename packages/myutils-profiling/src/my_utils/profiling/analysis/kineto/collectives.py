@@ -38,14 +38,18 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from my_utils.core.lazy import lazy_module
 from my_utils.profiling.analysis.kineto.kinds import KINDS, KernelKind
 from my_utils.profiling.analysis.kineto.peaks import nvlink_bandwidth
 from my_utils.profiling.analysis.kineto.rank_data import RankData
 from my_utils.profiling.analysis.kineto.rows import Row, Tables
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # numpy only when a function runs: the parent process of a run merges rows and never needs it
+    np = lazy_module("numpy", __name__, "np")
 
 #: Bytes per element of the dtype names torch writes.
 DTYPE_BYTES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Long": 8, "Int": 4, "Short": 2, "Char": 1,

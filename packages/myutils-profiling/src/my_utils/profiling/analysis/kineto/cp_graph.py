@@ -65,6 +65,8 @@ _STREAM_WAIT = "cudaStreamWaitEvent"
 
 # node event kinds: a CPU operator or runtime call, or a GPU activity
 HOST, GPU = 0, 1
+#: ``Graph.owner`` of an edge attributed to no event.
+NO_OWNER = -(1 << 62)
 
 
 @dataclass
@@ -82,7 +84,9 @@ class Graph:
     ``events[k]`` is the ``traceEvents`` index of node event ``k``; ``kind``/``name``/``lane``
     describe it (``lane`` -1 on the CPU). Edge ``e`` goes ``src[e] → dst[e]`` with ``weight[e]``
     and kind ``EDGE_TYPES[etype[e]]``; ``owner[e]`` is the event an operator or kernel-kernel edge
-    is attributed to. Typed arrays, not objects: a step of a large trace has tens of thousands.
+    is attributed to (``NO_OWNER`` for the others: :meth:`owner_of`). Typed arrays, not objects
+    or dicts: a step of a large trace has tens of thousands of nodes and edges, and a dict entry
+    with its two int objects costs ~100 bytes where an array slot costs 4 or 8.
     """
 
     def __init__(self) -> None:
@@ -95,13 +99,16 @@ class Graph:
         self.dst: array[int] = array("i")
         self.weight: array[float] = array("d")
         self.etype: array[int] = array("b")
-        self.owner: dict[int, int] = {}
-        self.node_of: dict[int, int] = {}  # traceEvents index -> node event k
+        self.owner: array[int] = array("q")
+        self._node_of: array[int] = array("i")  # traceEvents index -> node event k, -1 when it has none
         self._keys: Any = None  # sorted (u << 32 | v) and their edge ids, once finished
 
     def add_event(self, index: int, kind: int, name: int, lane: int, ts: float, end: float) -> None:
         """Make the two nodes of one event."""
-        self.node_of[index] = len(self.events)
+        node_of = self._node_of
+        if index >= len(node_of):  # grown in steps: indices arrive in time order, not index order
+            node_of.extend(array("i", [-1]) * (index + 1 - len(node_of) + (len(node_of) >> 1)))
+        node_of[index] = len(self.events)
         self.events.append(index)
         self.kind.append(kind)
         self.name.append(name)
@@ -109,15 +116,26 @@ class Graph:
         self.node_ts.append(ts)
         self.node_ts.append(end)
 
+    def node(self, index: int) -> int | None:
+        """The node event ``k`` of the event at ``traceEvents[index]`` (None when it has no nodes)."""
+        node_of = self._node_of
+        k = node_of[index] if 0 <= index < len(node_of) else -1
+        return None if k < 0 else k
+
     def start(self, index: int) -> int | None:
         """The start node of the event at ``traceEvents[index]`` (None when it has no nodes)."""
-        k = self.node_of.get(index)
+        k = self.node(index)
         return None if k is None else 2 * k
 
     def end(self, index: int) -> int | None:
         """The end node of the event at ``traceEvents[index]`` (None when it has no nodes)."""
-        k = self.node_of.get(index)
+        k = self.node(index)
         return None if k is None else 2 * k + 1
+
+    def owner_of(self, e: int) -> int | None:
+        """The event edge ``e``'s time is attributed to (None for dependencies, syncs and launches)."""
+        o = self.owner[e]
+        return None if o == NO_OWNER else o
 
     def add_edge(self, u: int, v: int, kind: str, zero_weight: bool = False) -> int:
         """An edge ``u → v`` (its id); dependencies, syncs and ``zero_weight`` edges weigh 0, others the time between."""
@@ -126,6 +144,7 @@ class Graph:
         self.dst.append(v)
         self.weight.append(weight)
         self.etype.append(_TYPE_ID[kind])
+        self.owner.append(NO_OWNER)
         return len(self.src) - 1
 
     def finish(self) -> None:
@@ -142,17 +161,15 @@ class Graph:
                 if i and sk[i] == sk[i - 1]:
                     first, later = first_of[int(sk[i])], int(order[i])
                     self.weight[first], self.etype[first] = self.weight[later], self.etype[later]
-                    if later in self.owner:
-                        self.owner[first] = self.owner.pop(later)
+                    if self.owner[later] != NO_OWNER:
+                        self.owner[first], self.owner[later] = self.owner[later], NO_OWNER
                 else:
                     first_of[int(sk[i])] = int(order[i])
             keep = np.ones(len(keys), bool)
             keep[order[dup]] = False
-            new_id = np.cumsum(keep) - 1
-            for name in ("src", "dst", "weight", "etype"):
+            for name in ("src", "dst", "weight", "etype", "owner"):
                 old = getattr(self, name)
                 setattr(self, name, array(old.typecode, np.frombuffer(old, dtype=old.typecode)[keep].tobytes()))
-            self.owner = {int(new_id[e]): o for e, o in self.owner.items() if keep[e]}
             keys = keys[keep]
             order = np.argsort(keys, kind="stable")
         self._keys = (keys[order], order)
@@ -256,52 +273,42 @@ def _stack_points(h: _Hosts, rows: Any) -> Any:
     return np.where(order < n, 2 * rows[order % n], 2 * rows[order % n] + 1)
 
 
-def _children(h: _Hosts, rows: Any) -> tuple[list[int], dict[int, list[int]], dict[int, int]]:
-    """The call stack of one thread: its top-level rows, each row's children (in start order) and parent."""
-    children: dict[int, list[int]] = {}
-    parent: dict[int, int] = {}
-    top: list[int] = []
-    stack: list[int] = []
-    for p in _stack_points(h, rows).tolist():
-        i = p >> 1
-        if not p & 1:
-            if stack:
-                parent[i] = stack[-1]
-                children.setdefault(stack[-1], []).append(i)
-            else:
-                top.append(i)
-            stack.append(i)
-        elif stack:
-            stack.pop()  # HTA pops the innermost event whatever ends (overlaps are not nesting)
-    return top, children, parent
-
-
-def _walk(roots: list[int], children: dict[int, list[int]]) -> Iterator[tuple[int, bool]]:
-    """Depth-first ``(row, entering)`` over the call stack (iterative: stacks can be deep)."""
-    todo: list[tuple[int, bool]] = [(r, True) for r in reversed(roots)]
-    while todo:
-        i, entering = todo.pop()
-        yield i, entering
-        if entering:
-            todo.append((i, False))
-            todo.extend((c, True) for c in reversed(children.get(i, ())))
+def _points_then_unwind(points: Any, stack: list[tuple[int, int]]) -> Iterator[int]:
+    """The points in order, then one -1 (an end) per event still open: the depth-first walk leaves those last."""
+    for chunk in range(0, len(points), 1 << 16):  # a list of every point would cost ~40 bytes each
+        yield from points[chunk:chunk + (1 << 16)].tolist()
+    while stack:
+        yield -1
 
 
 def _cpu_edges(g: Graph, h: _Hosts, rows: Any) -> None:
-    """HTA's ``_construct_graph_from_call_stack`` over one thread's rows of ``h``."""
-    roots, children, parent = _children(h, rows)
+    """HTA's ``_construct_graph_from_call_stack`` over one thread's rows of ``h``.
+
+    HTA nests the thread's events into a call stack (an event's parent is the innermost one open
+    when it starts; an end closes the innermost open event, whatever ends: overlaps are not
+    nesting) and walks it depth first. That walk enters and leaves events exactly in the order of
+    the start and end points (``_stack_points``), so one pass over the points with a stack does
+    both, with no tree of dicts (a thread of a large trace has ~100,000 events).
+    """
     node, index, blocking = h.node, h.index, h.blocking
     last: int | None = None
     last_top: int | None = None
     last_parent = -1
     depth = 0
-    for i, entering in _walk(roots, children):
+    stack: list[tuple[int, int]] = []  # open rows and their parent's traceEvents index
+    for p in _points_then_unwind(_stack_points(h, rows), stack):
+        if p >= 0 and not p & 1:
+            i, entering = p >> 1, True
+            parent_index = int(index[stack[-1][0]]) if stack else -1
+            stack.append((i, parent_index))
+        elif stack:
+            (i, parent_index), entering = stack.pop(), False
+        else:
+            continue
         if not node[i]:
             continue
         start, end = g.start(int(index[i])), g.end(int(index[i]))
         assert start is not None and end is not None
-        p = parent.get(i, -1)
-        parent_index = int(index[p]) if p >= 0 else -1
         if entering:
             if depth == 0 and last_top is not None:
                 g.add_edge(last_top, start, DEPENDENCY)

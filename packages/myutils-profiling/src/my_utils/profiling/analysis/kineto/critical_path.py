@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -112,7 +113,7 @@ class PathEventRow(Row):
     edges: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a long step's path has tens of thousands of edges
 class PathEdge:
     """One edge of the graph, by the events at its ends (``traceEvents`` indices) and which end of each."""
 
@@ -225,7 +226,9 @@ def longest_path(g: Graph) -> tuple[list[int], float, int]:
     ends = np.empty(2 * len(src), dtype=np.int64)
     ends[0::2], ends[1::2] = src, dst
     _uniq, first = np.unique(ends, return_index=True)
-    order = ends[np.sort(first)].tolist()
+    del _uniq
+    order = ends[np.sort(first)]
+    del ends, first
     n_nodes = 2 * len(g.events)
     # typed arrays, not lists: indexing them is as fast and they hold no object per edge
     by_src = np.argsort(src, kind="stable")
@@ -237,8 +240,10 @@ def longest_path(g: Graph) -> tuple[list[int], float, int]:
     pred_node = _ints(src[by_dst])
     pred_w = array("d", weight[by_dst].tobytes())
     indegree = _ints(np.diff(starts))
-    generation = [v for v in order if indegree[v] == 0]
-    topo: list[int] = []
+    del by_src, by_dst, starts, weight
+    generation = order[np.frombuffer(indegree, dtype=np.int64)[order] == 0].tolist()
+    # a typed array, not a list: a list holds an int object per node besides its slot
+    topo: array[int] = array("q")
     while generation:
         topo.extend(generation)
         following: list[int] = []
@@ -263,7 +268,8 @@ def longest_path(g: Graph) -> tuple[list[int], float, int]:
                 best_d, best_u = cand, pred_node[j]
         if best_d >= 0:
             dist[v], back[v] = best_d, best_u
-    end = max(topo, key=lambda x: dist[x])
+    # the first node of largest distance in topological order (as max() would pick it)
+    end = int(topo[int(np.argmax(np.frombuffer(dist, dtype=np.float64)[np.frombuffer(topo, dtype=np.int64)]))])
     path: list[int] = []
     prev = None
     while prev != end:
@@ -278,18 +284,18 @@ def _ints(a: Any) -> array[int]:
     return array("q", np.asarray(a, dtype=np.int64).tobytes())
 
 
-def _bound(g: Graph, e: int, d: RankData, gpu_event: set[int]) -> tuple[str, int | None]:
+def _bound(g: Graph, e: int, d: RankData) -> tuple[str, int | None]:
     """What edge ``e``'s time is (``BOUNDS``, or "" for dependencies and syncs) and the event it belongs to."""
     kind = g.type_of(e)
-    owner = g.owner.get(e)
+    owner = g.owner_of(e)
     if kind == KERNEL_KERNEL:
         return "gpu_kernel_kernel_overhead", owner
     if kind == LAUNCH:
         return "gpu_kernel_launch_overhead", None
     if kind in (DEPENDENCY, SYNC) or owner is None:
         return "", owner
-    k = g.node_of.get(owner)
-    if k is None or owner not in gpu_event:
+    k = g.node(owner)
+    if k is None or g.kind[k] != cp_graph.GPU:
         return "cpu_bound", owner
     name = d.names[g.name[k]]
     return ("gpu_communication_bound" if kind_of(name) == KernelKind.COMMUNICATION else "gpu_compute_bound"), owner
@@ -306,10 +312,9 @@ def critical_path(d: RankData, annotation: str | None = None, instance: int | tu
     g = build_graph(d, w, zero_weight_launch_edges)
     nodes, length, graph_nodes = longest_path(g)
     on_path = {g.edge(u, v) for u, v in pairwise(nodes)}
-    gpu = {g.events[k] for k in range(len(g.events)) if g.kind[k] == cp_graph.GPU}
     edges = []
     for e in range(len(g.src)) if all_edges else sorted(on_path):
-        bound, owner = _bound(g, e, d, gpu)
+        bound, owner = _bound(g, e, d)
         u, v = g.src[e], g.dst[e]
         edges.append(PathEdge(g.event_of(u), u % 2 == 0, g.event_of(v), v % 2 == 0, float(g.weight[e]), g.type_of(e),
                               e in on_path, owner, bound))
@@ -319,31 +324,62 @@ def critical_path(d: RankData, annotation: str | None = None, instance: int | tu
 
 def critical_path_tables(d: RankData, annotation: str | None = None, instance: int | tuple[int, int] | None = 0,
                          top: int = TOP_EVENTS) -> Tables:
-    """The ``critical_path*`` tables of one rank (module docstring); none without CPU or GPU events."""
+    """The ``critical_path*`` tables of one rank (module docstring); none without CPU or GPU events.
+
+    The same tables as :func:`cp_rows` of :func:`critical_path`, summed straight from the graph:
+    no :class:`PathEdge` per path edge (a long step's path has tens of thousands of them, and the
+    tables run inside every rank's analysis).
+    """
     if not len(d.rt_ts) and not (d.op_ts is not None and len(d.op_ts)):
         return {}
-    cp = critical_path(d, annotation, instance, all_edges=False)
-    if not cp.path:
+    w = window_of(d, annotation, instance)
+    g = build_graph(d, w)
+    nodes, length, graph_nodes = longest_path(g)
+    if not nodes:
         return {}
-    return cp_rows(d, cp, top)
+    events = np.frombuffer(g.events, dtype=np.int64)
+    n_events = len(np.unique(events[np.asarray(nodes, dtype=np.int64) // 2]))
+    # edge-id order, as critical_path(all_edges=False) lists them: the sums add in the same order
+    on_path = sorted({g.edge(u, v) for u, v in pairwise(nodes)})
+
+    def critical() -> Iterator[tuple[float, str, int | None]]:
+        for e in on_path:
+            bound, owner = _bound(g, e, d)
+            yield float(g.weight[e]), bound, owner
+
+    return _tables(d, w, graph_nodes, len(g.src), len(nodes), n_events, float(length), critical, top)
 
 
 def cp_rows(d: RankData, cp: CriticalPath, top: int = TOP_EVENTS) -> Tables:
     """The tables of one :class:`CriticalPath` result."""
-    split = cp.breakdown()
-    total = sum(split.values())
-    edges = Counter(e.bound_by for e in cp.edges if e.critical and e.bound_by)
-    summary = CriticalPathRow(d.rank, cp.window.label, cp.window.end - cp.window.start, cp.graph_nodes,
-                              cp.graph_edges, len(cp.path), max(len(cp.path) - 1, 0), len(cp.events), cp.length_us,
-                              *(pct(split[b], total) for b in BOUNDS))
-    breakdown = [PathBreakdownRow(d.rank, b, split[b], pct(split[b], total), edges[b]) for b in BOUNDS if edges[b]]
-    names = _names_by_index(d, {e.attributed for e in cp.edges if e.critical and e.attributed is not None})
+
+    def critical() -> Iterator[tuple[float, str, int | None]]:
+        return ((e.weight, e.bound_by, e.attributed) for e in cp.edges if e.critical)
+
+    return _tables(d, cp.window, cp.graph_nodes, cp.graph_edges, len(cp.path), len(cp.events), cp.length_us,
+                   critical, top)
+
+
+def _tables(d: RankData, w: Window, graph_nodes: int, graph_edges: int, path_nodes: int, path_events: int,
+            length_us: float, critical: Callable[[], Iterator[tuple[float, str, int | None]]], top: int) -> Tables:
+    """The three tables from the path's edges, each ``(weight, bound_by, attributed event)``, read twice."""
+    split = dict.fromkeys(BOUNDS, 0.0)
+    edges: Counter[str] = Counter()
     per_event: dict[tuple[int, str], list[float]] = {}
-    for e in cp.edges:
-        if e.critical and e.bound_by and e.attributed is not None and e.weight > 0:
-            acc = per_event.setdefault((e.attributed, e.bound_by), [0.0, 0])
-            acc[0] += e.weight
+    for weight, bound, owner in critical():
+        if not bound:
+            continue
+        split[bound] += max(weight, 0.0) if weight > -1 else 0.0
+        edges[bound] += 1
+        if owner is not None and weight > 0:
+            acc = per_event.setdefault((owner, bound), [0.0, 0])
+            acc[0] += weight
             acc[1] += 1
+    total = sum(split.values())
+    summary = CriticalPathRow(d.rank, w.label, w.end - w.start, graph_nodes, graph_edges, path_nodes,
+                              max(path_nodes - 1, 0), path_events, length_us, *(pct(split[b], total) for b in BOUNDS))
+    breakdown = [PathBreakdownRow(d.rank, b, split[b], pct(split[b], total), edges[b]) for b in BOUNDS if edges[b]]
+    names = _names_by_index(d, {owner for owner, _bound in per_event})
     grouped: dict[tuple[str, str, str], list[float]] = {}
     for (index, bound), (us, n) in per_event.items():
         side = "cpu" if bound == "cpu_bound" else "gpu"

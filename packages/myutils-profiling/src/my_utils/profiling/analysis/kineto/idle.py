@@ -23,12 +23,16 @@ never end a gap on the per-stream walk, which HTA runs over kernels, copies and 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from my_utils.core.lazy import lazy_module
 from my_utils.profiling.analysis.kineto.rank_data import RankData
 from my_utils.profiling.analysis.kineto.rows import Row, pct
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # numpy only when a function runs: the parent process of a run merges rows and never needs it
+    np = lazy_module("numpy", __name__, "np")
 
 CATEGORIES = ("host_wait", "kernel_wait", "other")
 KERNEL_WAIT_US = 30.0

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from my_utils.core.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # numpy only when a function runs: the parent process of a run merges rows and never needs it
+    np = lazy_module("numpy", __name__, "np")
+
 
 
 def union(starts: Any, ends: Any) -> tuple[Any, Any]:

@@ -23,13 +23,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from my_utils.core.lazy import lazy_module
 from my_utils.profiling.analysis.kineto.kinds import KINDS, KernelKind
 from my_utils.profiling.analysis.kineto.rank_data import RankData
 from my_utils.profiling.analysis.kineto.rows import Row, Tables
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # numpy only when a function runs: the parent process of a run merges rows and never needs it
+    np = lazy_module("numpy", __name__, "np")
 
 BANDWIDTH_ARG = "memory bandwidth (GB/s)"
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from my_utils.core.lazy import lazy_module
 from my_utils.profiling.analysis.kineto.collect import TraceCollector
 from my_utils.profiling.analysis.kineto.kinds import KINDS, kind_of
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # numpy only when a function runs: the parent process of a run merges rows and never needs it
+    np = lazy_module("numpy", __name__, "np")
 
 
 def _np(column: array[Any]) -> Any:

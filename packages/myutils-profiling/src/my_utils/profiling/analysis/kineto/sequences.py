@@ -64,16 +64,19 @@ def kernel_sequences(d: RankData, operator_name: str | None = None, min_pattern_
     is_root = np.zeros(len(s.parent), bool)
     is_root[roots] = True
     root_of = s.nearest(is_root, outermost=True)  # roots never nest (one depth, or no aten:: above)
+    # the GPU rows under each root, by start then row: one sort of columns, not a dict of lists
     gpu_rows = np.arange(s.cpu_rows, len(s.parent))
     owners = root_of[gpu_rows]
-    under: dict[int, list[int]] = {}
-    for g, r in zip(gpu_rows.tolist(), owners.tolist(), strict=True):
-        if r >= 0:
-            under.setdefault(r, []).append(g)
+    gpu_rows, owners = gpu_rows[owners >= 0], owners[owners >= 0]
+    order = np.lexsort((gpu_rows, s.ts[gpu_rows], owners))
+    gpu_names = s.name[gpu_rows[order]].tolist()
+    owners = owners[order]
+    roots_at = np.asarray(roots, dtype=np.int64)
+    first = np.searchsorted(owners, roots_at, side="left").tolist()
+    past = np.searchsorted(owners, roots_at, side="right").tolist()
     acc: dict[tuple[int, ...], list[float]] = {}
-    for root in roots:
-        gpu = sorted(under.get(root, ()), key=lambda i: (float(s.ts[i]), i))
-        pattern = (int(s.name[root]), *(int(s.name[i]) for i in gpu))
+    for root, lo, hi in zip(roots, first, past, strict=True):
+        pattern = (int(s.name[root]), *gpu_names[lo:hi])
         a = acc.setdefault(pattern, [0, 0.0, 0.0])
         a[0] += 1
         a[1] += float(s.kernel_us[root])
