@@ -1,0 +1,77 @@
+"""``myutils plugins run torch_profiler``: what its start imports, and that the light coercion changes nothing.
+
+typer 0.29 coerces every ``str``/``Path`` parameter through a pydantic ``TypeAdapter`` (pydantic's
+import alone was ~0.1 s of CPU, a third of the command's fixed cost); ``cli.app.light_parameters``
+coerces argv's text the same way without it. Every run here is a real ``myutils`` process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: the console script, optionally with ``cli.app.light_parameters`` turned off (typer's own coercion
+#: for every parameter); reports the modules imported at exit
+_MAIN = ("import atexit, sys\n"
+         "atexit.register(lambda: sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n'))\n"
+         "if sys.argv[1] == 'full':\n"
+         "    import my_utils.core.cli.app as app\n"
+         "    app.light_parameters = lambda command: None\n"
+         "sys.argv = ['myutils', *sys.argv[2:]]\n"
+         "from my_utils.core.cli.entry import main\n"
+         "main()\n")
+
+
+def _myutils(mode: str, *args: str, cwd: Path) -> tuple[int, str, str, set[str]]:
+    """Exit code, stdout, stderr (module report removed) and imported modules of one ``myutils`` run."""
+    env = {**os.environ, "MYUTILS_NO_CACHE": "1"}
+    proc = subprocess.run([sys.executable, "-c", _MAIN, mode, *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=300)
+    modules: set[str] = set()
+    err = []
+    for line in proc.stderr.splitlines():
+        if line.startswith("MODULES "):
+            modules.update(line.split()[1:])
+        else:
+            err.append(line)
+    return proc.returncode, proc.stdout, "\n".join(err), modules
+
+
+def test_plugins_run_imports_no_pydantic_numpy_or_pandas(real_fixtures: Any, tmp_path: Path) -> None:
+    trace = real_fixtures / "kineto/hta/trace_filter__sampled_rank-0.json.gz"
+    code, out, err, modules = _myutils("light", "plugins", "run", "torch_profiler", "--input", str(trace),
+                                       "--output-dir", str(tmp_path / "out"), "-q", cwd=tmp_path)
+    assert code == 0, err
+    assert "metric events" in out and (tmp_path / "out" / "metrics_events.jsonl").is_file()
+    heavy = {m.split(".")[0] for m in modules} & {"pydantic", "pydantic_core", "numpy", "pandas", "torch", "plotly"}
+    assert not heavy, heavy
+
+
+@pytest.mark.parametrize("args", [
+    ["--input", "{trace}", "--output-dir", "out", "-q"],  # relative output folder
+    ["--input", "{trace}", "--output-dir", "out", "-o", "rank=3", "--option", "executor=serial", "-q"],
+    ["--input", "missing.json", "--output-dir", "out", "-q"],  # exit 2: no such file
+    ["--input", "{trace}", "-q"],  # --output-dir missing: click's usage error
+    ["--input", "", "--output-dir", "out", "-q"],  # the empty path is '.', a folder of no traces
+    ["--input", "{trace}", "--output-dir", "out", "-o"],  # an option without its value
+    ["--input", "{trace}", "--output-dir", "out", "-o", "not an identifier=1", "-q"],
+])
+def test_plugins_run_light_coercion_answers_as_typers_own(args: list[str], real_fixtures: Any,
+                                                          tmp_path: Path) -> None:
+    trace = real_fixtures / "kineto/hta/trace_filter__sampled_rank-0.json.gz"
+    argv = ["plugins", "run", "torch_profiler", *(a.format(trace=trace) for a in args)]
+    answers = []
+    for mode in ("light", "full"):
+        folder = tmp_path / mode
+        folder.mkdir()
+        code, out, err, modules = _myutils(mode, *argv, cwd=folder)
+        written = folder / "out" / "metrics_events.jsonl"
+        answers.append((code, out, err, written.read_bytes() if written.exists() else None))
+        if mode == "light" and code == 0:
+            assert "pydantic" not in modules
+    assert answers[0] == answers[1]
