@@ -42,7 +42,7 @@ def _myutils(mode: str, *args: str, cwd: Path) -> tuple[int, str, str, set[str]]
     return proc.returncode, proc.stdout, "\n".join(err), modules
 
 
-def test_plugins_run_imports_no_pydantic_numpy_or_pandas(real_fixtures: Any, tmp_path: Path) -> None:
+def test_plugins_run_imports_no_pydantic_numpy_pandas_or_pools(real_fixtures: Any, tmp_path: Path) -> None:
     trace = real_fixtures / "kineto/hta/trace_filter__sampled_rank-0.json.gz"
     code, out, err, modules = _myutils("light", "plugins", "run", "torch_profiler", "--input", str(trace),
                                        "--output-dir", str(tmp_path / "out"), "-q", cwd=tmp_path)
@@ -50,6 +50,8 @@ def test_plugins_run_imports_no_pydantic_numpy_or_pandas(real_fixtures: Any, tmp
     assert "metric events" in out and (tmp_path / "out" / "metrics_events.jsonl").is_file()
     heavy = {m.split(".")[0] for m in modules} & {"pydantic", "pydantic_core", "numpy", "pandas", "torch", "plotly"}
     assert not heavy, heavy
+    # one file is read in this process: no pool machinery is imported for it
+    assert not {"multiprocessing", "concurrent.futures.process", "my_utils.profiling.providers.parallel"} & modules
 
 
 @pytest.mark.parametrize("args", [
