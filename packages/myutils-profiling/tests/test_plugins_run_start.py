@@ -2,7 +2,8 @@
 
 typer 0.29 coerces every ``str``/``Path`` parameter through a pydantic ``TypeAdapter`` (pydantic's
 import alone was ~0.1 s of CPU, a third of the command's fixed cost); ``cli.app.light_parameters``
-coerces argv's text the same way without it. Every run here is a real ``myutils`` process.
+coerces argv's text the same way without it. ``plugins run`` also leaves the plugins' own commands
+unbuilt (``cli.app.needs_plugin_commands``). Every run here is a real ``myutils`` process.
 """
 
 from __future__ import annotations
@@ -52,6 +53,20 @@ def test_plugins_run_imports_no_pydantic_numpy_pandas_or_pools(real_fixtures: An
     assert not heavy, heavy
     # one file is read in this process: no pool machinery is imported for it
     assert not {"multiprocessing", "concurrent.futures.process", "my_utils.profiling.providers.parallel"} & modules
+    # nor the plugins' own commands, which `plugins run` does not serve
+    assert "my_utils.profiling.cli" not in modules and "my_utils.profiling.provider_plugin" not in modules
+
+
+def test_plugins_run_after_the_traceback_flag_and_other_commands_keep_the_plugins_commands(
+        real_fixtures: Any, tmp_path: Path) -> None:
+    trace = real_fixtures / "kineto/hta/trace_filter__sampled_rank-0.json.gz"
+    code, out, err, modules = _myutils("light", "--traceback", "plugins", "run", "torch_profiler", "--input",
+                                       str(trace), "--output-dir", str(tmp_path / "out"), "-q", cwd=tmp_path)
+    assert code == 0 and "metric events" in out, err
+    assert "my_utils.profiling.cli" not in modules
+    code, out, err, modules = _myutils("light", "profile", "analyze", "--help", cwd=tmp_path)  # a plugin's command
+    assert code == 0 and "Usage:" in out, err
+    assert "my_utils.profiling.cli" in modules
 
 
 @pytest.mark.parametrize("args", [
