@@ -92,3 +92,58 @@ def test_plugins_run_light_coercion_answers_as_typers_own(args: list[str], real_
         if mode == "light" and code == 0:
             assert "pydantic" not in modules
     assert answers[0] == answers[1]
+
+
+def _answers(argv: list[str], light: bool, tmp_path: Path) -> tuple[int | None, str, str]:
+    """A small typer app with every kind of ``str``/``Path``/``list[str]`` option, run on ``argv``."""
+    import typer
+    import typer.testing
+
+    from my_utils.core.cli.app import light_parameters
+
+    app = typer.Typer()
+
+    @app.command()
+    def cmd(name: str = typer.Argument(...),
+            existing: Path = typer.Option(None, "--existing", exists=True, dir_okay=False),
+            resolved: Path = typer.Option(Path("."), "--resolved", resolve_path=True),
+            folder: Path = typer.Option(None, "--folder", file_okay=False, writable=True),
+            dash: Path = typer.Option(None, "--dash", allow_dash=True, exists=True),
+            many: list[str] = typer.Option([], "--many"),
+            paths: list[Path] = typer.Option([], "--path")) -> None:
+        typer.echo(repr((name, existing, resolved, folder, dash, many, paths)))
+
+    @app.command()
+    def other() -> None:  # a second command, so that `cmd` is a subcommand
+        pass
+
+    command = typer.main.get_command(app)
+    if light:
+        light_parameters(command)
+    built = typer.testing._get_command
+    typer.testing._get_command = lambda _app: command  # the runner builds the app itself otherwise
+    try:
+        result = typer.testing.CliRunner().invoke(app, argv)
+    finally:
+        typer.testing._get_command = built
+    return result.exit_code, result.output + getattr(result, "stderr", ""), str(result.exception)
+
+
+@pytest.mark.parametrize("argv", [
+    ["cmd", "n"],
+    ["cmd", "n", "--existing", "{file}", "--resolved", "a//b/../c", "--many", "x", "--many", ""],
+    ["cmd", "n", "--existing", "{dir}"],  # a folder where a file is asked
+    ["cmd", "n", "--existing", "{dir}//nothing.json"],  # quoted as given
+    ["cmd", "n", "--folder", "{file}", "--path", "a", "--path", "b//c"],
+    ["cmd", "n", "--dash", "-"],
+    ["cmd", "n", "--existing", ""],  # Path('') is '.', a folder
+    ["cmd", "n", "--existing", "{file}/"],  # Path drops the slash: typer's own coercion decides
+    ["cmd", "n", "--existing", "./f.json", "--folder", "sub"],
+    ["cmd"],
+])
+def test_light_coercion_answers_as_typers_own_for_every_path_check(argv: list[str], tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "f.json").write_text("{}")
+    argv = [a.format(file=tmp_path / "f.json", dir=tmp_path) for a in argv]
+    assert _answers(argv, True, tmp_path) == _answers(argv, False, tmp_path)

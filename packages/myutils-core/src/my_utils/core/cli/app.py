@@ -164,8 +164,8 @@ class _PlainCoercion:
     pydantic is ~0.1 s of CPU, a third of ``myutils plugins run``'s start. For these three
     annotations (no parser, no click type, no ``path_type``) and a value that is already text,
     the result is the adapter's: the text itself, the list of texts, or ``Path(text)`` checked by
-    typer's own ``coerce_cli_path`` (exists, readable, ...). Any other value goes to typer's
-    coercion, built then.
+    typer's own ``coerce_cli_path`` (exists, readable, ...) when ``Path`` keeps the text as it is
+    and ``allow_dash`` is off. Any other value goes to typer's coercion, built then.
     """
 
     def __init__(self, param: Any) -> None:
@@ -182,11 +182,14 @@ class _PlainCoercion:
             return value
         if annotation == list[str] and isinstance(value, (list, tuple)) and all(v.__class__ is str for v in value):
             return list(value)
-        if annotation is Path and value.__class__ is str:
+        info = self.param.type_descriptor.parameter_info
+        if (annotation is Path and value.__class__ is str and not getattr(info, "allow_dash", True)
+                and str(Path(value)) == value):
             from typer._param_types import coerce_cli_path
 
-            return coerce_cli_path(Path(value), self.param.type_descriptor.parameter_info, path_type=Path,
-                                   param=param, ctx=ctx)
+            # text that Path leaves as it is ('a//b', '' and 'x/' are changed: typer's coercion checks those):
+            # typer's checks see the same path and quote it as given; then Path, as pydantic makes it
+            return Path(coerce_cli_path(value, info, path_type=None, param=param, ctx=ctx))
         if self.full is None:
             from typer._coercion import build_runtime_param
 
