@@ -189,7 +189,8 @@ class _PlainCoercion:
 
             # text that Path leaves as it is ('a//b', '' and 'x/' are changed: typer's coercion checks those):
             # typer's checks see the same path and quote it as given; then Path, as pydantic makes it
-            return Path(coerce_cli_path(value, info, path_type=None, param=param, ctx=ctx))
+            checked = coerce_cli_path(value, info, path_type=None, param=param, ctx=ctx)  # the text, or its realpath
+            return Path(os.fsdecode(checked))
         if self.full is None:
             from typer._coercion import build_runtime_param
 
