@@ -10,6 +10,7 @@ import os
 import sys
 import typing
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -49,8 +50,11 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit()
 
 
-def build_app() -> typer.Typer:
-    """Create the root app with core's commands and every plugin's ``myutils_cli`` additions."""
+def build_app(plugin_commands: bool = True) -> typer.Typer:
+    """Create the root app with core's commands and every plugin's ``myutils_cli`` additions.
+
+    ``plugin_commands=False`` leaves the plugins' commands out (see :func:`needs_plugin_commands`).
+    """
     app = typer.Typer(
         name="myutils",
         help="my_utils: time, trace, profile and analyse PyTorch runs.",
@@ -74,8 +78,27 @@ def build_app() -> typer.Typer:
         set_traceback(traceback)
 
     app.add_typer(plugins_app, name="plugins")
-    get_registry().extend_cli(app, guard=_guard_added_commands)
+    if plugin_commands:
+        get_registry().extend_cli(app, guard=_guard_added_commands)
     return app
+
+
+#: the root options that take no value (they may come before the command)
+_ROOT_FLAGS = frozenset({"--traceback"})
+
+
+def needs_plugin_commands(argv: list[str]) -> bool:
+    """False for ``myutils [--traceback] plugins run ...``: core's own command, which no plugin command serves.
+
+    Building every plugin's commands (their modules imported, their signatures evaluated) is
+    ~0.04 s of CPU that ``plugins run`` (a provider on one file, often in a loop over many) never
+    uses. Every other command line, ``plugins list`` included (it shows a plugin whose commands
+    failed), builds them all.
+    """
+    i = 0
+    while i < len(argv) and argv[i] in _ROOT_FLAGS:
+        i += 1
+    return argv[i:i + 2] != ["plugins", "run"]
 
 
 def _guard_typer(app: typer.Typer, owner: str, first_command: int = 0, first_group: int = 0) -> None:
@@ -134,6 +157,69 @@ def light_help_options(command: Any) -> None:
         light_help_options(sub)
 
 
+class _PlainCoercion:
+    """typer's coercion of a ``str``, ``Path`` or ``list[str]`` parameter, for the values argv gives, without pydantic.
+
+    typer 0.29 builds a pydantic ``TypeAdapter`` for every parameter it coerces: importing
+    pydantic is ~0.1 s of CPU, a third of ``myutils plugins run``'s start. For these three
+    annotations (no parser, no click type, no ``path_type``) and a value that is already text,
+    the result is the adapter's: the text itself, the list of texts, or ``Path(text)`` checked by
+    typer's own ``coerce_cli_path`` (exists, readable, ...) when ``Path`` keeps the text as it is
+    and ``allow_dash`` is off. Any other value goes to typer's coercion, built then.
+    """
+
+    def __init__(self, param: Any) -> None:
+        self.param = param
+        self.full: Any = None
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        """What typer's runtime parameter returns for ``value``."""
+        many = param.multiple or param.nargs == -1
+        if value is None:
+            return () if many else None
+        annotation = self.param.type_descriptor.annotation
+        if annotation is str and value.__class__ is str:
+            return value
+        if annotation == list[str] and isinstance(value, (list, tuple)) and all(v.__class__ is str for v in value):
+            return list(value)
+        info = self.param.type_descriptor.parameter_info
+        if (annotation is Path and value.__class__ is str and not getattr(info, "allow_dash", True)
+                and str(Path(value)) == value):
+            from typer._param_types import coerce_cli_path
+
+            # text that Path leaves as it is ('a//b', '' and 'x/' are changed: typer's coercion checks those):
+            # typer's checks see the same path and quote it as given; then Path, as pydantic makes it
+            checked = coerce_cli_path(value, info, path_type=None, param=param, ctx=ctx)  # the text, or its realpath
+            return Path(os.fsdecode(checked))
+        if self.full is None:
+            from typer._coercion import build_runtime_param
+
+            self.full = build_runtime_param(self.param.type_descriptor)
+        return self.full.coerce(value, param=param, ctx=ctx)
+
+
+def light_parameters(command: Any) -> None:
+    """Give the ``str``/``Path``/``list[str]`` parameters of ``command`` (and its subcommands) :class:`_PlainCoercion`.
+
+    Only for a typer whose parameters carry the lazily built runtime coercion (0.29: a
+    ``type_descriptor`` and a ``_runtime_param`` not built yet); others are left as they are.
+    """
+    for param in getattr(command, "params", ()):
+        descriptor = getattr(param, "type_descriptor", None)
+        if descriptor is None or getattr(param, "_runtime_param", False) is not None:
+            continue
+        info = descriptor.parameter_info
+        if getattr(info, "parser", None) is not None or getattr(info, "click_type", None) is not None:
+            continue
+        annotation = descriptor.annotation
+        plain = annotation is str or annotation == list[str] or (
+            annotation is Path and getattr(info, "path_type", None) is None)
+        if plain and descriptor.file_annotation is None:
+            param._runtime_param = _PlainCoercion(param)
+    for sub in (getattr(command, "commands", None) or {}).values():
+        light_parameters(sub)
+
+
 def help_text(command: Any) -> str:
     """The root help exactly as click prints it for ``myutils --help`` (its help callback's text)."""
     context_class: Callable[..., Any] = command.context_class
@@ -154,8 +240,9 @@ def run(argv: list[str], record: StartRecord | None = None) -> None:
     """
     send_plugin_output_to_stderr(True)
     try:
-        command = typer.main.get_command(build_app())
+        command = typer.main.get_command(build_app(record is not None or needs_plugin_commands(argv)))
         light_help_options(command)
+        light_parameters(command)
         if record is not None and _clean_start():
             if argv == ["--help"]:
                 from my_utils.core.cli.start_cache import terminal_width

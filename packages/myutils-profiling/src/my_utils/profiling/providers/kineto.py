@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from my_utils.core.errors import InputError, UnsupportedInputError
 from my_utils.core.events import MetricEvent
@@ -34,8 +34,10 @@ from my_utils.profiling.providers._files import (
     read_head,
 )
 from my_utils.profiling.providers.kineto_context import TraceContext
-from my_utils.profiling.providers.parallel import Executor, run_many
 from my_utils.profiling.providers.trace_aggregate import TraceAggregator
+
+if TYPE_CHECKING:
+    from my_utils.profiling.providers.parallel import Executor
 
 _log = logging.getLogger("my_utils.profiling.providers.kineto")
 
@@ -199,7 +201,15 @@ class TorchProfilerMetricsProvider(FileProviderBase):
             raise UnsupportedInputError(file, "byte 0", "a JSON trace (starting with '{' or '[')")
 
     def _read_files(self, files: list[Path]) -> list[MetricEvent]:
-        results = run_many(parse_trace_file, [(str(f), self.rank) for f in files], self.executor)
+        calls = [(str(f), self.rank) for f in files]
+        if len(calls) <= 1 and self.executor in (None, "serial"):
+            # what run_many does for one call: in this process (importing the pools costs a one-file
+            # command ~0.05 s of CPU: multiprocessing, concurrent.futures, the Dask glue)
+            results = [parse_trace_file(*args) for args in calls]
+        else:
+            from my_utils.profiling.providers.parallel import run_many
+
+            results = run_many(parse_trace_file, calls, self.executor)
         ranks = {f: next((e.rank for e in evs), self.rank) for f, evs in zip(files, results, strict=True)}
         check_distinct_ranks(ranks, "trace")
         return [e for evs in results for e in evs]
