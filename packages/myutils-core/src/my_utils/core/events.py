@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from my_utils.core.atomic import atomic_write
 from my_utils.core.errors import InputError, UsageError
 
 _orjson: Any
@@ -393,6 +392,8 @@ class EventLogWriter:
 def write_events(path: str | Path, events: Iterable[MetricEvent]) -> int:
     """Write a complete events file atomically (temp + rename); return the event count."""
     count = 0
+    from my_utils.core.atomic import atomic_write  # here: tempfile costs ~2.5 MB to every reader
+
     with atomic_write(path) as fh:
         for event in events:
             fh.write(_dumps(event) + "\n")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,7 +38,6 @@ from my_utils.profiling.providers.trace_aggregate import TraceAggregator
 if TYPE_CHECKING:
     from my_utils.profiling.providers.parallel import Executor
 
-_log = logging.getLogger("my_utils.profiling.providers.kineto")
 
 TRACE_PATTERNS = ("*.json", "*.json.gz")
 
@@ -234,7 +232,10 @@ class TorchProfilerMetricsProvider(FileProviderBase):
         try:
             function_events = list(inner.function_events or ())
         except Exception as exc:  # results that torch cannot parse: report, keep training
-            _log.warning("torch profiler results could not be read: %s", exc)
+            import logging  # here: the module costs ~2.5 MB to every process that reads a trace
+
+            logging.getLogger("my_utils.profiling.providers.kineto").warning(
+                "torch profiler results could not be read: %s", exc)
             return
         # acc_events=True keeps earlier cycles in the list: take only what is new
         fresh = function_events[self._taken:] if getattr(prof, "acc_events", False) else function_events

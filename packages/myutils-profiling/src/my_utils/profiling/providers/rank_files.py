@@ -25,7 +25,7 @@ from typing import Any
 
 from my_utils.core.errors import InputError, MyUtilsError
 from my_utils.core.events import EventLogWriter, MetricEvent
-from my_utils.profiling.providers._files import _DAMAGED, FileProviderBase, check_distinct_ranks
+from my_utils.profiling.providers._files import FileProviderBase, check_distinct_ranks, damaged_errors
 
 __all__ = ["RankFile", "Stamp", "kind_of", "mark_read", "read_rank_file", "stamp", "unread_files"]
 
@@ -124,7 +124,7 @@ def read_rank_file(kind: str, path: str, rank: int | None, how: Stamp | None) ->
         events = reader(file, rank)
     except MyUtilsError:
         raise
-    except _DAMAGED as exc:  # a reader that let a decoding error through: bad input, said on one line
+    except damaged_errors() as exc:  # a reader that let a decoding error through: bad input, said on one line
         raise InputError(file, None, f"a readable {what} ({type(exc).__name__}: {exc})") from None
     if how is None:
         return events

@@ -184,8 +184,11 @@ def _build(d: RankData) -> Stacks:
     index, name, thread, ts, end = (np.concatenate(c) if c else np.zeros(0) for c in cols)
     del cols
     n_cpu = len(index)
-    parent = np.full(n_cpu, -1, dtype=np.int64)
+    # the runtime rows' offset in the table, then the parts go: the runtime calls' ends are a copy
+    rt_offset = sum(len(p[1]) for p in parts[:2] if p[1] is not None)
+    del parts
     order = _points_order(thread, ts, end, index)
+    parent = np.full(n_cpu, -1, dtype=np.int32)  # after the sort: its keys are the build's peak
     stack: list[int] = []
     current = None
     for chunk in range(0, len(order), 1 << 16):  # a list of every point would cost ~40 bytes each
@@ -204,11 +207,9 @@ def _build(d: RankData) -> Stacks:
     is_step = codes == KINDS.index(STEP)
     _link_backward(d, is_step, name, thread, ts, end, parent)
     # GPU activities under their launch call
-    rt_offset = sum(len(p[1]) for p in parts[:2] if p[1] is not None)
     gpu_parent = np.where(d.gpu_rt >= 0, d.gpu_rt + rt_offset, -1) if len(d.gpu_ts) else np.zeros(0, np.int64)
     # 32-bit columns: a large trace has a few hundred thousand rows, and several analyses hold them at once;
     # each CPU-only column is dropped as soon as its whole-table copy exists (the build's peak is these copies)
-    del parts
     all_parent = np.concatenate((parent, gpu_parent)).astype(np.int32)
     del parent, gpu_parent
     all_index = (np.concatenate((index, d.gpu_index)) if len(d.gpu_ts) else index).astype(np.int64)

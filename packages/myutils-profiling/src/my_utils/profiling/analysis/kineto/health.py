@@ -18,7 +18,6 @@ Per rank, four checks, each a row with status ``ok``, ``warning`` or ``info``:
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -85,6 +84,8 @@ def capture_health(d: RankData, dropped_warn_pct: float = DROPPED_WARN_PCT,
     durs = [dur for _ts, dur, _n in d.steps]
     slow = 0
     if len(durs) >= 3:
+        import statistics  # here: the module costs ~2 MB of every analysis process otherwise
+
         median = statistics.median(durs[1:])
         while slow < len(durs) - 2 and durs[slow] > warmup_factor * median:
             slow += 1

@@ -11,7 +11,6 @@ of the totals. ``straggler`` marks a kernel whose slowest rank spends at least
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +47,8 @@ def no_rows(d: RankData) -> Tables:
 
 def across_ranks(results: Sequence[Any], top: int = TOP) -> Tables:
     """``kernel_stragglers`` rows (module docstring); none with fewer than two ranks."""
+    import statistics  # here, in the parent: a worker loads this module for nothing per rank
+
     per: dict[tuple[str, str], dict[int | None, Any]] = {}
     for r in results:
         for s in r.kernel_stats:
