@@ -58,6 +58,11 @@ def _shipped(name: str) -> Callable[[Path], Path]:
     return lambda _real_fixtures: _DATA / name
 
 
+def _test_data(name: str) -> Callable[[Path], Path]:
+    """A hand-built sample in tests/data (no public real sample exists: tests/data/MANIFEST.md)."""
+    return lambda _real_fixtures: Path(__file__).resolve().parent / "data" / name
+
+
 def _example_config(_real_fixtures: Path) -> Path:
     return example_config_path()
 
@@ -72,6 +77,11 @@ FORMATS = [
     Format("nsys_sqlite", _real("nsys/extrap__con_kernel.sqlite"), "nsys.sqlite", "nsys_sqlite", False),
     Format("cprofile_pstats", _real("cprofile/gprof2dot__print1.pstats"), "p.pstats", "cprofile", False),
     Format("table_csv", _shipped("op_summary.csv"), "table.csv", "table_csv", True),
+    Format("nccl_log", _real("nccl/dsl__example_2.502726.o.nccl2.22.3.log"), "nccl.log", "nccl_log", True),
+    Format("perf_stat", _real("perf/two_sum__perf_stat.txt"), "perf.txt", "perf_stat", True),
+    Format("dcgm_dmon", _test_data("dcgmi_dmon_2gpu_h100.txt"), "dmon.txt", "dcgm_dmon", True),
+    Format("nccl_inspector", _test_data("nccl_inspector/dgx-a07-pid48211.log"), "inspector.log", "nccl_inspector",
+           True),
     Format("config_json", _example_config, "config.json", "", True),
     Format("config_yaml", _example_config, "config.yaml", "", True),
     # the commands that read what ingest writes: analyze (events) and diff (reports and traces)
