@@ -208,12 +208,14 @@ class EventAggregate:
         """One event per cell: the sum (duration, counter), peak (gauge) or mean (ratio, info)."""
         return AggregatedEvents(self)
 
-    def iter_aggregated(self) -> Iterator[MetricEvent]:
-        """The events of :meth:`aggregated`, built one at a time."""
+    def iter_aggregated(self, only: set[tuple[str, str]] | None = None) -> Iterator[MetricEvent]:
+        """The events of :meth:`aggregated`, built one at a time; with ``only``, those of these (name, source)."""
         meta = self.meta
         extra = self.extra_occurrences
         for key, cell in self.cells.items():
             name, step, rank, source = key
+            if only is not None and (name, source) not in only:
+                continue
             count, total, lo, hi = cell_stats(cell)
             if count == 0:
                 continue
@@ -302,6 +304,14 @@ class AggregatedEvents(SeriesSource):
 
     def __iter__(self) -> Iterator[MetricEvent]:
         return self._agg.iter_aggregated()
+
+    def named(self, keep: Callable[[str, str | None], bool]) -> Iterator[MetricEvent]:
+        """The aggregated events of the names ``keep`` accepts, the others never built (a rule that reads a few
+        names of a 1M-cell run would otherwise build 1M events: ``source_checks`` took ~30 % of the analysis)."""
+        wanted = {key for key in self._agg.meta if keep(*key)}
+        if not wanted:
+            return iter(())
+        return self._agg.iter_aggregated(wanted)
 
     def __len__(self) -> int:
         return self._len

@@ -23,7 +23,7 @@ every rule (anomalies and variability each sorted the same values up to three ti
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
@@ -127,6 +127,10 @@ class SeriesSource(Sequence[MetricEvent]):
         if memo is None or memo[0] != version:
             memo = self._series_memo = (version, self.build_series_now())
         return memo
+
+    def named(self, keep: Callable[[str, str | None], bool]) -> Iterator[MetricEvent]:
+        """The events whose ``(name, source)`` ``keep`` accepts, in order (a subclass may skip the others unbuilt)."""
+        return (e for e in self if keep(e.name, e.source))
 
     def series(self) -> dict[SeriesKey, Series]:
         """The series of these events (``build_series``), built on the first call, a copy on each."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from my_utils.core.events import MetricEvent
+from my_utils.profiling.analysis.rules._series import SeriesSource
 
 _SOCKET_ADVICE = ("NCCL found no InfiniBand/RoCE device it could use, or was told not to: check NCCL_IB_DISABLE, "
                   "NCCL_NET and NCCL_SOCKET_IFNAME, and that the IB devices and driver are visible where the job "
@@ -28,6 +29,13 @@ _SM_ADVICE = ("The GPU's SMs are idle most of the time: find what it waits for (
               "work, synchronisation, many tiny kernels) in a torch.profiler or nsys capture of the same run")
 _IPC_ADVICE = ("The host code stalls on memory or branches: profile the host side (py-spy, perf record) where "
                "it feeds the GPU (data loading, collation, augmentation)")
+
+
+def _checked(name: str, source: str | None) -> bool:
+    """Whether ``source``'s metric ``name`` is one of the checked ones (the module docstring)."""
+    return ((source == "dcgm_dmon" and name.startswith("dcgm.sm_active:"))
+            or (source == "nccl_log" and name == "nccl.check:socket_across_nodes")
+            or (source == "perf_stat" and name.startswith("perf.ipc")))
 
 
 def _rank(rank: int | None) -> str:
@@ -69,7 +77,9 @@ class SourceChecksRule:
         aggregated ones (``attrs`` with ``count``/``min``/``max``) give the same findings.
         """
         folded: dict[tuple[str, int | None, int | None, str], list[Any]] = {}
-        for e in events:
+        # only the checked names: the analyzer's events build nothing for the others
+        picked = events.named(_checked) if isinstance(events, SeriesSource) else events
+        for e in picked:
             if e.value != e.value or not (
                     (e.source == "dcgm_dmon" and e.name.startswith("dcgm.sm_active:"))
                     or (e.source == "nccl_log" and e.name == "nccl.check:socket_across_nodes")
