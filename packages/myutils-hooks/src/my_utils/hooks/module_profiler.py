@@ -4,9 +4,10 @@ Legacy path: ``from my_utils.moduleProfiler import ModuleProfiler`` (the same mo
 
 Cost model: each call of a hooked module runs two tiny closures (one clock mark each and a
 list append/pop); the statistics are computed only by ``summary()``. On the CPU the post hook
-keeps the integer nanoseconds between the marks (no call, no float division: with torch's own
-hook dispatch around them, within a few percent of hooks that only read the clock, see
-``bench/bench_hooks.py``); they become milliseconds when read. CUDA events are read after one
+keeps the integer nanoseconds between the marks in an ``array('q')`` (no call, no float
+division, no int object kept alive per call: with torch's own hook dispatch around them,
+within a few percent of hooks that only read the clock, see ``bench/bench_hooks.py``); they
+become milliseconds when read. CUDA events are read after one
 synchronize in ``stop()``/``summary()``, never inside a hook (see ``timing``).
 """
 
