@@ -18,6 +18,7 @@ metadata and ``otherData`` held in memory were ~40-60 KB a rank until the output
 from __future__ import annotations
 
 import math
+import os
 from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from typing import Any
 from my_utils.core.safe_io import strict_json
 
 __all__ = ["THRESHOLDS_US", "JsonSpill", "Spilled", "TaskRecords", "Unit", "bucket", "dump", "flow_id", "format_us",
-           "ids_path", "json_chars", "json_pieces", "lanes_path", "materialized", "scratch_error", "us_to_ns", "utf8_len"]
+           "ids_path", "json_chars", "json_pieces", "lanes_path", "materialized", "scratch_error", "unit_spill", "us_to_ns", "utf8_len"]
 
 # candidate duration thresholds of --overflow trim (µs): 0, then 1-2-5 steps from 1 ns to 50 s
 THRESHOLDS_US: tuple[float, ...] = (0.0, *(m * 10.0 ** e for e in range(-3, 8) for m in (1, 2, 5)))
@@ -139,13 +140,23 @@ def scratch_error(exc: OSError, path: Path | str) -> OSError:
 class Unit:
     """One task's spill file and what the main process keeps of it (a few ints: 1,000 ranks are 2,000 units)."""
 
-    __slots__ = ("index", "kind", "max_ns", "min_ns", "rank", "records", "shift_ns", "spill")
+    __slots__ = ("folder", "index", "kind", "max_ns", "min_ns", "rank", "records", "shift_ns")
 
-    def __init__(self, rank: int, spill: str, index: int, kind: str, records: int, min_ns: int | None,
+    def __init__(self, rank: int, folder: str, index: int, kind: str, records: int, min_ns: int | None,
                  max_ns: int | None) -> None:
-        self.rank, self.spill, self.index, self.kind = rank, spill, index, kind
+        self.rank, self.folder, self.index, self.kind = rank, folder, index, kind
         self.records, self.min_ns, self.max_ns = records, min_ns, max_ns
         self.shift_ns = 0
+
+    @property
+    def spill(self) -> str:
+        """The unit's spill file, ``unit_<index>.tsv`` in the scratch folder (made when asked, not kept)."""
+        return unit_spill(self.folder, self.index)
+
+
+def unit_spill(folder: str | Path, index: int) -> str:
+    """The spill file of unit ``index`` in ``folder``."""
+    return os.path.join(folder, f"unit_{index}.tsv")
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ from my_utils.profiling.trace.records import (
     ids_path,
     lanes_path,
     scratch_error,
+    unit_spill,
     us_to_ns,
 )
 from my_utils.profiling.trace.regions import (
@@ -193,15 +194,16 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
                     ranks.setdefault(key, RankRegions()).merge(regions)
             region_keys = sorted(k for k, r in ranks.items() if r.regions)
             n = len(region_keys)
-            calls: list[tuple[Any, ...]] = [("regions", ranks[k].regions, str(folder / f"unit_{i}.tsv"))
+            calls: list[tuple[Any, ...]] = [("regions", ranks[k].regions, unit_spill(folder, i))
                                             for i, k in enumerate(region_keys)]
-            calls += [("torch", str(p), str(folder / f"unit_{n + i}.tsv"), n + i) for i, p in enumerate(paths)]
+            calls += [("torch", str(p), unit_spill(folder, n + i), n + i) for i, p in enumerate(paths)]
             metas = run.stream(_task, calls)
-            done = (torch_records(t, str(folder / f"unit_{n + len(paths) + i}.tsv"), n + len(paths) + i)
+            done = (torch_records(t, unit_spill(folder, n + len(paths) + i), n + len(paths) + i)
                     for i, t in enumerate(read))
             units: list[Unit] = []
             totals = _Totals()
             torch_paths: list[str] = []  # of each torch unit, in unit order (the inputs hold them anyway)
+            spill_folder = str(folder)  # one string every unit refers to
             for i, meta in enumerate(itertools.chain(metas, done)):
                 if meta["kind"] == "regions":
                     key = region_keys[i]
@@ -212,9 +214,11 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
                     ranks[key].host = ranks[key].host or meta["host"]
                     torch_paths.append(meta["path"])
                 ranks[key].units.append(i)
-                units.append(Unit(key, str(folder / f"unit_{i}.tsv"), i, meta["kind"], meta["records"],
-                                  meta["min_ns"], meta["max_ns"]))
+                units.append(Unit(key, spill_folder, i, meta["kind"], meta["records"], meta["min_ns"], meta["max_ns"]))
                 totals.add(meta)
+            del calls  # what the tasks were given is not kept for the merge (nor the ranks' region files)
+            for r in ranks.values():
+                r.regions = []
             plan = _plan(ranks, syncs, units, totals, torch_paths, reference_rank, auto_align, sources, generator,
                          folder, found_warnings)
             plan.folder, plan.fan_in, plan.run = folder, fan_in, run
