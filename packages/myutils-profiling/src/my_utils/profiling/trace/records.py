@@ -17,6 +17,7 @@ metadata and ``otherData`` held in memory were ~40-60 KB a rank until the output
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from bisect import bisect_right
@@ -198,7 +199,8 @@ class JsonSpill:
         try:
             self.fh.write(text)
         except OSError as exc:
-            self.fh.close()
+            with contextlib.suppress(OSError):
+                self.fh.close()
             raise scratch_error(exc, self.path) from None
         self.chars += len(text)
         self.size += utf8_len(text)

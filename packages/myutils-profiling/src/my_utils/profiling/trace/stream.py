@@ -348,14 +348,17 @@ def _plan(ranks: dict[int, RankRegions], syncs: list[ClockSync], units: list[Uni
                                          {"offset_s": None, "uncertainty_s": None, "reference_rank": None,
                                           "applied": None}),
                                       "shift_mytimer_s": shifts[k][0], "shift_torch_s": shifts[k][1]})
+    clock_offsets = offsets_out.close()
     ranks_out = JsonSpill(folder / "ranks.json")
     first_torch = len(units) - len(torch_paths)  # the torch units follow the regions units
     for k, r in sorted(ranks.items()):
         ranks_out.item({"rank": None if k == NO_RANK else k, "pid": _pid(k, ranks), "host": r.host or None,
                         "torch_traces": [torch_paths[i - first_torch] for i in r.units if units[i].kind == "torch"]})
+    ranks_spilled = ranks_out.close()
     sources_out = JsonSpill(folder / "sources.json")
-    for source in [*sources, *torch_paths]:
+    for source in itertools.chain(sources, torch_paths):
         sources_out.item(source)
+    sources_spilled = sources_out.close()
     other = {
         "schema_version": TRACE_SCHEMA_VERSION,
         "generator": generator,
@@ -363,9 +366,9 @@ def _plan(ranks: dict[int, RankRegions], syncs: list[ClockSync], units: list[Uni
         "time_origin_unix_s": origin_s,
         "reference_rank": reference_rank,
         "auto_align_ranks": auto_align,
-        "clock_offsets": offsets_out.close(),
-        "ranks": ranks_out.close(),
-        "sources": sources_out.close(),
+        "clock_offsets": clock_offsets,
+        "ranks": ranks_spilled,
+        "sources": sources_spilled,
         "warnings": warnings,
     }
     if totals.unpaired:
