@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from my_utils.core.events import MetricEvent
+from my_utils.profiling.trace.records import materialized
 from my_utils.profiling.trace.spill_merge import fields
 from my_utils.profiling.trace.stream import TRACE_SCHEMA_VERSION, planned
 from my_utils.profiling.trace.torch_trace import TorchTrace
@@ -60,4 +61,4 @@ def merge_trace(events: Iterable[MetricEvent], torch_traces: Sequence[TorchTrace
     with planned(events, torch_traces, reference_rank=reference_rank, auto_align=auto_align, sources=sources,
                  executor=executor, max_workers=max_workers) as plan:
         out = [e for line in plan.records(0) for e in json.loads(b"[" + fields(line)[4] + b"]")]
-        return MergedTrace(plan.metadata, out, plan.other, plan.warnings)
+        return MergedTrace(json.loads("[" + plan.head.text() + "]"), out, materialized(plan.other), plan.warnings)

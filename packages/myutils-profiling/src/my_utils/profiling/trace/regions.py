@@ -2,12 +2,15 @@
 
 :func:`distribute` is the one pass over metric events (in the main process, for an events
 file): every MyTimer region goes to its rank's spill file (buffered, at most ``_FLUSH_BYTES``
-held for all ranks together); the few ``clock_sync`` records, each rank's host and step
-starts stay in memory. :func:`distribute_csv` is the same pass over one profile CSV, run as a
+held for all ranks together); the few ``clock_sync`` records and each rank's host stay in
+memory. :func:`distribute_csv` is the same pass over one profile CSV, run as a
 task (process pool or Dask): the worker reads the CSV, so the main process never parses a
 row (1,000 ranks' CSVs took it 42-46 s); it returns what the pass keeps in memory. A rank's
 regions are its spill files in input order; :func:`layout_regions` (a task) packs them into
-lanes and writes the rank's sorted records (:mod:`my_utils.profiling.trace.records`).
+lanes and writes the rank's sorted records (:mod:`my_utils.profiling.trace.records`), and its
+step starts (the earliest top-level region of each step, for the clock-uncertainty warning) to
+``<records>.steps.json``: the main process reads them one rank at a time (:func:`step_starts`), so
+it never holds every rank's steps (200 steps were ~9 KB a rank).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from my_utils.profiling.trace.clock import CLOCK_SYNC_NAME, ClockSync, clock_syn
 from my_utils.profiling.trace.lanes import pack
 from my_utils.profiling.trace.records import TaskRecords, dump, scratch_error, us_to_ns
 
-__all__ = ["NO_RANK", "RankRegions", "distribute", "distribute_csv", "layout_regions"]
+__all__ = ["NO_RANK", "RankRegions", "distribute", "distribute_csv", "layout_regions", "step_starts", "steps_path"]
 
 NO_RANK = -1
 _FLUSH_BYTES = 1 << 20  # region lines buffered (all ranks together) before they are spilled
@@ -35,19 +38,16 @@ _MAX_UNIX_S = 1e11  # the year 5138: a larger timestamp is a broken number, not 
 
 @dataclass
 class RankRegions:
-    """What the pass keeps of one rank: its host, its spill files (in input order) and its step starts."""
+    """What the pass keeps of one rank: its host and its spill files (in input order)."""
 
     host: str = ""
-    regions: list[Path] = field(default_factory=list)
-    step_starts: dict[int, float] = field(default_factory=dict)  # unix s, before alignment
+    regions: list[str] = field(default_factory=list)
     units: list[int] = field(default_factory=list)  # indexes into Plan.units
 
     def merge(self, other: RankRegions) -> None:
         """Fold in what a later input said of the same rank (the first host named wins, as in one pass)."""
         self.host = self.host or other.host
         self.regions += other.regions
-        for step, t in other.step_starts.items():
-            self.step_starts[step] = min(self.step_starts.get(step, math.inf), t)
 
 
 def _region_place(e: MetricEvent, n: int, where: str) -> tuple[str, str]:
@@ -111,7 +111,7 @@ class _Pass:
         r = self.rank_of(e.rank)
         r.host = r.host or str(e.attrs.get("host", "") or "")
         if not r.regions:
-            r.regions.append(self.folder / f"{self.prefix}{key}.jsonl")
+            r.regions.append(str(self.folder / f"{self.prefix}{key}.jsonl"))
         lane = "mytimer cuda" if e.attrs.get("clock") == "cuda" else "mytimer"
         args = {"step": e.step, "duration_ms": e.value}
         args.update({k: v for k, v in e.attrs.items() if k in ("path", "depth", "node_id", "file")})
@@ -120,14 +120,11 @@ class _Pass:
         self.pending += len(line) + 64  # the str object's own size, roughly
         if self.pending >= _FLUSH_BYTES:
             self.flush()
-        if lane == "mytimer" and e.attrs.get("depth") == 0 and e.step is not None:
-            r.step_starts[e.step] = min(r.step_starts.get(e.step, math.inf), e.ts)
 
 
 def distribute(events: Iterable[MetricEvent], folder: Path,
                where: str = "the events") -> tuple[dict[int, RankRegions], list[ClockSync], set[str]]:
-    """The one pass over the events: regions to per-rank spill files, clock records and step starts kept,
-    and the names of the torch traces the events came from (their ``attrs.file``). ``where`` names the
+    """The one pass over the events: regions to per-rank spill files, clock records kept, and the names of the torch traces the events came from (their ``attrs.file``). ``where`` names the
     events in messages."""
     state = _Pass(folder, "regions_", where)
     for n, e in enumerate(events, 1):
@@ -160,9 +157,24 @@ def distribute_csv(csv: str, folder: str, index: int) -> dict[str, Any]:
     return {"ranks": state.ranks, "syncs": state.syncs}
 
 
+def steps_path(records: str | Path) -> str:
+    """A rank's step starts, beside its records: ``[[step, unix s], ...]``."""
+    return f"{records}.steps.json"
+
+
+def step_starts(records: str | Path) -> dict[int, float]:
+    """The step starts :func:`layout_regions` wrote beside ``records`` (unix s, before alignment)."""
+    try:
+        with open(steps_path(records), encoding="utf-8") as fh:
+            return {step: t for step, t in json.load(fh)}
+    except FileNotFoundError:
+        return {}
+
+
 def layout_regions(spills: str | Sequence[str], out: str) -> dict[str, Any]:
-    """Task: one rank's MyTimer regions (its spill files, in order) → lanes → sorted records."""
+    """Task: one rank's MyTimer regions (its spill files, in order) → lanes → sorted records, and step starts."""
     by_lane: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    starts: dict[Any, float] = {}  # step -> its earliest top-level CPU region (unix s)
     i = 0
     for spill in [spills] if isinstance(spills, str) else spills:
         with open(spill, encoding="utf-8") as fh:
@@ -171,6 +183,15 @@ def layout_regions(spills: str | Sequence[str], out: str) -> dict[str, Any]:
                 ns = us_to_ns(ts_s * 1e6)
                 by_lane[lane].append({"ns": ns, "dur": round(ms * 1e3, 3), "name": name, "args": args, "i": i})
                 i += 1
+                step = args["step"]
+                if lane == "mytimer" and args.get("depth") == 0 and step is not None:
+                    starts[step] = min(starts.get(step, math.inf), ts_s)
+    if starts:
+        try:
+            with open(steps_path(out), "w", encoding="utf-8") as fh:
+                fh.write(dump(list(starts.items())))
+        except OSError as exc:
+            raise scratch_error(exc, out) from None
     base = min((e["ns"] for evs in by_lane.values() for e in evs), default=0)
     unit = TaskRecords()
     for name in sorted(by_lane):

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from my_utils.profiling.trace.records import Unit, format_us, scratch_error
+from my_utils.profiling.trace.records import Unit, format_us, ids_path, scratch_error
 
 __all__ = ["FAN_IN_MAX", "FD_MARGIN", "UnitSpec", "fields", "finish_group", "finished_lines", "groups", "merge_fan_in",
            "merge_files", "open_fds", "unit_spec"]
@@ -36,7 +36,7 @@ __all__ = ["FAN_IN_MAX", "FD_MARGIN", "UnitSpec", "fields", "finish_group", "fin
 FAN_IN_MAX = 256  # spill files merged at once
 FD_MARGIN = 16  # files the rest of the command may open meanwhile (imports, the progress bar, a log)
 GROUPS_PER_WORKER = 2  # finish tasks per worker (a large torch trace in one group does not hold up the rest)
-UnitSpec = tuple[str, int, int, list[tuple[int, int]]]  # spill file, unit index, shift ns, lane -> (pid, tid)
+UnitSpec = tuple[str, int, int]  # spill file, unit index, shift ns (lane -> (pid, tid): in the spill's ids file)
 
 
 def open_fds() -> int:
@@ -68,13 +68,13 @@ def merge_fan_in(reserve: int = 0, wanted: int = FAN_IN_MAX) -> int:
 
 def unit_spec(unit: Unit) -> UnitSpec:
     """What a finish task needs of a unit (small, picklable)."""
-    return str(unit.spill), unit.meta["index"], unit.shift_ns, list(unit.lane_ids)
+    return unit.spill, unit.index, unit.shift_ns
 
 
 def groups(units: Sequence[Unit], fan_in: int, workers: int) -> list[list[Unit]]:
     """The units with records, in groups of at most ``fan_in``: ``GROUPS_PER_WORKER`` per worker at least (as many
     as there are units at most), the largest spill files first into the lightest group."""
-    live = [u for u in units if u.meta["records"]]
+    live = [u for u in units if u.records]
     if not live:
         return []
     count = min(len(live), max(-(-len(live) // fan_in), GROUPS_PER_WORKER * max(workers, 1)))
@@ -82,16 +82,19 @@ def groups(units: Sequence[Unit], fan_in: int, workers: int) -> list[list[Unit]]
         count += 1
     out: list[list[Unit]] = [[] for _ in range(count)]
     load = [0] * count
-    for unit in sorted(live, key=lambda u: -u.spill.stat().st_size):
+    sizes = {u.index: os.stat(u.spill).st_size for u in live}
+    for unit in sorted(live, key=lambda u: -sizes[u.index]):
         best = min((i for i in range(count) if len(out[i]) < fan_in), key=lambda i: load[i])
         out[best].append(unit)
-        load[best] += unit.spill.stat().st_size
+        load[best] += sizes[unit.index]
     return [g for g in out if g]
 
 
 def _unit_lines(spec: UnitSpec, origin_ns: int) -> Iterator[bytes]:
     """A unit's spill file as finished lines, in its (sorted) order."""
-    spill, index, shift, ids = spec
+    spill, index, shift = spec
+    with open(ids_path(spill), encoding="utf-8") as fh:
+        ids = json.load(fh)
     unit = b"%010d" % index
     with open(spill, encoding="utf-8") as fh:
         for line in fh:
@@ -139,6 +142,8 @@ def finish_group(specs: Sequence[UnitSpec], origin_ns: int, out: str) -> str:
     for spill, *_rest in specs:
         with contextlib.suppress(OSError):
             os.unlink(spill)
+        with contextlib.suppress(OSError):
+            os.unlink(ids_path(spill))
     return out
 
 

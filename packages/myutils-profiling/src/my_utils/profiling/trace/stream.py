@@ -2,8 +2,8 @@
 
 Memory of the main process does not grow with the rank count. It makes one pass over the
 metric events of an events file (:func:`~my_utils.profiling.trace.regions.distribute`): every
-MyTimer region goes to its rank's spill file, the few ``clock_sync`` records and each rank's
-step starts stay in memory; profile CSVs are read by tasks, one per file
+MyTimer region goes to its rank's spill file, the few ``clock_sync`` records stay in memory;
+profile CSVs are read by tasks, one per file
 (:func:`~my_utils.profiling.trace.regions.distribute_csv`), which make the same pass there. Then
 one task per rank's regions and one per torch trace
 (:func:`~my_utils.profiling.trace.regions.layout_regions`,
@@ -11,12 +11,16 @@ one task per rank's regions and one per torch trace
 (:func:`my_utils.profiling.providers.parallel.runner`, the local-process / Dask path of
 ingest). A task holds one rank's regions or one trace's events: it packs them into lanes
 (:func:`my_utils.profiling.trace.lanes.pack`) and writes them to its own spill file *sorted by
-time* (the record format: :mod:`my_utils.profiling.trace.records`). A task returns small
-metadata only (rank, host, lane names, first and last time, event counts and byte/duration
-histograms, which ``--overflow trim`` uses).
+time* (the record format: :mod:`my_utils.profiling.trace.records`), with its lanes (and a
+rank's step starts) in files beside it. A task returns small metadata only (rank, host, first
+and last time, event counts and byte/duration histograms, which ``--overflow trim`` uses): the
+main process adds the counts up as they come and keeps a few ints per unit.
 
 The main process then assigns pids (rank + 1) and tids (unique, above every pid, in the
-order of the in-memory layout), picks the time origin and merges the sorted spill files,
+order of the in-memory layout) rank by rank, writing the metadata events, each unit's lane ids
+and the per-rank parts of ``otherData`` to scratch files (:class:`~my_utils.profiling.trace.records.Spilled`:
+the output copies them; 1,000 ranks' metadata, lanes and step starts held in memory were ~40-60 KB
+a rank), picks the time origin and merges the sorted spill files,
 shifted by each rank's clock offset, into the output with a bounded number of files open
 (:mod:`my_utils.profiling.trace.spill_merge`): :meth:`Plan.records` yields each record's
 finished JSON texts, writing ``ts`` (µs since ``time_origin_unix_s``, exact to the ns),
@@ -27,11 +31,13 @@ limit and the scratch space are checked before the parallel work.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import json
 import math
 import os
 import resource
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,8 +47,27 @@ from my_utils.core.events import MetricEvent
 from my_utils.profiling.providers.scratch import make_scratch
 from my_utils.profiling.trace.clock import ClockSync, latest_per_rank, rebase, uncertainty_warnings
 from my_utils.profiling.trace.discover import find_named_traces
-from my_utils.profiling.trace.records import THRESHOLDS_US, Unit, format_us, us_to_ns
-from my_utils.profiling.trace.regions import NO_RANK, RankRegions, distribute, distribute_csv, layout_regions
+from my_utils.profiling.trace.records import (
+    THRESHOLDS_US,
+    JsonSpill,
+    Spilled,
+    Unit,
+    dump,
+    format_us,
+    ids_path,
+    lanes_path,
+    scratch_error,
+    unit_spill,
+    us_to_ns,
+)
+from my_utils.profiling.trace.regions import (
+    NO_RANK,
+    RankRegions,
+    distribute,
+    distribute_csv,
+    layout_regions,
+    step_starts,
+)
 from my_utils.profiling.trace.spill_merge import (
     FAN_IN_MAX,
     FD_MARGIN,
@@ -81,9 +106,13 @@ class Sizes:
 
 @dataclass
 class Plan:
-    """A merge laid out and ready to stream: metadata, otherData, and the sorted spill files."""
+    """A merge laid out and ready to stream: metadata, otherData, and the sorted spill files.
 
-    metadata: list[dict[str, Any]]
+    ``head`` is the metadata events' JSON (``,``-joined) in a scratch file; ``other`` is otherData,
+    its per-rank values (``clock_offsets``, ``ranks``, ``sources``) in scratch files too.
+    """
+
+    head: Spilled
     other: dict[str, Any]
     warnings: list[str]
     units: list[Unit]
@@ -104,7 +133,7 @@ class Plan:
         """
         fan_in = min(self.fan_in, merge_fan_in(reserve))
         workers = self.run.workers if self.run is not None else 1
-        live = [u for u in self.units if u.meta["records"]]
+        live = [u for u in self.units if u.records]
         if self.folder is None or (workers <= 1 and len(live) <= fan_in):
             if len(live) > fan_in:
                 raise ValueError("more spill files than may be open at once, and no folder for intermediates")
@@ -165,15 +194,17 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
                     ranks.setdefault(key, RankRegions()).merge(regions)
             region_keys = sorted(k for k, r in ranks.items() if r.regions)
             n = len(region_keys)
-            calls: list[tuple[Any, ...]] = [("regions", [str(p) for p in ranks[k].regions],
-                                             str(folder / f"unit_{i}.tsv")) for i, k in enumerate(region_keys)]
-            calls += [("torch", str(p), str(folder / f"unit_{n + i}.tsv"), n + i) for i, p in enumerate(paths)]
-            metas = list(run.stream(_task, calls))
-            metas += [torch_records(t, str(folder / f"unit_{n + len(paths) + i}.tsv"), n + len(paths) + i)
-                      for i, t in enumerate(read)]
+            calls: list[tuple[Any, ...]] = [("regions", ranks[k].regions, unit_spill(folder, i))
+                                            for i, k in enumerate(region_keys)]
+            calls += [("torch", str(p), unit_spill(folder, n + i), n + i) for i, p in enumerate(paths)]
+            metas = run.stream(_task, calls)
+            done = (torch_records(t, unit_spill(folder, n + len(paths) + i), n + len(paths) + i)
+                    for i, t in enumerate(read))
             units: list[Unit] = []
-            for i, meta in enumerate(metas):
-                meta["index"] = i
+            totals = _Totals()
+            torch_paths: list[str] = []  # of each torch unit, in unit order (the inputs hold them anyway)
+            spill_folder = str(folder)  # one string every unit refers to
+            for i, meta in enumerate(itertools.chain(metas, done)):
                 if meta["kind"] == "regions":
                     key = region_keys[i]
                 else:
@@ -181,10 +212,15 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
                     if key not in ranks:
                         ranks[key] = RankRegions()
                     ranks[key].host = ranks[key].host or meta["host"]
+                    torch_paths.append(meta["path"])
                 ranks[key].units.append(i)
-                units.append(Unit(key, folder / f"unit_{i}.tsv", meta))
-            plan = _plan(ranks, syncs, units, reference_rank, auto_align, sources, generator)
-            plan.warnings[:0] = found_warnings  # the same list as otherData.warnings
+                units.append(Unit(key, spill_folder, i, meta["kind"], meta["records"], meta["min_ns"], meta["max_ns"]))
+                totals.add(meta)
+            del calls  # what the tasks were given is not kept for the merge (nor the ranks' region files)
+            for r in ranks.values():
+                r.regions = []
+            plan = _plan(ranks, syncs, units, totals, torch_paths, reference_rank, auto_align, sources, generator,
+                         folder, found_warnings)
             plan.folder, plan.fan_in, plan.run = folder, fan_in, run
             yield plan
     finally:
@@ -234,9 +270,59 @@ def _pid(rank: int, ranks: dict[int, RankRegions]) -> int:
     return rank + 1 if rank != NO_RANK else max([k for k in ranks if k != NO_RANK], default=-1) + 2
 
 
-def _plan(ranks: dict[int, RankRegions], syncs: list[ClockSync], units: list[Unit], reference_rank: int,
-          auto_align: bool, sources: Sequence[str], generator: str) -> Plan:
-    warnings: list[str] = []
+class _Totals:
+    """What the tasks' metadata adds up to (kept as it comes, so no task's metadata is held)."""
+
+    def __init__(self) -> None:
+        self.hist = [[0, 0] for _ in THRESHOLDS_US]
+        self.counts = {"m": [0, 0], "f": [0, 0]}
+        self.unpaired = 0
+        self.arrows = 0
+
+    def add(self, meta: dict[str, Any]) -> None:
+        for cell, (c, b) in zip(self.hist, meta["hist"], strict=True):
+            cell[0] += c
+            cell[1] += b
+        for kind, cell in self.counts.items():
+            cell[0] += meta["counts"][kind][0]
+            cell[1] += meta["counts"][kind][1]
+        self.unpaired += meta.get("unpaired_flow_events", 0)
+        self.arrows += meta.get("arrows_from_correlation", 0)
+
+    @property
+    def events(self) -> int:
+        return self.counts["m"][0] + self.counts["f"][0] + sum(c for c, _b in self.hist)
+
+
+class _AlignedStarts(Mapping[int, dict[int, float]]):
+    """Each rank's aligned step starts, read from its regions unit's file when asked (one rank at a time)."""
+
+    def __init__(self, ranks: dict[int, RankRegions], units: list[Unit], shifts: dict[int, tuple[float, float]]):
+        self.ranks, self.units, self.shifts = ranks, units, shifts
+
+    def __getitem__(self, k: int) -> dict[int, float]:
+        r = self.ranks[k]  # KeyError for a rank that is not there, as a dict
+        shift = self.shifts[k][0]
+        out: dict[int, float] = {}
+        for i in r.units:
+            if self.units[i].kind == "regions":
+                out.update({step: t + shift for step, t in step_starts(self.units[i].spill).items()})
+        return out
+
+    def __contains__(self, k: object) -> bool:
+        return k in self.ranks  # without reading the file
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.ranks)
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+
+def _plan(ranks: dict[int, RankRegions], syncs: list[ClockSync], units: list[Unit], totals: _Totals,
+          torch_paths: list[str], reference_rank: int, auto_align: bool, sources: Sequence[str], generator: str,
+          folder: Path, found_warnings: list[str]) -> Plan:
+    warnings: list[str] = list(found_warnings)
     measured = latest_per_rank(syncs)
     offsets = rebase(measured, reference_rank) if auto_align else {}
     if auto_align and len([k for k in ranks if k != NO_RANK]) > 1:
@@ -248,16 +334,31 @@ def _plan(ranks: dict[int, RankRegions], syncs: list[ClockSync], units: list[Uni
     for k in ranks:
         s = offsets.get(k)
         shifts[k] = (0.0, 0.0) if s is None else (0.0 if s.applied else s.offset_s, s.offset_s)
-    aligned_starts = {k: {step: t + shifts[k][0] for step, t in r.step_starts.items()} for k, r in ranks.items()}
-    warnings += uncertainty_warnings(offsets, aligned_starts, reference_rank)
+    warnings += uncertainty_warnings(offsets, _AlignedStarts(ranks, units, shifts), reference_rank)
     for u in units:
-        u.shift_ns = us_to_ns(shifts[u.rank][0 if u.meta["kind"] == "regions" else 1] * 1e6)
-    starts = [u.meta["min_ns"] + u.shift_ns for u in units if u.meta["min_ns"] is not None]
+        u.shift_ns = us_to_ns(shifts[u.rank][0 if u.kind == "regions" else 1] * 1e6)
+    starts = [u.min_ns + u.shift_ns for u in units if u.min_ns is not None]
     origin_s = math.floor(min(starts) / 1e9) if starts else 0
     origin_ns = origin_s * 1_000_000_000
-    metadata = _layout(ranks, units)
-    torch_paths = {k: [units[i].meta["path"] for i in r.units if units[i].meta["kind"] == "torch"]
-                   for k, r in ranks.items()}
+    head, top_id = _layout(ranks, units, folder)
+    offsets_out = JsonSpill(folder / "clock_offsets.json", "{}")
+    for k in sorted(ranks):
+        if k != NO_RANK:
+            offsets_out.entry(str(k), {**(offsets[k].to_dict() if k in offsets else
+                                         {"offset_s": None, "uncertainty_s": None, "reference_rank": None,
+                                          "applied": None}),
+                                      "shift_mytimer_s": shifts[k][0], "shift_torch_s": shifts[k][1]})
+    clock_offsets = offsets_out.close()
+    ranks_out = JsonSpill(folder / "ranks.json")
+    first_torch = len(units) - len(torch_paths)  # the torch units follow the regions units
+    for k, r in sorted(ranks.items()):
+        ranks_out.item({"rank": None if k == NO_RANK else k, "pid": _pid(k, ranks), "host": r.host or None,
+                        "torch_traces": [torch_paths[i - first_torch] for i in r.units if units[i].kind == "torch"]})
+    ranks_spilled = ranks_out.close()
+    sources_out = JsonSpill(folder / "sources.json")
+    for source in itertools.chain(sources, torch_paths):
+        sources_out.item(source)
+    sources_spilled = sources_out.close()
     other = {
         "schema_version": TRACE_SCHEMA_VERSION,
         "generator": generator,
@@ -265,77 +366,76 @@ def _plan(ranks: dict[int, RankRegions], syncs: list[ClockSync], units: list[Uni
         "time_origin_unix_s": origin_s,
         "reference_rank": reference_rank,
         "auto_align_ranks": auto_align,
-        "clock_offsets": {str(k): {**(offsets[k].to_dict() if k in offsets else
-                                      {"offset_s": None, "uncertainty_s": None, "reference_rank": None,
-                                       "applied": None}),
-                                   "shift_mytimer_s": shifts[k][0], "shift_torch_s": shifts[k][1]}
-                          for k in sorted(ranks) if k != NO_RANK},
-        "ranks": [{"rank": None if k == NO_RANK else k, "pid": _pid(k, ranks), "host": r.host or None,
-                   "torch_traces": torch_paths[k]} for k, r in sorted(ranks.items())],
-        "sources": list(sources) + [u.meta["path"] for u in units if u.meta["kind"] == "torch"],
+        "clock_offsets": clock_offsets,
+        "ranks": ranks_spilled,
+        "sources": sources_spilled,
         "warnings": warnings,
     }
-    unpaired = sum(u.meta.get("unpaired_flow_events", 0) for u in units)
-    if unpaired:
-        other["unpaired_flow_events_dropped"] = unpaired
-    built = sum(u.meta.get("arrows_from_correlation", 0) for u in units)
-    if built:  # the traces had no flow events: these arrows were drawn from args.correlation
-        other["arrows_from_correlation"] = built
-    return Plan(metadata, other, warnings, units, origin_ns, _sizes(units, metadata, origin_ns),
-                sum(u.meta["counts"]["m"][0] + u.meta["counts"]["f"][0] + sum(c for c, _b in u.meta["hist"])
-                    for u in units))
+    if totals.unpaired:
+        other["unpaired_flow_events_dropped"] = totals.unpaired
+    if totals.arrows:  # the traces had no flow events: these arrows were drawn from args.correlation
+        other["arrows_from_correlation"] = totals.arrows
+    return Plan(head, other, warnings, units, origin_ns, _sizes(units, totals, top_id, origin_ns), totals.events)
 
 
-def _layout(ranks: dict[int, RankRegions], units: list[Unit]) -> list[dict[str, Any]]:
-    """Process and lane metadata; fills each unit's lane → (pid, tid) (the in-memory layout's order)."""
-    metadata: list[dict[str, Any]] = []
-    next_tid = max((_pid(k, ranks) for k in ranks), default=0) + 1
+def _layout(ranks: dict[int, RankRegions], units: list[Unit], folder: Path) -> tuple[Spilled, int]:
+    """Process and lane metadata, rank by rank, into a scratch file (the in-memory layout's order); each unit's
+    lane → (pid, tid) into its ids file. Returns the metadata and the largest pid or tid."""
+    out = JsonSpill(folder / "metadata.json", "")
+    count = 0  # metadata events written (a thread's sort index)
+    top = next_tid = max((_pid(k, ranks) for k in ranks), default=0) + 1
+    top -= 1
     for sort_index, (k, r) in enumerate(sorted(ranks.items(), key=lambda kv: (kv[0] == NO_RANK, kv[0]))):
         pid = _pid(k, ranks)
         label = "rank unknown" if k == NO_RANK else f"rank {k}"
-        metadata.append({"ph": "M", "name": "process_name", "pid": pid, "tid": pid,
-                         "args": {"name": f"{label} ({r.host or 'unknown host'})"}})
-        metadata.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": pid,
-                         "args": {"sort_index": sort_index}})
-        n_torch = sum(units[i].meta["kind"] == "torch" for i in r.units)
-        lanes: list[tuple[str, int, Unit, int, tuple[Any, ...]]] = []  # name, overlap index, unit, lane, sort key
+        out.item({"ph": "M", "name": "process_name", "pid": pid, "tid": pid,
+                  "args": {"name": f"{label} ({r.host or 'unknown host'})"}})
+        out.item({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": pid, "args": {"sort_index": sort_index}})
+        count += 2
+        n_torch = sum(units[i].kind == "torch" for i in r.units)
+        lanes: list[tuple[str, int, int, int, tuple[Any, ...]]] = []  # name, overlap index, unit, lane, sort key
+        ids: dict[int, list[tuple[int, int]]] = {}
         t = 0
         for i in r.units:
             u = units[i]
-            if u.meta["kind"] == "torch":
+            if u.kind == "torch":
                 t += 1
-            u.lane_ids = [(0, 0)] * len(u.meta["lanes"])
-            for idx, (base, j, order) in enumerate(u.meta["lanes"]):
-                if u.meta["kind"] == "regions":
+            with open(lanes_path(u.spill), encoding="utf-8") as fh:
+                unit_lanes = json.load(fh)
+            ids[i] = [(0, 0)] * len(unit_lanes)
+            for idx, (base, j, order) in enumerate(unit_lanes):
+                if u.kind == "regions":
                     name, key = base, (-1, "", 0, 0, base)
                 elif order[0]:  # a device's stream: "GPU 0 · stream 7", below every CPU thread
                     name, key = f"{base}{'' if n_torch == 1 else f' (torch #{t})'}", (*order[:4], order[4], t)
                 else:
                     name = f"torch{'' if n_torch == 1 else f' #{t}'}: {base}"
                     key = (0, "", 0, 0, name)
-                lanes.append((name, j, u, idx, key))
-        for name, j, u, idx, _key in sorted(lanes, key=lambda x: (x[4], x[1])):
+                lanes.append((name, j, i, idx, key))
+        for name, j, i, idx, _key in sorted(lanes, key=lambda x: (x[4], x[1])):
             tid, next_tid = next_tid, next_tid + 1
-            u.lane_ids[idx] = (pid, tid)
-            metadata.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                             "args": {"name": name if j == 0 else f"{name} (overlapping {j})"}})
-            metadata.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-                             "args": {"sort_index": len(metadata)}})
-    return metadata
+            ids[i][idx] = (pid, tid)
+            out.item({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                      "args": {"name": name if j == 0 else f"{name} (overlapping {j})"}})
+            count += 1
+            out.item({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": count}})
+            count += 1
+            top = max(top, tid)
+        for i, unit_ids in ids.items():
+            try:
+                with open(ids_path(units[i].spill), "w", encoding="utf-8") as fh:
+                    fh.write(dump(unit_ids))
+            except OSError as exc:
+                raise scratch_error(exc, ids_path(units[i].spill)) from None
+    return out.close(), top
 
 
-def _sizes(units: list[Unit], metadata: list[dict[str, Any]], origin_ns: int) -> Sizes:
-    ends = [u.meta["max_ns"] + u.shift_ns for u in units if u.meta["max_ns"] is not None]
-    starts = [u.meta["min_ns"] + u.shift_ns for u in units if u.meta["min_ns"] is not None]
+def _sizes(units: list[Unit], totals: _Totals, top_id: int, origin_ns: int) -> Sizes:
+    ends = [u.max_ns + u.shift_ns for u in units if u.max_ns is not None]
+    starts = [u.min_ns + u.shift_ns for u in units if u.min_ns is not None]
     widest = max([len(format_us(t - origin_ns)) for t in ends + starts] or [0])
-    ids = [m["tid"] for m in metadata] + [m["pid"] for m in metadata]
-    digits = len(str(max(ids, default=0)))
+    digits = len(str(top_id))
     # '{"ts":T,"pid":P,"tid":T,' replaces the text's '{', and a ',' separates events
     overhead = len('{"ts":,"pid":,"tid":,') - 1 + widest + 2 * digits + 1
-    hist = [(sum(u.meta["hist"][b][0] for u in units), sum(u.meta["hist"][b][1] for u in units))
-            for b in range(len(THRESHOLDS_US))]
-
-    def total(kind: str) -> tuple[int, int]:
-        return (sum(u.meta["counts"][kind][0] for u in units), sum(u.meta["counts"][kind][1] for u in units))
-
-    return Sizes(overhead, total("m"), total("f"), hist)
+    return Sizes(overhead, (totals.counts["m"][0], totals.counts["m"][1]),
+                 (totals.counts["f"][0], totals.counts["f"][1]), [(c, b) for c, b in totals.hist])

@@ -39,7 +39,15 @@ from my_utils.core.atomic import _umask
 from my_utils.core.errors import UsageError
 from my_utils.profiling.providers.scratch import sweep_temp_files, temp_name
 from my_utils.profiling.trace.merge import MergedTrace
-from my_utils.profiling.trace.records import THRESHOLDS_US, bucket, dump, utf8_len
+from my_utils.profiling.trace.records import (
+    THRESHOLDS_US,
+    Spilled,
+    bucket,
+    dump,
+    json_chars,
+    json_pieces,
+    utf8_len,
+)
 from my_utils.profiling.trace.spill_merge import fields
 from my_utils.profiling.trace.stream import Plan, Sizes
 
@@ -78,9 +86,10 @@ def write_output(trace: MergedTrace | Plan, output: str | Path, max_mb: float | 
     if overflow not in OVERFLOW_MODES:
         raise UsageError(f"--overflow {overflow}: expected one of {', '.join(OVERFLOW_MODES)}")
     if isinstance(trace, Plan):
-        return _write(trace.metadata, trace.other, trace.records, trace.sizes, out, max_mb, overflow)
+        return _write(trace.head, trace.other, trace.records, trace.sizes, out, max_mb, overflow)
     records, sizes = _in_memory(trace)
-    return _write(trace.metadata, trace.other, records, sizes, out, max_mb, overflow)
+    head = ",".join(dump(m) for m in trace.metadata).encode()
+    return _write(head, trace.other, records, sizes, out, max_mb, overflow)
 
 
 def _in_memory(trace: MergedTrace) -> tuple[Records, Sizes]:
@@ -115,16 +124,21 @@ def _in_memory(trace: MergedTrace) -> tuple[Records, Sizes]:
 
 
 class _Part:
-    """One output file being written (under its temporary name); the tail is added when all parts are known."""
+    """One output file being written (under its temporary name); the tail is added when all parts are known.
 
-    def __init__(self, raw: IO[bytes], gz: bool, head: bytes) -> None:
+    ``head`` (the metadata events) and the :class:`~my_utils.profiling.trace.records.Spilled` values of
+    otherData are copied from their scratch files: 1,000 ranks' are megabytes, never held here.
+    """
+
+    def __init__(self, raw: IO[bytes], gz: bool, head: bytes | Spilled) -> None:
         self.raw = raw
         self.fh: Any = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if gz else raw
-        self.buf: list[bytes] = [b'{"traceEvents":[', head]
-        self.pending = len(head)
-        self.first = not head
+        self.buf: list[bytes] = [b'{"traceEvents":[']
+        self.pending = 0
+        self.first = not _length(head)
         self.size = 0
         self.warnings: list[str] = []
+        self._copy(head)
 
     def add(self, data: bytes, size: int) -> None:
         """One record's events (``,``-joined JSON), ``size`` bytes with the separator before them."""
@@ -161,13 +175,29 @@ class _Part:
         self.fh.write(b"".join(self.buf))
         self.buf, self.pending = [], 0
 
+    def _copy(self, text: bytes | Spilled) -> None:
+        """Bytes (or a spilled text's) into the output, buffered as the events are."""
+        for block in text.chunks() if isinstance(text, Spilled) else (text,):
+            self.buf.append(block)
+            self.pending += len(block)
+            if self.pending >= _FLUSH_BYTES:
+                self.flush()
+
     def close(self, other: dict[str, Any]) -> None:
         if self.warnings:
             other = {**other, "warnings": [*other.get("warnings", []), *self.warnings]}
-        self.buf.append(b'],"displayTimeUnit":"ms","otherData":' + dump(other).encode() + b"}\n")
+        self._copy(b'],"displayTimeUnit":"ms","otherData":')
+        for piece in json_pieces(other):
+            self._copy(piece if isinstance(piece, Spilled) else piece.encode())
+        self._copy(b"}\n")
         self.flush()
         if self.fh is not self.raw:
             self.fh.close()
+
+
+def _length(text: bytes | Spilled) -> int:
+    """Bytes of ``text``."""
+    return text.size if isinstance(text, Spilled) else len(text)
 
 
 def output_names(out: Path) -> re.Pattern[str]:
@@ -284,18 +314,17 @@ def _describe(data: bytes, events: int) -> str:
     return f"{what} named {short!r} ({len(name):,} characters) at ts {first.get('ts')} µs, pid {first.get('pid')}"
 
 
-def _write(metadata: list[dict[str, Any]], other: dict[str, Any], records: Records, sizes: Sizes, out: Path,
+def _write(head: bytes | Spilled, other: dict[str, Any], records: Records, sizes: Sizes, out: Path,
            max_mb: float | None, overflow: str) -> tuple[list[Path], list[str]]:
-    head = ",".join(dump(m) for m in metadata).encode()
     budget = None
     if max_mb is not None:
-        budget = int(max_mb * _MB) - len(head) - len(dump(other)) - _TAIL_RESERVE
+        budget = int(max_mb * _MB) - _length(head) - json_chars(other) - _TAIL_RESERVE
     everything = sizes.bound(sizes.mytimer) + sizes.bound(sizes.flows) + sizes.bound(sizes.torch_from(0))
     if budget is not None and overflow == "trim":
-        return _write_trimmed(metadata, other, records, sizes, out, max_mb or 0.0, budget, head, everything)
+        return _write_trimmed(other, records, sizes, out, max_mb or 0.0, budget, head, everything)
     if budget is not None and budget <= 0:
         raise UsageError(f"--max-mb {max_mb:g}: smaller than the trace's own metadata "
-                         f"({(len(head) + len(dump(other))) / _MB:.2f} MB); give a larger limit")
+                         f"({(_length(head) + json_chars(other)) / _MB:.2f} MB); give a larger limit")
     split = budget is not None and everything > budget
     gz = out.name.endswith(".gz")
     check_output_room(out, everything)
@@ -348,9 +377,8 @@ def _write(metadata: list[dict[str, Any]], other: dict[str, Any], records: Recor
     return written, warnings
 
 
-def _write_trimmed(metadata: list[dict[str, Any]], other: dict[str, Any], records: Records, sizes: Sizes,
-                   out: Path, max_mb: float, budget: int, head: bytes,
-                   everything: int) -> tuple[list[Path], list[str]]:
+def _write_trimmed(other: dict[str, Any], records: Records, sizes: Sizes, out: Path, max_mb: float, budget: int,
+                   head: bytes | Spilled, everything: int) -> tuple[list[Path], list[str]]:
     kept_min = sizes.bound(sizes.mytimer)
     if kept_min > budget:
         need = (int(max_mb * _MB) - budget + kept_min) / _MB
