@@ -28,8 +28,8 @@ from my_utils.core.providers import check_options
 def damaged_errors() -> tuple[type[BaseException], ...]:
     """The exceptions a reader's damaged input raises; csv's and sqlite3's only once a reader imported them.
 
-    Importing csv, logging and sqlite3 here for this tuple cost every Kineto analysis process
-    ~4 MB of resident memory for modules it never uses.
+    Importing csv and sqlite3 here for this tuple cost every Kineto analysis process
+    ~3 MB of resident memory for modules it never uses.
     """
     loaded = tuple(getattr(sys.modules[m], n) for m, n in (("csv", "Error"), ("sqlite3", "DatabaseError"))
                    if m in sys.modules)
