@@ -7,27 +7,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import nsys_real as H  # nsys_real.py beside this file, registered by conftest.py
 import pytest
 
 from my_utils.profiling.nsys.analyze import summarize
 from my_utils.profiling.nsys.iterations import OUTLIER_Z
 
-
-def load_helpers() -> Any:
-    """``nsys_real.py`` beside this file (tests in importlib mode cannot import each other)."""
-    import importlib.util
-    import sys
-
-    if "nsys_real" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("nsys_real", Path(__file__).with_name("nsys_real.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["nsys_real"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["nsys_real"]
-
-
-H = load_helpers()
 EXPORTS, export_path, raw, tables, covered = H.EXPORTS, H.export_path, H.raw, H.tables, H.covered
 
 

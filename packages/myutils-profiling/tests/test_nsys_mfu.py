@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import nsys_real as H  # nsys_real.py beside this file, registered by conftest.py
 import pytest
 from typer.testing import CliRunner
 
@@ -19,22 +20,6 @@ from my_utils.profiling.cli import app
 from my_utils.profiling.nsys.mfu import ModelFlops
 from my_utils.profiling.nsys.run import analyze_run
 
-
-def load_helpers() -> Any:
-    """``nsys_real.py`` beside this file (tests in importlib mode cannot import each other)."""
-    import importlib.util
-    import sys
-
-    if "nsys_real" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("nsys_real", Path(__file__).with_name("nsys_real.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["nsys_real"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["nsys_real"]
-
-
-H = load_helpers()
 HARDWARE_CSV = Path(__file__).resolve().parents[1] / "src/my_utils/profiling/hardware/hardware.csv"
 SAXPY = "nsys/pipit__saxpy-mpi-cuda_perlmutter0.sqlite"
 FLOPS = 1e6  # small enough to stay under every peak on these short ranges

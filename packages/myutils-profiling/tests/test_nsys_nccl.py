@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import nsys_real as H  # nsys_real.py beside this file, registered by conftest.py
 import pytest
 
 from my_utils.core.errors import InputError, UsageError
@@ -13,22 +14,6 @@ from my_utils.profiling.nsys.nccl_ops import bus_bandwidth, bus_factor, collecti
 from my_utils.profiling.nsys.ranks import expand_inputs
 from my_utils.profiling.nsys.run import analyze_run
 
-
-def load_helpers() -> Any:
-    """``nsys_real.py`` beside this file (tests in importlib mode cannot import each other)."""
-    import importlib.util
-    import sys
-
-    if "nsys_real" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("nsys_real", Path(__file__).with_name("nsys_real.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["nsys_real"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["nsys_real"]
-
-
-H = load_helpers()
 MIB2 = 2 * 1024 * 1024
 
 

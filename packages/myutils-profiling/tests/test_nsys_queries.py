@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import nsys_real as H  # nsys_real.py beside this file, registered by conftest.py
 import pytest
 from typer.testing import CliRunner
 
@@ -23,22 +24,6 @@ from my_utils.profiling.nsys.queries import (
 )
 from my_utils.profiling.nsys.schema import NsysExport
 
-
-def load_helpers() -> Any:
-    """``nsys_real.py`` beside this file (tests in importlib mode cannot import each other)."""
-    import importlib.util
-    import sys
-
-    if "nsys_real" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("nsys_real", Path(__file__).with_name("nsys_real.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["nsys_real"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["nsys_real"]
-
-
-H = load_helpers()
 BUILTINS = ["comm_compute_overlap", "cuda_api_slowest", "cuda_api_summary", "export_info", "gpu_busy_device",
             "gpu_busy_kind", "gpu_busy_stream", "gpu_devices", "gpu_idle_causes", "iterations", "kernel_kinds",
             "kernel_summary", "memcpy_summary", "nccl_collectives", "nccl_kernels", "nvtx_summary", "osrt_summary"]

@@ -12,6 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+import nsys_real as H  # nsys_real.py beside this file, registered by conftest.py
 import pytest
 from typer.testing import CliRunner
 
@@ -22,22 +23,6 @@ from my_utils.profiling.cli import app
 from my_utils.profiling.providers.nsys import read_nsys_sqlite
 from my_utils.profiling.reports.headline import find_row
 
-
-def load_helpers() -> Any:
-    """``nsys_real.py`` beside this file (tests in importlib mode cannot import each other)."""
-    import importlib.util
-    import sys
-
-    if "nsys_real" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("nsys_real", Path(__file__).with_name("nsys_real.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["nsys_real"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["nsys_real"]
-
-
-H = load_helpers()
 SAXPY = "nsys/pipit__saxpy-mpi-cuda_perlmutter0.sqlite"
 SAXPY_RANGES = ("SELECT n.end - n.start FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
                 "WHERE COALESCE(n.text, s.value) = 'saxpy' AND n.eventType IN (59, 60)")
