@@ -21,20 +21,24 @@ process holds at most that many batches' results.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import signal
 import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from my_utils.profiling.providers.batches import Failed, outcomes, packed, run_batch, unpacked
-from my_utils.profiling.providers.dask_run import DASK_ENV, dask_session, require_dask, with_worker
-from my_utils.profiling.providers.lifecycle import die_with_parent, sigterm_exits
-from my_utils.profiling.providers.scratch import owner_token
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    from my_utils.profiling.providers.dask_run import DASK_ENV as DASK_ENV
+
+# The pools, the Dask glue and the process lifecycle are imported where a run needs them: one call
+# runs in this process, and a one-file command then never pays for multiprocessing, concurrent.futures
+# or the Dask session code (~0.05 s of CPU and ~5 MB: issues 20 and 22).
 
 __all__ = ["BATCH_MAX", "DASK_ENV", "POOL_MIN_BYTES", "Executor", "Failed", "Runner", "batch_size", "pool_for",
            "run_many", "runner", "stream_many"]
@@ -53,6 +57,15 @@ _GZIP_RATIO = 20  # Kineto JSON compresses about 20:1 (the real traces: 17-24)
 
 # the names tests and older callers use
 _packed, _unpack = packed, unpacked
+
+
+def __getattr__(name: str) -> Any:
+    """``DASK_ENV``, re-exported from ``dask_run`` without importing it with this module."""
+    if name == "DASK_ENV":
+        from my_utils.profiling.providers.dask_run import DASK_ENV
+
+        return DASK_ENV
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def batch_size(calls: int, workers: int) -> int:
@@ -124,6 +137,9 @@ def runner(executor: Executor = None, max_workers: int | None = None, calls: int
         finally:
             run.close()
         return
+    from my_utils.profiling.providers.dask_run import DASK_ENV, dask_session, require_dask
+    from my_utils.profiling.providers.lifecycle import sigterm_exits
+
     if isinstance(executor, str) and executor == "dask" and not os.environ.get(DASK_ENV, "").strip():
         require_dask()
         if not calls:  # no cluster is started for nothing
@@ -148,12 +164,16 @@ class Runner:
         size = batch or batch_size(len(calls), self.workers)
         window = WINDOW_PER_WORKER * self.workers
         if self.dask is not None:
+            from my_utils.profiling.providers.dask_run import with_worker
+
             session = self.dask
             yield from _in_order(lambda part: session.submit(func, part, keep_going), session.fetch,
                                  _batches(calls, size), window, keep_going, with_worker if session.named else None)
         elif self.workers <= 1 or len(calls) <= 1:
             yield from _serial(func, calls, keep_going)
         else:
+            from my_utils.profiling.providers.lifecycle import sigterm_exits
+
             pool = self._started()
             with sigterm_exits():
                 try:
@@ -165,6 +185,11 @@ class Runner:
 
     def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            from my_utils.profiling.providers.scratch import owner_token
+
             # spawn: forking a process that holds threads (dask, torch) can deadlock the child
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=_pool_worker_init, initargs=(owner_token(), os.getpid()))
@@ -230,6 +255,8 @@ def _result(future: Future[Any]) -> Any:
 
 def _pool_worker_init(owner: str, parent: int) -> None:
     """Initializer of every pool worker: die with the parent; Ctrl-C in a terminal is the parent's to handle."""
+    from my_utils.profiling.providers.lifecycle import die_with_parent
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(owner, parent)
 

@@ -206,6 +206,8 @@ def collective_tables(d: RankData) -> Tables:
 
 def across_ranks(results: Sequence[Any]) -> Tables:
     """``collectives_ranks``: the k-th occurrence of each kind matched across ranks (module docstring)."""
+    import statistics  # here, in the parent: a worker loads this module for its per-rank rows only
+
     per_rank: dict[int | None, dict[tuple[str, str, str, int, float], list[float]]] = {}
     for r in results:
         per_rank[r.rank] = {}
@@ -226,16 +228,10 @@ def across_ranks(results: Sequence[Any]) -> Tables:
             wait.append(max(durs.values()) - durs[shortest])
             last[shortest] += 1
         pg, name, dtype, group, nbytes = key
-        mean_transfer = _fmean(transfer)
+        mean_transfer = statistics.fmean(transfer)
         factor = bus_factor(name, group)
         busbw = nbytes / (mean_transfer * 1e-6) / 1e9 * factor if factor is not None and mean_transfer > 0 else math.nan
         rows.append(CollectiveRanksRow(pg, name, dtype, group, nbytes, len(per_rank), n, mean_transfer,
-                                       _fmean(wait), busbw, last.most_common(1)[0][0]))
+                                       statistics.fmean(wait), busbw, last.most_common(1)[0][0]))
     rows.sort(key=lambda r: (-(r.transfer_us + r.wait_us) * r.collectives, r.collective))
     return {"collectives_ranks": rows}
-
-
-def _fmean(values: Any) -> float:
-    """``statistics.fmean`` (``fsum / n``, the same float) without importing statistics (~2 MB per process)."""
-    values = list(values)
-    return math.fsum(values) / len(values)

@@ -17,11 +17,11 @@ from my_utils.core.errors import InputError
 from my_utils.profiling.analysis.kineto.model import KinetoAnalysis, RankAnalysis
 from my_utils.profiling.providers._files import check_distinct_ranks, find_inputs, rank_from_name
 from my_utils.profiling.providers.kineto import trace_rank
+from my_utils.profiling.providers.parallel import Executor, run_many
 
 if TYPE_CHECKING:
     from my_utils.profiling.analysis.kineto.filters import TraceFilter
     from my_utils.profiling.analysis.kineto.rank_data import RankData
-    from my_utils.profiling.providers.parallel import Executor
     from my_utils.profiling.providers.trace_stream import TraceStream
 
 TOP_KERNELS = 10
@@ -202,14 +202,7 @@ def analyze_traces(paths: str | Path | Iterable[str | Path], ranks: Sequence[int
         from my_utils.profiling.analysis.kineto.registry import select
 
         select(analyses)  # an unknown name fails here, once, not in every worker
-    calls = [(str(f), None, trace_filter, analyses, options) for f in files]
-    if len(calls) == 1 and executor in ("process", "serial", None):
-        # one file is read here, as run_many would: without importing the pools (~5 MB of this process)
-        results = [analyze_file(*calls[0])]
-    else:
-        from my_utils.profiling.providers.parallel import run_many
-
-        results = run_many(analyze_file, calls, executor)
+    results = run_many(analyze_file, [(str(f), None, trace_filter, analyses, options) for f in files], executor)
     check_distinct_ranks({Path(r.file): r.rank for r in results}, "trace")
     if ranks is not None:
         results = [r for r in results if r.rank in set(ranks)]
