@@ -34,6 +34,7 @@ from my_utils.profiling.providers._files import (
 )
 from my_utils.profiling.providers.kineto_context import TraceContext
 from my_utils.profiling.providers.trace_aggregate import TraceAggregator
+from my_utils.profiling.providers.trace_scan import ScannedRun
 
 if TYPE_CHECKING:
     from my_utils.profiling.providers.parallel import Executor
@@ -107,8 +108,11 @@ def read_trace(path: str | Path, rank: int | None = None,
     try:
         if all(hasattr(x, "add_batch") for x in consumers):
             batch_adds = [x.add_batch for x in consumers]
-            for item in stream.items(lanes=any(getattr(x, "needs_lanes", False) for x in consumers)):
-                if item.__class__ is list:
+            # the compiled scanner fills the aggregator's columns from the text: only when no other pass
+            # needs the events themselves (the check of finite times only counts a run)
+            scan = agg.scanner() if events and not extra else None
+            for item in stream.items(lanes=any(getattr(x, "needs_lanes", False) for x in consumers), scan=scan):
+                if item.__class__ is list or item.__class__ is ScannedRun:
                     for add_batch in batch_adds:
                         add_batch(item)
                 else:

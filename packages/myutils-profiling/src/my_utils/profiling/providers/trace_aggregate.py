@@ -21,7 +21,7 @@ import re
 from array import array
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from typing import Any
 from my_utils.core.errors import InputError
 from my_utils.core.events import MetricEvent
 from my_utils.profiling.providers.trace_events import UNSET, as_dict
+from my_utils.profiling.providers.trace_scan import ScannedRun, scan_function
 
 # raw category (every spelling seen in real traces, 2021 capitalised ones included) -> group
 _GROUP_OF_CAT: dict[str, str] = {
@@ -150,14 +151,58 @@ class TraceAggregator:
                 f"numeric 'ts'/'dur' (µs) on a {cat!r} event ({type(exc).__name__}: {exc})",
             ) from None
 
-    def add_batch(self, events: list[Any]) -> None:
+    def scanner(self) -> Callable[[str], ScannedRun | None] | None:
+        """``scan(text)``: a run of events read by the compiled scanner for :meth:`add_batch`, or None.
+
+        None when the scanner is not there or switched off (``trace_scan``). ``scan`` itself
+        returns None for a run it declines: then no name it met stays interned, and the run is
+        read the typed way.
+        """
+        scan = scan_function()
+        if scan is None:
+            return None
+        codes, code_of, names, name_list = self._codes, self._code, self.names, self.name_list
+
+        def scan_run(text: str) -> ScannedRun | None:
+            known = len(name_list)
+            got = None
+            try:
+                got = scan(text, codes, code_of, names, name_list)
+            finally:
+                if got is None:  # declined (or failed): the names it interned go, their ids are reused
+                    for name in name_list[known:]:
+                        del names[name]
+                    del name_list[known:]
+            return None if got is None else ScannedRun(got)
+
+        return scan_run
+
+    def _add_scanned(self, run: ScannedRun) -> None:
+        """The columns of a scanned run, in the order ``add`` appends them (the names are interned already)."""
+        (count, cats, dg, dn, dts, ddur, dcorr, hg, hn, hts, hdur, rt_corr, rt_ts, steps,
+         m_ts, m_alloc, m_res, m_dev) = run.columns
+        self.count += count
+        self.cats.update(cats)  # None: no category, merged into "(none)" in finish
+        columns: tuple[array[Any], ...] = (*self.dev, *self.host, self.rt_corr, self.rt_ts, *self.mem)
+        for column, data in zip(columns,
+                                (dg, dn, dts, ddur, dcorr, hg, hn, hts, hdur, rt_corr, rt_ts, m_ts, m_alloc, m_res, m_dev),
+                                strict=True):
+            column.frombytes(data)
+        self.steps.extend(steps)
+
+    def add_batch(self, events: list[Any] | ScannedRun) -> None:
         """Account for a run of typed events (``trace_events.KinetoEvent``): what ``add`` does for each.
+
+        A :class:`~trace_scan.ScannedRun` (from :meth:`scanner`) brings its columns ready.
 
         The same appends in the same order as ``add``; the schema already guarantees the types
         ``add`` checks (finite float times, integer correlations, string names). What remains
         (a missing ``ts``, a correlation beyond 64 bits, a step number beyond int's digits) is
         handed to ``add`` with the event's fields, so the error and its place are ``add``'s own.
         """
+        if isinstance(events, ScannedRun):
+            self._add_scanned(events)
+            return
         base = self.count
         self.count += len(events)
         self.cats.update(map(_CAT, events))  # None ("cat" absent or null) is "(none)": merged in finish

@@ -22,7 +22,7 @@ import re
 import sys
 import zlib
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -149,20 +149,24 @@ class TraceStream:
 
     def events(self) -> Iterator[dict[str, Any]]:
         """Yield every trace event (a dict), in file order; validates the whole structure."""
-        return self._walk(None)  # type: ignore[return-value]  # no typed decoder: dicts only
+        return self._walk(None)  # no typed decoder and no scanner: dicts only
 
-    def items(self, lanes: bool = False) -> Iterator[list[Any] | dict[str, Any]]:
+    def items(self, lanes: bool = False, scan: Callable[[str], Any] | None = None) -> Iterator[Any]:
         """Every trace event in file order: runs of typed events as lists, the others as dicts.
 
         A list holds ``trace_events.KinetoEvent`` structs (``KinetoLaneEvent`` with ``lanes``:
         ``pid``/``tid`` too); ``event_count`` counts the events
         inside lists too. Without msgspec (or with ``MYUTILS_TYPED_TRACE=0``) this is
         ``events()``. The structure is validated, and refused, exactly as by ``events()``.
-        """
-        return self._walk(typed_decoder(lanes))
 
-    def _walk(self, typed: Any) -> Iterator[list[Any] | dict[str, Any]]:
-        self._chunk = _CHUNK if typed is not None else _DICT_CHUNK
+        ``scan`` (``TraceAggregator.scanner()``) is offered each run's text first (the events
+        between the brackets, comma-separated); what it returns instead of None is yielded as
+        the run (its ``len`` is the run's event count), otherwise the run is decoded as above.
+        """
+        return self._walk(typed_decoder(lanes), scan)
+
+    def _walk(self, typed: Any, scan: Callable[[str], Any] | None = None) -> Iterator[Any]:
+        self._chunk = _CHUNK if typed is not None or scan is not None else _DICT_CHUNK
         try:
             # a regular file only: opening a FIFO named like a trace would block forever
             raw = open_regular(self.path, "rb")
@@ -183,10 +187,10 @@ class TraceStream:
                 first = self._skip_ws()
             if first == "[":
                 self._pos += 1
-                yield from self._array(True, typed)
+                yield from self._array(True, typed, scan)
             elif first == "{":
                 self._pos += 1
-                yield from self._object(typed)
+                yield from self._object(typed, scan)
             else:
                 shown = "an empty file" if first == "" else f"{first!r}"
                 raise UnsupportedInputError(
@@ -198,7 +202,7 @@ class TraceStream:
             self._fh.close()
             self._raw.close()
 
-    def _object(self, typed: Any) -> Iterator[list[Any] | dict[str, Any]]:
+    def _object(self, typed: Any, scan: Callable[[str], Any] | None) -> Iterator[Any]:
         seen_events = False
         if self._skip_ws() == "}":
             self._pos += 1
@@ -213,7 +217,7 @@ class TraceStream:
                         raise UnsupportedInputError(self.path, self._where(), "traceEvents to be a JSON list")
                     self._pos += 1
                     seen_events = True
-                    yield from self._array(False, typed)
+                    yield from self._array(False, typed, scan)
                 else:
                     self.metadata[key] = self._value(f"value of top-level key {key!r}")
                 if self._expect(",}", "',' or '}' in the top-level trace object") == "}":
@@ -242,28 +246,33 @@ class TraceStream:
         self._pos = last[1] - 1  # at the '{' of the next event
         return events
 
-    def _typed_batch(self, typed: Any) -> tuple[list[Any], bool] | None:
-        """Like ``_batch``, typed first: (typed events, True), else (dicts, False), else None."""
+    def _typed_batch(self, typed: Any, scan: Callable[[str], Any] | None = None) -> tuple[Any, bool] | None:
+        """Like ``_batch``, scanned or typed first: (the run, True), else (dicts, False), else None."""
         buf, pos = self._buf, self._pos
         last = _last_seam(buf, max(pos, len(buf) - _TAIL)) or _last_seam(buf, pos)
         if last is None:
             return None
+        if scan is not None and (run := scan(buf[pos:last[0] + 1])) is not None:
+            self._pos = last[1] - 1  # at the '{' of the next event
+            return run, True
         text = "".join(("[", buf[pos:last[0] + 1], "]"))  # one copy fewer than "[" + ... + "]"
-        try:
-            events: list[Any] = typed(text)
-            typed_ok = True
-        except REFUSED:  # an event off the schema (or JSON msgspec refuses): the dict decoders decide
+        got: tuple[Any, bool] | None = None
+        if typed is not None:
+            try:
+                got = typed(text), True
+            except REFUSED:  # an event off the schema (or JSON msgspec refuses): the dict decoders decide
+                pass
+        if got is None:  # refused, or declined by the scanner without msgspec installed
             if _orjson is None:
                 return None
             try:
-                events = _orjson.loads(text)
+                got = _orjson.loads(text), False
             except _orjson.JSONDecodeError:
                 return None
-            typed_ok = False
         self._pos = last[1] - 1  # at the '{' of the next event
-        return events, typed_ok
+        return got
 
-    def _array(self, top_level: bool, typed: Any = None) -> Iterator[list[Any] | dict[str, Any]]:
+    def _array(self, top_level: bool, typed: Any = None, scan: Callable[[str], Any] | None = None) -> Iterator[Any]:
         if self._skip_ws() == "]":
             self._pos += 1
             return
@@ -272,8 +281,8 @@ class TraceStream:
         batch_from = 0  # no batch attempt before this file offset (after a refused one)
         while True:
             ahead = len(self._buf) - self._pos > _BATCH_MIN and self._consumed + self._pos >= batch_from
-            if typed is not None and ahead:
-                got = self._typed_batch(typed)
+            if (typed is not None or scan is not None) and ahead:
+                got = self._typed_batch(typed, scan)
                 if got is None:
                     batch_from = self._consumed + len(self._buf)
                 elif got[1]:

@@ -1,0 +1,638 @@
+/* Kineto trace events straight from JSON text into the aggregator's columns.
+ *
+ * The optional compiled half of ``trace_scan.py``: one C pass over a run of trace events
+ * (the text between two event seams that ``TraceStream`` hands over) that reads the fields
+ * ``TraceAggregator`` uses and fills its columns, without building a Python object per
+ * event. It is deliberately narrow: whatever it is not certain to read exactly as the typed
+ * decoder (msgspec, ``trace_events.KinetoEvent``) reads it -- a value of another type, an
+ * escaped key or category, a number outside 64 bits, a duplicate field, a lone surrogate,
+ * deep nesting, anything that is not strict JSON -- makes it *decline* the whole run
+ * (return None), and the caller decodes that run the typed way, which keeps deciding, and
+ * wording, what such an event means. A declined run leaves the aggregator as it was, except
+ * names it interned, which the caller removes.
+ *
+ * scan(text, codes, code_of, names, name_list) -> None | tuple:
+ *   text       str: events separated by commas (no brackets), e.g. '{...},{...}'
+ *   codes      dict: category (str or None) -> group code (see trace_aggregate: 0-3 device,
+ *              4-5 host, 6 runtime, 7 instant, -1 not aggregated)
+ *   code_of    callable(category) -> code, for a category not in codes (adds it there)
+ *   names      dict: name -> id; name_list: list of names by id (new names appended here in
+ *              order of first appearance, as TraceAggregator._nid does)
+ * The tuple: (event count, {category: count}, dev_code, dev_name, dev_ts, dev_dur, dev_corr,
+ *   host_code, host_name, host_ts, host_dur, rt_corr, rt_ts, [(ts, dur, step)],
+ *   mem_ts, mem_allocated, mem_reserved, mem_device), the columns as bytes in the native
+ *   layout of array typecodes b, i, d, d, q / b, i, d, d / q, d / d, d, d, b.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_DEPTH 64          /* nesting of a skipped value; deeper: declined */
+#define MAX_NUMBER 64         /* characters of one number token; longer: declined */
+#define MAX_INT_DIGITS 18     /* an integer of more digits may leave int64: declined */
+
+enum { DEV_LAST = 3, HOST_FIRST = 4, HOST_LAST = 5, RUNTIME = 6, INSTANT = 7 };
+
+/* ---- growable byte buffers (the columns) ------------------------------------------------ */
+
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+} Buf;
+
+static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+    if (b->len + n > b->cap) {
+        Py_ssize_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->len + n) cap *= 2;
+        char *p = PyMem_Realloc(b->data, (size_t)cap);
+        if (p == NULL) { PyErr_NoMemory(); return -1; }
+        b->data = p;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, src, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+/* ---- a small table from byte spans to (object, number) ---------------------------------- */
+
+typedef struct {
+    const char *key;   /* points into the scanned text, which outlives the table */
+    Py_ssize_t len;
+    uint64_t hash;
+    PyObject *obj;     /* owned */
+    long long value;
+    long long count;
+} Slot;
+
+typedef struct {
+    Slot *slots;
+    Py_ssize_t cap, used;
+} Table;
+
+static uint64_t span_hash(const char *s, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;  /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 1099511628211ULL; }
+    return h;
+}
+
+static void table_free(Table *t) {
+    for (Py_ssize_t i = 0; i < t->cap; i++) Py_XDECREF(t->slots[i].obj);
+    PyMem_Free(t->slots);
+    t->slots = NULL;
+    t->cap = t->used = 0;
+}
+
+static int table_grow(Table *t) {
+    Py_ssize_t cap = t->cap ? t->cap * 2 : 64;
+    Slot *slots = PyMem_Calloc((size_t)cap, sizeof(Slot));
+    if (slots == NULL) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; i < t->cap; i++) {
+        Slot *s = &t->slots[i];
+        if (s->key == NULL) continue;
+        Py_ssize_t j = (Py_ssize_t)(s->hash & (uint64_t)(cap - 1));
+        while (slots[j].key != NULL) j = (j + 1) & (cap - 1);
+        slots[j] = *s;
+    }
+    PyMem_Free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 0;
+}
+
+/* The slot of span (s, n): found, or a new empty one (key set, obj NULL); NULL on memory error. */
+static Slot *table_slot(Table *t, const char *s, Py_ssize_t n) {
+    if ((t->used + 1) * 2 > t->cap && table_grow(t) < 0) return NULL;
+    uint64_t h = span_hash(s, n);
+    Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)(t->cap - 1));
+    for (;;) {
+        Slot *slot = &t->slots[j];
+        if (slot->key == NULL) {
+            slot->key = s;
+            slot->len = n;
+            slot->hash = h;
+            t->used++;
+            return slot;
+        }
+        if (slot->hash == h && slot->len == n && memcmp(slot->key, s, (size_t)n) == 0) return slot;
+        j = (j + 1) & (t->cap - 1);
+    }
+}
+
+/* ---- strict JSON tokens ----------------------------------------------------------------- */
+
+typedef struct {
+    const char *p, *end;
+} Cursor;
+
+static inline void skip_ws(Cursor *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t')) c->p++;
+}
+
+static inline int hexval(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/* A string at the cursor ('"' there): its raw content span; *escaped tells a backslash was in
+ * it. 0, or -1 to decline (bad escape, surrogate escape, control character, no end). */
+static int read_string(Cursor *c, const char **s, Py_ssize_t *n, int *escaped) {
+    const char *p = c->p + 1;
+    *escaped = 0;
+    *s = p;
+    while (p < c->end) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch == '"') {
+            *n = p - *s;
+            c->p = p + 1;
+            return 0;
+        }
+        if (ch < 0x20) return -1;
+        if (ch == '\\') {
+            *escaped = 1;
+            if (p + 1 >= c->end) return -1;
+            char e = p[1];
+            if (e == 'u') {
+                if (p + 6 > c->end) return -1;
+                int v = 0;
+                for (int k = 2; k < 6; k++) {
+                    int h = hexval(p[k]);
+                    if (h < 0) return -1;
+                    v = v * 16 + h;
+                }
+                if (v >= 0xD800 && v <= 0xDFFF) return -1;  /* pairs and lone halves: the typed decoder decides */
+                p += 6;
+                continue;
+            }
+            if (!strchr("\"\\/bfnrt", e) || e == '\0') return -1;
+            p += 2;
+            continue;
+        }
+        p++;
+    }
+    return -1;
+}
+
+/* A number token at the cursor, strictly JSON. *is_int: no fraction and no exponent. */
+static int read_number(Cursor *c, const char **s, Py_ssize_t *n, int *is_int) {
+    const char *p = c->p, *start = p;
+    *is_int = 1;
+    if (p < c->end && *p == '-') p++;
+    if (p >= c->end) return -1;
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9') { while (p < c->end && *p >= '0' && *p <= '9') p++; }
+    else return -1;
+    if (p < c->end && *p == '.') {
+        *is_int = 0;
+        p++;
+        if (p >= c->end || *p < '0' || *p > '9') return -1;
+        while (p < c->end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < c->end && (*p == 'e' || *p == 'E')) {
+        *is_int = 0;
+        p++;
+        if (p < c->end && (*p == '+' || *p == '-')) p++;
+        if (p >= c->end || *p < '0' || *p > '9') return -1;
+        while (p < c->end && *p >= '0' && *p <= '9') p++;
+    }
+    *s = start;
+    *n = p - start;
+    c->p = p;
+    return 0;
+}
+
+/* An integer token as int64; -1 to decline (too many digits, "-0"). */
+static int int_value(const char *s, Py_ssize_t n, long long *out) {
+    int neg = s[0] == '-';
+    Py_ssize_t digits = n - neg;
+    if (digits > MAX_INT_DIGITS) return -1;
+    if (neg && digits == 1 && s[1] == '0') return -1;
+    long long v = 0;
+    for (Py_ssize_t i = neg; i < n; i++) v = v * 10 + (s[i] - '0');
+    *out = neg ? -v : v;
+    return 0;
+}
+
+/* A number token as a finite double, as the typed decoder gives it; -1 to decline. */
+static int float_value(const char *s, Py_ssize_t n, int is_int, double *out) {
+    if (is_int) {
+        long long v;
+        if (int_value(s, n, &v) < 0) return -1;
+        *out = (double)v;
+        return 0;
+    }
+    char tmp[MAX_NUMBER + 1];
+    if (n > MAX_NUMBER) return -1;
+    memcpy(tmp, s, (size_t)n);
+    tmp[n] = '\0';
+    char *stop = NULL;
+    double v = PyOS_string_to_double(tmp, &stop, NULL);  /* correctly rounded (dtoa), as the decoders */
+    if (v == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return -1; }
+    if (stop != tmp + n || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+static int skip_value(Cursor *c, int depth);
+
+static int skip_container(Cursor *c, int depth, char close) {
+    if (depth > MAX_DEPTH) return -1;
+    c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == close) { c->p++; return 0; }
+    for (;;) {
+        skip_ws(c);
+        if (close == '}') {
+            const char *s; Py_ssize_t n; int esc;
+            if (c->p >= c->end || *c->p != '"' || read_string(c, &s, &n, &esc) < 0) return -1;
+            skip_ws(c);
+            if (c->p >= c->end || *c->p != ':') return -1;
+            c->p++;
+            skip_ws(c);
+        }
+        if (skip_value(c, depth + 1) < 0) return -1;
+        skip_ws(c);
+        if (c->p >= c->end) return -1;
+        if (*c->p == ',') { c->p++; continue; }
+        if (*c->p == close) { c->p++; return 0; }
+        return -1;
+    }
+}
+
+static int skip_value(Cursor *c, int depth) {
+    if (c->p >= c->end) return -1;
+    char ch = *c->p;
+    const char *s; Py_ssize_t n; int flag;
+    switch (ch) {
+    case '"': return read_string(c, &s, &n, &flag);
+    case '{': return skip_container(c, depth, '}');
+    case '[': return skip_container(c, depth, ']');
+    case 't': if (c->end - c->p >= 4 && memcmp(c->p, "true", 4) == 0) { c->p += 4; return 0; } return -1;
+    case 'f': if (c->end - c->p >= 5 && memcmp(c->p, "false", 5) == 0) { c->p += 5; return 0; } return -1;
+    case 'n': if (c->end - c->p >= 4 && memcmp(c->p, "null", 4) == 0) { c->p += 4; return 0; } return -1;
+    default:
+        if (ch == '-' || (ch >= '0' && ch <= '9')) return read_number(c, &s, &n, &flag);
+        return -1;
+    }
+}
+
+static inline int at_null(Cursor *c) {
+    if (c->end - c->p >= 4 && memcmp(c->p, "null", 4) == 0) { c->p += 4; return 1; }
+    return 0;
+}
+
+/* ---- one event -------------------------------------------------------------------------- */
+
+typedef struct {
+    int has_ph, has_cat, has_name, has_ts, has_dur, has_args;
+    const char *ph; Py_ssize_t ph_len; int ph_null;
+    const char *cat; Py_ssize_t cat_len; int cat_null;
+    const char *name; Py_ssize_t name_len; int name_escaped;
+    double ts, dur;
+    long long corr;
+    int has_corr, has_alloc, has_reserved, has_device;
+    double alloc, reserved;
+    int reserved_null;
+    long long device;
+} Event;
+
+static inline int key_is(const char *s, Py_ssize_t n, const char *lit) {
+    size_t k = strlen(lit);
+    return (size_t)n == k && memcmp(s, lit, k) == 0;
+}
+
+/* A number for a float field (ts, dur, counters). */
+static int float_field(Cursor *c, double *out) {
+    const char *s; Py_ssize_t n; int is_int;
+    if (c->p >= c->end || !(*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) return -1;
+    if (read_number(c, &s, &n, &is_int) < 0) return -1;
+    return float_value(s, n, is_int, out);
+}
+
+/* An integer for an int64 field (correlation, device type). */
+static int int_field(Cursor *c, long long *out) {
+    const char *s; Py_ssize_t n; int is_int;
+    if (c->p >= c->end || !(*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) return -1;
+    if (read_number(c, &s, &n, &is_int) < 0 || !is_int) return -1;
+    return int_value(s, n, out);
+}
+
+/* A string or null field (ph, cat): unescaped strings only. */
+static int text_or_null(Cursor *c, const char **s, Py_ssize_t *n, int *is_null) {
+    int esc;
+    if (at_null(c)) { *is_null = 1; return 0; }
+    *is_null = 0;
+    if (c->p >= c->end || *c->p != '"') return -1;
+    if (read_string(c, s, n, &esc) < 0 || esc) return -1;
+    return 0;
+}
+
+static int read_args(Cursor *c, Event *ev) {
+    if (c->p >= c->end || *c->p != '{') return -1;
+    c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '}') { c->p++; return 0; }
+    for (;;) {
+        const char *k; Py_ssize_t kn; int esc;
+        skip_ws(c);
+        if (c->p >= c->end || *c->p != '"' || read_string(c, &k, &kn, &esc) < 0 || esc) return -1;
+        skip_ws(c);
+        if (c->p >= c->end || *c->p != ':') return -1;
+        c->p++;
+        skip_ws(c);
+        if (key_is(k, kn, "correlation")) {
+            if (ev->has_corr++ || int_field(c, &ev->corr) < 0) return -1;
+        } else if (key_is(k, kn, "Total Allocated")) {
+            if (ev->has_alloc++ || float_field(c, &ev->alloc) < 0) return -1;
+        } else if (key_is(k, kn, "Total Reserved")) {
+            if (ev->has_reserved++) return -1;
+            if (at_null(c)) ev->reserved_null = 1;
+            else if (float_field(c, &ev->reserved) < 0) return -1;
+        } else if (key_is(k, kn, "Device Type")) {
+            if (ev->has_device++ || int_field(c, &ev->device) < 0) return -1;
+        } else if (skip_value(c, 2) < 0) {
+            return -1;
+        }
+        skip_ws(c);
+        if (c->p >= c->end) return -1;
+        if (*c->p == ',') { c->p++; continue; }
+        if (*c->p == '}') { c->p++; return 0; }
+        return -1;
+    }
+}
+
+static int read_event(Cursor *c, Event *ev) {
+    memset(ev, 0, sizeof(*ev));
+    ev->name = "";  /* absent: "" (a table key is never NULL) */
+    ev->corr = -1;
+    ev->device = -1;
+    if (c->p >= c->end || *c->p != '{') return -1;
+    c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '}') { c->p++; return 0; }
+    for (;;) {
+        const char *k; Py_ssize_t kn; int esc;
+        skip_ws(c);
+        if (c->p >= c->end || *c->p != '"' || read_string(c, &k, &kn, &esc) < 0 || esc) return -1;
+        skip_ws(c);
+        if (c->p >= c->end || *c->p != ':') return -1;
+        c->p++;
+        skip_ws(c);
+        int r = 0;
+        if (key_is(k, kn, "ph")) {
+            r = ev->has_ph++ ? -1 : text_or_null(c, &ev->ph, &ev->ph_len, &ev->ph_null);
+        } else if (key_is(k, kn, "cat")) {
+            r = ev->has_cat++ ? -1 : text_or_null(c, &ev->cat, &ev->cat_len, &ev->cat_null);
+        } else if (key_is(k, kn, "name")) {
+            if (ev->has_name++ || c->p >= c->end || *c->p != '"') r = -1;
+            else r = read_string(c, &ev->name, &ev->name_len, &ev->name_escaped);
+        } else if (key_is(k, kn, "ts")) {
+            r = ev->has_ts++ ? -1 : float_field(c, &ev->ts);
+        } else if (key_is(k, kn, "dur")) {
+            r = ev->has_dur++ ? -1 : float_field(c, &ev->dur);
+        } else if (key_is(k, kn, "args")) {
+            r = ev->has_args++ ? -1 : read_args(c, ev);
+        } else {
+            r = skip_value(c, 1);
+        }
+        if (r < 0) return -1;
+        skip_ws(c);
+        if (c->p >= c->end) return -1;
+        if (*c->p == ',') { c->p++; continue; }
+        if (*c->p == '}') { c->p++; return 0; }
+        return -1;
+    }
+}
+
+/* ---- the scan --------------------------------------------------------------------------- */
+
+typedef struct {
+    Buf dev_code, dev_name, dev_ts, dev_dur, dev_corr;
+    Buf host_code, host_name, host_ts, host_dur;
+    Buf rt_corr, rt_ts;
+    Buf mem_ts, mem_alloc, mem_res, mem_dev;
+} Columns;
+
+#define N_COLUMNS 15
+
+static Buf *column(Columns *cols, int i) { return &((Buf *)cols)[i]; }
+
+/* The id of a name (interned into names/name_list on first sight); -1 with an error set, -2 to decline. */
+static long long name_id(Table *seen, const Event *ev, PyObject *names, PyObject *name_list) {
+    if (ev->name_escaped) return -2;  /* an escaped name: the typed decoder unescapes it */
+    Slot *slot = table_slot(seen, ev->name, ev->name_len);
+    if (slot == NULL) return -1;
+    if (slot->obj != NULL) return slot->value;
+    PyObject *name = PyUnicode_DecodeUTF8(ev->name, ev->name_len, "strict");
+    if (name == NULL) return -1;
+    slot->obj = name;
+    PyObject *id = PyDict_GetItemWithError(names, name);
+    if (id == NULL) {
+        if (PyErr_Occurred()) return -1;
+        Py_ssize_t next = PyList_GET_SIZE(name_list);
+        if (next > INT32_MAX) return -2;
+        PyObject *value = PyLong_FromSsize_t(next);
+        if (value == NULL) return -1;
+        int bad = PyDict_SetItem(names, name, value) < 0 || PyList_Append(name_list, name) < 0;
+        Py_DECREF(value);
+        if (bad) return -1;
+        slot->value = next;
+    } else {
+        slot->value = PyLong_AsLongLong(id);
+        if (slot->value == -1 && PyErr_Occurred()) return -1;
+    }
+    return slot->value;
+}
+
+/* Whether a host name is a ProfilerStep#N span: 1 with *step, 0 not, -2 to decline (non-ASCII
+ * after the '#' (Python's \d reads other digits), or more digits than int64 holds). */
+static int step_number(const Event *ev, long long *step) {
+    static const char prefix[] = "ProfilerStep#";
+    const Py_ssize_t k = (Py_ssize_t)sizeof(prefix) - 1;
+    if (ev->name_len <= k || memcmp(ev->name, prefix, (size_t)k) != 0) return 0;
+    if (ev->name_escaped) return -2;
+    long long v = 0;
+    for (Py_ssize_t i = k; i < ev->name_len; i++) {
+        unsigned char ch = (unsigned char)ev->name[i];
+        if (ch >= 0x80) return -2;
+        if (ch < '0' || ch > '9') return 0;
+        if (i - k >= MAX_INT_DIGITS) return -2;
+        v = v * 10 + (ch - '0');
+    }
+    *step = v;
+    return 1;
+}
+
+/* 1 = declined; 0 = done; -1 = error set. */
+static int scan_events(const char *text, Py_ssize_t size, PyObject *codes, PyObject *code_of,
+                       PyObject *names, PyObject *name_list, Table *cats, Slot *no_cat, Table *seen,
+                       Columns *cols, PyObject *steps, long long *count) {
+    Cursor c = {text, text + size};
+    Event ev;
+    skip_ws(&c);
+    if (c.p >= c.end) return 1;
+    for (;;) {
+        if (read_event(&c, &ev) < 0) return 1;
+        (*count)++;
+        /* the category: its code, and its count (None: absent or null) */
+        int cat_none = !ev.has_cat || ev.cat_null;
+        Slot *cs = cat_none ? no_cat : table_slot(cats, ev.cat, ev.cat_len);
+        if (cs == NULL) return -1;
+        if (cs->obj == NULL) {
+            PyObject *cat = cat_none ? Py_NewRef(Py_None) : PyUnicode_DecodeUTF8(ev.cat, ev.cat_len, "strict");
+            if (cat == NULL) return -1;
+            cs->obj = cat;
+            PyObject *code = PyDict_GetItemWithError(codes, cat);
+            if (code == NULL) {
+                if (PyErr_Occurred()) return -1;
+                code = PyObject_CallOneArg(code_of, cat);
+                if (code == NULL) return -1;
+                cs->value = PyLong_AsLongLong(code);
+                Py_DECREF(code);
+            } else {
+                cs->value = PyLong_AsLongLong(code);
+            }
+            if (cs->value == -1 && PyErr_Occurred()) return -1;
+        }
+        cs->count++;
+        long long code = cs->value;
+        if (code >= 0) {
+            int is_x = ev.has_ph && !ev.ph_null && ev.ph_len == 1 && ev.ph[0] == 'X';
+            if (is_x) {
+                if (!ev.has_ts) return 1;  /* no ts: the event-by-event reading says where */
+                if (code <= DEV_LAST) {
+                    long long nid = name_id(seen, &ev, names, name_list);
+                    if (nid == -1) return -1;
+                    if (nid == -2) return 1;
+                    signed char g = (signed char)code;
+                    int32_t n32 = (int32_t)nid;
+                    if (buf_put(&cols->dev_ts, &ev.ts, 8) < 0 || buf_put(&cols->dev_dur, &ev.dur, 8) < 0
+                        || buf_put(&cols->dev_corr, &ev.corr, 8) < 0 || buf_put(&cols->dev_code, &g, 1) < 0
+                        || buf_put(&cols->dev_name, &n32, 4) < 0) return -1;
+                } else if (code == RUNTIME) {
+                    if (ev.corr != -1
+                        && (buf_put(&cols->rt_corr, &ev.corr, 8) < 0 || buf_put(&cols->rt_ts, &ev.ts, 8) < 0))
+                        return -1;
+                } else if (code <= HOST_LAST) {
+                    long long step = 0;
+                    int is_step = ev.has_name ? step_number(&ev, &step) : 0;
+                    if (is_step == -2) return 1;
+                    if (is_step) {
+                        PyObject *t = Py_BuildValue("(ddL)", ev.ts, ev.dur, step);
+                        if (t == NULL) return -1;
+                        int bad = PyList_Append(steps, t) < 0;
+                        Py_DECREF(t);
+                        if (bad) return -1;
+                    } else {
+                        long long nid = name_id(seen, &ev, names, name_list);
+                        if (nid == -1) return -1;
+                        if (nid == -2) return 1;
+                        signed char g = (signed char)code;
+                        int32_t n32 = (int32_t)nid;
+                        if (buf_put(&cols->host_ts, &ev.ts, 8) < 0 || buf_put(&cols->host_dur, &ev.dur, 8) < 0
+                            || buf_put(&cols->host_code, &g, 1) < 0 || buf_put(&cols->host_name, &n32, 4) < 0)
+                            return -1;
+                    }
+                }
+            } else if (code == INSTANT && ev.has_ph && !ev.ph_null && ev.ph_len == 1 && ev.ph[0] == 'i') {
+                if (ev.name_escaped) return 1;  /* it might spell [memory]: the typed decoder unescapes */
+                if (!key_is(ev.name, ev.name_len, "[memory]") || !ev.has_alloc) goto next;
+                if (!ev.has_ts || ev.device < -128 || ev.device > 127) return 1;
+                double reserved = ev.reserved_null ? 0.0 : ev.reserved;  /* absent: 0.0; null: 0 */
+                signed char d = (signed char)ev.device;
+                if (buf_put(&cols->mem_ts, &ev.ts, 8) < 0 || buf_put(&cols->mem_alloc, &ev.alloc, 8) < 0
+                    || buf_put(&cols->mem_res, &reserved, 8) < 0 || buf_put(&cols->mem_dev, &d, 1) < 0)
+                    return -1;
+            }
+        }
+    next:
+        skip_ws(&c);
+        if (c.p >= c.end) return 0;
+        if (*c.p != ',') return 1;
+        c.p++;
+        skip_ws(&c);
+    }
+}
+
+static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "scan(text, codes, code_of, names, name_list)");
+        return NULL;
+    }
+    PyObject *text = args[0], *codes = args[1], *code_of = args[2], *names = args[3], *name_list = args[4];
+    if (!PyUnicode_Check(text) || !PyDict_Check(codes) || !PyDict_Check(names) || !PyList_Check(name_list)) {
+        PyErr_SetString(PyExc_TypeError, "scan(str, dict, callable, dict, list)");
+        return NULL;
+    }
+    Py_ssize_t size;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
+    if (utf8 == NULL) {  /* a lone surrogate in the text: the typed decoder decides */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Columns cols;
+    memset(&cols, 0, sizeof(cols));
+    Table cats = {0}, seen = {0};
+    Slot no_cat;  /* the events without a category (absent or null): None */
+    memset(&no_cat, 0, sizeof(no_cat));
+    no_cat.key = "";
+    PyObject *steps = PyList_New(0), *result = NULL;
+    long long count = 0;
+    if (steps == NULL) return NULL;
+    int r = scan_events(utf8, size, codes, code_of, names, name_list, &cats, &no_cat, &seen, &cols, steps, &count);
+    if (r == 1) {
+        result = Py_NewRef(Py_None);
+    } else if (r == 0) {
+        PyObject *counts = PyDict_New();
+        result = counts == NULL ? NULL : PyTuple_New(3 + N_COLUMNS);
+        if (result != NULL) {
+            PyTuple_SET_ITEM(result, 0, PyLong_FromLongLong(count));
+            PyTuple_SET_ITEM(result, 1, counts);
+            counts = NULL;
+            for (int i = 0; i < N_COLUMNS; i++) {
+                Buf *b = column(&cols, i);
+                PyTuple_SET_ITEM(result, 2 + i + (i >= 11), PyBytes_FromStringAndSize(b->data ? b->data : "", b->len));
+            }
+            PyTuple_SET_ITEM(result, 13, Py_NewRef(steps));
+            for (Py_ssize_t i = 0; i < 3 + N_COLUMNS; i++) {
+                if (PyTuple_GET_ITEM(result, i) == NULL) { Py_CLEAR(result); break; }
+            }
+        }
+        Py_XDECREF(counts);
+        if (result != NULL) {
+            PyObject *out = PyTuple_GET_ITEM(result, 1);
+            for (Py_ssize_t i = -1; i < cats.cap; i++) {
+                Slot *s = i < 0 ? &no_cat : &cats.slots[i];
+                if (s->key == NULL || s->obj == NULL) continue;
+                PyObject *n = PyLong_FromLongLong(s->count);
+                if (n == NULL || PyDict_SetItem(out, s->obj, n) < 0) { Py_XDECREF(n); Py_CLEAR(result); break; }
+                Py_DECREF(n);
+            }
+        }
+    }
+    for (int i = 0; i < N_COLUMNS; i++) PyMem_Free(column(&cols, i)->data);
+    table_free(&cats);
+    table_free(&seen);
+    Py_XDECREF(no_cat.obj);
+    Py_DECREF(steps);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
+     "scan(text, codes, code_of, names, name_list) -> None | tuple: see the module source."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_kineto_scan",
+    "Kineto trace events from JSON text into TraceAggregator's columns (see trace_scan.py).",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__kineto_scan(void) { return PyModule_Create(&module_def); }

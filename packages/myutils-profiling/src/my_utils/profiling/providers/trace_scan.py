@@ -1,0 +1,67 @@
+"""The compiled scanner of Kineto trace text (``_kineto_scan``), when it was built.
+
+``myutils-profiling`` compiles one small C module at install time when a C compiler and the
+Python headers are there (``hatch_build.py``); without them the install goes on and nothing
+changes but speed. The scanner reads a run of trace events straight from the JSON text into
+``TraceAggregator``'s columns, with no Python object per event: on the 54 MB real trace the
+provider's pass takes ~1/4 of the CPU of decoding typed structs and aggregating them. It
+declines (returns None) any run it is not certain to read exactly as the typed decoder does
+(see ``_kineto_scan.c``), and that run is decoded the typed way, so both readings always give
+the same columns.
+
+It serves ``read_trace`` when the provider's aggregation is the only pass (``myutils plugins
+run``, ``ingest``); analyses that read every event's fields keep the typed structs.
+``MYUTILS_TRACE_SCAN=0`` turns it off (``MYUTILS_TYPED_TRACE=0`` turns off both).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from my_utils.profiling.providers.trace_events import ENV_SWITCH as TYPED_SWITCH
+
+try:
+    from my_utils.profiling.providers._kineto_scan import scan as _scan
+except ImportError:  # not built (no compiler at install): the typed decoder reads every run
+    _scan = None
+
+__all__ = ["ENV_SWITCH", "ScannedRun", "compiled", "scan_function"]
+
+#: Environment variable: ``0`` turns the compiled scanner off.
+ENV_SWITCH = "MYUTILS_TRACE_SCAN"
+
+#: ``scan(text, codes, code_of, names, name_list) -> tuple | None`` (see ``_kineto_scan.c``).
+Scan = Callable[[str, dict[Any, int], Callable[[Any], int], dict[str, int], list[str]], Any]
+
+
+class ScannedRun:
+    """A run of trace events read by the scanner: its event count (``len``) and its columns.
+
+    Passes other than the aggregator only count it (``len``), as they count a list of typed events.
+    """
+
+    __slots__ = ("columns", "count")
+
+    def __init__(self, columns: tuple[Any, ...]) -> None:
+        self.columns = columns
+        self.count: int = columns[0]
+
+    def __len__(self) -> int:
+        return self.count
+
+
+def compiled() -> bool:
+    """True when the compiled scanner is installed (whatever the switches say)."""
+    return _scan is not None
+
+
+def scan_function() -> Scan | None:
+    """The compiled scan, or None: not built, ``MYUTILS_TRACE_SCAN=0`` or ``MYUTILS_TYPED_TRACE=0``."""
+    if _scan is None:
+        return None
+    for switch in (ENV_SWITCH, TYPED_SWITCH):
+        if os.environ.get(switch, "1").strip() == "0":
+            return None
+    return _scan
