@@ -130,3 +130,26 @@ def test_umbrella_offers_the_seed_extras(tmp_path: Path) -> None:
     assert members == {f"myutils-{n}" for n in NAMES}
     assert not [r for r in requires if r.startswith("torch") and "extra == 'all'" in r.replace('"', "'")]
     assert [r for r in requires if r.startswith("torch") and "extra == 'all-with-torch'" in r.replace('"', "'")]
+
+
+def test_profiling_wheel_carries_the_compiled_scanner(wheelhouse: Path) -> None:
+    # compilers and Python.h are on every machine this suite runs on (README): the build hook compiles
+    (path,) = wheelhouse.glob("myutils_profiling-*.whl")
+    assert not path.name.endswith("-none-any.whl"), f"{path.name}: a pure-Python tag on a wheel with a C module"
+    modules = [n for n in zipfile.ZipFile(path).namelist() if Path(n).name.startswith("_kineto_scan.")]
+    assert len(modules) == 1 and modules[0].startswith("my_utils/profiling/providers/") and \
+        modules[0].endswith((".so", ".pyd")), modules
+
+
+def test_profiling_wheel_without_a_compiler_is_pure_python(tmp_path: Path) -> None:
+    import os
+
+    env = {**os.environ, "MYUTILS_NO_COMPILE": "1"}
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path),
+                    str(REPO / "packages" / "myutils-profiling")], check=True, capture_output=True, text=True,
+                   timeout=300, env=env)
+    (path,) = tmp_path.glob("myutils_profiling-*.whl")
+    assert path.name.endswith("-py3-none-any.whl")
+    names = zipfile.ZipFile(path).namelist()
+    assert not [n for n in names if n.endswith((".so", ".pyd"))]
+    assert "my_utils/profiling/providers/trace_scan.py" in names  # the pure path says the scanner is absent

@@ -421,20 +421,73 @@ typedef struct {
 
 static Buf *column(Columns *cols, int i) { return &((Buf *)cols)[i]; }
 
-/* The id of a name (interned into names/name_list on first sight); -1 with an error set, -2 to decline. */
-static long long name_id(Table *seen, const Event *ev, PyObject *names, PyObject *name_list) {
-    if (ev->name_escaped) return -2;  /* an escaped name: the typed decoder unescapes it */
+/* The UTF-8 of a JSON string's content with its escapes resolved (read_string checked them: simple
+ * escapes and \uXXXX outside the surrogates) into out (at least n bytes: never longer than the raw). */
+static Py_ssize_t unescape(const char *s, Py_ssize_t n, char *out) {
+    Py_ssize_t o = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (ch != '\\') { out[o++] = ch; continue; }
+        char e = s[++i];
+        switch (e) {
+        case 'b': out[o++] = '\b'; break;
+        case 'f': out[o++] = '\f'; break;
+        case 'n': out[o++] = '\n'; break;
+        case 'r': out[o++] = '\r'; break;
+        case 't': out[o++] = '\t'; break;
+        case 'u': {
+            unsigned v = 0;
+            for (int k = 1; k <= 4; k++) v = v * 16 + (unsigned)hexval(s[i + k]);
+            i += 4;
+            if (v < 0x80) out[o++] = (char)v;
+            else if (v < 0x800) { out[o++] = (char)(0xC0 | (v >> 6)); out[o++] = (char)(0x80 | (v & 0x3F)); }
+            else {
+                out[o++] = (char)(0xE0 | (v >> 12));
+                out[o++] = (char)(0x80 | ((v >> 6) & 0x3F));
+                out[o++] = (char)(0x80 | (v & 0x3F));
+            }
+            break;
+        }
+        default: out[o++] = e;  /* " \ / */
+        }
+    }
+    return o;
+}
+
+/* The name of an event as UTF-8: the raw span, or (escaped) its resolution in *scratch; NULL on memory error. */
+static const char *plain_name(const Event *ev, Buf *scratch, Py_ssize_t *n) {
+    if (!ev->name_escaped) { *n = ev->name_len; return ev->name; }
+    scratch->len = 0;
+    if (ev->name_len > scratch->cap) {
+        char *p = PyMem_Realloc(scratch->data, (size_t)ev->name_len);
+        if (p == NULL) { PyErr_NoMemory(); return NULL; }
+        scratch->data = p;
+        scratch->cap = ev->name_len;
+    }
+    *n = unescape(ev->name, ev->name_len, scratch->data);
+    return scratch->data;
+}
+
+/* The id of a name (interned into names/name_list on first sight); -1 with an error set. Spans are
+ * the raw text: two spellings of one name are two slots that find the same id in names. */
+static long long name_id(Table *seen, const Event *ev, Buf *scratch, PyObject *names, PyObject *name_list) {
     Slot *slot = table_slot(seen, ev->name, ev->name_len);
     if (slot == NULL) return -1;
     if (slot->obj != NULL) return slot->value;
-    PyObject *name = PyUnicode_DecodeUTF8(ev->name, ev->name_len, "strict");
+    Py_ssize_t n;
+    const char *text = plain_name(ev, scratch, &n);
+    if (text == NULL) return -1;
+    PyObject *name = PyUnicode_DecodeUTF8(text, n, "strict");
     if (name == NULL) return -1;
     slot->obj = name;
     PyObject *id = PyDict_GetItemWithError(names, name);
     if (id == NULL) {
         if (PyErr_Occurred()) return -1;
         Py_ssize_t next = PyList_GET_SIZE(name_list);
-        if (next > INT32_MAX) return -2;
+        if (next > INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "more than 2**31 distinct names in one trace");
+            return -1;
+        }
         PyObject *value = PyLong_FromSsize_t(next);
         if (value == NULL) return -1;
         int bad = PyDict_SetItem(names, name, value) < 0 || PyList_Append(name_list, name) < 0;
@@ -448,16 +501,17 @@ static long long name_id(Table *seen, const Event *ev, PyObject *names, PyObject
     return slot->value;
 }
 
-/* Whether a host name is a ProfilerStep#N span: 1 with *step, 0 not, -2 to decline (non-ASCII
- * after the '#' (Python's \d reads other digits), or more digits than int64 holds). */
-static int step_number(const Event *ev, long long *step) {
+/* Whether a host name (UTF-8, escapes resolved) is a ProfilerStep#N span: 1 with *step, 0 not,
+ * -2 to decline: non-ASCII after the '#' (Python's \d reads other digits), a final newline
+ * (which '$' lets through), or more digits than int64 holds. */
+static int step_number(const char *name, Py_ssize_t len, long long *step) {
     static const char prefix[] = "ProfilerStep#";
     const Py_ssize_t k = (Py_ssize_t)sizeof(prefix) - 1;
-    if (ev->name_len <= k || memcmp(ev->name, prefix, (size_t)k) != 0) return 0;
-    if (ev->name_escaped) return -2;
+    if (len <= k || memcmp(name, prefix, (size_t)k) != 0) return 0;
     long long v = 0;
-    for (Py_ssize_t i = k; i < ev->name_len; i++) {
-        unsigned char ch = (unsigned char)ev->name[i];
+    for (Py_ssize_t i = k; i < len; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (ch == '\n' && i == len - 1 && i > k) return -2;
         if (ch >= 0x80) return -2;
         if (ch < '0' || ch > '9') return 0;
         if (i - k >= MAX_INT_DIGITS) return -2;
@@ -470,7 +524,7 @@ static int step_number(const Event *ev, long long *step) {
 /* 1 = declined; 0 = done; -1 = error set. */
 static int scan_events(const char *text, Py_ssize_t size, PyObject *codes, PyObject *code_of,
                        PyObject *names, PyObject *name_list, Table *cats, Slot *no_cat, Table *seen,
-                       Columns *cols, PyObject *steps, long long *count) {
+                       Buf *scratch, Columns *cols, PyObject *steps, long long *count) {
     Cursor c = {text, text + size};
     Event ev;
     skip_ws(&c);
@@ -505,9 +559,8 @@ static int scan_events(const char *text, Py_ssize_t size, PyObject *codes, PyObj
             if (is_x) {
                 if (!ev.has_ts) return 1;  /* no ts: the event-by-event reading says where */
                 if (code <= DEV_LAST) {
-                    long long nid = name_id(seen, &ev, names, name_list);
+                    long long nid = name_id(seen, &ev, scratch, names, name_list);
                     if (nid == -1) return -1;
-                    if (nid == -2) return 1;
                     signed char g = (signed char)code;
                     int32_t n32 = (int32_t)nid;
                     if (buf_put(&cols->dev_ts, &ev.ts, 8) < 0 || buf_put(&cols->dev_dur, &ev.dur, 8) < 0
@@ -519,7 +572,10 @@ static int scan_events(const char *text, Py_ssize_t size, PyObject *codes, PyObj
                         return -1;
                 } else if (code <= HOST_LAST) {
                     long long step = 0;
-                    int is_step = ev.has_name ? step_number(&ev, &step) : 0;
+                    Py_ssize_t len;
+                    const char *name = plain_name(&ev, scratch, &len);
+                    if (name == NULL) return -1;
+                    int is_step = step_number(name, len, &step);
                     if (is_step == -2) return 1;
                     if (is_step) {
                         PyObject *t = Py_BuildValue("(ddL)", ev.ts, ev.dur, step);
@@ -528,9 +584,8 @@ static int scan_events(const char *text, Py_ssize_t size, PyObject *codes, PyObj
                         Py_DECREF(t);
                         if (bad) return -1;
                     } else {
-                        long long nid = name_id(seen, &ev, names, name_list);
+                        long long nid = name_id(seen, &ev, scratch, names, name_list);
                         if (nid == -1) return -1;
-                        if (nid == -2) return 1;
                         signed char g = (signed char)code;
                         int32_t n32 = (int32_t)nid;
                         if (buf_put(&cols->host_ts, &ev.ts, 8) < 0 || buf_put(&cols->host_dur, &ev.dur, 8) < 0
@@ -539,8 +594,10 @@ static int scan_events(const char *text, Py_ssize_t size, PyObject *codes, PyObj
                     }
                 }
             } else if (code == INSTANT && ev.has_ph && !ev.ph_null && ev.ph_len == 1 && ev.ph[0] == 'i') {
-                if (ev.name_escaped) return 1;  /* it might spell [memory]: the typed decoder unescapes */
-                if (!key_is(ev.name, ev.name_len, "[memory]") || !ev.has_alloc) goto next;
+                Py_ssize_t len;
+                const char *name = plain_name(&ev, scratch, &len);
+                if (name == NULL) return -1;
+                if (!key_is(name, len, "[memory]") || !ev.has_alloc) goto next;
                 if (!ev.has_ts || ev.device < -128 || ev.device > 127) return 1;
                 double reserved = ev.reserved_null ? 0.0 : ev.reserved;  /* absent: 0.0; null: 0 */
                 signed char d = (signed char)ev.device;
@@ -584,7 +641,10 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *steps = PyList_New(0), *result = NULL;
     long long count = 0;
     if (steps == NULL) return NULL;
-    int r = scan_events(utf8, size, codes, code_of, names, name_list, &cats, &no_cat, &seen, &cols, steps, &count);
+    Buf scratch = {0};
+    int r = scan_events(utf8, size, codes, code_of, names, name_list, &cats, &no_cat, &seen, &scratch, &cols, steps,
+                        &count);
+    PyMem_Free(scratch.data);
     if (r == 1) {
         result = Py_NewRef(Py_None);
     } else if (r == 0) {

@@ -1,0 +1,315 @@
+"""The compiled scanner (``_kineto_scan``) reads a trace exactly as the typed decoder and the dict path do.
+
+Compared on generated JSON that varies what the other tests keep plain: whitespace, escapes in
+every string (keys and categories included), numbers in every JSON spelling (exponents,
+``-0``, 19-digit integers, values beyond a double), literals and nesting in the fields it
+skips. Every run it declines must leave no interned name behind, every run it takes must give
+the columns the typed reading gives, and it must take the runs of a plain real trace.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import tracemalloc
+from array import array
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from my_utils.core.errors import InputError
+from my_utils.profiling.providers import trace_events, trace_scan, trace_stream
+from my_utils.profiling.providers.kineto import read_trace
+from my_utils.profiling.providers.trace_aggregate import TraceAggregator
+from my_utils.profiling.providers.trace_scan import ScannedRun
+
+pytestmark = pytest.mark.skipif(not trace_scan.compiled(),
+                                reason="the C scanner was not built at install (no C compiler or Python.h)")
+
+_SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, database=None,
+                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+def _read(path: Path, monkeypatch: pytest.MonkeyPatch, typed: str, scan: str) -> Any:
+    """The provider's events and context, or the InputError's text, under the two switches."""
+    monkeypatch.setenv(trace_events.ENV_SWITCH, typed)
+    monkeypatch.setenv(trace_scan.ENV_SWITCH, scan)
+    try:
+        got = read_trace(path)
+        return got.events, got.context
+    except InputError as exc:
+        return f"InputError: {exc}"
+
+
+def _runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Event counts of the scanned runs the aggregator receives."""
+    seen: list[int] = []
+    real = TraceAggregator.add_batch
+
+    def spy(self: TraceAggregator, events: Any) -> None:
+        if isinstance(events, ScannedRun):
+            seen.append(len(events))
+        real(self, events)
+
+    monkeypatch.setattr(TraceAggregator, "add_batch", spy)
+    return seen
+
+
+# -- JSON spelled every way ------------------------------------------------------------------
+
+_WS = st.sampled_from(["", "", " ", "\n", "\t ", "\r\n  "])
+
+
+class _Exact(int):
+    """An integer field (correlation, device type): spelled as an integer, as the schema asks."""
+
+
+@st.composite
+def _number(draw: st.DrawFn, value: float | int) -> str:
+    """``value`` in one of its JSON spellings (all equal as numbers)."""
+    if isinstance(value, int):
+        return draw(st.sampled_from([str(value), str(value), f"{value}.0", f"{value}e0", f"{value}E+0"]))
+    if not math.isfinite(value):
+        return repr(value)
+    text = repr(value)
+    spellings = [text, f"{value:.17g}", f"{value:.17e}", f"{value:E}"] if value == float(f"{value:E}") \
+        else [text, f"{value:.17g}", f"{value:.17e}"]
+    out = draw(st.sampled_from(spellings))
+    return out.replace("inf", "1e999").replace("nan", "0")
+
+
+def _escape(text: str, how: int) -> str:
+    """``text`` as a JSON string: plain, every non-ASCII escaped, or every character escaped."""
+    if how == 0:
+        return json.dumps(text, ensure_ascii=False)
+    if how == 1:
+        return json.dumps(text, ensure_ascii=True)
+    return '"' + "".join(f"\\u{ord(c):04x}" if ord(c) < 0x10000 else json.dumps(c)[1:-1] for c in text) + '"'
+
+
+@st.composite
+def _text(draw: st.DrawFn, value: str, escapes: bool = True) -> str:
+    return _escape(value, draw(st.sampled_from([0, 0, 0, 0, 1, 2])) if escapes else 0)
+
+
+@st.composite
+def _value(draw: st.DrawFn, value: Any, escapes: bool = True) -> str:
+    """Any JSON value, spelled with random whitespace, escapes (``escapes``: in keys too) and number forms."""
+    ws = draw(_WS)
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, _Exact):
+        return str(int(value))
+    if isinstance(value, (int, float)):
+        return draw(_number(value))
+    if isinstance(value, str):
+        return draw(_text(value))
+    if isinstance(value, list):
+        return "[" + ws + ("," + ws).join(draw(_value(v, escapes)) for v in value) + ws + "]"
+    return "{" + ws + ("," + ws).join(f"{draw(_text(k, escapes))}{ws}:{ws}{draw(_value(v, escapes))}"
+                                      for k, v in value.items()) + ws + "}"
+
+
+_TIMES = st.one_of(st.integers(min_value=0, max_value=2**53), st.floats(min_value=0, max_value=1e16),
+                   st.floats(allow_nan=False, allow_infinity=False),
+                   st.sampled_from([10**18 - 1, -(10**18 - 1), 0.1, 5e-324, 1e308, 1.7976931348623157e308]))
+_TIMES_ODD = st.sampled_from([10**18, 10**19, 2**63, -(2**63), 10**30])  # read by the typed decoder only
+_CATS = st.sampled_from(["kernel", "Kernel", "gpu_memcpy", "gpu_memset", "cpu_op", "user_annotation", "cuda_runtime",
+                         "cuda_driver", "cpu_instant_event", "ac2g", "python_function", "kérnel", None])
+_NAMES = st.sampled_from(["aten::mm", "ncclKernel_AllReduce", "ProfilerStep#3", "ProfilerStep#12", "ProfilerStep#",
+                          "ProfilerStep#4x", "ProfilerStep#4x", "ProfilerStep#3", "ProfilerStep#12x", "ProfilerStep#" + "9" * 18, "[memory]", 'quote " and \\ slash',
+                          "tab\there", "été", "日本", "", "P"])
+_NAMES_ODD = st.sampled_from(["ProfilerStep#" + "9" * 19, "ProfilerStep#5\n", "emoji 😀"])
+_ODD = st.sampled_from([None, True, [], {}, "7", 1.5, [[[[[]]]]], {"a": {"b": [1, {"c": None}]}}])
+
+
+@st.composite
+def _event(draw: st.DrawFn, odd: bool) -> str:
+    """One event; ``odd``: it may also have what the scanner declines (fields off the schema, a key
+    twice, escaped keys and categories); names and skipped values are escaped either way."""
+    fields: dict[str, Any] = {}
+    if draw(st.integers(0, 9)):
+        fields["ph"] = draw(st.sampled_from(["X", "X", "X", "i", "s", "f", None]))
+    if draw(st.integers(0, 9)):
+        fields["cat"] = draw(_CATS)
+    if draw(st.integers(0, 9)):
+        fields["name"] = draw(st.one_of(_NAMES, _NAMES_ODD) if odd else _NAMES)
+    times = st.one_of(_TIMES, _TIMES_ODD) if odd else _TIMES
+    for key in ("ts", "dur"):
+        if draw(st.integers(0, 15)):
+            fields[key] = draw(times)
+    if draw(st.booleans()):
+        args: dict[str, Any] = {}
+        if draw(st.booleans()):
+            args["correlation"] = _Exact(draw(st.one_of(st.integers(-3, 2**40), st.sampled_from(
+                [10**18 - 1, -(10**18 - 1), *([2**63 - 1, -(2**63), 10**18, 2**63] if odd else [])]))))
+        if draw(st.integers(0, 3)) == 0:
+            args["Total Allocated"] = draw(times)
+            if draw(st.booleans()):
+                args["Total Reserved"] = draw(st.one_of(times, st.none()))
+            if draw(st.booleans()):
+                args["Device Type"] = _Exact(draw(st.integers(-130, 130) if odd else st.integers(-128, 127)))
+        if draw(st.booleans()):
+            args["Input Dims"] = draw(_ODD)
+        fields["args"] = args
+    if draw(st.booleans()):
+        fields[draw(st.sampled_from(["pid", "tid", "id", "bp", "s"]))] = draw(_ODD)
+    if odd and draw(st.integers(0, 10)) == 0:  # a field off the schema
+        fields[draw(st.sampled_from(["ph", "cat", "name", "ts", "dur", "args"]))] = draw(_ODD)
+    keys = list(fields)
+    ws = draw(_WS)
+    plain = ("ph", "cat", "args")  # escaped, these are declined
+    parts = [f"{draw(_text(k, odd))}{ws}:{ws}"
+             f"{draw(_text(fields[k], odd)) if k in plain and isinstance(fields[k], str) else draw(_value(fields[k], odd))}"
+             for k in keys]
+    if odd and keys and draw(st.integers(0, 10)) == 0:  # a key written twice
+        parts.append(parts[0])
+    return "{" + ws + ("," + ws).join(parts) + ws + "}"
+
+
+@_SETTINGS
+@given(events=st.sampled_from([False, False, False, True]).flatmap(
+    lambda odd: st.lists(_event(odd), min_size=1, max_size=40)), ws=_WS)
+def test_scan_reads_generated_json_as_the_typed_and_dict_paths(events: list[str], ws: str, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trace_stream, "_BATCH_MIN", 0)  # runs from the first event on
+    text = '{"traceEvents": [' + ws + ("," + ws).join(events) + ws + '], "baseTimeNanoseconds": 1}'
+    path = tmp_path / "t.json"
+    path.write_text(text, encoding="utf-8")
+    scanned = _read(path, monkeypatch, "1", "1")
+    assert scanned == _read(path, monkeypatch, "1", "0")
+    assert scanned == _read(path, monkeypatch, "0", "1")
+
+
+# -- the runs it takes ---------------------------------------------------------------------------
+
+def test_scan_takes_the_runs_of_a_real_trace(real_fixtures: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = real_fixtures / "kineto/hta/trace_filter__sampled_rank-0.json.gz"
+    runs = _runs(monkeypatch)
+    monkeypatch.setattr(trace_stream, "_BATCH_MIN", 0)
+    scanned = _read(path, monkeypatch, "1", "1")
+    n = sum(int(e.value) for e in scanned[0] if e.name == "trace.events")
+    assert n == 4855 and sum(runs) >= n - 1 - n // 1000, (sum(runs), n)  # a seam event per chunk is read alone
+    runs.clear()
+    assert _read(path, monkeypatch, "1", "0") == scanned and runs == []  # the switch turns it off
+
+
+def _scan(text: str, agg: TraceAggregator | None = None) -> tuple[ScannedRun | None, TraceAggregator]:
+    agg = agg or TraceAggregator(Path("t.json"))
+    scan = agg.scanner()
+    assert scan is not None
+    return scan(text), agg
+
+
+@pytest.mark.parametrize("text", [
+    '{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "ts": 3}',  # a key twice
+    '{"ph": "X", "cat": "kernel", "name": "k", "ts": "1"}',  # ts of another type
+    '{"ph": "X", "cat": "kernel", "name": "k", "ts": 1e999}',  # beyond a double
+    '{"ph": "X", "cat": "kernel", "name": "k", "ts": 1234567890123456789}',  # 19 digits
+    '{"ph": "X", "cat": "kernel", "name": "k", "ts": -0}',  # -0 as an integer
+    '{"ph": "X", "cat": "kernel", "name": "k", "ts": 01}',  # not JSON
+    '{"ph": "X", "cat": "kernel", "name": "k", "ts": 1.}',
+    '{"ph": "X", "cat": "kernel", "name": "k", "ts": NaN}',
+    '{"ph": "X", "cat": "kernel", "name": null, "ts": 1}',
+    '{"ph": "X", "cat": "k\\u0065rnel", "name": "k", "ts": 1}',  # an escaped category
+    '{"ph": "X", "cat": "kernel", "n\\u0061me": "k", "ts": 1}',  # an escaped key
+    '{"ph": "X", "cat": "kernel", "name": "\\ud83d\\ude00", "ts": 1}',  # a surrogate pair
+    '{"ph": "X", "cat": "kernel", "name": "k\\q", "ts": 1}',  # a bad escape
+    '{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "args": null}',
+    '{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "args": {"correlation": 1.0}}',
+    '{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "args": {"correlation": true}}',
+    '{"ph": "X", "cat": "kernel", "name": "k", "x": ' + "[" * 70 + "]" * 70 + ', "ts": 1}',  # deep
+    '{"ph": "X", "cat": "kernel", "name": "k"}',  # no ts on a complete event: the error path words it
+    '{"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": 1, "args": {"Total Allocated": 1,'
+    ' "Device Type": 300}}',
+    '{"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1234567890123456789", "ts": 1}',
+    '{"ph": "X", "cat": "kernel", "name": "k", "ts": 1} 7',
+    '{"ph": "X", "cat": "kernel", "name": "k", "ts": 1},',
+    "[]",
+    "",
+])
+def test_scan_declines_what_the_typed_decoder_must_decide(text: str) -> None:
+    agg = TraceAggregator(Path("t.json"))
+    agg._nid("before")
+    first, _ = _scan('{"ph": "X", "cat": "kernel", "name": "new name", "ts": 1}, ' + text, agg)
+    assert first is None
+    assert agg.name_list == ["before"] and agg.names == {"before": 0}  # the run's names went with it
+
+
+def test_scan_gives_the_typed_columns() -> None:
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "k1", "ts": 10.5, "dur": 2, "args": {"correlation": 7, "stream": 7}},
+        {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#4", "ts": 1, "dur": 100},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 2, "dur": 3e1},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4x", "ts": 2.5, "dur": 1},  # no step: rows
+        {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#", "ts": 2.5, "dur": 1},
+        {"ph": "X", "cat": "user_annotation", "name": "\u0050rofilerStep#\u0035", "ts": 8, "dur": 9},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 3, "dur": 1, "args": {"correlation": 7}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaGetDevice", "ts": 4, "dur": 1},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": 5,
+         "args": {"Total Allocated": 1024, "Total Reserved": None, "Device Type": 1}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": 6, "dur": 0.25},
+        {"ph": "X", "cat": "ac2g", "name": "flow", "ts": 7},
+        {"ph": "f"},
+    ]
+    run, agg = _scan(",".join(json.dumps(e) for e in events).replace("\\\\u", "\\u"))
+    assert run is not None and len(run) == len(events)
+    agg.add_batch(run)
+    typed = TraceAggregator(Path("t.json"))
+    typed.add_batch(trace_events.typed_decoder()(json.dumps(events).replace("\\\\u", "\\u")))
+    for mine, theirs in ((agg.dev, typed.dev), (agg.host, typed.host), (agg.mem, typed.mem),
+                         ((agg.rt_corr, agg.rt_ts), (typed.rt_corr, typed.rt_ts))):
+        assert [list(c) for c in mine] == [list(c) for c in theirs]
+    assert agg.steps == typed.steps == [(1.0, 100.0, 4), (8.0, 9.0, 5)]  # the second one spelled with escapes
+    assert agg.name_list == typed.name_list == ["k1", "aten::mm", "ProfilerStep#4x", "ProfilerStep#", "Memcpy HtoD"]
+    assert agg.cats == typed.cats and agg.count == typed.count == len(events)
+
+
+@_SETTINGS
+@given(value=st.floats(allow_nan=False, allow_infinity=False), spelling=st.integers(0, 3))
+def test_scan_reads_every_double_as_python_does(value: float, spelling: int) -> None:
+    text = [repr(value), f"{value:.17e}", f"{value:.25g}", f"{value:.3e}"][spelling]
+    run, _ = _scan(f'{{"ph": "X", "cat": "kernel", "name": "k", "ts": {text}, "dur": {text}}}')
+    assert run is not None
+    ts = struct.unpack("d", run.columns[4])[0]
+    assert ts == float(text) and math.copysign(1, ts) == math.copysign(1, float(text))
+
+
+def test_scan_holds_no_memory_after_a_run() -> None:
+    text = ",".join(json.dumps({"ph": "X", "cat": c, "name": f"n{i % 50}", "ts": i, "dur": 1,
+                                "args": {"correlation": i}}) for i, c in
+                    zip(range(3000), ["kernel", "cpu_op", "cuda_runtime", "ac2g"] * 1000))
+    agg = TraceAggregator(Path("t.json"))
+    scan = agg.scanner()
+    assert scan is not None
+    scan(text)  # names interned once
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(200):
+            assert scan(text) is not None
+            assert scan(text + ", 1") is None  # declined at the end
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert after - before < 64 << 10, f"{after - before} bytes left after 400 scans"
+    assert len(agg.name_list) == 50
+
+
+def test_scan_off_without_the_typed_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(trace_events.ENV_SWITCH, "0")
+    assert TraceAggregator(Path("t.json")).scanner() is None
+    monkeypatch.setenv(trace_events.ENV_SWITCH, "1")
+    monkeypatch.setenv(trace_scan.ENV_SWITCH, "0")
+    assert TraceAggregator(Path("t.json")).scanner() is None
+    monkeypatch.delenv(trace_scan.ENV_SWITCH)
+    assert TraceAggregator(Path("t.json")).scanner() is not None
+
+
+def test_scan_columns_are_the_arrays_layout() -> None:
+    # the scanner writes native int8/int32/double/int64: the typecodes TraceAggregator's arrays use
+    assert [array(t).itemsize for t in "bidq"] == [1, 4, 8, 8]
