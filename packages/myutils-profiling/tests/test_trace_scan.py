@@ -282,7 +282,7 @@ def test_scan_reads_every_double_as_python_does(value: float, spelling: int) -> 
 def test_scan_holds_no_memory_after_a_run() -> None:
     text = ",".join(json.dumps({"ph": "X", "cat": c, "name": f"n{i % 50}", "ts": i, "dur": 1,
                                 "args": {"correlation": i}}) for i, c in
-                    zip(range(3000), ["kernel", "cpu_op", "cuda_runtime", "ac2g"] * 1000))
+                    zip(range(3000), ["kernel", "cpu_op", "cuda_runtime", "ac2g"] * 750, strict=True))
     agg = TraceAggregator(Path("t.json"))
     scan = agg.scanner()
     assert scan is not None
