@@ -274,6 +274,9 @@ def test_scan_gives_the_typed_columns() -> None:
 def test_scan_reads_every_double_as_python_does(value: float, spelling: int) -> None:
     text = [repr(value), f"{value:.17e}", f"{value:.25g}", f"{value:.3e}"][spelling]
     run, _ = _scan(f'{{"ph": "X", "cat": "kernel", "name": "k", "ts": {text}, "dur": {text}}}')
+    if math.isinf(float(text)):  # rounded beyond the largest double ('1.798e+308'): the typed decoder refuses it
+        assert run is None
+        return
     assert run is not None
     ts = struct.unpack("d", run.columns[4])[0]
     assert ts == float(text) and math.copysign(1, ts) == math.copysign(1, float(text))

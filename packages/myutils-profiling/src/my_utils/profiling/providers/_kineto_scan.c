@@ -683,9 +683,206 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+/* ---- finish: step indices, launch times, grouped sums ------------------------------------ */
+
+/* A contiguous buffer of `itemsize`-byte items; 0, or -1 with an error set. */
+static int items_of(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *what) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (view->len % itemsize != 0) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_ValueError, "%s: a buffer of %zd-byte items", what, itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+/* step_index(starts, ends, times) -> bytes of int32: for each time, the index i of the last start
+ * <= time (bisect_right - 1) when time < ends[i], else -1. starts/ends/times: doubles. */
+static PyObject *step_index(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3) { PyErr_SetString(PyExc_TypeError, "step_index(starts, ends, times)"); return NULL; }
+    Py_buffer vs, ve, vt;
+    if (items_of(args[0], &vs, 8, "starts") < 0) return NULL;
+    if (items_of(args[1], &ve, 8, "ends") < 0) { PyBuffer_Release(&vs); return NULL; }
+    if (items_of(args[2], &vt, 8, "times") < 0) { PyBuffer_Release(&vs); PyBuffer_Release(&ve); return NULL; }
+    PyObject *out = NULL;
+    Py_ssize_t ns = vs.len / 8, nt = vt.len / 8;
+    if (ve.len / 8 != ns) {
+        PyErr_SetString(PyExc_ValueError, "step_index: as many ends as starts");
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, nt * 4);
+    if (out == NULL) goto done;
+    const double *starts = vs.buf, *ends = ve.buf, *times = vt.buf;
+    int32_t *idx = (int32_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        double t = times[k];
+        Py_ssize_t lo = 0, hi = ns;
+        while (lo < hi) {  /* bisect_right: the first start > t */
+            Py_ssize_t mid = (lo + hi) / 2;
+            if (t < starts[mid]) hi = mid; else lo = mid + 1;
+        }
+        Py_ssize_t i = lo - 1;
+        idx[k] = (i >= 0 && t < ends[i]) ? (int32_t)i : -1;
+    }
+done:
+    PyBuffer_Release(&vs); PyBuffer_Release(&ve); PyBuffer_Release(&vt);
+    return out;
+}
+
+/* launch_times(corr, ts, rt_corr, rt_ts) -> bytes of doubles: per device row, the time of the first
+ * runtime call (file order) with its correlation when corr >= 0 and one exists, else its own ts. */
+static PyObject *launch_times(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) { PyErr_SetString(PyExc_TypeError, "launch_times(corr, ts, rt_corr, rt_ts)"); return NULL; }
+    Py_buffer v[4];
+    static const char *what[4] = {"corr", "ts", "rt_corr", "rt_ts"};
+    int got = 0;
+    PyObject *out = NULL;
+    long long *keys = NULL;
+    double *vals = NULL;
+    char *used = NULL;
+    for (; got < 4; got++) if (items_of(args[got], &v[got], 8, what[got]) < 0) goto done;
+    Py_ssize_t n = v[0].len / 8, nr = v[2].len / 8;
+    if (v[1].len / 8 != n || v[3].len / 8 != nr) {
+        PyErr_SetString(PyExc_ValueError, "launch_times: columns of unequal lengths");
+        goto done;
+    }
+    Py_ssize_t cap = 16;
+    while (cap < 2 * nr) cap *= 2;
+    keys = PyMem_Malloc((size_t)cap * sizeof(long long));
+    vals = PyMem_Malloc((size_t)cap * sizeof(double));
+    used = PyMem_Calloc((size_t)cap, 1);
+    if (keys == NULL || vals == NULL || used == NULL) { PyErr_NoMemory(); goto done; }
+    const long long *rc = v[2].buf;
+    const double *rt = v[3].buf;
+    for (Py_ssize_t k = 0; k < nr; k++) {
+        if (rc[k] < 0) continue;  /* never looked up: a device row with a negative correlation keeps its ts */
+        uint64_t h = (uint64_t)rc[k] * 0x9E3779B97F4A7C15ULL;
+        Py_ssize_t j = (Py_ssize_t)(h >> 32) & (cap - 1);
+        while (used[j] && keys[j] != rc[k]) j = (j + 1) & (cap - 1);
+        if (!used[j]) { used[j] = 1; keys[j] = rc[k]; vals[j] = rt[k]; }  /* the first one stays */
+    }
+    out = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (out == NULL) goto done;
+    const long long *dc = v[0].buf;
+    const double *dt = v[1].buf;
+    double *res = (double *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        res[k] = dt[k];
+        if (dc[k] < 0) continue;
+        uint64_t h = (uint64_t)dc[k] * 0x9E3779B97F4A7C15ULL;
+        Py_ssize_t j = (Py_ssize_t)(h >> 32) & (cap - 1);
+        while (used[j]) {
+            if (keys[j] == dc[k]) { res[k] = vals[j]; break; }
+            j = (j + 1) & (cap - 1);
+        }
+    }
+done:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    PyMem_Free(keys); PyMem_Free(vals); PyMem_Free(used);
+    return out;
+}
+
+/* numpy's pairwise summation of a[0:n] (8 running sums per block of up to 128, halves above):
+ * trace_aggregate._pairwise, digit for digit. */
+static double pairwise(const double *a, Py_ssize_t n) {
+    if (n < 8) {
+        double res = 0.0;
+        for (Py_ssize_t i = 0; i < n; i++) res += a[i];
+        return res;
+    }
+    if (n <= 128) {
+        double r[8];
+        for (int k = 0; k < 8; k++) r[k] = a[k];
+        Py_ssize_t end = n - n % 8, i;
+        for (i = 8; i < end; i += 8)
+            for (int k = 0; k < 8; k++) r[k] += a[i + k];
+        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (i = end; i < n; i++) res += a[i];
+        return res;
+    }
+    Py_ssize_t half = n / 2;
+    half -= half % 8;
+    return pairwise(a, half) + pairwise(a + half, n - half);
+}
+
+typedef struct {
+    int32_t g, n, si;
+    Py_ssize_t at;  /* row order in the file: keeps the sort stable */
+} RowKey;
+
+static int row_cmp(const void *x, const void *y) {
+    const RowKey *a = x, *b = y;
+    if (a->g != b->g) return a->g < b->g ? -1 : 1;
+    if (a->n != b->n) return a->n < b->n ? -1 : 1;
+    if (a->si != b->si) return a->si < b->si ? -1 : 1;
+    return a->at < b->at ? -1 : (a->at > b->at);
+}
+
+/* group_rows(group, name, step, dur) -> [(group, name, step, total, count, max, min)] sorted by
+ * (group, name, step): per key, the sum trace_aggregate._reduceat_sum gives over its durations in
+ * file order (the first plus the pairwise sum of the rest), their count, max and min (the first
+ * largest / smallest, as Python's max and min). Columns: int8, int32, int32, double. */
+static PyObject *group_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) { PyErr_SetString(PyExc_TypeError, "group_rows(group, name, step, dur)"); return NULL; }
+    Py_buffer v[4];
+    static const Py_ssize_t size[4] = {1, 4, 4, 8};
+    static const char *what[4] = {"group", "name", "step", "dur"};
+    int got = 0;
+    PyObject *out = NULL;
+    RowKey *keys = NULL;
+    double *run = NULL;
+    for (; got < 4; got++) if (items_of(args[got], &v[got], size[got], what[got]) < 0) goto done;
+    Py_ssize_t n = v[0].len;
+    if (v[1].len / 4 != n || v[2].len / 4 != n || v[3].len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "group_rows: columns of unequal lengths");
+        goto done;
+    }
+    const signed char *g = v[0].buf;
+    const int32_t *nm = v[1].buf, *si = v[2].buf;
+    const double *dur = v[3].buf;
+    keys = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(RowKey));
+    run = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(double));
+    if (keys == NULL || run == NULL) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t k = 0; k < n; k++) { keys[k].g = g[k]; keys[k].n = nm[k]; keys[k].si = si[k]; keys[k].at = k; }
+    qsort(keys, (size_t)n, sizeof(RowKey), row_cmp);
+    out = PyList_New(0);
+    if (out == NULL) goto done;
+    for (Py_ssize_t lo = 0; lo < n;) {
+        Py_ssize_t hi = lo;
+        double mx = dur[keys[lo].at], mn = mx;
+        while (hi < n && keys[hi].g == keys[lo].g && keys[hi].n == keys[lo].n && keys[hi].si == keys[lo].si) {
+            double d = dur[keys[hi].at];
+            run[hi - lo] = d;
+            if (d > mx) mx = d;
+            if (d < mn) mn = d;
+            hi++;
+        }
+        Py_ssize_t cnt = hi - lo;
+        double total = cnt < 2 ? run[0] : run[0] + pairwise(run + 1, cnt - 1);
+        PyObject *row = Py_BuildValue("(iiidndd)", (int)keys[lo].g, (int)keys[lo].n, (int)keys[lo].si,
+                                      total, cnt, mx, mn);
+        if (row == NULL || PyList_Append(out, row) < 0) { Py_XDECREF(row); Py_CLEAR(out); goto done; }
+        Py_DECREF(row);
+        lo = hi;
+    }
+done:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    PyMem_Free(keys); PyMem_Free(run);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
      "scan(text, codes, code_of, names, name_list) -> None | tuple: see the module source."},
+    {"step_index", (PyCFunction)(void (*)(void))step_index, METH_FASTCALL,
+     "step_index(starts, ends, times) -> bytes of int32: see the module source."},
+    {"launch_times", (PyCFunction)(void (*)(void))launch_times, METH_FASTCALL,
+     "launch_times(corr, ts, rt_corr, rt_ts) -> bytes of doubles: see the module source."},
+    {"group_rows", (PyCFunction)(void (*)(void))group_rows, METH_FASTCALL,
+     "group_rows(group, name, step, dur) -> list of tuples: see the module source."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -29,7 +29,7 @@ from typing import Any
 from my_utils.core.errors import InputError
 from my_utils.core.events import MetricEvent
 from my_utils.profiling.providers.trace_events import UNSET, as_dict
-from my_utils.profiling.providers.trace_scan import ScannedRun, scan_function
+from my_utils.profiling.providers.trace_scan import ScannedRun, finish_helpers, scan_function
 
 # raw category (every spelling seen in real traces, 2021 capitalised ones included) -> group
 _GROUP_OF_CAT: dict[str, str] = {
@@ -276,10 +276,13 @@ class TraceAggregator:
     def finish(self, metadata: Mapping[str, Any], rank: int | None, rank_source: str) -> list[MetricEvent]:
         """Group everything and return the metric events of this file.
 
-        Plain Python, no numpy: importing numpy alone costs a one-file command ~0.1 s of CPU,
-        more than grouping the ~100k kept rows takes. The sums are numpy's, digit for digit
-        (:func:`_reduceat_sum`), so no figure moved when numpy left this path.
+        No numpy: importing numpy alone costs a one-file command ~0.1 s of CPU, more than
+        grouping the ~100k kept rows takes. The sums are numpy's, digit for digit
+        (:func:`_reduceat_sum`), so no figure moved when numpy left this path. The grouping runs
+        in the compiled helpers when they are there (``trace_scan.finish_helpers``), in plain
+        Python otherwise: the same figures either way (the tests compare both).
         """
+        fast = finish_helpers()
         base_ns = metadata.get("baseTimeNanoseconds")
         base_s = float(base_ns) / 1e9 if isinstance(base_ns, (int, float)) and not isinstance(base_ns, bool) else None
 
@@ -306,27 +309,34 @@ class TraceAggregator:
         for (_t0, dur, n), ts in zip(steps, step_ts, strict=True):
             emit("step_time", dur / 1e3, "duration", "ms", n, ts, span=f"ProfilerStep#{n}")
 
-        def step_index(times: Sequence[float]) -> list[int]:
+        def step_index(times: Sequence[float]) -> Sequence[int]:
             """Index into ``steps`` of the span holding each time, -1 when outside every step span."""
             if not steps:
                 return [-1] * len(times)
+            if fast is not None:  # int32 in a memoryview: iterable, and a buffer for group_rows
+                return memoryview(fast.step_index(starts_col, ends_col, times)).cast("i")
             find = bisect_right
             return [i if (i := find(starts, t) - 1) >= 0 and t < ends[i] else -1 for t in times]
+
+        starts_col, ends_col = array("d", starts), array("d", ends)
 
         def step_of(si: int) -> tuple[int | None, float | None]:
             return (None, None) if si < 0 else (step_no[si], step_ts[si])
 
         # device events: step of the launching runtime call (its first one in file order) when known
         dg, dn, dts, ddur, dcorr = self.dev
-        launched: dict[int, float] = {}
-        for corr, t in zip(self.rt_corr, self.rt_ts, strict=True):
-            if corr not in launched:
-                launched[corr] = t
-        if launched:
-            get = launched.get
-            dsi = step_index([get(c, t) if c >= 0 else t for c, t in zip(dcorr, dts, strict=True)])
+        if fast is not None:
+            dsi = step_index(memoryview(fast.launch_times(dcorr, dts, self.rt_corr, self.rt_ts)).cast("d"))
         else:
-            dsi = step_index(dts)
+            launched: dict[int, float] = {}
+            for corr, t in zip(self.rt_corr, self.rt_ts, strict=True):
+                if corr not in launched:
+                    launched[corr] = t
+            if launched:
+                get = launched.get
+                dsi = step_index([get(c, t) if c >= 0 else t for c, t in zip(dcorr, dts, strict=True)])
+            else:
+                dsi = step_index(dts)
         hg, hn, hts, hdur = self.host
         hsi = step_index(hts)
 
@@ -335,21 +345,19 @@ class TraceAggregator:
         comm_ids = {i for i, nm in enumerate(names) if _COMM.search(nm)}
 
         for g_arr, n_arr, dur_arr, si_arr in ((dg, dn, ddur, dsi), (hg, hn, hdur, hsi)):
-            rows: dict[tuple[int, int, int], list[float]] = {}  # (group, name, step index): durations in file order
-            for row_key, dur in zip(zip(g_arr, n_arr, si_arr, strict=True), dur_arr, strict=True):
-                row = rows.get(row_key)
-                if row is None:
-                    rows[row_key] = [dur]
-                else:
-                    row.append(dur)
+            if fast is not None:
+                if not isinstance(si_arr, memoryview):  # no steps: a list of -1
+                    si_arr = array("i", si_arr)
+                grouped = fast.group_rows(g_arr, n_arr, si_arr, dur_arr)
+            else:
+                grouped = _group_rows(g_arr, n_arr, si_arr, dur_arr)
             totals: dict[tuple[str, int], list[float]] = {}
-            for (gid, nid, si), durs in sorted(rows.items()):
-                total, cnt = _reduceat_sum(durs), len(durs)
+            for gid, nid, si, total, cnt, longest, shortest in grouped:
                 group = groups[gid]
                 step, ts = step_of(si)
                 emit(f"{group}:{names[nid]}", total / 1e3, "duration", "ms", step, ts,
                      category=group, op=names[nid], count=cnt, mean_ms=total / cnt / 1e3,
-                     max_ms=max(durs) / 1e3, min_ms=min(durs) / 1e3)
+                     max_ms=longest / 1e3, min_ms=shortest / 1e3)
                 acc = totals.setdefault((group, si), [0.0, 0, 0.0])
                 acc[0] += total
                 acc[1] += cnt
@@ -387,6 +395,23 @@ class TraceAggregator:
         for cat, cnt in sorted(cats.items()):
             emit("trace.events", cnt, "counter", "count", None, None, category=cat)
         return out
+
+
+def _group_rows(g_arr: Sequence[int], n_arr: Sequence[int], si_arr: Sequence[int], dur_arr: Sequence[float]
+                ) -> list[tuple[int, int, int, float, int, float, float]]:
+    """(group, name, step index, total, count, max, min) per key, sorted: durations summed in file order.
+
+    The Python twin of the compiled ``group_rows`` (``_kineto_scan.c``).
+    """
+    rows: dict[tuple[int, int, int], list[float]] = {}  # (group, name, step index): durations in file order
+    for row_key, dur in zip(zip(g_arr, n_arr, si_arr, strict=True), dur_arr, strict=True):
+        row = rows.get(row_key)
+        if row is None:
+            rows[row_key] = [dur]
+        else:
+            row.append(dur)
+    return [(gid, nid, si, _reduceat_sum(durs), len(durs), max(durs), min(durs))
+            for (gid, nid, si), durs in sorted(rows.items())]
 
 
 def _pairwise(a: list[float], lo: int, n: int) -> float:

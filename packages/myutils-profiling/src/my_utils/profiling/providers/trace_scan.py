@@ -22,12 +22,14 @@ from typing import Any
 
 from my_utils.profiling.providers.trace_events import ENV_SWITCH as TYPED_SWITCH
 
+_compiled: Any
 try:
-    from my_utils.profiling.providers._kineto_scan import scan as _scan
+    from my_utils.profiling.providers import _kineto_scan as _compiled
 except ImportError:  # not built (no compiler at install): the typed decoder reads every run
-    _scan = None
+    _compiled = None
+_scan = None if _compiled is None else _compiled.scan
 
-__all__ = ["ENV_SWITCH", "ScannedRun", "compiled", "scan_function"]
+__all__ = ["ENV_SWITCH", "ScannedRun", "compiled", "finish_helpers", "scan_function"]
 
 #: Environment variable: ``0`` turns the compiled scanner off.
 ENV_SWITCH = "MYUTILS_TRACE_SCAN"
@@ -57,11 +59,19 @@ def compiled() -> bool:
     return _scan is not None
 
 
+def _switched_on() -> bool:
+    return all(os.environ.get(switch, "1").strip() != "0" for switch in (ENV_SWITCH, TYPED_SWITCH))
+
+
 def scan_function() -> Scan | None:
     """The compiled scan, or None: not built, ``MYUTILS_TRACE_SCAN=0`` or ``MYUTILS_TYPED_TRACE=0``."""
-    if _scan is None:
-        return None
-    for switch in (ENV_SWITCH, TYPED_SWITCH):
-        if os.environ.get(switch, "1").strip() == "0":
-            return None
-    return _scan
+    return _scan if _scan is not None and _switched_on() else None
+
+
+def finish_helpers() -> Any | None:
+    """The compiled module for ``TraceAggregator.finish`` (``step_index``, ``launch_times``, ``group_rows``), or None.
+
+    Under the same switches as the scan: with either off, ``finish`` groups in Python, as it
+    does when the module was not built; the results are the same digit for digit.
+    """
+    return _compiled if _compiled is not None and _switched_on() else None
