@@ -147,9 +147,13 @@ def test_other_lines_are_left_to_typer(command: Any, argv: list[str]) -> None:
     assert parse_run_argv(argv) is None
 
 
-def test_declined_lines_are_mostly_ones_click_rejects(command: Any) -> None:
-    rejected = [argv for argv in DECLINED if _click_parse(command, argv) is None]
-    assert len(rejected) >= len(DECLINED) - 4  # --help as a value, surrogates, 'plugins list': not errors
+def test_declined_lines_are_usage_errors_but_for_three_left_to_typer_by_choice(command: Any) -> None:
+    click_runs = [argv for argv in DECLINED if _click_parse(command, argv) is not None]
+    assert click_runs == [  # typer runs these as always; the fast parser need not know them
+        [*BASE, "p", "--input", "--help", "--output-dir", "o"],
+        ["--", *BASE, "p", "--input", "a", "--output-dir", "o"],
+        [*BASE, "p", "--input", "a\udcff", "--output-dir", "o"],
+    ]
 
 
 def test_a_path_that_cannot_be_read_is_left_to_typer(command: Any, tmp_path: Path) -> None:
@@ -298,8 +302,12 @@ class Site:
         (self.work / "tiny.json").write_text(json.dumps(TINY))
         self.script = Path(sys.executable).parent / "myutils"
 
-    def run(self, *args: str, fast: bool, env: Mapping[str, str] | None = None) -> tuple[int, str, str, set[str]]:
-        """``myutils ARGS`` in the work folder: exit code, stdout, stderr, modules imported."""
+    def run(self, *args: str, fast: bool, env: Mapping[str, str] | None = None, stdout: int | None = None
+            ) -> tuple[int, str, str, set[str]]:
+        """``myutils ARGS`` in the work folder: exit code, stdout, stderr, modules imported.
+
+        ``stdout``: a file descriptor to write to instead of a captured pipe.
+        """
         environ = {k: v for k, v in os.environ.items() if not k.startswith(SETTINGS_PREFIX)}
         environ["PYTHONPATH"] = os.pathsep.join([str(self.site), *filter(None, [os.environ.get("PYTHONPATH")])])
         environ[CACHE_DIR_ENV] = str(self.cache)
@@ -309,10 +317,10 @@ class Site:
         environ["RUNFAST_MODULES"] = str(modules_file)
         environ.update(env or {})
         modules_file.unlink(missing_ok=True)
-        proc = subprocess.run([str(self.script), *args], capture_output=True, text=True, env=environ,
-                              cwd=self.work, timeout=120)
+        proc = subprocess.run([str(self.script), *args], stdout=subprocess.PIPE if stdout is None else stdout,
+                              stderr=subprocess.PIPE, text=True, env=environ, cwd=self.work, timeout=120)
         modules = set(modules_file.read_text().split()) if modules_file.exists() else set()
-        return proc.returncode, proc.stdout, proc.stderr, modules
+        return proc.returncode, proc.stdout or "", proc.stderr, modules
 
 
 @pytest.fixture()
@@ -389,3 +397,37 @@ def test_without_a_current_record_or_with_odd_streams_typer_runs_it(site: Site) 
     code, _, _, modules = site.run(*args, fast=True)
     assert code == 0 and "typer" in modules
     assert not list(site.cache.glob("cli-start-*.json"))  # a plugins run under typer records nothing
+
+
+def test_a_closed_stdout_ends_as_under_typer(site: Site) -> None:
+    args = ["plugins", "run", "torch_profiler", "--input", "tiny.json", "--output-dir", "out", "-q"]
+    ends = []
+    for fast in (True, False):
+        read, write = os.pipe()
+        os.close(read)  # the reader is gone: the final line meets a broken pipe
+        try:
+            code, _, stderr, modules = site.run(*args, fast=fast, stdout=write)
+        finally:
+            os.close(write)
+        ends.append((code, stderr))
+        assert ("typer" in modules) is not fast
+    assert ends[0] == ends[1] and ends[0][0] == 2 and ends[0][1].startswith("error: "), ends
+
+
+def test_guards_without_typer_report_once_and_end_in_command_exit() -> None:
+    from my_utils.core.cli.guard import CommandExit, plugin_guard, run_without_typer
+    from my_utils.core.errors import InputError
+
+    lines: list[str] = []
+    run_without_typer(lines.append)
+    try:
+        with pytest.raises(CommandExit) as ended, plugin_guard(), plugin_guard("metrics provider 'x'"):
+            raise InputError("data.csv", "line 4", "expected a number")
+        with pytest.raises(CommandExit) as broke, plugin_guard(), plugin_guard("metrics provider 'x'"):
+            raise LookupError("a bug")
+    finally:
+        run_without_typer(None)
+    assert ended.value.exit_code == 2 and broke.value.exit_code == 1
+    assert len(lines) == 2 and lines[0].startswith("error: data.csv") and "metrics provider 'x' failed" in lines[1]
+    with pytest.raises(typer.Exit), plugin_guard():  # typer's ending again
+        raise InputError("data.csv", None, "expected a number")
