@@ -10,6 +10,9 @@ Goals (issue 22, after issue 2): ``myutils --help`` <= 150 ms above a bare inter
   distribution (``.dist-info`` with an entry point, in a folder on ``PYTHONPATH``) offering a
   metrics provider and adding a command with two options.
 
+``myutils plugins run torch_profiler`` on a 7-event trace (when myutils-profiling is installed)
+is timed too, for information: with the start recorded it runs without typer (``cli.run_fast``).
+
 Each set runs as a user meets it: ``recorded`` (the usual start: entry points from the cache,
 the clean start recorded, see ``my_utils.core.cli.start_cache``; the warm-up round records it),
 and ``no cache`` (``MYUTILS_NO_CACHE=1``: what a first start after an install costs, and every
@@ -24,6 +27,8 @@ this interpreter (the venv's); when there is none, ``python -m my_utils.core``.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -46,6 +51,9 @@ from _temp import bench_tempdir
 
 DEFAULT_SAMPLES, QUICK_SAMPLES = 15, 3
 DEFAULT_PLUGINS = 20
+#: a 7-event Kineto trace: ``plugins run`` on it is the command's fixed cost
+TINY = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
+                        for i in range(7)]}
 
 PLUGIN = '''
 from my_utils.core.hookspecs import hookimpl
@@ -141,12 +149,23 @@ def main(argv: list[str]) -> int:
             "python -c pass": ([sys.executable, "-c", "pass"], base),
             "python -c 'import my_utils.core'": ([sys.executable, "-c", "import my_utils.core"], base),
         }
+        tiny = tmp / "tiny_rank_0.json"
+        tiny.write_text(json.dumps(TINY))
+        can_run = importlib.util.find_spec("my_utils.profiling") is not None
+        if not can_run:
+            report.skip("plugins run", "myutils-profiling (its torch_profiler provider) is not installed here")
         for label, env in sets.items():
             no_cache = {**env, "MYUTILS_NO_CACHE": "1"}
             commands[f"{shown} --help [{label}, recorded]"] = ([*myutils, "--help"], env)
             commands[f"{shown} plugins list [{label}, recorded]"] = ([*myutils, "plugins", "list"], env)
             commands[f"{shown} --help [{label}, no cache]"] = ([*myutils, "--help"], no_cache)
             commands[f"{shown} plugins list [{label}, no cache]"] = ([*myutils, "plugins", "list"], no_cache)
+            if can_run:
+                run = [*myutils, "plugins", "run", "torch_profiler", "--input", str(tiny), "-q", "--output-dir"]
+                commands[f"{shown} plugins run, 7 events [{label}, recorded]"] = (
+                    [*run, str(tmp / f"out_{len(commands)}")], env)
+                commands[f"{shown} plugins run, 7 events [{label}, no cache]"] = (
+                    [*run, str(tmp / f"out_{len(commands)}")], no_cache)
         try:
             samples = interleave({name: _timer(cmd, env) for name, (cmd, env) in commands.items()}, rounds,
                                  warmup=1)

@@ -5,7 +5,8 @@
 Input: the 54 MB / 216k-event real trace (fixture registry), gunzipped into a temporary folder
 (``--quick``: the 1.8 MB one). Every sample is a whole process, start-up included, pinned to
 one CPU (``os.sched_setaffinity`` before exec) and timed by the kernel: user + system CPU
-seconds of the finished child (``os.wait4``). The commands run in turn, round by round:
+seconds of the finished child (``os.wait4``). Each environment has its own cache folder (never the
+user's), its start recorded by one ``myutils plugins list`` first. The commands run in turn, round by round:
 
 * anchor: ``python -c`` that reads the file's bytes and ``json.loads`` them, nothing else;
 * ``myutils plugins run torch_profiler --input <trace.json>``: events aggregated and written,
@@ -14,7 +15,9 @@ seconds of the finished child (``os.wait4``). The commands run in turn, round by
   an install without the extra runs;
 * the same command on the original ``.json.gz`` (decompression included), for information;
 * ``myutils plugins run`` on a 7-event trace: the command's fixed cost (interpreter, CLI,
-  plugin discovery, imports), which no parser speed removes;
+  plugin discovery, imports), which no parser speed removes; once as a user's start meets it
+  (the clean start recorded, so the line runs without typer: ``cli.run_fast``), once with no
+  start record (typer parses it: a first start after an install, or a broken plugin);
 * in-process rate: ``read_trace`` alone in a child (imports done first), MB of uncompressed
   trace per CPU second: the parse's own share of the command.
 
@@ -90,6 +93,17 @@ def _timed(cmd: Callable[[int], list[str]], env: dict[str, str] | None, cpu: int
     return sample
 
 
+def _with_cache(env: dict[str, str], folder: Path, myutils: list[str], cpu: int, record: bool = True
+                ) -> dict[str, str]:
+    """``env`` with its own my_utils cache in ``folder``: entry points cached, the clean start recorded (or not)."""
+    cached = {**env, "MYUTILS_CACHE_DIR": str(folder)}
+    _run([*myutils, "plugins", "list"], cached, cpu)  # a clean start records itself (cli.start_cache)
+    if not record:
+        for path in folder.glob("cli-start-*.json"):
+            path.unlink()  # the entry points stay cached: only the record is missing
+    return cached
+
+
 def _myutils() -> list[str]:
     beside = Path(sys.executable).parent / "myutils"
     return [str(beside)] if beside.is_file() else [sys.executable, "-m", "my_utils.core"]
@@ -130,8 +144,16 @@ def main(argv: list[str]) -> int:
         report.label("input", f"{trace.name}: {mb:.1f} MB uncompressed (from {source})")
         # as an installed package runs: its modules' bytecode cached (with PYTHONDONTWRITEBYTECODE, set
         # in some dev shells, every start of an editable install compiles them again: ~0.05-0.1 s of CPU)
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        plain_env = {**env, "MYUTILS_TYPED_TRACE": "0"}
+        base = {k: v for k, v in os.environ.items()
+                if k not in ("PYTHONDONTWRITEBYTECODE", "MYUTILS_NO_CACHE", "MYUTILS_CACHE_DIR")}
+        try:
+            env = _with_cache(base, tmp / "cache", myutils, cpu)
+            plain_env = _with_cache({**base, "MYUTILS_TYPED_TRACE": "0"}, tmp / "cache_plain", myutils, cpu)
+            typer_env = _with_cache(base, tmp / "cache_typer", myutils, cpu, record=False)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            report.skip("all commands", f"myutils plugins list failed, no figures: {exc}")
+            report.finish(args.json)
+            return 0
 
         def plugins_run(path: Path, tag: str) -> Callable[[int], list[str]]:
             return lambda i: [*myutils, "plugins", "run", "torch_profiler", "--input", str(path),
@@ -143,6 +165,7 @@ def main(argv: list[str]) -> int:
             "plain": _timed(plugins_run(trace, "plain"), plain_env, cpu),
             "gz": _timed(plugins_run(gz, "gz"), env, cpu),
             "fixed": _timed(plugins_run(tiny, "tiny"), env, cpu),
+            "fixed_typer": _timed(plugins_run(tiny, "tinytyper"), typer_env, cpu),
         }
 
         def parse_alone() -> float:
@@ -168,7 +191,9 @@ def main(argv: list[str]) -> int:
                note="MYUTILS_TYPED_TRACE=0: without the [fast] extra")
     report.add(f"{cmd} (.json.gz)", samples["gz"], "s", anchor=anchor, note="same trace gzip-compressed")
     report.add(f"{cmd} (7 events)", samples["fixed"], "s", anchor=anchor,
-               note="the command's fixed cost: start-up, CLI, plugins, imports")
+               note="the command's fixed cost: start-up, CLI, plugins, imports (start recorded: no typer)")
+    report.add(f"{cmd} (7 events, no start record)", samples["fixed_typer"], "s", anchor=anchor,
+               note="the same under typer (entry points cached): a first start, or a broken plugin")
     report.add("whole command (typed), uncompressed MB per CPU s", [mb / s for s in samples["typed"]], "MB/s",
                goals=rate_goal)
     report.add("whole command (pure Python), MB per CPU s", [mb / s for s in samples["plain"]], "MB/s")

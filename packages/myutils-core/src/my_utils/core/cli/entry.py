@@ -1,11 +1,13 @@
-"""The ``myutils`` console script: answers ``--help`` and ``plugins list`` at once when it can.
+"""The ``myutils`` console script: answers ``--help``, ``plugins list`` and ``plugins run`` at once when it can.
 
 Importing typer, click and every plugin's commands is most of a start. When the record of the
-last clean start is current (``cli.start_cache``), ``myutils --help`` prints the help it drew
-and ``myutils plugins list [--json]`` lists the plugins (loaded and asked as always) without
+last clean start is current (``cli.start_cache``), ``myutils --help`` prints the help it drew,
+``myutils plugins list [--json]`` lists the plugins (loaded and asked as always), and a
+``myutils plugins run`` line that ``cli.run_fast`` parses with certainty runs there, all without
 building the typer app. Anything else — other arguments, no current record, a cache turned
 off with ``MYUTILS_NO_CACHE=1`` — runs ``cli.app.run``, which records a clean start for next
-time. Nothing here imports typer.
+time (``--help`` and ``plugins list`` do; a ``plugins run`` under typer builds no plugin
+command, so it proves nothing to record). Nothing here imports typer.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from my_utils.core.cli.run_fast import RunArgs
     from my_utils.core.cli.start_cache import StartRecord
 
 __all__ = ["FAST_ARGS", "asks_for_version", "main", "quiet_plugin_warnings"]
@@ -85,15 +88,28 @@ def main() -> None:
         _print_versions()
         return
     record: StartRecord | None = None
-    if argv in FAST_ARGS:
+    run_args: RunArgs | None = None
+    if argv not in FAST_ARGS:
+        from my_utils.core.cli.run_fast import fast_run_args  # os, sys, pathlib: what typer imports anyway
+
+        run_args = fast_run_args(argv)
+    if argv in FAST_ARGS or run_args is not None:
         from my_utils.core.entry_point_cache import cache_dir, metadata_fingerprint
 
         if cache_dir() is not None:
             from my_utils.core.cli.start_cache import StartRecord
 
             record = StartRecord.load(metadata_fingerprint())
+            if record.current and run_args is not None:
+                from my_utils.core.cli.run_fast import run as run_fast
+
+                quiet_plugin_warnings()
+                run_fast(run_args)
+                return
             if record.current and _fast(argv, record):
                 return
+        if run_args is not None:
+            record = None  # typer's plugins run builds no plugin command: it cannot record a clean start
     quiet_plugin_warnings()
     from my_utils.core.cli.app import run
 

@@ -10,6 +10,10 @@ a rule, a sink called deep inside a command): that is a plugin failure too, exit
 names the plugin whose code raised it (found in the stack). Only ``KeyboardInterrupt`` passes
 (a real Ctrl-C stops the command), and a plugin's *own* command may end itself with ``sys.exit``.
 While a command runs, what plugin code prints goes to stderr (``plugin_calls.plugin_output``).
+
+Under typer a failure ends in ``typer.Exit``. A runner that parses without typer
+(``cli.run_fast``) calls :func:`run_without_typer` first: the same line is then written by the
+writer it gives, and the command ends in :class:`CommandExit`; nothing here imports typer then.
 """
 
 from __future__ import annotations
@@ -34,7 +38,41 @@ TRACEBACK_ENV = "MYUTILS_TRACEBACK"
 _GUARDED = "__myutils_guarded__"
 
 
-_state = {"traceback": False}
+_state: dict[str, Any] = {"traceback": False, "echo_error": None}
+
+
+class CommandExit(SystemExit):
+    """Ends a command that typer does not run, with the exit code of the failure just reported.
+
+    A ``SystemExit`` so that it ends the process with its code even when nothing catches it; the
+    guards let it pass as they let ``typer.Exit`` pass (it is not plugin code exiting).
+    """
+
+    @property
+    def exit_code(self) -> int:
+        """The process's exit status (as ``typer.Exit.exit_code``)."""
+        return int(self.code or 0)
+
+
+def run_without_typer(echo_error: Callable[[str], None] | None) -> None:
+    """Report failures with ``echo_error`` (one line, newline added) and end them in :class:`CommandExit`.
+
+    Called by a runner that does not use typer (``cli.run_fast``); ``None`` restores typer's
+    ``echo`` and ``typer.Exit``.
+    """
+    _state["echo_error"] = echo_error
+
+
+def _passing() -> tuple[type[BaseException], ...]:
+    """Deliberate exits and usage errors, which the guards re-raise for the runner to end.
+
+    typer's own classes only when typer is imported: no instance of a class never imported can
+    have been raised, and importing typer here would cost a typer-free run what it avoids.
+    """
+    exceptions = sys.modules.get("typer.exceptions")
+    if exceptions is None:
+        return (CommandExit,)
+    return (CommandExit, exceptions.Exit, exceptions.Abort, exceptions.TyperException)
 
 
 def set_traceback(show: bool) -> None:
@@ -88,10 +126,14 @@ def plugin_in_traceback(exc: BaseException) -> str | None:
 
 
 def _fail(code: int, message: str) -> None:
-    import typer
-
     if want_traceback():
         traceback.print_exc(file=sys.stderr)
+    echo_error = _state["echo_error"]
+    if echo_error is not None:
+        echo_error(f"error: {message}")
+        raise CommandExit(code)
+    import typer
+
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 
@@ -114,13 +156,11 @@ def plugin_guard(owner: str | None = None, *, own_exit: bool = False) -> Iterato
     ``sys.exit`` and other ``BaseException``s (not ``KeyboardInterrupt``) exit 1 naming the
     plugin found in the stack, except ``SystemExit`` with ``own_exit`` (a plugin's own command).
     """
-    import typer
-
     try:
         with _plugin_output_to_stderr():
             yield
-    except (typer.Exit, typer.Abort, typer.TyperException):
-        raise  # deliberate exits and usage errors: click already knows how to end them
+    except _passing():
+        raise  # deliberate exits and usage errors: the runner (click, or cli.run_fast) ends them
     except PluginLoadError as exc:
         _fail(EXIT_PLUGIN_FAILED, _one_line(exc))
     except ProviderError as exc:  # the provider's own bug, already wrapped by run_provider_on_input

@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import reprlib
 from pathlib import Path
-from typing import Any
 
 import typer
 
-from my_utils.core.cli.guard import EXIT_BAD_INPUT, EXIT_PLUGIN_FAILED, exit_on_error, plugin_guard
+from my_utils.core.cli.guard import EXIT_BAD_INPUT, EXIT_PLUGIN_FAILED, exit_on_error
 from my_utils.core.cli.listing import render_records
-from my_utils.core.errors import InputError
-from my_utils.core.plugin_types import PluginKind, PluginRecord, PluginStatus
-from my_utils.core.plugins import get_registry, owner_label
+from my_utils.core.cli.plugins_run import parse_options, run_metrics_provider
+from my_utils.core.plugin_types import PluginRecord, PluginStatus
+from my_utils.core.plugins import get_registry
 
 plugins_app = typer.Typer(
     help="List, inspect, check, run and scaffold my_utils plugins.", no_args_is_help=True,
     rich_markup_mode=None,
 )
+
+#: the name this module gave ``plugins_run.parse_options`` before the body moved there
+_parse_options = parse_options
 
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = 200
@@ -90,21 +91,7 @@ def show_plugin(name: str = typer.Argument(..., help="Component or plugin name."
                 typer.echo(line)
 
 
-def _parse_options(pairs: list[str]) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key.strip().isidentifier():
-            raise InputError("--option", None, f"expected KEY=VALUE with a Python identifier as KEY, got {pair!r}")
-        try:
-            options[key.strip()] = json.loads(raw)
-        except ValueError:
-            options[key.strip()] = raw  # plain text
-    return options
-
-
 @plugins_app.command("run")
-@exit_on_error
 def run_plugin(
     name: str = typer.Argument(..., help="Metrics provider name (see `myutils plugins list`)."),
     input_path: Path = typer.Option(..., "--input", help="File or folder the provider reads."),
@@ -118,17 +105,8 @@ def run_plugin(
 
     Bad input exits with 2; a provider that breaks exits with 1 naming its plugin.
     """
-    from my_utils.core.progress import progress
-    from my_utils.core.providers import run_provider_on_input
-
-    options = _parse_options(option)
-    record = get_registry().record(PluginKind.METRICS_PROVIDER, name)  # unknown/disabled/clash first
-    with plugin_guard(f"metrics provider {name!r} from {owner_label(record)}"), \
-            progress(None, f"{name}", enabled=not quiet) as bar:
-        bar.note(str(input_path))
-        out, count = run_provider_on_input(name, input_path, output_dir, options)
-        bar.advance(1)
-    typer.echo(f"wrote {count} metric events to {out}")
+    # the body is typer-free: cli.run_fast runs the same one when it parses the line itself
+    run_metrics_provider(name, input_path, output_dir, option, quiet, typer.echo)
 
 
 @plugins_app.command("new")
