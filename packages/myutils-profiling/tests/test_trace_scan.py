@@ -202,7 +202,7 @@ def _scan(text: str, agg: TraceAggregator | None = None) -> tuple[ScannedRun | N
     agg = agg or TraceAggregator(Path("t.json"))
     scan = agg.scanner()
     assert scan is not None
-    return scan(text), agg
+    return scan(text, 0, len(text)), agg
 
 
 @pytest.mark.parametrize("text", [
@@ -282,6 +282,44 @@ def test_scan_reads_every_double_as_python_does(value: float, spelling: int) -> 
     assert ts == float(text) and math.copysign(1, ts) == math.copysign(1, float(text))
 
 
+@_SETTINGS
+@given(mantissa=st.one_of(st.integers(0, 10**15), st.integers(0, 10**18)), shift=st.integers(0, 30),
+       exponent=st.integers(-30, 30), negative=st.booleans(), form=st.integers(0, 2))
+def test_scan_reads_decimal_spellings_as_python_does(mantissa: int, shift: int, exponent: int, negative: bool,
+                                                      form: int) -> None:
+    # Kineto writes times as "1669783687384.669": the decimal forms a compiled fast path reads itself
+    digits = str(mantissa).rjust(shift + 1, "0")
+    text = ("-" if negative else "") + (digits[:len(digits) - shift] + "." + digits[len(digits) - shift:] if shift
+                                        else digits + ".0")
+    if form == 1:
+        text += f"e{exponent}"
+    elif form == 2:
+        text += f"E+{abs(exponent)}"
+    run, _ = _scan(f'{{"ph": "X", "cat": "kernel", "name": "k", "ts": {text}}}')
+    assert run is not None
+    ts = struct.unpack("d", run.columns[4])[0]
+    assert ts == float(text) and math.copysign(1, ts) == math.copysign(1, float(text)), text
+
+
+@pytest.mark.parametrize("prefix", ["", '{"x": 1}, ', '"été", {"名": "x"}, ', "\u00e9" * 3])
+def test_scan_reads_its_slice_of_the_buffer(prefix: str) -> None:
+    # the stream hands over its whole buffer with character offsets: ASCII is read in place, other
+    # text through the slice (byte and character offsets differ there)
+    events = '{"ph": "X", "cat": "kernel", "name": "k\u00e9", "ts": 1.5, "dur": 2}, ' \
+             '{"ph": "X", "cat": "cpu_op", "name": "op", "ts": 2, "dur": 1}'
+    alone, _ = _scan(events)
+    agg = TraceAggregator(Path("t.json"))
+    scan = agg.scanner()
+    assert scan is not None and alone is not None
+    buffer = prefix + events + ', {"ph": "X", "name": "tail, cut'
+    got = scan(buffer, len(prefix), len(prefix) + len(events))
+    assert got is not None and got.columns == alone.columns
+    with pytest.raises(ValueError, match="start <= end"):
+        scan(buffer, 5, 2)
+    with pytest.raises(ValueError, match="len"):
+        scan(buffer, 0, len(buffer) + 1)
+
+
 def test_scan_holds_no_memory_after_a_run() -> None:
     text = ",".join(json.dumps({"ph": "X", "cat": c, "name": f"n{i % 50}", "ts": i, "dur": 1,
                                 "args": {"correlation": i}}) for i, c in
@@ -289,13 +327,13 @@ def test_scan_holds_no_memory_after_a_run() -> None:
     agg = TraceAggregator(Path("t.json"))
     scan = agg.scanner()
     assert scan is not None
-    scan(text)  # names interned once
+    scan(text, 0, len(text))  # names interned once
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         for _ in range(200):
-            assert scan(text) is not None
-            assert scan(text + ", 1") is None  # declined at the end
+            assert scan(text, 0, len(text)) is not None
+            assert scan(text + ", 1", 0, len(text) + 3) is None  # declined at the end
         after = tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
@@ -316,3 +354,19 @@ def test_scan_off_without_the_typed_switch(monkeypatch: pytest.MonkeyPatch) -> N
 def test_scan_columns_are_the_arrays_layout() -> None:
     # the scanner writes native int8/int32/double/int64: the typecodes TraceAggregator's arrays use
     assert [array(t).itemsize for t in "bidq"] == [1, 4, 8, 8]
+
+
+def test_scan_reading_imports_no_msgspec(real_fixtures: Any) -> None:
+    # the scanner reads every run of a real trace: msgspec (~6 ms of a start) is imported only for a declined one
+    import subprocess
+    import sys
+
+    path = real_fixtures / "kineto/hta/trace_filter__sampled_rank-0.json.gz"
+    code = ("import sys\nfrom my_utils.profiling.providers import trace_stream\n"
+            "from my_utils.profiling.providers.kineto import read_trace\ntrace_stream._BATCH_MIN = 0\n"
+            "assert read_trace(sys.argv[1]).events\nprint('msgspec' in sys.modules)\n"
+            "from my_utils.profiling.providers import trace_events\n"
+            "assert trace_events.typed_decoder() is not None\nprint('msgspec' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
+                         timeout=300)
+    assert out.stdout.split() == ["False", "True"], out.stdout

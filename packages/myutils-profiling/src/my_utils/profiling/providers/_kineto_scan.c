@@ -11,8 +11,9 @@
  * wording, what such an event means. A declined run leaves the aggregator as it was, except
  * names it interned, which the caller removes.
  *
- * scan(text, codes, code_of, names, name_list) -> None | tuple:
- *   text       str: events separated by commas (no brackets), e.g. '{...},{...}'
+ * scan(text, start, end, codes, code_of, names, name_list) -> None | tuple:
+ *   text       str whose characters [start, end) are events separated by commas (no brackets),
+ *              e.g. '{...},{...}' (an ASCII text is read in place, without a copy)
  *   codes      dict: category (str or None) -> group code (see trace_aggregate: 0-3 device,
  *              4-5 host, 6 runtime, 7 instant, -1 not aggregated)
  *   code_of    callable(category) -> code, for a category not in codes (adds it there)
@@ -25,6 +26,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -217,6 +219,48 @@ static int int_value(const char *s, Py_ssize_t n, long long *out) {
     return 0;
 }
 
+/* Clinger's fast path: a decimal of at most 15 significant digits times 10^e, |e| <= 22, is one
+ * exact double times (or over) another exact one, so one IEEE operation rounds it correctly --
+ * the double dtoa gives. 1: done; 0: not such a number. */
+static const double POW10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14,
+                                 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+static int exact_decimal(const char *s, Py_ssize_t n, double *out) {
+#if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
+    (void)s; (void)n; (void)out;
+    return 0;  /* wider intermediate precision (x87) could round twice: dtoa reads every number */
+#else
+    const char *p = s, *end = s + n;
+    int neg = 0, digits = 0;
+    long long m = 0, e = 0;
+    if (*p == '-') { neg = 1; p++; }
+    for (; p < end && *p >= '0' && *p <= '9'; p++) {
+        if (m || *p != '0') { if (++digits > 15) return 0; }
+        m = m * 10 + (*p - '0');
+    }
+    if (p < end && *p == '.') {
+        for (p++; p < end && *p >= '0' && *p <= '9'; p++) {
+            if (m || *p != '0') { if (++digits > 15) return 0; }
+            m = m * 10 + (*p - '0');
+            e--;
+        }
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        int eneg = 0;
+        long long x = 0;
+        p++;
+        if (*p == '+' || *p == '-') eneg = *p++ == '-';
+        for (; p < end; p++) { if (x < 1000) x = x * 10 + (*p - '0'); }
+        e += eneg ? -x : x;
+    }
+    if (e < -22 || e > 22) return 0;
+    double v = (double)m;
+    v = e < 0 ? v / POW10[-e] : v * POW10[e];
+    *out = neg ? -v : v;
+    return 1;
+#endif
+}
+
 /* A number token as a finite double, as the typed decoder gives it; -1 to decline. */
 static int float_value(const char *s, Py_ssize_t n, int is_int, double *out) {
     if (is_int) {
@@ -225,6 +269,7 @@ static int float_value(const char *s, Py_ssize_t n, int is_int, double *out) {
         *out = (double)v;
         return 0;
     }
+    if (exact_decimal(s, n, out)) return 0;
     char tmp[MAX_NUMBER + 1];
     if (n > MAX_NUMBER) return -1;
     memcpy(tmp, s, (size_t)n);
@@ -617,20 +662,37 @@ static int scan_events(const char *text, Py_ssize_t size, PyObject *codes, PyObj
 
 static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "scan(text, codes, code_of, names, name_list)");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "scan(text, start, end, codes, code_of, names, name_list)");
         return NULL;
     }
-    PyObject *text = args[0], *codes = args[1], *code_of = args[2], *names = args[3], *name_list = args[4];
+    PyObject *text = args[0], *codes = args[3], *code_of = args[4], *names = args[5], *name_list = args[6];
     if (!PyUnicode_Check(text) || !PyDict_Check(codes) || !PyDict_Check(names) || !PyList_Check(name_list)) {
-        PyErr_SetString(PyExc_TypeError, "scan(str, dict, callable, dict, list)");
+        PyErr_SetString(PyExc_TypeError, "scan(str, int, int, dict, callable, dict, list)");
         return NULL;
     }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]), end = PyLong_AsSsize_t(args[2]);
+    if ((start == -1 || end == -1) && PyErr_Occurred()) return NULL;
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    if (start < 0 || end < start || end > length) {
+        PyErr_SetString(PyExc_ValueError, "scan: 0 <= start <= end <= len(text)");
+        return NULL;
+    }
+    PyObject *piece = NULL;  /* a non-ASCII text: the slice, encoded (character and byte offsets differ) */
     Py_ssize_t size;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
-    if (utf8 == NULL) {  /* a lone surrogate in the text: the typed decoder decides */
-        PyErr_Clear();
-        Py_RETURN_NONE;
+    const char *utf8;
+    if (PyUnicode_IS_ASCII(text)) {
+        utf8 = (const char *)PyUnicode_DATA(text) + start;
+        size = end - start;
+    } else {
+        piece = PyUnicode_Substring(text, start, end);
+        if (piece == NULL) return NULL;
+        utf8 = PyUnicode_AsUTF8AndSize(piece, &size);
+        if (utf8 == NULL) {  /* a lone surrogate in the text: the typed decoder decides */
+            PyErr_Clear();
+            Py_DECREF(piece);
+            Py_RETURN_NONE;
+        }
     }
     Columns cols;
     memset(&cols, 0, sizeof(cols));
@@ -640,7 +702,7 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     no_cat.key = "";
     PyObject *steps = PyList_New(0), *result = NULL;
     long long count = 0;
-    if (steps == NULL) return NULL;
+    if (steps == NULL) { Py_XDECREF(piece); return NULL; }
     Buf scratch = {0};
     int r = scan_events(utf8, size, codes, code_of, names, name_list, &cats, &no_cat, &seen, &scratch, &cols, steps,
                         &count);
@@ -679,6 +741,7 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     table_free(&cats);
     table_free(&seen);
     Py_XDECREF(no_cat.obj);
+    Py_XDECREF(piece);  /* last: the tables' keys pointed into it */
     Py_DECREF(steps);
     return result;
 }
@@ -876,7 +939,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
-     "scan(text, codes, code_of, names, name_list) -> None | tuple: see the module source."},
+     "scan(text, start, end, codes, code_of, names, name_list) -> None | tuple: see the module source."},
     {"step_index", (PyCFunction)(void (*)(void))step_index, METH_FASTCALL,
      "step_index(starts, ends, times) -> bytes of int32: see the module source."},
     {"launch_times", (PyCFunction)(void (*)(void))launch_times, METH_FASTCALL,

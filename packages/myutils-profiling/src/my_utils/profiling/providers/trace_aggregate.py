@@ -28,7 +28,8 @@ from typing import Any
 
 from my_utils.core.errors import InputError
 from my_utils.core.events import MetricEvent
-from my_utils.profiling.providers.trace_events import UNSET, as_dict
+from my_utils.profiling.providers import trace_events
+from my_utils.profiling.providers.trace_events import as_dict
 from my_utils.profiling.providers.trace_scan import ScannedRun, finish_helpers, scan_function
 
 # raw category (every spelling seen in real traces, 2021 capitalised ones included) -> group
@@ -151,8 +152,8 @@ class TraceAggregator:
                 f"numeric 'ts'/'dur' (µs) on a {cat!r} event ({type(exc).__name__}: {exc})",
             ) from None
 
-    def scanner(self) -> Callable[[str], ScannedRun | None] | None:
-        """``scan(text)``: a run of events read by the compiled scanner for :meth:`add_batch`, or None.
+    def scanner(self) -> Callable[[str, int, int], ScannedRun | None] | None:
+        """``scan(text, start, end)``: the run of events ``text[start:end]`` read by the compiled scanner, or None.
 
         None when the scanner is not there or switched off (``trace_scan``). ``scan`` itself
         returns None for a run it declines: then no name it met stays interned, and the run is
@@ -163,11 +164,11 @@ class TraceAggregator:
             return None
         codes, code_of, names, name_list = self._codes, self._code, self.names, self.name_list
 
-        def scan_run(text: str) -> ScannedRun | None:
+        def scan_run(text: str, start: int, end: int) -> ScannedRun | None:
             known = len(name_list)
             got = None
             try:
-                got = scan(text, codes, code_of, names, name_list)
+                got = scan(text, start, end, codes, code_of, names, name_list)
             finally:
                 if got is None:  # declined (or failed): the names it interned go, their ids are reused
                     for name in name_list[known:]:
@@ -212,6 +213,7 @@ class TraceAggregator:
         rt_corr, rt_ts = self.rt_corr, self.rt_ts
         names = self.names
         step_name = _STEP_NAME.match
+        unset = trace_events.UNSET  # typed events: msgspec is imported
         ev = None
         try:
             for ev in events:
@@ -256,7 +258,7 @@ class TraceAggregator:
                         hn.append(nid)
                 elif ph == "i" and code == _INSTANT and ev.name == "[memory]":
                     args = ev.args
-                    if args.total_allocated is not UNSET:
+                    if args.total_allocated is not unset:
                         ts = ev.ts
                         if ts != ts:
                             raise KeyError("ts")

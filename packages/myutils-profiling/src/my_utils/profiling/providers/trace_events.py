@@ -26,63 +26,38 @@ Set ``MYUTILS_TYPED_TRACE=0`` to read every event as a dict (the pure-Python pat
 from __future__ import annotations
 
 import os
-from typing import Annotated, Any
-
-try:
-    import msgspec as _msgspec
-except ImportError:  # the pure-Python path: TraceStream yields dicts only
-    _msgspec = None  # type: ignore[assignment]
+from importlib.util import find_spec
+from typing import Any
 
 #: Environment variable: ``0`` turns the typed decoding off (every event is a dict).
 ENV_SWITCH = "MYUTILS_TYPED_TRACE"
 
-_FLOAT_MAX = 1.7976931348623157e308
+#: the schema's names, defined in ``_trace_schema`` when msgspec is imported (first asked for)
+_SCHEMA_NAMES = frozenset({"EventArgs", "KinetoEvent", "KinetoLaneEvent", "NO_ARGS", "UNSET", "REFUSED"})
+_installed: bool | None = None
 
-if _msgspec is not None:
-    # finite only: `1e999` decodes to inf, which a constraint refuses (the dict path then names it)
-    _Finite = Annotated[float, _msgspec.Meta(ge=-_FLOAT_MAX, le=_FLOAT_MAX)]
-    # beyond 64 bits orjson (the dict path's batches) reads an integer as a float: refused here, so
-    # such an event takes that same path
-    _Int64 = Annotated[int, _msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
-    _Scalar = _Int64 | float | str | None
-    UNSET: Any = _msgspec.UNSET
 
-    class EventArgs(_msgspec.Struct, frozen=True, gc=False):
-        """The ``args`` fields a provider reads; every other key is skipped."""
+def _msgspec_installed() -> bool:
+    global _installed
+    if _installed is None:
+        _installed = find_spec("msgspec") is not None
+    return _installed
 
-        correlation: _Int64 = -1
-        total_allocated: _Finite | _msgspec.UnsetType = _msgspec.field(default=_msgspec.UNSET,
-                                                                         name="Total Allocated")
-        total_reserved: _Finite | None = _msgspec.field(default=0.0, name="Total Reserved")
-        device_type: _Int64 = _msgspec.field(default=-1, name="Device Type")
 
-    NO_ARGS = EventArgs()
+def __getattr__(name: str) -> Any:
+    """The schema's names (``KinetoEvent``, ``UNSET``, ``REFUSED``...), importing msgspec on first use.
 
-    class KinetoEvent(_msgspec.Struct, gc=False):
-        """One trace event, the fields the provider's aggregation reads (see the module docstring)."""
+    Without msgspec, ``REFUSED`` is ``()`` and ``UNSET`` None (no typed event exists to hold them).
+    """
+    if name not in _SCHEMA_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if not _msgspec_installed():
+        if name in ("REFUSED", "UNSET"):
+            return () if name == "REFUSED" else None
+        raise AttributeError(f"{__name__}.{name} needs msgspec (pip install myutils-profiling[fast])")
+    from my_utils.profiling.providers import _trace_schema
 
-        ph: str | None = None
-        cat: str | None = None
-        name: str = ""
-        ts: _Finite = float("nan")
-        dur: _Finite = 0.0
-        args: EventArgs = NO_ARGS
-
-    class KinetoLaneEvent(KinetoEvent, gc=False):
-        """A :class:`KinetoEvent` that also says its lane (``pid``, ``tid``): for passes that nest by thread."""
-
-        pid: _Scalar = None
-        tid: _Scalar = None
-
-    # decoding pid/tid of every event costs ~8% of the decode: only passes that ask get them
-    _DECODERS = {False: _msgspec.json.Decoder(list[KinetoEvent]).decode,
-                 True: _msgspec.json.Decoder(list[KinetoLaneEvent]).decode}
-    #: What a slice that is not a run of typed events raises: wrong types, JSON msgspec does not
-    #: read (``NaN``, lone surrogates), or nesting deeper than its recursion allows.
-    REFUSED: tuple[type[Exception], ...] = (_msgspec.ValidationError, _msgspec.DecodeError, RecursionError)
-else:  # pragma: no cover - exercised by the tests that hide msgspec
-    UNSET = None
-    REFUSED = ()
+    return getattr(_trace_schema, name)
 
 
 def typed_decoder(lanes: bool = False) -> Any:
@@ -92,13 +67,37 @@ def typed_decoder(lanes: bool = False) -> Any:
     installed or ``MYUTILS_TYPED_TRACE=0``. ``decode`` raises one of :data:`REFUSED` for a
     slice that does not fit the schema.
     """
-    if _msgspec is None or os.environ.get(ENV_SWITCH, "1").strip() == "0":
+    if not typed_enabled():
         return None
-    return _DECODERS[lanes]
+    from my_utils.profiling.providers._trace_schema import DECODERS
+
+    return DECODERS[lanes]
+
+
+def typed_enabled() -> bool:
+    """Whether runs can be decoded typed (msgspec installed, ``MYUTILS_TYPED_TRACE`` not 0), without importing msgspec."""
+    return os.environ.get(ENV_SWITCH, "1").strip() != "0" and _msgspec_installed()
+
+
+def lazy_typed_decoder(lanes: bool = False) -> Any:
+    """:func:`typed_decoder`, but msgspec is imported at the first decode: for readers that may never need it."""
+    if not typed_enabled():
+        return None
+    decode = None
+
+    def first_use(text: str) -> Any:
+        nonlocal decode
+        if decode is None:
+            decode = typed_decoder(lanes)
+        return decode(text)
+
+    return first_use
 
 
 def as_dict(ev: Any) -> dict[str, Any]:
     """The fields of a typed event as the dict the JSON decoders would have given (defaults left out)."""
+    from my_utils.profiling.providers import _trace_schema  # a typed event exists: msgspec is imported
+
     out: dict[str, Any] = {}
     if ev.ph is not None:
         out["ph"] = ev.ph
@@ -115,7 +114,7 @@ def as_dict(ev: Any) -> dict[str, Any]:
     args: dict[str, Any] = {}
     if a.correlation != -1:
         args["correlation"] = a.correlation
-    if a.total_allocated is not UNSET:
+    if a.total_allocated is not _trace_schema.UNSET:
         args["Total Allocated"] = a.total_allocated
         args["Total Reserved"] = a.total_reserved
     if a.device_type != -1:

@@ -16,6 +16,7 @@ run``, ``ingest``); analyses that read every event's fields keep the typed struc
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +25,7 @@ from my_utils.profiling.providers.trace_events import ENV_SWITCH as TYPED_SWITCH
 
 _compiled: Any
 try:
-    from my_utils.profiling.providers import _kineto_scan as _compiled
+    _compiled = importlib.import_module("my_utils.profiling.providers._kineto_scan")
 except ImportError:  # not built (no compiler at install): the typed decoder reads every run
     _compiled = None
 _scan = None if _compiled is None else _compiled.scan
@@ -34,8 +35,8 @@ __all__ = ["ENV_SWITCH", "ScannedRun", "compiled", "finish_helpers", "scan_funct
 #: Environment variable: ``0`` turns the compiled scanner off.
 ENV_SWITCH = "MYUTILS_TRACE_SCAN"
 
-#: ``scan(text, codes, code_of, names, name_list) -> tuple | None`` (see ``_kineto_scan.c``).
-Scan = Callable[[str, dict[Any, int], Callable[[Any], int], dict[str, int], list[str]], Any]
+#: ``scan(text, start, end, codes, code_of, names, name_list) -> tuple | None`` (see ``_kineto_scan.c``).
+Scan = Callable[[str, int, int, dict[Any, int], Callable[[Any], int], dict[str, int], list[str]], Any]
 
 
 class ScannedRun:

@@ -28,7 +28,8 @@ from typing import Any
 
 from my_utils.core.errors import InputError, UnsupportedInputError
 from my_utils.core.safe_io import open_regular
-from my_utils.profiling.providers.trace_events import REFUSED, typed_decoder
+from my_utils.profiling.providers import trace_events
+from my_utils.profiling.providers.trace_events import lazy_typed_decoder, typed_decoder
 
 _orjson: Any
 try:  # orjson parses a batch of events ~3x faster than the standard scanner
@@ -151,7 +152,7 @@ class TraceStream:
         """Yield every trace event (a dict), in file order; validates the whole structure."""
         return self._walk(None)  # no typed decoder and no scanner: dicts only
 
-    def items(self, lanes: bool = False, scan: Callable[[str], Any] | None = None) -> Iterator[Any]:
+    def items(self, lanes: bool = False, scan: Callable[[str, int, int], Any] | None = None) -> Iterator[Any]:
         """Every trace event in file order: runs of typed events as lists, the others as dicts.
 
         A list holds ``trace_events.KinetoEvent`` structs (``KinetoLaneEvent`` with ``lanes``:
@@ -159,13 +160,15 @@ class TraceStream:
         inside lists too. Without msgspec (or with ``MYUTILS_TYPED_TRACE=0``) this is
         ``events()``. The structure is validated, and refused, exactly as by ``events()``.
 
-        ``scan`` (``TraceAggregator.scanner()``) is offered each run's text first (the events
-        between the brackets, comma-separated); what it returns instead of None is yielded as
-        the run (its ``len`` is the run's event count), otherwise the run is decoded as above.
+        ``scan`` (``TraceAggregator.scanner()``) is offered each run first, as ``scan(buffer,
+        start, end)`` (the events between the brackets, comma-separated, are ``buffer[start:end]``);
+        what it returns instead of None is yielded as the run (its ``len`` is the run's event
+        count), otherwise the run is decoded as above.
         """
-        return self._walk(typed_decoder(lanes), scan)
+        # with a scanner, msgspec is imported only if a run is declined (the scanner reads every real trace whole)
+        return self._walk(typed_decoder(lanes) if scan is None else lazy_typed_decoder(lanes), scan)
 
-    def _walk(self, typed: Any, scan: Callable[[str], Any] | None = None) -> Iterator[Any]:
+    def _walk(self, typed: Any, scan: Callable[[str, int, int], Any] | None = None) -> Iterator[Any]:
         self._chunk = _CHUNK if typed is not None or scan is not None else _DICT_CHUNK
         try:
             # a regular file only: opening a FIFO named like a trace would block forever
@@ -202,7 +205,7 @@ class TraceStream:
             self._fh.close()
             self._raw.close()
 
-    def _object(self, typed: Any, scan: Callable[[str], Any] | None) -> Iterator[Any]:
+    def _object(self, typed: Any, scan: Callable[[str, int, int], Any] | None) -> Iterator[Any]:
         seen_events = False
         if self._skip_ws() == "}":
             self._pos += 1
@@ -246,13 +249,13 @@ class TraceStream:
         self._pos = last[1] - 1  # at the '{' of the next event
         return events
 
-    def _typed_batch(self, typed: Any, scan: Callable[[str], Any] | None = None) -> tuple[Any, bool] | None:
+    def _typed_batch(self, typed: Any, scan: Callable[[str, int, int], Any] | None = None) -> tuple[Any, bool] | None:
         """Like ``_batch``, scanned or typed first: (the run, True), else (dicts, False), else None."""
         buf, pos = self._buf, self._pos
         last = _last_seam(buf, max(pos, len(buf) - _TAIL)) or _last_seam(buf, pos)
         if last is None:
             return None
-        if scan is not None and (run := scan(buf[pos:last[0] + 1])) is not None:
+        if scan is not None and (run := scan(buf, pos, last[0] + 1)) is not None:
             self._pos = last[1] - 1  # at the '{' of the next event
             return run, True
         text = "".join(("[", buf[pos:last[0] + 1], "]"))  # one copy fewer than "[" + ... + "]"
@@ -260,7 +263,7 @@ class TraceStream:
         if typed is not None:
             try:
                 got = typed(text), True
-            except REFUSED:  # an event off the schema (or JSON msgspec refuses): the dict decoders decide
+            except trace_events.REFUSED:  # off the schema (or JSON msgspec refuses): the dict decoders decide
                 pass
         if got is None:  # refused, or declined by the scanner without msgspec installed
             if _orjson is None:
@@ -272,7 +275,7 @@ class TraceStream:
         self._pos = last[1] - 1  # at the '{' of the next event
         return got
 
-    def _array(self, top_level: bool, typed: Any = None, scan: Callable[[str], Any] | None = None) -> Iterator[Any]:
+    def _array(self, top_level: bool, typed: Any = None, scan: Callable[[str, int, int], Any] | None = None) -> Iterator[Any]:
         if self._skip_ws() == "]":
             self._pos += 1
             return
