@@ -10,7 +10,11 @@ user's), its start recorded by one ``myutils plugins list`` first. The commands 
 
 * anchor: ``python -c`` that reads the file's bytes and ``json.loads`` them, nothing else;
 * ``myutils plugins run torch_profiler --input <trace.json>``: events aggregated and written,
-  with typed decoding (msgspec, ``myutils-profiling[fast]``) when installed;
+  as installed: the compiled scanner when it was built, else typed decoding (msgspec,
+  ``myutils-profiling[fast]``);
+* the same with ``MYUTILS_TRACE_SCAN=0``: runs decoded into msgspec structs and aggregated in
+  Python, what an install without a C compiler runs (the compiled scanner, ``trace_scan``,
+  reads the text into the aggregator's columns itself);
 * the same with ``MYUTILS_TYPED_TRACE=0``: the pure-Python path (orjson/stdlib dicts), what
   an install without the extra runs;
 * the same command on the original ``.json.gz`` (decompression included), for information;
@@ -104,6 +108,13 @@ def _with_cache(env: dict[str, str], folder: Path, myutils: list[str], cpu: int,
     return cached
 
 
+def _scanner_built() -> bool:
+    """Whether myutils-profiling's C scanner was compiled at install (``trace_scan.compiled``)."""
+    from my_utils.profiling.providers.trace_scan import compiled
+
+    return compiled()
+
+
 def _myutils() -> list[str]:
     beside = Path(sys.executable).parent / "myutils"
     return [str(beside)] if beside.is_file() else [sys.executable, "-m", "my_utils.core"]
@@ -149,6 +160,7 @@ def main(argv: list[str]) -> int:
         try:
             env = _with_cache(base, tmp / "cache", myutils, cpu)
             plain_env = _with_cache({**base, "MYUTILS_TYPED_TRACE": "0"}, tmp / "cache_plain", myutils, cpu)
+            msgspec_env = _with_cache({**base, "MYUTILS_TRACE_SCAN": "0"}, tmp / "cache_msgspec", myutils, cpu)
             typer_env = _with_cache(base, tmp / "cache_typer", myutils, cpu, record=False)
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             report.skip("all commands", f"myutils plugins list failed, no figures: {exc}")
@@ -163,6 +175,7 @@ def main(argv: list[str]) -> int:
             "anchor": _timed(lambda i: [sys.executable, "-c", ANCHOR, str(trace)], env, cpu),
             "typed": _timed(plugins_run(trace, "typed"), env, cpu),
             "plain": _timed(plugins_run(trace, "plain"), plain_env, cpu),
+            "msgspec": _timed(plugins_run(trace, "msgspec"), msgspec_env, cpu),
             "gz": _timed(plugins_run(gz, "gz"), env, cpu),
             "fixed": _timed(plugins_run(tiny, "tiny"), env, cpu),
             "fixed_typer": _timed(plugins_run(tiny, "tinytyper"), typer_env, cpu),
@@ -179,14 +192,19 @@ def main(argv: list[str]) -> int:
             report.finish(args.json)
             return 0
         written = {p.parent.name.split("_")[1]: p.read_bytes() for p in tmp.glob("out_*_1/metrics_events.jsonl")}
-        if written.get("typed") != written.get("plain"):  # the same events from both paths, else say so
-            report.note("WARNING: the typed and pure-Python runs wrote different metrics_events.jsonl")
+        if not written.get("typed") or len({written.get(k) for k in ("typed", "plain", "msgspec")}) != 1:
+            # the same events from every path, else say so
+            report.note("WARNING: the scanned, typed and pure-Python runs wrote different metrics_events.jsonl")
     anchor = "python -c json.loads (anchor)"
+    scanner = "the compiled scanner" if _scanner_built() else "the compiled scanner NOT built"
     cmd = "myutils plugins run torch_profiler"
     ratio_goal = [at_most_times(1 / 3, "issue 22")]
     rate_goal = [at_least(250, "issue 22")]
     report.add(anchor, samples["anchor"], "s", note="anchor: CPU s, whole process")
-    report.add(f"{cmd} (typed)", samples["typed"], "s", anchor=anchor, goals=ratio_goal)
+    report.add(f"{cmd} (typed)", samples["typed"], "s", anchor=anchor, goals=ratio_goal,
+               note=f"as installed: {scanner} (else msgspec structs)")
+    report.add(f"{cmd} (msgspec, no C scanner)", samples["msgspec"], "s", anchor=anchor,
+               note="MYUTILS_TRACE_SCAN=0: an install without a C compiler")
     report.add(f"{cmd} (pure Python)", samples["plain"], "s", anchor=anchor,
                note="MYUTILS_TYPED_TRACE=0: without the [fast] extra")
     report.add(f"{cmd} (.json.gz)", samples["gz"], "s", anchor=anchor, note="same trace gzip-compressed")

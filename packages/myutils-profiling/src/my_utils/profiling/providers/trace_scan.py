@@ -61,7 +61,7 @@ def compiled() -> bool:
 
 
 def _switched_on() -> bool:
-    return all(os.environ.get(switch, "1").strip() != "0" for switch in (ENV_SWITCH, TYPED_SWITCH))
+    return os.environ.get(ENV_SWITCH, "1").strip() != "0" and os.environ.get(TYPED_SWITCH, "1").strip() != "0"
 
 
 def scan_function() -> Scan | None:
