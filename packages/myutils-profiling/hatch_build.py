@@ -7,7 +7,9 @@ that is not possible -- no compiler, no Python headers, Windows, or ``MYUTILS_NO
 scanner absent and the typed decoder reads every trace, with the same results.
 
 An editable install puts the module beside its source (the ``.pth`` points at ``src``); a
-wheel gets it through ``force_include`` and a platform tag.
+wheel gets it through ``force_include`` and a platform tag. After editing the C file, install
+again (``pip install -e packages/myutils-profiling``); a module whose ``ABI`` differs from the
+one ``trace_scan`` expects is ignored, never called.
 """
 
 from __future__ import annotations

@@ -370,3 +370,19 @@ def test_scan_reading_imports_no_msgspec(real_fixtures: Any) -> None:
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
                          timeout=300)
     assert out.stdout.split() == ["False", "True"], out.stdout
+
+
+def test_scan_module_of_another_version_is_ignored(tmp_path: Path) -> None:
+    # an editable install not rebuilt after a pull keeps an older module: never called with new arguments
+    import subprocess
+    import sys
+
+    code = ("import sys, types\n"
+            "old = types.ModuleType('my_utils.profiling.providers._kineto_scan')\n"
+            "old.scan = lambda *a: 1 / 0\n"
+            "sys.modules[old.__name__] = old\n"
+            "from my_utils.profiling.providers import trace_scan\n"
+            "print(trace_scan.compiled(), trace_scan.scan_function(), trace_scan.finish_helpers())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.split() == ["False", "None", "None"], out.stdout
+    assert trace_scan._compiled.ABI == trace_scan.ABI  # the one built here is current

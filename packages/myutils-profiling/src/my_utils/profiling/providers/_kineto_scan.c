@@ -955,4 +955,12 @@ static struct PyModuleDef module_def = {
     -1, methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__kineto_scan(void) { return PyModule_Create(&module_def); }
+/* The interface version trace_scan.py expects: a module built from an older source (an editable
+ * install not rebuilt after a pull) is then ignored instead of called with other arguments. */
+#define SCAN_ABI 1
+
+PyMODINIT_FUNC PyInit__kineto_scan(void) {
+    PyObject *m = PyModule_Create(&module_def);
+    if (m != NULL && PyModule_AddIntConstant(m, "ABI", SCAN_ABI) < 0) Py_CLEAR(m);
+    return m;
+}

@@ -23,10 +23,15 @@ from typing import Any
 
 from my_utils.profiling.providers.trace_events import ENV_SWITCH as TYPED_SWITCH
 
+#: the interface of ``_kineto_scan`` this module calls (its ``SCAN_ABI``)
+ABI = 1
+
 _compiled: Any
 try:
     _compiled = importlib.import_module("my_utils.profiling.providers._kineto_scan")
 except ImportError:  # not built (no compiler at install): the typed decoder reads every run
+    _compiled = None
+if getattr(_compiled, "ABI", None) != ABI:  # not built, or built from another version's source: never called
     _compiled = None
 _scan = None if _compiled is None else _compiled.scan
 
