@@ -50,7 +50,7 @@ from dataclasses import replace
 from typing import Any
 
 from my_utils.profiling.analysis.model import EvidenceRow, Fact, NotMeasured
-from my_utils.profiling.analysis.rules._series import STEP_TIME, Series
+from my_utils.profiling.analysis.rules._series import STEP_TIME, Series, step_ranges
 from my_utils.profiling.analysis.rules._stats import quantile
 
 Rows = Sequence[Mapping[str, Any]]
@@ -359,9 +359,18 @@ def context_facts(hardware: Mapping[str, Any], ranks_seen: Sequence[int]) -> lis
     ranks = hardware.get("ranks") if isinstance(hardware.get("ranks"), list) and hardware.get("ranks") else None
     if ranks is None and ranks_seen:
         ranks, src = sorted(ranks_seen), "the events' ranks"
-    out.append(Fact("context.ranks", "ranks analysed", ", ".join(map(str, ranks)) if ranks else
+    out.append(Fact("context.ranks", "ranks analysed", rank_list(ranks) if ranks else
                     NotMeasured("no input records a rank"), "", src if ranks else ""))
     return out
+
+
+def rank_list(ranks: Sequence[Any]) -> str:
+    """``rank 0`` / ``ranks 0-7, 9 (9 ranks)``: which ranks, never a bare number a reader takes for a count."""
+    numbers = sorted({r for r in ranks if isinstance(r, int) and not isinstance(r, bool)})
+    others = sorted({str(r) for r in ranks} - {str(r) for r in numbers})
+    parts = ([step_ranges(numbers)] if numbers else []) + others
+    count = len(numbers) + len(others)
+    return f"rank {parts[0]}" if count == 1 else f"ranks {', '.join(parts)} ({count} ranks)"
 
 
 def build_facts(series: Mapping[Any, Series], tables: Mapping[str, Rows], hardware: Mapping[str, Any]) -> list[Fact]:
