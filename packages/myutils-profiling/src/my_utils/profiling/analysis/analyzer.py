@@ -646,8 +646,9 @@ def _kineto_tables(result: Any) -> dict[str, list[dict[str, Any]]]:
 
 def _summary(agg: EventAggregate, series: Mapping[Any, Any], findings: list[Finding], ran: list[str],
              errors: list[dict[str, str]]) -> dict[str, Any]:
-    steps = sorted({st for (_n, st, _r, _s) in agg.cells if st is not None})
-    ranks = sorted({r for (_n, _st, r, _s) in agg.cells if r is not None})
+    # the distinct steps and ranks of the cells, the sets made at C speed (a Python loop over 1M keys cost more)
+    steps = sorted(set(map(operator.itemgetter(1), agg.cells)) - {None})
+    ranks = sorted(set(map(operator.itemgetter(2), agg.cells)) - {None})
     step_time: dict[str, Any] = {}
     for (name, rank, source), s in series.items():
         if name == STEP_TIME and s.values:
