@@ -72,11 +72,15 @@ from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
 from my_utils.profiling.analysis.rules import _series, _stats
 asked = [0]
 made = [0]
-summarize = _stats.summarize
+summarize, summarize_sorted = _stats.summarize, _stats.summarize_sorted
 def counting(values, skip=0):
     made[0] += 1
     return summarize(values, skip)
+def counting_sorted(values, ordered, skip=0):  # made from a nearby warm-up's sorted values
+    made[0] += 1
+    return summarize_sorted(values, ordered, skip)
 _series.summarize = counting
+_series.summarize_sorted = counting_sorted
 step_summary = _series.step_summary
 def asking(events, series, warmup):
     asked[0] += 1

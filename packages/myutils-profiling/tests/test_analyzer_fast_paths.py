@@ -6,6 +6,9 @@
 * ``per_step_shares`` pairs a series with its step time by position when both have the same
   steps; ``theil_sen`` makes its pairwise slopes at C speed when no two x are equal: both are
   compared with the plain loops they replace, on values with ties, zeros, infinities.
+* A series' summary for one warm-up is made from another warm-up's sorted values (moving the
+  few values between them in or out), and the ``operations`` table merges those sorted runs:
+  both must give exactly the sorted values, ``-0.0`` and ``0.0`` in their places.
 * End to end: the report of a file (``fold_file``) is the report of the same events given as
   events (``fold_rows``), on generated runs with the odd lines the reader takes.
 """
@@ -29,7 +32,8 @@ from my_utils.profiling.analysis import MetricsAnalyzer
 from my_utils.profiling.analysis.analyzer import EventAggregate
 from my_utils.profiling.analysis.rules import _stats
 from my_utils.profiling.analysis.rules._evidence import per_step_shares
-from my_utils.profiling.analysis.rules._series import Series
+from my_utils.profiling.analysis.rules._series import Series, SeriesKey, SeriesSource, build_series
+from my_utils.profiling.analysis.tables import build_tables
 
 _text = st.sampled_from(["a", "step_time", "kernel:x", ""])
 # integers beyond 64 bits: orjson reads them as floats, the reader's checks re-read them exactly
@@ -205,3 +209,57 @@ def test_report_of_the_file_is_the_report_of_its_events(tmp_path_factory: pytest
     path.write_text("".join(json.dumps(r) + "\n" for r in run) + "".join(line + "\n" for line in lines),
                     encoding="utf-8")
     assert _report(path, path) == _report(read_events(path), path)
+
+
+class _Events(SeriesSource):
+    """A ``SeriesSource`` of fixed series (no events): its summaries are what is tested."""
+
+    def __init__(self, series: dict[SeriesKey, Series]) -> None:
+        self._series = series
+
+    def series_version(self) -> int:
+        return 0
+
+    def build_series_now(self) -> dict[SeriesKey, Series]:
+        return self._series
+
+    def __len__(self) -> int:
+        return 0
+
+    def __getitem__(self, index: Any) -> Any:
+        raise IndexError(index)
+
+
+def _summary_bits(summary: _stats.Summary) -> Any:
+    return ([v.hex() for v in summary.ordered], summary.median.hex(), summary.mad.hex(), summary.skip,
+            summary.source is not None)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(values=st.lists(st.sampled_from([0.0, -0.0, 0.0, -0.0, 1.0, -1.0, math.inf, -math.inf]) | st.floats(-9, 9),
+                       max_size=14),
+       warmups=st.lists(st.sampled_from([0, 1, 3, 5, 8, 12]), min_size=1, max_size=5))
+def test_a_summary_from_a_nearby_warmup_is_the_sorted_one(values: list[float], warmups: list[int]) -> None:
+    s = Series("x", 0, "duration", "ms", "mytimer", steps=list(range(len(values))), values=values)
+    events = _Events({("x", 0, "mytimer"): s})
+    for k in warmups:  # each asked in turn: the later ones made from the earlier ones' sorted values
+        got = events.summary(s, k)
+        assert _summary_bits(got) == _summary_bits(_stats.summarize(values, k))
+        assert got.ordered is not _stats.summarize(values, k).ordered
+
+
+def test_tables_from_the_shared_sorted_values_are_the_tables(tmp_path: Path) -> None:
+    path = tmp_path / "metrics_events.jsonl"
+    rows = [{"schema_version": 1, "run_id": "r", "source": "mytimer", "rank": rank, "step": step, "name": name,
+             "kind": "duration", "unit": "ms", "ts": None, "attrs": {},
+             "value": [0.0, -0.0, 1.5, 1.5, 3.0, math.inf][(step * 7 + rank * 3 + len(name)) % 6] if name == "x"
+             else float((step * 13 + rank) % 5)}
+            for rank in (0, 1, 2) for step in range(40) for name in ("step_time", "x", "y")]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    agg = EventAggregate()
+    agg.fold_file(path)
+    events = agg.aggregated()
+    series = build_series(events)
+    for s in list(series.values())[::2]:  # some series summarised already (after warm-up), some not
+        events.summary(s, 1)
+    assert json.dumps(build_tables(series, agg, "mytimer", events)) == json.dumps(build_tables(series, agg, "mytimer"))

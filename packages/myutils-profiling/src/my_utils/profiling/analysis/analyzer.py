@@ -536,7 +536,7 @@ class MetricsAnalyzer:
         events = agg.aggregated()
         series = build_series(events)
         findings, ran, errors = self._run_rules(events)
-        tables = build_tables(series, agg, primary_step_source(series))
+        tables = build_tables(series, agg, primary_step_source(series), events)
         kineto_tables, kineto_note, kineto_warnings = self._kineto(agg)
         tables.update(kineto_tables)
         hardware = run_hardware(self.hardware, kineto_tables.get("kineto_context") or [])

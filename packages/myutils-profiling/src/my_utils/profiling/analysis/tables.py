@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from itertools import compress, repeat
 from typing import TYPE_CHECKING, Any
 
-from my_utils.profiling.analysis.rules._series import STEP_TIME, is_gpu_family, is_memory
+from my_utils.profiling.analysis.rules._series import STEP_TIME, SeriesSource, is_gpu_family, is_memory
 from my_utils.profiling.analysis.rules._stats import quantile, std_cv
 
 if TYPE_CHECKING:
@@ -42,7 +42,10 @@ def cell_stats(cell: Cell) -> tuple[int, float, float, float]:
 
 
 def build_tables(series: Mapping[Any, Any], agg: EventAggregate,
-            primary: str | None = None) -> dict[str, list[dict[str, Any]]]:
+            primary: str | None = None, events: SeriesSource | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The report's tables (module docstring) of ``series``; ``events``: the events they were built from, whose
+    shared summaries give each series' values already sorted (the ``operations`` rows then merge sorted runs
+    instead of sorting every value again: the same sorted list, since the sort is stable)."""
     step_total: dict[tuple[int | None, str], float] = {}
     device_total: dict[int | None, float] = {}
     for (name, rank, source), s in series.items():
@@ -60,7 +63,7 @@ def build_tables(series: Mapping[Any, Any], agg: EventAggregate,
                                               "depth": s.depth})
         row["count"] += s.events
         row["occurrences"] += s.occurrences or s.events
-        row["values"].extend(s.values)
+        row["values"].extend(s.values if events is None else events.summary(s, 0).ordered)
         row["ranks"].add(rank)
         row["denominator"] += device_total.get(rank, 0.0) if is_gpu_family(name) else step_total.get((rank, source), 0.0)
     op_rows: list[dict[str, Any]] = []

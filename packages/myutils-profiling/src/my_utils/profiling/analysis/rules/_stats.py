@@ -251,11 +251,19 @@ def summarize(values: Sequence[float], skip: int = 0) -> Summary:
     Mean and standard deviation are taken over the values in their order, as before.
     ``skip``: summarise ``values[skip:]`` (the summary keeps ``values``, not the slice).
     """
+    return summarize_sorted(values, sorted(values[skip:] if skip else values), skip)
+
+
+def summarize_sorted(values: Sequence[float], ordered: list[float], skip: int = 0) -> Summary:
+    """:func:`summarize` of ``values`` (after ``skip``) when ``ordered`` is already ``sorted(values[skip:])``.
+
+    ``ordered`` must be exactly that list (the same floats in the same places, ``-0.0`` and
+    ``0.0`` included): the summary keeps it.
+    """
     source = values
     if skip:
         values = values[skip:]
-    n = len(values)
-    ordered = sorted(values)
+    n = len(ordered)
     if n == 0:
         return Summary(source, ordered, math.nan, 0.0, skip)
     med = median_sorted(ordered)
