@@ -398,7 +398,9 @@ class AggregatedEvents(SeriesSource):
         """``build_series`` of these events, from the cells: one value per step already, so no per-step folding.
 
         The hot loop of the shared statistics (one pass over ~1M cells): per series a plain list
-        ``[steps, values, events, occurrences, how]`` in locals, the ``Series`` built at the end.
+        ``[steps.append, values.append, how, events beyond one per cell, extra occurrences, steps,
+        values]`` in locals, the ``Series`` built at the end. A cell of one event (most cells of a big
+        run) costs two appends: its count is the cell count, added up at the end.
         """
         meta = self._agg.meta
         extra = self._agg.extra_occurrences
@@ -410,31 +412,39 @@ class AggregatedEvents(SeriesSource):
                 continue
             key = (name, rank, source)
             slot = get(key)
-            # how a cell becomes the step's value, as iter_aggregated computes it: 0 peak, 1 mean, 2 sum
-            how = slot[4] if slot is not None else _HOW.get(meta[(name, source)][0], 2)
-            if isinstance(cell, float):  # one event: its value whatever the kind
-                count = 1
-                value = cell
-            else:
+            if type(cell) is list:
                 count = cell[0]
                 if not count:
                     continue
+                # how a cell becomes the step's value, as iter_aggregated computes it: 0 peak, 1 mean, 2 sum
+                how = slot[2] if slot is not None else _HOW.get(meta[(name, source)][0], 2)
                 value = float(cell[3] if how == 0 else cell[1] / count if how == 1 else cell[1])
                 if value != value:  # NaN (inf - inf in a sum) is left out as build_series does
                     continue
+            else:  # one event: its value whatever the kind
+                count = 1
+                value = cell
             if slot is None:
-                slot = slots[key] = [[], [], 0, 0, how]
-            slot[0].append(step)
-            slot[1].append(value)
-            slot[2] += count
-            slot[3] += count + extra.get(ckey, 0) if extra else count
+                steps: list[int] = []
+                values: list[float] = []
+                slot = slots[key] = [steps.append, values.append, _HOW.get(meta[(name, source)][0], 2), 0, 0,
+                                     steps, values]
+            slot[0](step)
+            slot[1](value)
+            if count != 1:
+                slot[3] += count - 1
+            if extra:
+                more = extra.get(ckey)
+                if more:
+                    slot[4] += more
         out: dict[SeriesKey, Series] = {}
-        for (name, rank, source), (st, values, events, occurrences, _how) in slots.items():
+        for (name, rank, source), (_sa, _va, _how, beyond, more, st, vals) in slots.items():
             kind, unit, depth = meta[(name, source)]
             if not all(map(operator.lt, st, islice(st, 1, None))):  # cells are usually in step order already
                 order = sorted(range(len(st)), key=st.__getitem__)
-                st, values = [st[i] for i in order], [values[i] for i in order]
-            out[(name, rank, source)] = Series(name, rank, kind, unit, source, depth, st, values, events, occurrences)
+                st, vals = [st[i] for i in order], [vals[i] for i in order]
+            events = len(st) + beyond
+            out[(name, rank, source)] = Series(name, rank, kind, unit, source, depth, st, vals, events, events + more)
         return out
 
     def __iter__(self) -> Iterator[MetricEvent]:
