@@ -32,7 +32,13 @@ from my_utils.profiling.analysis import MetricsAnalyzer
 from my_utils.profiling.analysis.analyzer import EventAggregate
 from my_utils.profiling.analysis.rules import _stats
 from my_utils.profiling.analysis.rules._evidence import per_step_shares
-from my_utils.profiling.analysis.rules._series import Series, SeriesKey, SeriesSource, build_series
+from my_utils.profiling.analysis.rules._series import (
+    Series,
+    SeriesKey,
+    SeriesSource,
+    build_series,
+    series_total,
+)
 from my_utils.profiling.analysis.tables import build_tables
 
 _text = st.sampled_from(["a", "step_time", "kernel:x", ""])
@@ -263,3 +269,21 @@ def test_tables_from_the_shared_sorted_values_are_the_tables(tmp_path: Path) -> 
     for s in list(series.values())[::2]:  # some series summarised already (after warm-up), some not
         events.summary(s, 1)
     assert json.dumps(build_tables(series, agg, "mytimer", events)) == json.dumps(build_tables(series, agg, "mytimer"))
+
+
+def test_shared_totals_are_each_series_sum(tmp_path: Path) -> None:
+    path = tmp_path / "metrics_events.jsonl"
+    rows = [{"schema_version": 1, "run_id": "r", "source": "mytimer", "rank": rank, "step": step, "name": name,
+             "kind": "duration", "unit": "ms", "ts": None, "attrs": {}, "value": 0.1 * step + rank + len(name)}
+            for rank in (0, 1) for step in range(30) for name in ("step_time", "x")]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    agg = EventAggregate()
+    agg.fold_file(path)
+    events = agg.aggregated()
+    for s in build_series(events).values():  # a rule's copies: the memo's sum, the same float
+        assert series_total(events, s).hex() == float(sum(s.values)).hex() == series_total(events, s).hex()
+        s.values[3] += 1e-3  # a rule that changes its copy: summed afresh
+        assert series_total(events, s).hex() == float(sum(s.values)).hex()
+    plain = list(events)  # a third party's events: summed each time
+    for s in build_series(plain).values():
+        assert series_total(plain, s) == s.total

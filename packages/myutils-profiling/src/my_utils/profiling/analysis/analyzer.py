@@ -423,7 +423,7 @@ class AggregatedEvents(SeriesSource):
                     continue
             else:  # one event: its value whatever the kind
                 count = 1
-                value = cell
+                value = cell  # type: ignore[assignment]  # a bare float (the cell is not a list)
             if slot is None:
                 steps: list[int] = []
                 values: list[float] = []

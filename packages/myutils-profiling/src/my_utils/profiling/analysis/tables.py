@@ -50,9 +50,9 @@ def build_tables(series: Mapping[Any, Any], agg: EventAggregate,
     device_total: dict[int | None, float] = {}
     for (name, rank, source), s in series.items():
         if name == STEP_TIME:
-            step_total[(rank, source)] = s.total
+            step_total[(rank, source)] = s.total if events is None else events.total(s)
         elif is_gpu_family(name) and s.kind == "duration":
-            device_total[rank] = device_total.get(rank, 0.0) + s.total
+            device_total[rank] = device_total.get(rank, 0.0) + (s.total if events is None else events.total(s))
     # one operations row per (name, source), all ranks together
     ops: dict[tuple[str, str], dict[str, Any]] = {}
     for (name, rank, source), s in series.items():

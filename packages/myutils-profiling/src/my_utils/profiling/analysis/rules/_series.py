@@ -112,6 +112,7 @@ class SeriesSource(Sequence[MetricEvent]):
 
     _series_memo: tuple[Hashable, dict[SeriesKey, Series]] | None = None
     _summary_memo: tuple[Hashable, dict[tuple[SeriesKey, int], Summary]] | None = None
+    _total_memo: tuple[Hashable, dict[SeriesKey, float]] | None = None
 
     @abstractmethod
     def series_version(self) -> Hashable:
@@ -160,6 +161,24 @@ class SeriesSource(Sequence[MetricEvent]):
                 summarize_sorted(own.values, near, k)
         return found
 
+    def total(self, series: Series) -> float:
+        """``series.total``, summed once per series while the events are unchanged (see :meth:`summary`).
+
+        A series that is not one of this source's, or whose values were changed, is summed afresh.
+        """
+        version, own_series = self._own_series()
+        key = (series.name, series.rank, series.source)
+        own = own_series.get(key)
+        if own is None or (own is not series and own.values != series.values):
+            return series.total
+        store = self._total_memo
+        if store is None or store[0] != version:
+            store = self._total_memo = (version, {})
+        found = store[1].get(key)
+        if found is None:
+            found = store[1][key] = own.total
+        return found
+
 
 #: A summary of the same series with a warm-up at most this many steps away is re-sorted by
 #: moving those values in or out (anomalies and variability skip 1 step, their explanations 0).
@@ -192,6 +211,14 @@ def _nearby_sorted(memo: dict[tuple[SeriesKey, int], Summary], key: SeriesKey, v
                 ordered.insert(bisect_left(ordered, v), v)
         return ordered
     return None
+
+
+def series_total(events: Iterable[MetricEvent], series: Series) -> float:
+    """``series.total``, summed once per analysis for the analyzer's events (a ``SeriesSource``), afresh for any
+    other events; the same float either way (five rules and the tables each summed every series, some twice)."""
+    if isinstance(events, SeriesSource):
+        return events.total(series)
+    return series.total
 
 
 def step_summary(events: Iterable[MetricEvent], series: Series, warmup_steps: int) -> Summary:
