@@ -12,14 +12,15 @@ start-up and imports are left out; peak RSS from ``VmHWM``):
 * ``analyzer``: ``MetricsAnalyzer(path).analyze()``, the whole analysis (reading, aggregation,
   every rule, facts, tables) as ``myutils profile analyze`` runs it;
 * ``analyzer, statistics not shared``: the same with every rule computing its own series
-  statistics (what anomalies and variability did before ``_series.step_summary``); its report
+  statistics and totals (what the rules did before ``_series.step_summary`` and
+  ``_series.series_total``); its report
   must be identical (but for ``overhead``, MyTimer's cost calibrated on the host at each run),
   and the bench stops (exit 1) when it is not.
 
 Goals (issue 22): the analyzer costs at most 1.5x the ``json.loads`` anchor per event (the
 ratio is taken per round), and its peak RSS stays under 300 MB. The analyzer child also counts
 how many series summaries the rules asked for and how many were computed: with sharing each
-(series, warm-up) is summarised once.
+(series, warm-up) is summarised once (by a sort, or from a nearby warm-up's sorted values).
 """
 
 from __future__ import annotations
