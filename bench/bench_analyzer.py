@@ -12,14 +12,15 @@ start-up and imports are left out; peak RSS from ``VmHWM``):
 * ``analyzer``: ``MetricsAnalyzer(path).analyze()``, the whole analysis (reading, aggregation,
   every rule, facts, tables) as ``myutils profile analyze`` runs it;
 * ``analyzer, statistics not shared``: the same with every rule computing its own series
-  statistics (what anomalies and variability did before ``_series.step_summary``); its report
+  statistics and totals (what the rules did before ``_series.step_summary`` and
+  ``_series.series_total``); its report
   must be identical (but for ``overhead``, MyTimer's cost calibrated on the host at each run),
   and the bench stops (exit 1) when it is not.
 
 Goals (issue 22): the analyzer costs at most 1.5x the ``json.loads`` anchor per event (the
 ratio is taken per round), and its peak RSS stays under 300 MB. The analyzer child also counts
 how many series summaries the rules asked for and how many were computed: with sharing each
-(series, warm-up) is summarised once.
+(series, warm-up) is summarised once (by a sort, or from a nearby warm-up's sorted values).
 """
 
 from __future__ import annotations
@@ -72,11 +73,15 @@ from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
 from my_utils.profiling.analysis.rules import _series, _stats
 asked = [0]
 made = [0]
-summarize = _stats.summarize
+summarize, summarize_sorted = _stats.summarize, _stats.summarize_sorted
 def counting(values, skip=0):
     made[0] += 1
     return summarize(values, skip)
+def counting_sorted(values, ordered, skip=0):  # made from a nearby warm-up's sorted values
+    made[0] += 1
+    return summarize_sorted(values, ordered, skip)
 _series.summarize = counting
+_series.summarize_sorted = counting_sorted
 step_summary = _series.step_summary
 def asking(events, series, warmup):
     asked[0] += 1
@@ -88,6 +93,7 @@ if sys.argv[3] == "separate":  # every rule computes its own statistics, with th
     sys.path.insert(0, sys.argv[4])
     from test_analyzer_shared_series import _separately
     _series.SeriesSource.summary = lambda self, series, warmup: _separately(series, warmup)
+    _series.SeriesSource.total = lambda self, series: series.total
 start, wall = time.process_time(), time.perf_counter()
 report = MetricsAnalyzer(sys.argv[1]).analyze()
 cpu, wall = time.process_time() - start, time.perf_counter() - wall

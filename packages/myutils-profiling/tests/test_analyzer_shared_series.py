@@ -29,9 +29,10 @@ CONTROL = "kineto/hta/trace_diff__control.json.gz"  # a real torch.profiler trac
 
 def _unshared(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every ``build_series`` call reads the events again, through the generic fold, and every rule computes its
-    own statistics with the separate functions of ``_stats`` (the behaviour before the sharing)."""
+    own statistics with the separate functions of ``_stats`` and its own totals (the behaviour before the sharing)."""
     monkeypatch.setattr(SeriesSource, "series", lambda self: _build_series(iter(self)))
     monkeypatch.setattr(SeriesSource, "summary", lambda self, series, warmup: _separately(series, warmup))
+    monkeypatch.setattr(SeriesSource, "total", lambda self, series: series.total)  # each rule sums its series
 
 
 class _Separate:

@@ -128,18 +128,27 @@ def test_an_analysis_summarises_each_series_once_for_every_rule(tmp_path: Path,
     path = tmp_path / "metrics_events.jsonl"
     write_events(path, _events(40))
     made: list[int] = []
+    sorted_again: list[int] = []  # summaries made from a nearby warm-up's sorted values, without a sort
     asked: list[tuple[Any, ...]] = []
     real_summarize, real_step_summary = _stats.summarize, _series.step_summary
+    real_summarize_sorted = _stats.summarize_sorted
 
     def counting(values: Any, skip: int = 0) -> Any:
         made.append(skip)
         return real_summarize(values, skip)
+
+    def counting_sorted(values: Any, ordered: Any, skip: int = 0) -> Any:
+        assert ordered == sorted(values[skip:])
+        made.append(skip)
+        sorted_again.append(skip)
+        return real_summarize_sorted(values, ordered, skip)
 
     def asking(events: Any, series: Series, warmup: int) -> Any:
         asked.append((series.name, series.rank, series.source, warmup))
         return real_step_summary(events, series, warmup)
 
     monkeypatch.setattr(_series, "summarize", counting)
+    monkeypatch.setattr(_series, "summarize_sorted", counting_sorted)
     for module in ("anomalies", "variability"):
         monkeypatch.setattr(f"my_utils.profiling.analysis.rules.{module}.step_summary", asking)
     report = MetricsAnalyzer(path).analyze()
@@ -147,6 +156,7 @@ def test_an_analysis_summarises_each_series_once_for_every_rule(tmp_path: Path,
     assert {w for *_key, w in asked} == {0, 1}  # the warm-up cut (1 step) and whole series
     assert len(asked) > len(set(asked))  # the rules asked for the same summaries more than once...
     assert len(made) == len(set(asked))  # ...and each (series, warm-up) was computed once
+    assert sorted_again  # the whole series from the warm-up cut one (or back): no second sort
 
 
 def test_the_analysis_pauses_the_cyclic_gc_and_restores_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

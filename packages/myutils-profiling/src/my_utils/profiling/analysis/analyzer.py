@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, overload
 
 from my_utils.core.errors import InputError
-from my_utils.core.events import MetricEvent, iter_event_rows, trusted_event
+from my_utils.core.events import MetricEvent, trusted_event
 from my_utils.profiling.analysis.assembly import (
     capture_findings,
     not_measured,
@@ -204,6 +204,153 @@ class EventAggregate:
             self.by_source.update(by_source)
             self.first_ts, self.last_ts = first, last
 
+    def fold_file(self, path: str | Path, advance: Callable[[int], object] = lambda n: None) -> None:
+        """Fold in every event of a ``metrics_events.jsonl`` file: what ``fold_rows(iter_event_rows(path))`` does,
+        with the reading and the folding in one loop.
+
+        Each line is decoded, checked and folded with its fields read once (a generator between the
+        two read every field twice and resumed once per line: ~13 % of the fold's instructions). A
+        line that is not the common well-formed one (``iter_event_rows``'s inline test, repeated
+        here) goes through the reader's own checks, so the same lines are refused with the same
+        messages, a blank line is skipped and a torn last line ends the file.
+        """
+        from my_utils.core import events as reader  # its checks of the lines it does not take inline
+
+        p, fh = reader._open(path)
+        where = str(p)
+        loads = reader._loads
+        exact = reader._EXACT
+        checked_row = reader._checked_row
+        cells = self.cells
+        meta = self.meta
+        extra = self.extra_occurrences
+        run_ids = self.run_ids
+        nsight_files = self.nsight_files
+        by_source: dict[str, int] = {}
+        first, last = self.first_ts, self.last_ts
+        get = cells.get
+        intern = sys.intern
+        chunk = total = lineno = run_count = 0
+        run_source: Any = None  # the source of the current run of lines (None: before the first line)
+        last_run_id: str | None = None
+        try:
+            for raw in fh:
+                lineno += 1
+                try:
+                    data = loads(raw)
+                except (ValueError, RecursionError):  # the reader's slow path decides (as in iter_event_rows)
+                    data = reader._slow_line(raw, fh, p, lineno)
+                    if data is reader._BLANK:
+                        continue
+                    if data is reader._TORN:
+                        break
+                    data = checked_row(data, raw, where, lineno, True)
+                    plain = False
+                else:
+                    try:  # iter_event_rows' test of the common line, its fields kept for the fold
+                        name = data["name"]
+                        v = data["value"]
+                        rank = data["rank"]
+                        step = data["step"]
+                        ts = data["ts"]
+                        attrs = data["attrs"]
+                        kind = data["kind"]
+                        unit = data["unit"]
+                        source = data["source"]
+                        run_id = data["run_id"]
+                        plain = not (type(v) is not float or type(name) is not str or not name
+                                     or type(attrs) is not dict or type(kind) is not str or not kind
+                                     or type(unit) is not str or type(source) is not str
+                                     or type(run_id) is not str or type(data["schema_version"]) is not int
+                                     or len(data) != 11 or (rank is not None and type(rank) is not int)
+                                     or (step is not None and type(step) is not int)
+                                     or (ts is not None and type(ts) is not float))
+                    except (KeyError, TypeError, IndexError):
+                        plain = False
+                    if plain and attrs:
+                        for x in attrs.values():  # as in iter_event_rows (events._exact)
+                            if type(x) not in exact:
+                                plain = False
+                                break
+                    if not plain:
+                        data = checked_row(data, raw, where, lineno)
+                if not plain:  # a row the reader's checks made: every known field there, typed
+                    name = data["name"]
+                    v = data["value"]
+                    rank = data["rank"]
+                    step = data["step"]
+                    ts = data["ts"]
+                    attrs = data["attrs"]
+                    kind = data["kind"]
+                    unit = data["unit"]
+                    source = data["source"]
+                    run_id = data["run_id"]
+                # -- the fold: as fold_rows (see there for the why of each step) --
+                # lines come in runs of one source and one run id: count a run, and look a run id up,
+                # when it changes (a string comparison instead of two dict and one set lookups per line)
+                if source == run_source:
+                    run_count += 1
+                else:
+                    if run_count:
+                        by_source[run_source] += run_count
+                    if source not in by_source:
+                        by_source[source] = 0
+                    run_source, run_count = source, 1
+                if run_id != last_run_id:
+                    last_run_id = run_id
+                    if run_id and run_id not in run_ids:
+                        run_ids.add(run_id)
+                key = (name, step, rank, source)
+                cell = get(key)
+                if cell is None:
+                    # one string object per distinct name and source (interned only for a new cell:
+                    # a lookup finds an equal string as well)
+                    name = intern(name)
+                    source = intern(source)
+                    key = (name, step, rank, source)
+                    cells[key] = v if v == v else [0, 0.0, math.inf, -math.inf]
+                    mk = (name, source)
+                    if mk not in meta:
+                        depth = attrs.get("depth")
+                        meta[mk] = (kind, unit, depth if isinstance(depth, int) else None)
+                        if source == "torch_profiler" and isinstance(attrs.get("file"), str):
+                            self.trace_files.add(attrs["file"])
+                    if source in NSIGHT_SOURCES and isinstance(attrs.get("file"), str):  # per cell: per export
+                        nsight_files.add((source, attrs["file"]))
+                elif v != v:  # NaN: counted as an event, not as a value
+                    pass
+                elif isinstance(cell, float):
+                    cells[key] = [2, cell + v, v if v < cell else cell, v if v > cell else cell]
+                else:
+                    cell[0] += 1
+                    cell[1] += v
+                    if v < cell[2]:
+                        cell[2] = v
+                    if v > cell[3]:
+                        cell[3] = v
+                if attrs:
+                    n = attrs.get("count")
+                    if n.__class__ is int and n > 1:
+                        extra[key] = extra.get(key, 0) + n - 1
+                if ts is not None:
+                    if first is None or ts < first:
+                        first = ts
+                    if last is None or ts > last:
+                        last = ts
+                chunk += 1
+                if chunk == 65536:
+                    total += chunk
+                    advance(chunk)
+                    chunk = 0
+            advance(chunk)
+        finally:  # a bad line stops the fold: what was folded is still counted
+            fh.close()
+            if run_count:
+                by_source[run_source] += run_count
+            self.events += total + chunk
+            self.by_source.update(by_source)
+            self.first_ts, self.last_ts = first, last
+
     def aggregated(self) -> AggregatedEvents:
         """One event per cell: the sum (duration, counter), peak (gauge) or mean (ratio, info)."""
         return AggregatedEvents(self)
@@ -263,7 +410,9 @@ class AggregatedEvents(SeriesSource):
         """``build_series`` of these events, from the cells: one value per step already, so no per-step folding.
 
         The hot loop of the shared statistics (one pass over ~1M cells): per series a plain list
-        ``[steps, values, events, occurrences, how]`` in locals, the ``Series`` built at the end.
+        ``[steps.append, values.append, how, events beyond one per cell, extra occurrences, steps,
+        values]`` in locals, the ``Series`` built at the end. A cell of one event (most cells of a big
+        run) costs two appends: its count is the cell count, added up at the end.
         """
         meta = self._agg.meta
         extra = self._agg.extra_occurrences
@@ -275,31 +424,39 @@ class AggregatedEvents(SeriesSource):
                 continue
             key = (name, rank, source)
             slot = get(key)
-            # how a cell becomes the step's value, as iter_aggregated computes it: 0 peak, 1 mean, 2 sum
-            how = slot[4] if slot is not None else _HOW.get(meta[(name, source)][0], 2)
-            if isinstance(cell, float):  # one event: its value whatever the kind
-                count = 1
-                value = cell
-            else:
+            if type(cell) is list:
                 count = cell[0]
                 if not count:
                     continue
+                # how a cell becomes the step's value, as iter_aggregated computes it: 0 peak, 1 mean, 2 sum
+                how = slot[2] if slot is not None else _HOW.get(meta[(name, source)][0], 2)
                 value = float(cell[3] if how == 0 else cell[1] / count if how == 1 else cell[1])
                 if value != value:  # NaN (inf - inf in a sum) is left out as build_series does
                     continue
+            else:  # one event: its value whatever the kind
+                count = 1
+                value = cell  # type: ignore[assignment]  # a bare float (the cell is not a list)
             if slot is None:
-                slot = slots[key] = [[], [], 0, 0, how]
-            slot[0].append(step)
-            slot[1].append(value)
-            slot[2] += count
-            slot[3] += count + extra.get(ckey, 0) if extra else count
+                steps: list[int] = []
+                values: list[float] = []
+                slot = slots[key] = [steps.append, values.append, _HOW.get(meta[(name, source)][0], 2), 0, 0,
+                                     steps, values]
+            slot[0](step)
+            slot[1](value)
+            if count != 1:
+                slot[3] += count - 1
+            if extra:
+                more = extra.get(ckey)
+                if more:
+                    slot[4] += more
         out: dict[SeriesKey, Series] = {}
-        for (name, rank, source), (st, values, events, occurrences, _how) in slots.items():
+        for (name, rank, source), (_sa, _va, _how, beyond, more, st, vals) in slots.items():
             kind, unit, depth = meta[(name, source)]
             if not all(map(operator.lt, st, islice(st, 1, None))):  # cells are usually in step order already
                 order = sorted(range(len(st)), key=st.__getitem__)
-                st, values = [st[i] for i in order], [values[i] for i in order]
-            out[(name, rank, source)] = Series(name, rank, kind, unit, source, depth, st, values, events, occurrences)
+                st, vals = [st[i] for i in order], [vals[i] for i in order]
+            events = len(st) + beyond
+            out[(name, rank, source)] = Series(name, rank, kind, unit, source, depth, st, vals, events, events + more)
         return out
 
     def __iter__(self) -> Iterator[MetricEvent]:
@@ -380,7 +537,7 @@ class MetricsAnalyzer:
         # would cost more than the folding itself
         with progress(None, "analyze: events", enabled=self.progress) as bar:
             if isinstance(self.source, (str, Path)):
-                agg.fold_rows(iter_event_rows(self.source), bar.advance)
+                agg.fold_file(self.source, bar.advance)
             else:
                 agg.fold_rows(event_rows(self.source), bar.advance)
         return agg
@@ -401,7 +558,7 @@ class MetricsAnalyzer:
         events = agg.aggregated()
         series = build_series(events)
         findings, ran, errors = self._run_rules(events)
-        tables = build_tables(series, agg, primary_step_source(series))
+        tables = build_tables(series, agg, primary_step_source(series), events)
         kineto_tables, kineto_note, kineto_warnings = self._kineto(agg)
         tables.update(kineto_tables)
         hardware = run_hardware(self.hardware, kineto_tables.get("kineto_context") or [])
@@ -646,8 +803,9 @@ def _kineto_tables(result: Any) -> dict[str, list[dict[str, Any]]]:
 
 def _summary(agg: EventAggregate, series: Mapping[Any, Any], findings: list[Finding], ran: list[str],
              errors: list[dict[str, str]]) -> dict[str, Any]:
-    steps = sorted({st for (_n, st, _r, _s) in agg.cells if st is not None})
-    ranks = sorted({r for (_n, _st, r, _s) in agg.cells if r is not None})
+    # the distinct steps and ranks of the cells, the sets made at C speed (a Python loop over 1M keys cost more)
+    steps = sorted(set(map(operator.itemgetter(1), agg.cells)) - {None})
+    ranks = sorted(set(map(operator.itemgetter(2), agg.cells)) - {None})
     step_time: dict[str, Any] = {}
     for (name, rank, source), s in series.items():
         if name == STEP_TIME and s.values:

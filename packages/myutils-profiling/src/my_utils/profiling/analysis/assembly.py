@@ -72,7 +72,9 @@ def not_measured(series: Mapping[Any, Any], agg: EventAggregate, kineto_tables: 
 def run_warnings(agg: EventAggregate, kineto: Sequence[str]) -> list[dict[str, str]]:
     """What the analysis had to assume, one object per warning (``code``, ``message``)."""
     out = [{"code": "rank_unknown", "message": w} for w in kineto]
-    if not kineto and any(src == "torch_profiler" and rank is None for (_n, _st, rank, src) in agg.cells):
+    # every folded event has its cell: without torch_profiler events there is no cell to look at
+    if not kineto and "torch_profiler" in agg.by_source and any(
+            src == "torch_profiler" and rank is None for (_n, _st, rank, src) in agg.cells):
         out.append({"code": "rank_unknown",
                     "message": "torch_profiler events without a rank (the trace had no distributedInfo.rank and no "
                                "rank in its file name): treated as the one process of a single-rank run"})

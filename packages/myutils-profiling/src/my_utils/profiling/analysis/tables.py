@@ -8,12 +8,14 @@ each bucket of consecutive steps), ``ranks`` (one row per rank and source, never
 
 from __future__ import annotations
 
+import operator
 import statistics
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
+from itertools import compress, repeat
 from typing import TYPE_CHECKING, Any
 
-from my_utils.profiling.analysis.rules._series import STEP_TIME, is_gpu_family, is_memory
+from my_utils.profiling.analysis.rules._series import STEP_TIME, SeriesSource, is_gpu_family, is_memory
 from my_utils.profiling.analysis.rules._stats import quantile, std_cv
 
 if TYPE_CHECKING:
@@ -40,14 +42,17 @@ def cell_stats(cell: Cell) -> tuple[int, float, float, float]:
 
 
 def build_tables(series: Mapping[Any, Any], agg: EventAggregate,
-            primary: str | None = None) -> dict[str, list[dict[str, Any]]]:
+            primary: str | None = None, events: SeriesSource | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The report's tables (module docstring) of ``series``; ``events``: the events they were built from, whose
+    shared summaries give each series' values already sorted (the ``operations`` rows then merge sorted runs
+    instead of sorting every value again: the same sorted list, since the sort is stable)."""
     step_total: dict[tuple[int | None, str], float] = {}
     device_total: dict[int | None, float] = {}
     for (name, rank, source), s in series.items():
         if name == STEP_TIME:
-            step_total[(rank, source)] = s.total
+            step_total[(rank, source)] = s.total if events is None else events.total(s)
         elif is_gpu_family(name) and s.kind == "duration":
-            device_total[rank] = device_total.get(rank, 0.0) + s.total
+            device_total[rank] = device_total.get(rank, 0.0) + (s.total if events is None else events.total(s))
     # one operations row per (name, source), all ranks together
     ops: dict[tuple[str, str], dict[str, Any]] = {}
     for (name, rank, source), s in series.items():
@@ -58,7 +63,7 @@ def build_tables(series: Mapping[Any, Any], agg: EventAggregate,
                                               "depth": s.depth})
         row["count"] += s.events
         row["occurrences"] += s.occurrences or s.events
-        row["values"].extend(s.values)
+        row["values"].extend(s.values if events is None else events.summary(s, 0).ordered)
         row["ranks"].add(rank)
         row["denominator"] += device_total.get(rank, 0.0) if is_gpu_family(name) else step_total.get((rank, source), 0.0)
     op_rows: list[dict[str, Any]] = []
@@ -106,9 +111,11 @@ def build_tables(series: Mapping[Any, Any], agg: EventAggregate,
                  for (name, rank, source), s in sorted(series.items(), key=lambda kv: (
                      kv[0][2] != primary, kv[0][2], -1 if kv[0][1] is None else kv[0][1]))
                  if name == STEP_TIME and s.values]
+    # the cells without a step, picked at C speed (a Python loop over every key of a 1M-cell run cost more)
+    stepless = compress(agg.cells.items(), map(operator.is_, map(operator.itemgetter(1), agg.cells), repeat(None)))
     no_step: list[dict[str, Any]] = [{"name": name, "rank": rank, "source": source, "count": c[0], "total": c[1], "min": c[2], "max": c[3],
                 "unit": agg.meta[(name, source)][1]}
-               for (name, step, rank, source), cell in agg.cells.items() if step is None
+               for (name, _step, rank, source), cell in stepless
                for c in (cell_stats(cell),) if c[0]]
     no_step.sort(key=lambda r: -r["total"])
     tables = {"operations": op_rows[:MAX_OPERATION_ROWS], "steps": steps, "memory": memory, "ranks": rank_rows}

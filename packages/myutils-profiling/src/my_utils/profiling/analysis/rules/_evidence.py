@@ -10,8 +10,10 @@ Plain dicts: rules return JSON-ready findings (the plugin contract).
 from __future__ import annotations
 
 import math
+import operator
 import statistics
 from collections.abc import Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 from my_utils.profiling.analysis.rules._series import STEP_TIME, Series, SeriesKey
@@ -43,7 +45,12 @@ def same_as_step(series: Mapping[SeriesKey, Series], s: Series) -> bool:
 
 def per_step_shares(s: Series, step: Series) -> list[float]:
     """``s``'s value over the step time at each step both have (steps with a zero step time are left out)."""
-    by_step = dict(zip(step.steps, step.values, strict=True))
+    steps = step.steps
+    if s.steps == steps and len(step.values) == len(steps) and all(map(operator.lt, steps, islice(steps, 1, None))):
+        # the usual case (a region timed on every step): the same steps, each once, so the step
+        # time of each value is the one beside it; no dict of the steps (~30 % of the bottleneck rule)
+        return [v / d for v, d in zip(s.values, step.values, strict=True) if d > 0 and math.isfinite(v)]
+    by_step = dict(zip(steps, step.values, strict=True))
     return [v / by_step[st] for st, v in zip(s.steps, s.values, strict=True)
             if by_step.get(st, 0.0) > 0 and math.isfinite(v)]
 

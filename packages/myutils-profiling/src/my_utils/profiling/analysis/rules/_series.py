@@ -23,12 +23,13 @@ every rule (anomalies and variability each sorted the same values up to three ti
 from __future__ import annotations
 
 from abc import abstractmethod
+from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from my_utils.core.events import MetricEvent
-from my_utils.profiling.analysis.rules._stats import Summary, summarize
+from my_utils.profiling.analysis.rules._stats import Summary, summarize, summarize_sorted
 
 #: Kineto families measured on the device: their shares are of GPU busy time, not step time.
 GPU_FAMILIES: tuple[str, ...] = ("kernel:", "memcpy:", "memset:", "device_op:")
@@ -111,6 +112,7 @@ class SeriesSource(Sequence[MetricEvent]):
 
     _series_memo: tuple[Hashable, dict[SeriesKey, Series]] | None = None
     _summary_memo: tuple[Hashable, dict[tuple[SeriesKey, int], Summary]] | None = None
+    _total_memo: tuple[Hashable, dict[SeriesKey, float]] | None = None
 
     @abstractmethod
     def series_version(self) -> Hashable:
@@ -151,10 +153,72 @@ class SeriesSource(Sequence[MetricEvent]):
         if store is None or store[0] != version:
             store = self._summary_memo = (version, {})
         k = max(0, warmup_steps)
-        found = store[1].get((key, k))
+        memo = store[1]
+        found = memo.get((key, k))
         if found is None:  # the values after warm-up, as after_warmup cuts them (no copy kept)
-            found = store[1][(key, k)] = summarize(own.values, k)
+            near = _nearby_sorted(memo, key, own.values, k)
+            found = memo[(key, k)] = summarize(own.values, k) if near is None else \
+                summarize_sorted(own.values, near, k)
         return found
+
+    def total(self, series: Series) -> float:
+        """``series.total``, summed once per series while the events are unchanged (see :meth:`summary`).
+
+        A series that is not one of this source's, or whose values were changed, is summed afresh.
+        """
+        version, own_series = self._own_series()
+        key = (series.name, series.rank, series.source)
+        own = own_series.get(key)
+        if own is None or (own is not series and own.values != series.values):
+            return series.total
+        store = self._total_memo
+        if store is None or store[0] != version:
+            store = self._total_memo = (version, {})
+        found = store[1].get(key)
+        if found is None:
+            found = store[1][key] = own.total
+        return found
+
+
+#: A summary of the same series with a warm-up at most this many steps away is re-sorted by
+#: moving those values in or out (anomalies and variability skip 1 step, their explanations 0).
+_NEARBY = 8
+
+
+def _nearby_sorted(memo: dict[tuple[SeriesKey, int], Summary], key: SeriesKey, values: Sequence[float],
+                   k: int) -> list[float] | None:
+    """``sorted(values[k:])`` made from the sorted values of a summary of ``values`` with a nearby warm-up.
+
+    The same list as sorting: ``sorted`` is stable, so of equal values (``0.0`` and ``-0.0``) the
+    earlier comes first, and one value ``v`` of ``values[j]`` goes in, or comes out, at
+    ``bisect_left(v)`` once every value before it is out. None when there is no such summary, or
+    a value is NaN (it has no place in a sorted list; a series never holds one).
+    """
+    n = len(values)
+    for j in (*range(k + 1, min(k + _NEARBY, n) + 1), *range(k - 1, max(k - _NEARBY, 0) - 1, -1)):
+        other = memo.get((key, j))
+        if other is None or other.source is not values:
+            continue
+        moved = values[j:k] if j < k else values[k:j]
+        if any(v != v for v in moved):
+            return None
+        ordered = list(other.ordered)
+        if j < k:  # take out values[j], values[j + 1], ...: each the first of its equals left
+            for v in moved:
+                del ordered[bisect_left(ordered, v)]
+        else:  # put in values[j - 1], values[j - 2], ...: each before its equals (all later in values)
+            for v in reversed(moved):
+                ordered.insert(bisect_left(ordered, v), v)
+        return ordered
+    return None
+
+
+def series_total(events: Iterable[MetricEvent], series: Series) -> float:
+    """``series.total``, summed once per analysis for the analyzer's events (a ``SeriesSource``), afresh for any
+    other events; the same float either way (five rules and the tables each summed every series, some twice)."""
+    if isinstance(events, SeriesSource):
+        return events.total(series)
+    return series.total
 
 
 def step_summary(events: Iterable[MetricEvent], series: Series, warmup_steps: int) -> Summary:

@@ -13,9 +13,11 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+import operator
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 #: MAD × this estimates σ for normal data (1 / Φ⁻¹(3/4)).
 MAD_TO_SIGMA = 1.482602218505602
@@ -58,7 +60,16 @@ def theil_sen(xs: Sequence[float], ys: Sequence[float], confidence: float = 0.95
         n = MAX_TREND_POINTS
     if n < 3:
         return None
-    slopes = sorted((ys[j] - ys[i]) / (xs[j] - xs[i]) for i in range(n) for j in range(i + 1, n) if xs[j] != xs[i])
+    if len(set(xs)) == n:  # no two x equal (the usual steps): every pair, each row of them at C speed
+        pairs: list[float] = []
+        for i in range(n):
+            xi, yi = xs[i], ys[i]
+            pairs += map(operator.truediv, map(operator.sub, ys[i + 1:], repeat(yi)),
+                         map(operator.sub, xs[i + 1:], repeat(xi)))
+        slopes = sorted(pairs)  # the same slopes in the same order as the loop below, so the same sorted list
+    else:
+        slopes = sorted((ys[j] - ys[i]) / (xs[j] - xs[i]) for i in range(n) for j in range(i + 1, n)
+                        if xs[j] != xs[i])
     if not slopes:
         return None
     m = len(slopes)
@@ -240,11 +251,19 @@ def summarize(values: Sequence[float], skip: int = 0) -> Summary:
     Mean and standard deviation are taken over the values in their order, as before.
     ``skip``: summarise ``values[skip:]`` (the summary keeps ``values``, not the slice).
     """
+    return summarize_sorted(values, sorted(values[skip:] if skip else values), skip)
+
+
+def summarize_sorted(values: Sequence[float], ordered: list[float], skip: int = 0) -> Summary:
+    """:func:`summarize` of ``values`` (after ``skip``) when ``ordered`` is already ``sorted(values[skip:])``.
+
+    ``ordered`` must be exactly that list (the same floats in the same places, ``-0.0`` and
+    ``0.0`` included): the summary keeps it.
+    """
     source = values
     if skip:
         values = values[skip:]
-    n = len(values)
-    ordered = sorted(values)
+    n = len(ordered)
     if n == 0:
         return Summary(source, ordered, math.nan, 0.0, skip)
     med = median_sorted(ordered)

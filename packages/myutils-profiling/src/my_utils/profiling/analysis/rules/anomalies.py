@@ -55,6 +55,7 @@ from my_utils.profiling.analysis.rules._series import (
     is_gpu_family,
     rank_label,
     series_id,
+    series_total,
     step_ranges,
     step_summary,
 )
@@ -126,9 +127,9 @@ class AnomalyRule:
         totals: dict[str, float] = {}
         for (n, _, _), s in series.items():
             if is_candidate_duration(s) and not same_as_step(series, s):
-                totals[n] = totals.get(n, 0.0) + s.total
+                totals[n] = totals.get(n, 0.0) + series_total(events, s)
         names.update(sorted(totals, key=lambda n: -totals[n])[: self.max_names])
-        step_total = {(r, src): s.total for (n, r, src), s in series.items() if n == STEP_TIME}
+        step_total = {(r, src): series_total(events, s) for (n, r, src), s in series.items() if n == STEP_TIME}
         tested: list[tuple[Series, list[int], list[float], Summary, list[dict[str, Any]], list[float]]] = []
         m = 0
         for (name, _rank, _source), s in sorted(series.items(), key=lambda kv: (
@@ -136,7 +137,7 @@ class AnomalyRule:
             if name not in names or same_as_step(series, s):
                 continue
             denom = step_total.get((s.rank, s.source), 0.0)
-            if name != STEP_TIME and not is_gpu_family(name) and denom > 0 and s.total / denom < self.min_share:
+            if name != STEP_TIME and not is_gpu_family(name) and denom > 0 and series_total(events, s) / denom < self.min_share:
                 continue  # a 1 % region jittering cannot move the step
             steps, values = after_warmup(s, self.warmup_steps)
             if len(values) < self.min_steps:

@@ -41,6 +41,7 @@ from my_utils.profiling.analysis.rules._series import (
     build_series,
     is_candidate_duration,
     is_gpu_family,
+    series_total,
 )
 from my_utils.profiling.analysis.rules.suggestions import suggest
 
@@ -79,18 +80,21 @@ class BottleneckRule:
         device_total: dict[int | None, float] = {}
         for (name, rank, _source), s in series.items():
             if name == STEP_TIME:
-                host_total[(s.source, rank)] = s.total
+                host_total[(s.source, rank)] = series_total(events, s)
             elif is_gpu_family(name) and s.kind == "duration":
-                device_total[rank] = device_total.get(rank, 0.0) + s.total
+                device_total[rank] = device_total.get(rank, 0.0) + series_total(events, s)
         top_level: dict[tuple[str, int | None], float] = {}  # used where a source has no step_time
         wrappers: dict[tuple[str, int | None], int] = {}  # depth-0 names per (source, rank)
         for (_name, rank, _source), s in series.items():
             if s.depth == 0 and is_candidate_duration(s):
-                top_level[(s.source, rank)] = top_level.get((s.source, rank), 0.0) + s.total
+                top_level[(s.source, rank)] = top_level.get((s.source, rank), 0.0) + series_total(events, s)
                 wrappers[(s.source, rank)] = wrappers.get((s.source, rank), 0) + 1
         hits: dict[str, list[tuple[float, Series, float, str]]] = {}
         for (name, rank, _source), s in series.items():
-            if not is_candidate_duration(s) or s.total <= 0:
+            if not is_candidate_duration(s):
+                continue
+            total = series_total(events, s)
+            if total <= 0:
                 continue
             step = series.get((STEP_TIME, rank, s.source))
             if is_gpu_family(name):
@@ -103,7 +107,7 @@ class BottleneckRule:
                     denom, of = top_level.get((s.source, rank), 0.0), f"{s.source} time of the top-level regions"
             if denom <= 0:
                 continue
-            share = s.total / denom
+            share = total / denom
             if step is not None and len(s.steps) >= 3:  # robust to one outlying step
                 shares = per_step_shares(s, step)
                 if len(shares) >= 3:
@@ -116,10 +120,10 @@ class BottleneckRule:
         self._names = frozenset(n for n, _r, _s in series)
         self._all: dict[str, list[tuple[int | None, float, float]]] = {}
         for (name, rank, _source), s in series.items():
-            if name in hits and s.total > 0:
+            if name in hits and series_total(events, s) > 0:
                 d = device_total.get(rank, 0.0) if is_gpu_family(name) else host_total.get((s.source, rank), 0.0)
                 if d > 0:
-                    self._all.setdefault(name, []).append((rank, s.total, d))
+                    self._all.setdefault(name, []).append((rank, series_total(events, s), d))
         ordered = sorted(hits.items(), key=lambda kv: -max(h[0] for h in kv[1]))
         groups: list[tuple[str, list[tuple[float, Series, float, str]], list[str]]] = []
         for name, rows in ordered:

@@ -24,7 +24,7 @@ from typing import Any
 from my_utils.core.events import MetricEvent
 from my_utils.profiling.analysis.advice import family_of
 from my_utils.profiling.analysis.rules._evidence import advice, impact, series_fact, steps_row
-from my_utils.profiling.analysis.rules._series import STEP_TIME, Series, build_series
+from my_utils.profiling.analysis.rules._series import STEP_TIME, Series, build_series, series_total
 from my_utils.profiling.analysis.rules._stats import benjamini_hochberg
 from my_utils.profiling.analysis.rules.suggestions import suggest
 
@@ -58,7 +58,7 @@ class RankImbalanceRule:
         """One finding per straggling rank (per source of step times)."""
         by_source: dict[str, list[tuple[int, Series]]] = {}
         all_series = build_series(events)
-        collectives = sorted({n for (n, _r, _src), s in all_series.items() if s.kind == "duration" and s.total > 0
+        collectives = sorted({n for (n, _r, _src), s in all_series.items() if s.kind == "duration" and series_total(events, s) > 0
                               and (n == "gpu.comm_time" or _is_communication(n))})
         candidates: list[tuple[float, dict[str, Any]]] = []
         tested = 0

@@ -43,6 +43,7 @@ from my_utils.profiling.analysis.rules._series import (
     is_gpu_family,
     rank_label,
     series_id,
+    series_total,
     step_summary,
 )
 from my_utils.profiling.analysis.rules._stats import MAD_TO_SIGMA, Summary, benjamini_hochberg
@@ -101,11 +102,11 @@ class VariabilityRule:
     def evaluate(self, events: Sequence[MetricEvent]) -> list[dict[str, Any]]:
         """One finding per unstable (name, rank), most unstable first."""
         series = build_series(events)
-        step_total = {(r, src): s.total for (n, r, src), s in series.items() if n == STEP_TIME}
+        step_total = {(r, src): series_total(events, s) for (n, r, src), s in series.items() if n == STEP_TIME}
         device_total: dict[int | None, float] = {}
         for (n, r, _src), s in series.items():
             if is_gpu_family(n) and s.kind == "duration":
-                device_total[r] = device_total.get(r, 0.0) + s.total
+                device_total[r] = device_total.get(r, 0.0) + series_total(events, s)
         found: list[tuple[float, dict[str, Any]]] = []
         tested = 0
         ps: list[float] = []
@@ -113,7 +114,7 @@ class VariabilityRule:
             if not (is_candidate_duration(s) or name == STEP_TIME) or same_as_step(series, s):
                 continue
             denom = device_total.get(rank, 0.0) if is_gpu_family(name) else step_total.get((rank, source), 0.0)
-            if name != STEP_TIME and denom > 0 and s.total / denom < self.min_share:
+            if name != STEP_TIME and denom > 0 and series_total(events, s) / denom < self.min_share:
                 continue
             steps, values = after_warmup(s, self.warmup_steps)
             if len(values) < self.min_steps:
