@@ -367,6 +367,7 @@ def test_the_fast_path_ends_as_typer_does(site: Site, args: list[str], code: int
     assert fast[0] == code, fast
     if code == 0:
         assert fast[1] == "wrote 8 metric events to out/metrics_events.jsonl\n" and fast[3]
+        assert "logging" not in fast_modules  # a clean start imports it only to give a plugin's warning
     else:
         assert fast[1] == "" and fast[3] is None and fast[2].count("error: ") == 1
     assert "typer" in slow_modules

@@ -19,7 +19,7 @@ between third parties is never decided by installation order), and
 from __future__ import annotations
 
 import functools
-import logging
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +65,35 @@ __all__ = [
     "reset_registry",
 ]
 
-_log = logging.getLogger("my_utils.plugins")
+#: the logger of the registry's warnings (imported when the first one is given: a clean start never imports logging)
+LOGGER_NAME = "my_utils.plugins"
+_quiet = False
+
+
+def quiet_warnings() -> None:
+    """Keep broken-plugin warnings off stderr from now on (the CLI: ``myutils plugins list`` shows them).
+
+    The logger gets a ``NullHandler`` and stops propagating, now if ``logging`` is imported, else
+    when the first warning is given.
+    """
+    global _quiet
+    _quiet = True
+    if "logging" in sys.modules:
+        _logger()
+
+
+def _logger() -> Any:
+    import logging
+
+    log = logging.getLogger(LOGGER_NAME)
+    if _quiet and log.propagate:
+        log.addHandler(logging.NullHandler())
+        log.propagate = False
+    return log
+
+
+def _warn(message: str, *args: Any) -> None:
+    _logger().warning(message, *args)
 
 KIND_HOOKS: dict[PluginKind, str] = {
     PluginKind.METRICS_PROVIDER: "myutils_metrics_providers",
@@ -138,7 +166,7 @@ class PluginRegistry:
                 with contained():  # pluggy reads the plugin's attributes: plugin code again
                     self.register(plugin, ep.name, dist, version)
         except Exception as exc:  # a plugin must never take the host down (BaseExceptions arrive contained)
-            _log.warning("plugin %r from %r is broken: %s", ep.name, dist, _reason(exc))
+            _warn("plugin %r from %r is broken: %s", ep.name, dist, _reason(exc))
             self._problems.append(row(PluginStatus.BROKEN, _reason(exc)))
 
     def register(
@@ -187,7 +215,7 @@ class PluginRegistry:
              description: PluginDescription | None = None) -> PluginRecord:
         dist, version = self._origin.get(plugin, (None, None))
         if status is PluginStatus.BROKEN:
-            _log.warning("plugin %r from %r is broken: %s", plugin, dist, reason)
+            _warn("plugin %r from %r is broken: %s", plugin, dist, reason)
         return PluginRecord(name or plugin, kind, plugin, dist, version, status, reason, description)
 
     # -- components -------------------------------------------------------------------
