@@ -282,6 +282,27 @@ static int float_value(const char *s, Py_ssize_t n, int is_int, double *out) {
     return 0;
 }
 
+/* An object's key and its ':' (unescaped keys only: an escaped one is declined). 0, or -1 to decline. */
+static int read_key(Cursor *c, const char **k, Py_ssize_t *kn) {
+    int esc;
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != '"' || read_string(c, k, kn, &esc) < 0 || esc) return -1;
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != ':') return -1;
+    c->p++;
+    skip_ws(c);
+    return 0;
+}
+
+/* After a member's value: 1 when another member follows (',' taken), 0 at `close` (taken), -1 otherwise. */
+static int next_member(Cursor *c, char close) {
+    skip_ws(c);
+    if (c->p >= c->end) return -1;
+    if (*c->p == ',') { c->p++; return 1; }
+    if (*c->p == close) { c->p++; return 0; }
+    return -1;
+}
+
 static int skip_value(Cursor *c, int depth);
 
 static int skip_container(Cursor *c, int depth, char close) {
@@ -291,7 +312,7 @@ static int skip_container(Cursor *c, int depth, char close) {
     if (c->p < c->end && *c->p == close) { c->p++; return 0; }
     for (;;) {
         skip_ws(c);
-        if (close == '}') {
+        if (close == '}') {  /* a skipped object's keys may hold escapes */
             const char *s; Py_ssize_t n; int esc;
             if (c->p >= c->end || *c->p != '"' || read_string(c, &s, &n, &esc) < 0) return -1;
             skip_ws(c);
@@ -300,11 +321,8 @@ static int skip_container(Cursor *c, int depth, char close) {
             skip_ws(c);
         }
         if (skip_value(c, depth + 1) < 0) return -1;
-        skip_ws(c);
-        if (c->p >= c->end) return -1;
-        if (*c->p == ',') { c->p++; continue; }
-        if (*c->p == close) { c->p++; return 0; }
-        return -1;
+        int more = next_member(c, close);
+        if (more <= 0) return more;
     }
 }
 
@@ -382,13 +400,8 @@ static int read_args(Cursor *c, Event *ev) {
     skip_ws(c);
     if (c->p < c->end && *c->p == '}') { c->p++; return 0; }
     for (;;) {
-        const char *k; Py_ssize_t kn; int esc;
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != '"' || read_string(c, &k, &kn, &esc) < 0 || esc) return -1;
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != ':') return -1;
-        c->p++;
-        skip_ws(c);
+        const char *k; Py_ssize_t kn;
+        if (read_key(c, &k, &kn) < 0) return -1;
         if (key_is(k, kn, "correlation")) {
             if (ev->has_corr++ || int_field(c, &ev->corr) < 0) return -1;
         } else if (key_is(k, kn, "Total Allocated")) {
@@ -402,11 +415,8 @@ static int read_args(Cursor *c, Event *ev) {
         } else if (skip_value(c, 2) < 0) {
             return -1;
         }
-        skip_ws(c);
-        if (c->p >= c->end) return -1;
-        if (*c->p == ',') { c->p++; continue; }
-        if (*c->p == '}') { c->p++; return 0; }
-        return -1;
+        int more = next_member(c, '}');
+        if (more <= 0) return more;
     }
 }
 
@@ -420,13 +430,8 @@ static int read_event(Cursor *c, Event *ev) {
     skip_ws(c);
     if (c->p < c->end && *c->p == '}') { c->p++; return 0; }
     for (;;) {
-        const char *k; Py_ssize_t kn; int esc;
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != '"' || read_string(c, &k, &kn, &esc) < 0 || esc) return -1;
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != ':') return -1;
-        c->p++;
-        skip_ws(c);
+        const char *k; Py_ssize_t kn;
+        if (read_key(c, &k, &kn) < 0) return -1;
         int r = 0;
         if (key_is(k, kn, "ph")) {
             r = ev->has_ph++ ? -1 : text_or_null(c, &ev->ph, &ev->ph_len, &ev->ph_null);
@@ -445,11 +450,8 @@ static int read_event(Cursor *c, Event *ev) {
             r = skip_value(c, 1);
         }
         if (r < 0) return -1;
-        skip_ws(c);
-        if (c->p >= c->end) return -1;
-        if (*c->p == ',') { c->p++; continue; }
-        if (*c->p == '}') { c->p++; return 0; }
-        return -1;
+        int more = next_member(c, '}');
+        if (more <= 0) return more;
     }
 }
 
