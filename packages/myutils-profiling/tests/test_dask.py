@@ -182,3 +182,37 @@ def test_workers_that_all_die_are_reported_not_waited_for(by_value: None, monkey
     monkeypatch.delenv(DASK_ENV, raising=False)
     with pytest.raises(UsageError, match=r"local Dask workers exited \(exit codes \[3\]\)"):
         run_many(_dies, [(n,) for n in range(3)], "dask", max_workers=2)
+
+
+def _scheduler_quiet(n: int) -> int:
+    return n
+
+
+@pytest.mark.slow
+def test_small_results_go_to_dask_in_larger_batches_on_a_quiet_scheduler(
+        by_value: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``small_results``: 200 calls on 2 workers are 8 tasks of 25 calls, not 25 of 8 (the cap for results that
+    hold events); the local scheduler (in this process) runs its monitors at the quiet intervals."""
+    pytest.importorskip("distributed")
+    import dask
+
+    from my_utils.profiling.providers import dask_run, parallel
+
+    monkeypatch.delenv(DASK_ENV, raising=False)
+    sizes: list[int] = []
+    submit = dask_run.DaskSession.submit
+
+    def counting(self: Any, func: Any, calls: Any, keep_going: bool) -> Any:
+        sizes.append(len(calls))
+        return submit(self, func, calls, keep_going)
+
+    monkeypatch.setattr(dask_run.DaskSession, "submit", counting)
+    with parallel.runner("dask", 2, 200, None) as run:
+        scheduler = run.dask.client.cluster.scheduler
+        assert scheduler.periodic_callbacks["monitor"].callback_time == 5000  # ms, not the default 500
+        assert dask.config.get("distributed.admin.tick.interval") == "1s"
+        assert list(run.stream(_scheduler_quiet, [(n,) for n in range(200)], small_results=True)) == list(range(200))
+        assert sizes == [25] * 8
+        sizes.clear()
+        assert list(run.stream(_scheduler_quiet, [(n,) for n in range(200)])) == list(range(200))
+        assert sizes == [8] * 25

@@ -232,6 +232,28 @@ def _readme_worker_config() -> str:
     return found[1]
 
 
+def test_the_readme_cluster_config_has_every_setting_of_a_local_cluster() -> None:
+    """A real cluster told to use the README's config runs as quietly as our local one: every setting
+    ``dask_run`` gives its workers and scheduler is in the yaml block, with the same value."""
+    import yaml
+
+    from my_utils.profiling.providers.dask_run import _QUIET_LOOP, _QUIET_WORKERS
+
+    def flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in tree.items():
+            if isinstance(value, dict):
+                out.update(flat(value, f"{prefix}{key}."))
+            else:
+                out[f"{prefix}{key}"] = value
+        return out
+
+    readme = flat(yaml.safe_load(_readme_worker_config()))
+    wanted = {**_QUIET_LOOP, **_QUIET_WORKERS}
+    assert {k: readme.get(k) for k in wanted} == wanted
+    assert readme["distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"] is None
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[str]:
     """``dask scheduler`` and two ``dask worker --nthreads 1`` processes on 127.0.0.1, joined by address; the

@@ -386,3 +386,24 @@ def test_scan_module_of_another_version_is_ignored(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.split() == ["False", "None", "None"], out.stdout
     assert trace_scan._compiled.ABI == trace_scan.ABI  # the one built here is current
+
+
+_PEAK_VALUES = st.sampled_from([0.0, -0.0, 1.0, 2.5, -1.0, 1e300, math.inf, -math.inf, math.nan])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(-1, 3), st.integers(-3, 2), _PEAK_VALUES, _PEAK_VALUES), max_size=60))
+def test_peak_rows_are_the_python_loops(rows: list[tuple[int, int, float, float]]) -> None:
+    """The compiled ``peak_rows`` keeps, per (step, device), what the Python loop keeps: the first value
+    that no later one exceeds (-0.0 before 0.0, a NaN first stays), sorted by key."""
+    from my_utils.profiling.providers.trace_aggregate import _peak_rows
+
+    columns = (array("i", [r[0] for r in rows]), array("b", [r[1] for r in rows]),
+               array("d", [r[2] for r in rows]), array("d", [r[3] for r in rows]))
+    assert repr(trace_scan._compiled.peak_rows(*columns)) == repr(_peak_rows(*columns))
+
+
+def test_peak_rows_refuses_columns_of_unequal_lengths() -> None:
+    with pytest.raises(ValueError, match="unequal lengths"):
+        trace_scan._compiled.peak_rows(array("i", [0, 1]), array("b", [0]), array("d", [1.0, 2.0]),
+                                       array("d", [1.0, 2.0]))

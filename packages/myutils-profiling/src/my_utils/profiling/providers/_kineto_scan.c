@@ -939,6 +939,62 @@ done:
     return out;
 }
 
+typedef struct { int32_t si; signed char dev; Py_ssize_t at; } PeakKey;
+
+static int peak_cmp(const void *x, const void *y) {
+    const PeakKey *a = x, *b = y;
+    if (a->si != b->si) return a->si < b->si ? -1 : 1;
+    if (a->dev != b->dev) return a->dev < b->dev ? -1 : 1;
+    return a->at < b->at ? -1 : (a->at > b->at);
+}
+
+/* peak_rows(step, device, allocated, reserved) -> [(step, device, allocated, reserved)] sorted by
+ * (step, device): per key, the largest allocated and reserved values, each the first value in file
+ * order that no later one exceeds (a later value replaces it only when greater, as the Python loop
+ * in trace_aggregate.finish does). Columns: int32, int8, double, double. */
+static PyObject *peak_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) { PyErr_SetString(PyExc_TypeError, "peak_rows(step, device, allocated, reserved)"); return NULL; }
+    Py_buffer v[4];
+    static const Py_ssize_t size[4] = {4, 1, 8, 8};
+    static const char *what[4] = {"step", "device", "allocated", "reserved"};
+    int got = 0;
+    PyObject *out = NULL;
+    PeakKey *keys = NULL;
+    for (; got < 4; got++) if (items_of(args[got], &v[got], size[got], what[got]) < 0) goto done;
+    Py_ssize_t n = v[0].len / 4;
+    if (v[1].len != n || v[2].len / 8 != n || v[3].len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "peak_rows: columns of unequal lengths");
+        goto done;
+    }
+    const int32_t *si = v[0].buf;
+    const signed char *dev = v[1].buf;
+    const double *alloc = v[2].buf, *res = v[3].buf;
+    keys = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(PeakKey));
+    if (keys == NULL) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t k = 0; k < n; k++) { keys[k].si = si[k]; keys[k].dev = dev[k]; keys[k].at = k; }
+    qsort(keys, (size_t)n, sizeof(PeakKey), peak_cmp);
+    out = PyList_New(0);
+    if (out == NULL) goto done;
+    for (Py_ssize_t lo = 0; lo < n;) {
+        double a = alloc[keys[lo].at], r = res[keys[lo].at];
+        Py_ssize_t hi = lo + 1;
+        while (hi < n && keys[hi].si == keys[lo].si && keys[hi].dev == keys[lo].dev) {
+            if (alloc[keys[hi].at] > a) a = alloc[keys[hi].at];
+            if (res[keys[hi].at] > r) r = res[keys[hi].at];
+            hi++;
+        }
+        PyObject *row = Py_BuildValue("(iidd)", (int)keys[lo].si, (int)keys[lo].dev, a, r);
+        if (row == NULL || PyList_Append(out, row) < 0) { Py_XDECREF(row); Py_CLEAR(out); goto done; }
+        Py_DECREF(row);
+        lo = hi;
+    }
+done:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    PyMem_Free(keys);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
      "scan(text, start, end, codes, code_of, names, name_list) -> None | tuple: see the module source."},
@@ -948,6 +1004,8 @@ static PyMethodDef methods[] = {
      "launch_times(corr, ts, rt_corr, rt_ts) -> bytes of doubles: see the module source."},
     {"group_rows", (PyCFunction)(void (*)(void))group_rows, METH_FASTCALL,
      "group_rows(group, name, step, dur) -> list of tuples: see the module source."},
+    {"peak_rows", (PyCFunction)(void (*)(void))peak_rows, METH_FASTCALL,
+     "peak_rows(step, device, allocated, reserved) -> list of tuples: see the module source."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -959,7 +1017,7 @@ static struct PyModuleDef module_def = {
 
 /* The interface version trace_scan.py expects: a module built from an older source (an editable
  * install not rebuilt after a pull) is then ignored instead of called with other arguments. */
-#define SCAN_ABI 1
+#define SCAN_ABI 2
 
 PyMODINIT_FUNC PyInit__kineto_scan(void) {
     PyObject *m = PyModule_Create(&module_def);

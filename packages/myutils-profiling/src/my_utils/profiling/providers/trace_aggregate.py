@@ -21,7 +21,7 @@ import re
 from array import array
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -375,18 +375,13 @@ class TraceAggregator:
                 elif group == "device_op":
                     emit("device.op_time", total / 1e3, "duration", "ms", step, ts, count=count)
 
-        peaks: dict[tuple[int, int], list[float]] = {}  # (step index, device type): [allocated, reserved]
         mts, malloc, mres, mdev = self.mem
-        for peak_key, allocated, reserved in zip(zip(step_index(mts), mdev, strict=True), malloc, mres, strict=True):
-            peak = peaks.get(peak_key)
-            if peak is None:
-                peaks[peak_key] = [allocated, reserved]
-            else:
-                if allocated > peak[0]:
-                    peak[0] = allocated
-                if reserved > peak[1]:
-                    peak[1] = reserved
-        for (si, dev), (allocated, reserved) in sorted(peaks.items()):
+        msi = step_index(mts)
+        if fast is not None:  # the 54 MB real trace's 28,000 memory rows: ~12 ms in the loop below
+            peak_rows = fast.peak_rows(msi if isinstance(msi, memoryview) else array("i", msi), mdev, malloc, mres)
+        else:
+            peak_rows = _peak_rows(msi, mdev, malloc, mres)
+        for si, dev, allocated, reserved in peak_rows:
             step, ts = step_of(si)
             emit("memory.allocated_peak", allocated, "gauge", "bytes", step, ts, device_type=dev)
             emit("memory.reserved_peak", reserved, "gauge", "bytes", step, ts, device_type=dev)
@@ -397,6 +392,23 @@ class TraceAggregator:
         for cat, cnt in sorted(cats.items()):
             emit("trace.events", cnt, "counter", "count", None, None, category=cat)
         return out
+
+
+def _peak_rows(steps: Iterable[int], devices: Iterable[int], allocated: Iterable[float],
+               reserved: Iterable[float]) -> list[tuple[int, int, float, float]]:
+    """Per (step index, device type), sorted: the largest allocated and reserved bytes (the compiled
+    ``peak_rows``' twin: a later value replaces the kept one only when it is greater)."""
+    peaks: dict[tuple[int, int], list[float]] = {}
+    for key, a, r in zip(zip(steps, devices, strict=True), allocated, reserved, strict=True):
+        peak = peaks.get(key)
+        if peak is None:
+            peaks[key] = [a, r]
+        else:
+            if a > peak[0]:
+                peak[0] = a
+            if r > peak[1]:
+                peak[1] = r
+    return [(si, dev, a, r) for (si, dev), (a, r) in sorted(peaks.items())]
 
 
 def _group_rows(g_arr: Sequence[int], n_arr: Sequence[int], si_arr: Sequence[int], dur_arr: Sequence[float]

@@ -25,7 +25,7 @@ from typing import Any
 from my_utils.profiling.providers.trace_events import ENV_SWITCH as TYPED_SWITCH
 
 #: the interface of ``_kineto_scan`` this module calls (its ``SCAN_ABI``)
-ABI = 1
+ABI = 2
 
 _compiled: Any
 try:
@@ -76,7 +76,8 @@ def scan_function() -> Scan | None:
 
 
 def finish_helpers() -> Any | None:
-    """The compiled module for ``TraceAggregator.finish`` (``step_index``, ``launch_times``, ``group_rows``), or None.
+    """The compiled module for ``TraceAggregator.finish`` (``step_index``, ``launch_times``, ``group_rows``,
+    ``peak_rows``), or None.
 
     Under the same switches as the scan: with either off, ``finish`` groups in Python, as it
     does when the module was not built; the results are the same digit for digit.

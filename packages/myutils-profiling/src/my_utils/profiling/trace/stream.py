@@ -188,7 +188,8 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
         check_scratch_room(folder, [str(t) for t in paths])
         with runner(executor, max_workers, wanted, __name__) as run:
             # first the CSVs (their ranks number the units), each read by a task
-            for part in run.stream(_task, [("csv", str(c), str(folder), i) for i, c in enumerate(csvs)]):
+            for part in run.stream(_task, [("csv", str(c), str(folder), i) for i, c in enumerate(csvs)],
+                                   small_results=True):
                 syncs += part["syncs"]
                 for key, regions in part["ranks"].items():
                     ranks.setdefault(key, RankRegions()).merge(regions)
@@ -197,7 +198,7 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
             calls: list[tuple[Any, ...]] = [("regions", ranks[k].regions, unit_spill(folder, i))
                                             for i, k in enumerate(region_keys)]
             calls += [("torch", str(p), unit_spill(folder, n + i), n + i) for i, p in enumerate(paths)]
-            metas = run.stream(_task, calls)
+            metas = run.stream(_task, calls, small_results=True)  # metadata: the layouts are in spill files
             done = (torch_records(t, unit_spill(folder, n + len(paths) + i), n + len(paths) + i)
                     for i, t in enumerate(read))
             units: list[Unit] = []
