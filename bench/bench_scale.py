@@ -19,14 +19,15 @@ worker --nthreads 1`` processes started by this bench for each sample (outside t
 cluster is a service) and joined by address (``--executor tcp://127.0.0.1:PORT``); their Dask
 config is the one the profiling README's cluster recipe gives (``DASK_CONFIG``).
 
-Each sample runs the command in a fresh interpreter (``main()`` of the CLI, in that process) and
-measures: wall time (imports included); the main process's peak RSS, the kernel's ``VmHWM`` of that
-process read at its end (not ``ru_maxrss``: Linux carries it across ``exec``); each worker's peak
-RSS, the ``VmHWM`` of each worker process read from ``/proc/<pid>/status`` every 50 ms while it
-lives (pool and local-cluster workers: the command's descendants, found every 0.2 s, without
-multiprocessing's resource tracker and fork server; a real cluster's workers: read once by this
-bench at the end of the sample, while they still run); and the sha256 of the output (the events
-file, the merged trace, the JSON report).
+Each sample runs the command in a fresh interpreter (``main()`` of the CLI, in that process), after
+``os.sync()`` (what earlier samples left for the disk is written first), and measures: wall time
+(imports included); the main process's peak RSS, the kernel's ``VmHWM`` of that process read at its
+end (not ``ru_maxrss``: Linux carries it across ``exec``); each worker's peak RSS, the ``VmHWM`` of
+each worker process read from ``/proc/<pid>/status`` every 50 ms while it lives (pool and
+local-cluster workers: the command's descendants, found every 0.2 s, without multiprocessing's
+resource tracker and fork server; a real cluster's workers: read once by this bench at the end of
+the sample, while they still run); and the sha256 of the output (the events file, the merged trace,
+the JSON report).
 
 Goals (issue 22 goal 2, issue 24): for each command and executor, the main-process peak and the
 largest worker peak at the most ranks at most 1.25x those at the fewest; at the most ranks, the
@@ -257,10 +258,12 @@ class Runs:
                     return "no dask command line beside this Python"
                 with real_cluster(self.dask_cli, self.workers, self.tmp / "cluster", self.cluster_env) as (address,
                                                                                                           pids):
+                    _settle_disk()
                     result = self._child(command, run, out, address, None, failure)
                     if isinstance(result, dict):
                         result["workers_mb"] = [_vmhwm(pid) for pid in pids]
             else:
+                _settle_disk()
                 result = self._child(command, run, out, executor, self.workers, failure)
             if isinstance(result, dict):
                 result["sha256"] = _sha256(out / {"ingest": "events/metrics_events.jsonl", "trace": "trace.json",
@@ -294,6 +297,18 @@ class Runs:
         # a failure is kept per tool (child_sample): one broken executor costs one run, not one per round
         got: Sample | str = child_sample(CHILD, [str(spec)], timeout=self.timeout, cwd=self.tmp, failure=failure)
         return got
+
+
+def _settle_disk() -> None:
+    """Write out what earlier samples left dirty before a sample starts (outside its timed part).
+
+    A 1,000-rank ``trace`` writes ~2 GB of output and ~1.5 GB of spill files, which the kernel
+    writes back during the *next* sample. In this bench's fixed order the pool's sample follows a
+    100-rank one and each Dask sample a 1,000-rank one: with the same code, Dask took 1.19x and
+    1.21x the pool's time in two rounds without this, 1.02-1.08x in three rounds with it.
+    """
+    if hasattr(os, "sync"):
+        os.sync()
 
 
 def _figures(report: Report, samples: dict[str, list[Sample | str]], runs: Runs, counts: list[int],
