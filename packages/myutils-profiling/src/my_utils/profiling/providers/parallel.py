@@ -46,8 +46,8 @@ if TYPE_CHECKING:
 # runs in this process, and a one-file command then never pays for multiprocessing, concurrent.futures
 # or the Dask session code (~0.05 s of CPU and ~5 MB: issues 20 and 22).
 
-__all__ = ["BATCH_MAX", "DASK_ENV", "DASK_SMALL_BATCH_MAX", "POOL_MIN_BYTES", "Executor", "Failed", "Runner", "batch_size", "pool_for",
-           "run_many", "runner", "stream_many"]
+__all__ = ["BATCH_MAX", "DASK_ENV", "DASK_SMALL_BATCH_MAX", "POOL_MIN_BYTES", "Executor", "Failed", "Runner",
+           "batch_size", "pool_for", "run_many", "runner", "stream_many"]
 
 T = TypeVar("T")
 
