@@ -184,7 +184,7 @@ def test_workers_that_all_die_are_reported_not_waited_for(by_value: None, monkey
         run_many(_dies, [(n,) for n in range(3)], "dask", max_workers=2)
 
 
-def _scheduler_quiet(n: int) -> int:
+def _identity(n: int) -> int:
     return n
 
 
@@ -211,8 +211,8 @@ def test_small_results_go_to_dask_in_larger_batches_on_a_quiet_scheduler(
         scheduler = run.dask.client.cluster.scheduler
         assert scheduler.periodic_callbacks["monitor"].callback_time == 5000  # ms, not the default 500
         assert dask.config.get("distributed.admin.tick.interval") == "1s"
-        assert list(run.stream(_scheduler_quiet, [(n,) for n in range(200)], small_results=True)) == list(range(200))
+        assert list(run.stream(_identity, [(n,) for n in range(200)], small_results=True)) == list(range(200))
         assert sizes == [25] * 8
         sizes.clear()
-        assert list(run.stream(_scheduler_quiet, [(n,) for n in range(200)])) == list(range(200))
+        assert list(run.stream(_identity, [(n,) for n in range(200)])) == list(range(200))
         assert sizes == [8] * 25
