@@ -885,6 +885,27 @@ static int row_cmp(const void *x, const void *y) {
     return a->at < b->at ? -1 : (a->at > b->at);
 }
 
+static int same_key(const RowKey *a, const RowKey *b) { return a->g == b->g && a->n == b->n && a->si == b->si; }
+
+/* The four column buffers of a grouping helper (item sizes `size`), all of one row count: that
+ * count, or -1 with an exception set and no buffer held. */
+static Py_ssize_t four_columns(PyObject *const *args, Py_buffer v[4], const Py_ssize_t size[4],
+                               const char *const what[4], const char *func) {
+    int got = 0;
+    for (; got < 4; got++)
+        if (items_of(args[got], &v[got], size[got], what[got]) < 0) goto fail;
+    for (int i = 1; i < 4; i++) {
+        if (v[i].len / size[i] != v[0].len / size[0]) {
+            PyErr_Format(PyExc_ValueError, "%s: columns of unequal lengths", func);
+            goto fail;
+        }
+    }
+    return v[0].len / size[0];
+fail:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    return -1;
+}
+
 /* group_rows(group, name, step, dur) -> [(group, name, step, total, count, max, min)] sorted by
  * (group, name, step): per key, the sum trace_aggregate._reduceat_sum gives over its durations in
  * file order (the first plus the pairwise sum of the rest), their count, max and min (the first
@@ -894,17 +915,12 @@ static PyObject *group_rows(PyObject *module, PyObject *const *args, Py_ssize_t 
     if (nargs != 4) { PyErr_SetString(PyExc_TypeError, "group_rows(group, name, step, dur)"); return NULL; }
     Py_buffer v[4];
     static const Py_ssize_t size[4] = {1, 4, 4, 8};
-    static const char *what[4] = {"group", "name", "step", "dur"};
-    int got = 0;
+    static const char *const what[4] = {"group", "name", "step", "dur"};
+    Py_ssize_t n = four_columns(args, v, size, what, "group_rows");
+    if (n < 0) return NULL;
     PyObject *out = NULL;
     RowKey *keys = NULL;
     double *run = NULL;
-    for (; got < 4; got++) if (items_of(args[got], &v[got], size[got], what[got]) < 0) goto done;
-    Py_ssize_t n = v[0].len;
-    if (v[1].len / 4 != n || v[2].len / 4 != n || v[3].len / 8 != n) {
-        PyErr_SetString(PyExc_ValueError, "group_rows: columns of unequal lengths");
-        goto done;
-    }
     const signed char *g = v[0].buf;
     const int32_t *nm = v[1].buf, *si = v[2].buf;
     const double *dur = v[3].buf;
@@ -918,7 +934,7 @@ static PyObject *group_rows(PyObject *module, PyObject *const *args, Py_ssize_t 
     for (Py_ssize_t lo = 0; lo < n;) {
         Py_ssize_t hi = lo;
         double mx = dur[keys[lo].at], mn = mx;
-        while (hi < n && keys[hi].g == keys[lo].g && keys[hi].n == keys[lo].n && keys[hi].si == keys[lo].si) {
+        while (hi < n && same_key(&keys[hi], &keys[lo])) {
             double d = dur[keys[hi].at];
             run[hi - lo] = d;
             if (d > mx) mx = d;
@@ -934,63 +950,49 @@ static PyObject *group_rows(PyObject *module, PyObject *const *args, Py_ssize_t 
         lo = hi;
     }
 done:
-    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    for (int i = 0; i < 4; i++) PyBuffer_Release(&v[i]);
     PyMem_Free(keys); PyMem_Free(run);
     return out;
-}
-
-typedef struct { int32_t si; signed char dev; Py_ssize_t at; } PeakKey;
-
-static int peak_cmp(const void *x, const void *y) {
-    const PeakKey *a = x, *b = y;
-    if (a->si != b->si) return a->si < b->si ? -1 : 1;
-    if (a->dev != b->dev) return a->dev < b->dev ? -1 : 1;
-    return a->at < b->at ? -1 : (a->at > b->at);
 }
 
 /* peak_rows(step, device, allocated, reserved) -> [(step, device, allocated, reserved)] sorted by
  * (step, device): per key, the largest allocated and reserved values, each the first value in file
  * order that no later one exceeds (a later value replaces it only when greater, as the Python loop
- * in trace_aggregate.finish does). Columns: int32, int8, double, double. */
+ * in trace_aggregate.finish does). Columns: int32, int8, double, double. The keys are group_rows'
+ * (step in g, device in n), so they sort the same way. */
 static PyObject *peak_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 4) { PyErr_SetString(PyExc_TypeError, "peak_rows(step, device, allocated, reserved)"); return NULL; }
     Py_buffer v[4];
     static const Py_ssize_t size[4] = {4, 1, 8, 8};
-    static const char *what[4] = {"step", "device", "allocated", "reserved"};
-    int got = 0;
+    static const char *const what[4] = {"step", "device", "allocated", "reserved"};
+    Py_ssize_t n = four_columns(args, v, size, what, "peak_rows");
+    if (n < 0) return NULL;
     PyObject *out = NULL;
-    PeakKey *keys = NULL;
-    for (; got < 4; got++) if (items_of(args[got], &v[got], size[got], what[got]) < 0) goto done;
-    Py_ssize_t n = v[0].len / 4;
-    if (v[1].len != n || v[2].len / 8 != n || v[3].len / 8 != n) {
-        PyErr_SetString(PyExc_ValueError, "peak_rows: columns of unequal lengths");
-        goto done;
-    }
     const int32_t *si = v[0].buf;
     const signed char *dev = v[1].buf;
     const double *alloc = v[2].buf, *res = v[3].buf;
-    keys = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(PeakKey));
+    RowKey *keys = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(RowKey));
     if (keys == NULL) { PyErr_NoMemory(); goto done; }
-    for (Py_ssize_t k = 0; k < n; k++) { keys[k].si = si[k]; keys[k].dev = dev[k]; keys[k].at = k; }
-    qsort(keys, (size_t)n, sizeof(PeakKey), peak_cmp);
+    for (Py_ssize_t k = 0; k < n; k++) { keys[k].g = si[k]; keys[k].n = dev[k]; keys[k].si = 0; keys[k].at = k; }
+    qsort(keys, (size_t)n, sizeof(RowKey), row_cmp);
     out = PyList_New(0);
     if (out == NULL) goto done;
     for (Py_ssize_t lo = 0; lo < n;) {
         double a = alloc[keys[lo].at], r = res[keys[lo].at];
         Py_ssize_t hi = lo + 1;
-        while (hi < n && keys[hi].si == keys[lo].si && keys[hi].dev == keys[lo].dev) {
+        while (hi < n && same_key(&keys[hi], &keys[lo])) {
             if (alloc[keys[hi].at] > a) a = alloc[keys[hi].at];
             if (res[keys[hi].at] > r) r = res[keys[hi].at];
             hi++;
         }
-        PyObject *row = Py_BuildValue("(iidd)", (int)keys[lo].si, (int)keys[lo].dev, a, r);
+        PyObject *row = Py_BuildValue("(iidd)", (int)keys[lo].g, (int)keys[lo].n, a, r);
         if (row == NULL || PyList_Append(out, row) < 0) { Py_XDECREF(row); Py_CLEAR(out); goto done; }
         Py_DECREF(row);
         lo = hi;
     }
 done:
-    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    for (int i = 0; i < 4; i++) PyBuffer_Release(&v[i]);
     PyMem_Free(keys);
     return out;
 }

@@ -314,8 +314,8 @@ class TraceAggregator:
         def step_index(times: Sequence[float]) -> Sequence[int]:
             """Index into ``steps`` of the span holding each time, -1 when outside every step span."""
             if not steps:
-                return [-1] * len(times)
-            if fast is not None:  # int32 in a memoryview: iterable, and a buffer for group_rows
+                return array("i", [-1]) * len(times) if fast is not None else [-1] * len(times)
+            if fast is not None:  # int32 in a memoryview: iterable, and a buffer for group_rows and peak_rows
                 return memoryview(fast.step_index(starts_col, ends_col, times)).cast("i")
             find = bisect_right
             return [i if (i := find(starts, t) - 1) >= 0 and t < ends[i] else -1 for t in times]
@@ -348,8 +348,6 @@ class TraceAggregator:
 
         for g_arr, n_arr, dur_arr, si_arr in ((dg, dn, ddur, dsi), (hg, hn, hdur, hsi)):
             if fast is not None:
-                if not isinstance(si_arr, memoryview):  # no steps: a list of -1
-                    si_arr = array("i", si_arr)
                 grouped = fast.group_rows(g_arr, n_arr, si_arr, dur_arr)
             else:
                 grouped = _group_rows(g_arr, n_arr, si_arr, dur_arr)
@@ -378,7 +376,7 @@ class TraceAggregator:
         mts, malloc, mres, mdev = self.mem
         msi = step_index(mts)
         if fast is not None:  # the 54 MB real trace's 28,000 memory rows: ~12 ms in the loop below
-            peak_rows = fast.peak_rows(msi if isinstance(msi, memoryview) else array("i", msi), mdev, malloc, mres)
+            peak_rows = fast.peak_rows(msi, mdev, malloc, mres)
         else:
             peak_rows = _peak_rows(msi, mdev, malloc, mres)
         for si, dev, allocated, reserved in peak_rows:
