@@ -174,3 +174,24 @@ def test_the_cli_prints_the_output_and_what_happened(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.output == f"error: No space left on device writing {tmp_path / 'r.json'}\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_killed_writers_temporary_goes_with_the_next_write_and_a_live_ones_stays(tmp_path: Path) -> None:
+    """SIGKILL runs no clean-up: the temporary names its writer, and a later process's first write removes it."""
+    script = ("import os, sys; from my_utils.core.atomic import atomic_write\n"
+              "with atomic_write(sys.argv[1]) as fh:\n"
+              "    fh.write('half'); fh.flush(); os.kill(os.getpid(), 9)\n")
+    target = tmp_path / "report.json"
+    killed = subprocess.Popen([sys.executable, "-c", script, str(target)])
+    assert killed.wait(timeout=60) == -9
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(f".report.json.{killed.pid}-") and left[0].endswith(".tmp"), left
+    from my_utils.core.scratch import temp_name
+
+    alive = tmp_path / f"{temp_name(tmp_path / 'other.json')}abcd1234.tmp"  # this process's: still writing
+    alive.write_text("in progress")
+    proc = subprocess.run([sys.executable, "-c", "import sys; from my_utils.core.atomic import atomic_write\n"
+                           "with atomic_write(sys.argv[1]) as fh: fh.write('new')", str(tmp_path / "next.json")],
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, "next.json"])

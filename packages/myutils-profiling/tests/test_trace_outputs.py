@@ -14,9 +14,9 @@ from typing import Any
 from typer.testing import CliRunner
 
 from my_utils.core.events import MetricEvent, write_events
+from my_utils.core.scratch import owner_token
 from my_utils.core.testing.trace_check import check_trace
 from my_utils.profiling.cli import app
-from my_utils.profiling.providers.scratch import owner_token
 
 T0 = 1_700_000_000.0
 CLI = [sys.executable, "-c", "import sys; from my_utils.profiling.cli import main; sys.argv[0] = 'myutils-profile'; "

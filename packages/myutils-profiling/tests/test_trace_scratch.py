@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from my_utils.profiling.providers.scratch import make_scratch, owner_alive, owner_token, sweep_scratch
+from my_utils.core.scratch import make_scratch, owner_alive, owner_token, sweep_scratch
 
 
 def _dead_token() -> str:

@@ -3,6 +3,10 @@
 An error of the write itself names the file the caller asked for and what happened
 ("No space left on device writing out/report.json"), never the hidden temporary file beside
 it, whose name means nothing to a user and which is removed anyway.
+
+The temporary file names the process writing it (``.<name>.<pid>-<start>.<random>.tmp``,
+:func:`~my_utils.core.scratch.temp_name`): a run killed with SIGKILL cannot remove its own, so
+the first write of a later process into the same folder removes those whose owner is gone.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+
+_swept: set[str] = set()  # folders whose killed runs' temporaries this process already removed
 
 # errors that, without a file name, can only come from writing: raised inside the caller's
 # block they are taken as the write to our file failing (other errors are the caller's own)
@@ -50,7 +56,10 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     try:
         import tempfile  # here: ~3 ms of a CLI start that may write nothing
 
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        from my_utils.core.scratch import temp_name
+
+        _sweep_once(target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=temp_name(target), suffix=".tmp", dir=target.parent)
     except OSError as exc:
         raise _naming(exc, target) from exc
     binary = "b" in mode
@@ -92,6 +101,19 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _sweep_once(folder: Path) -> None:
+    """Remove the temporaries of killed runs in ``folder``, once per process (a folder may take many writes)."""
+    key = os.path.abspath(folder)
+    if key in _swept:
+        return
+    import re
+
+    from my_utils.core.scratch import sweep_temp_files
+
+    sweep_temp_files(folder, re.compile(".+"))
+    _swept.add(key)
 
 
 def _names(exc: OSError, target: Path) -> bool:

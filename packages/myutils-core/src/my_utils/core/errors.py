@@ -119,3 +119,11 @@ class UnknownPluginError(PluginError, LookupError):
         self.installed = installed
         listing = ", ".join(sorted(installed)) or "none"
         super().__init__(f"no {kind} named {name!r} is installed; installed: {listing}")
+
+
+class Terminated(SystemExit):
+    """SIGTERM ended the command (:func:`~my_utils.core.lifecycle.sigterm_exits`): exit status ``128 + signal``.
+
+    A ``SystemExit``, so that ``finally`` blocks and context managers clean up as for Ctrl-C and
+    the process ends with that status; the CLI's guards let it pass (it is no plugin's exit).
+    """

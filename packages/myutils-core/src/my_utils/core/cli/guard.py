@@ -26,7 +26,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from my_utils.core.errors import MyUtilsError, ProviderError, one_line
+from my_utils.core.errors import MyUtilsError, ProviderError, Terminated, one_line
 from my_utils.core.plugin_calls import PluginAbort, describe_failure, send_plugin_output_to_stderr
 from my_utils.core.plugin_errors import PluginLoadError
 
@@ -64,15 +64,15 @@ def run_without_typer(echo_error: Callable[[str], None] | None) -> None:
 
 
 def _passing() -> tuple[type[BaseException], ...]:
-    """Deliberate exits and usage errors, which the guards re-raise for the runner to end.
+    """Deliberate exits (SIGTERM's :class:`Terminated` among them) and usage errors, which the guards re-raise.
 
     typer's own classes only when typer is imported: no instance of a class never imported can
     have been raised, and importing typer here would cost a typer-free run what it avoids.
     """
     exceptions = sys.modules.get("typer.exceptions")
     if exceptions is None:
-        return (CommandExit,)
-    return (CommandExit, exceptions.Exit, exceptions.Abort, exceptions.TyperException)
+        return (CommandExit, Terminated)
+    return (CommandExit, Terminated, exceptions.Exit, exceptions.Abort, exceptions.TyperException)
 
 
 def set_traceback(show: bool) -> None:

@@ -13,14 +13,16 @@ from __future__ import annotations
 import bisect
 import heapq
 import re
+import shutil
 import statistics
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from my_utils.core.errors import InputError, UsageError
+from my_utils.core.lifecycle import sigterm_exits
 from my_utils.core.safe_io import check_regular, utf8_text
+from my_utils.core.scratch import make_scratch
 from my_utils.distributed.clock_record import ClockSyncRecord
 from my_utils.distributed.stragglers.dask_spool import is_dask, require_dask, spool_on_dask
 from my_utils.distributed.stragglers.model import RankClock, RankValue, SectionStats, StragglerReport
@@ -181,13 +183,19 @@ def analyze_stragglers(
         clocks: dict[int, list[ClockSyncRecord]] = {rank: [] for rank in files}
         streams = {rank: iter_rank_steps(path, clocks[rank]) for rank, path in files.items()}
         return _report(log_dir, files, streams, clocks, persistent_fraction, min_slowdown)
-    with tempfile.TemporaryDirectory(prefix="myutils-stragglers-") as scratch:
-        if dask:  # parsed by Dask tasks, their bytes written here
-            spooled, clocks = spool_on_dask(files, Path(scratch), str(executor), max_workers)
-        else:
-            spooled, clocks = spool_ranks(files, Path(scratch), executor, budget.free, max_workers)
-        streams = {rank: read_spooled(path, keep_open=budget.direct) for rank, path in spooled.items()}
-        return _report(log_dir, files, streams, clocks, persistent_fraction, min_slowdown)
+    # SIGTERM cleans up like Ctrl-C; the scratch folder names this process, so after a SIGKILL
+    # the next run (of any command) removes it
+    with sigterm_exits():
+        scratch = make_scratch("myutils-stragglers-")
+        try:
+            if dask:  # parsed by Dask tasks, their bytes written here
+                spooled, clocks = spool_on_dask(files, scratch, str(executor), max_workers)
+            else:
+                spooled, clocks = spool_ranks(files, scratch, executor, budget.free, max_workers)
+            streams = {rank: read_spooled(path, keep_open=budget.direct) for rank, path in spooled.items()}
+            return _report(log_dir, files, streams, clocks, persistent_fraction, min_slowdown)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _report(log_dir: str | Path, files: dict[int, Path], streams: dict[int, Iterator[RankStep]],

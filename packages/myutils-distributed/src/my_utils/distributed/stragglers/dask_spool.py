@@ -16,7 +16,7 @@ only here, when a Dask executor is asked for (the ``[dask]`` extra).
 * On a cluster joined by address, an error says which worker raised it; a rank file a worker
   cannot open is an ``InputError`` naming the file, the worker and its host.
 * A local cluster: one single-threaded worker process per core (``max_workers``), 127.0.0.1
-  only, free ports, its scratch in a temporary folder; Dask's per-task profiler, GIL monitor
+  only, free ports, its space inside the call's scratch folder; workers that end with this process and leave Ctrl-C to it; Dask's per-task profiler, GIL monitor
   and malloc trimming off (each cost the parser CPU, see myutils-profiling's ``dask_run``), and
   ``gc.freeze()`` in each worker once Dask is imported (:func:`dask_setup`).
 """
@@ -28,8 +28,9 @@ import errno
 import gc
 import logging
 import os
+import signal
 import socket
-import tempfile
+import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from importlib.util import find_spec
@@ -38,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from my_utils.core.errors import InputError, MyUtilsError, UsageError
+from my_utils.core.lifecycle import die_with_parent, signals_deferred
+from my_utils.core.scratch import owner_token
 from my_utils.distributed.clock_record import ClockSyncRecord
 from my_utils.distributed.stragglers.spool import chunk_steps, spool_bytes
 
@@ -56,6 +59,8 @@ _QUIET_WORKERS = {"distributed.worker.profile.enabled": False,
                   "distributed.worker.memory.monitor-interval": "1s",
                   # None unsets it: Dask's 65536 also pins glibc's mmap threshold (a page fault storm)
                   "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+
+_NANNY_PROCESS = "Dask Worker process (from Nanny)"  # what distributed's nannies name their worker processes
 
 Spooled = tuple[dict[int, Path], dict[int, list[ClockSyncRecord]]]
 
@@ -82,7 +87,7 @@ def spool_on_dask(files: dict[int, Path], scratch: Path, executor: str, max_work
     calls = [(rank, str(path.absolute())) for rank, path in files.items()]  # a worker's cwd is its own
     outs = {rank: scratch / f"rank_{rank}.spool" for rank in files}
     clocks: dict[int, list[ClockSyncRecord]] = {}
-    with _client(executor, max_workers, len(calls)) as (client, workers, named):
+    with _client(executor, max_workers, len(calls), scratch / "dask") as (client, workers, named):
         size = max(1, min(BATCH_MAX, len(calls) // (max(workers, 1) * BATCHES_PER_WORKER)))
         batches = iter([calls[i:i + size] for i in range(0, len(calls), size)])
         steps = chunk_steps(len(calls))
@@ -145,15 +150,19 @@ def _on_worker(exc: Exception, path: str) -> Exception:
 
 
 @contextlib.contextmanager
-def _client(executor: str, max_workers: int | None, ranks: int) -> Iterator[tuple[Any, int, bool]]:
-    """(client, worker threads, whether errors name their worker) for the cluster ``executor`` names."""
+def _client(executor: str, max_workers: int | None, ranks: int,
+            local_dir: Path) -> Iterator[tuple[Any, int, bool]]:
+    """(client, worker threads, whether errors name their worker) for the cluster ``executor`` names.
+
+    A local cluster keeps its workers' space in ``local_dir`` (inside the call's scratch folder).
+    """
     from distributed import Client
 
     address = executor
     if executor == "dask":
         address = os.environ.get(DASK_ENV, "").strip()
         if not address:
-            with _local_cluster(max_workers or max(1, min(ranks, os.cpu_count() or 1))) as local:
+            with _local_cluster(max_workers or max(1, min(ranks, os.cpu_count() or 1)), local_dir) as local:
                 yield local
             return
         where = f"${DASK_ENV}={address!r}"
@@ -175,28 +184,64 @@ def _threads(client: Any) -> int:
 
 
 @contextlib.contextmanager
-def _local_cluster(workers: int) -> Iterator[tuple[Any, int, bool]]:
-    """A cluster on this machine for one call: ``workers`` single-threaded worker processes, then gone."""
+def _local_cluster(workers: int, scratch: Path) -> Iterator[tuple[Any, int, bool]]:
+    """A cluster on this machine for one call: ``workers`` single-threaded worker processes, then gone.
+
+    Its space is ``scratch``, inside the call's scratch folder, which names this process: after
+    a SIGKILL the next run removes both.
+    """
     import dask
 
     from distributed import Client, LocalCluster
 
-    with tempfile.TemporaryDirectory(prefix="myutils-stragglers-dask-") as scratch, \
-            dask.config.set({**_QUIET_WORKERS, "temporary-directory": scratch}), \
-            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                         dashboard_address=":0", silence_logs=logging.ERROR, local_directory=scratch,
-                         preload=[__name__]) as cluster, \
-            Client(cluster, set_as_default=False) as client:
-        yield client, workers, False
+    scratch.mkdir(exist_ok=True)
+    try:
+        with contextlib.ExitStack() as started:  # closes what started, whatever happens next
+            # Ctrl-C or SIGTERM while the cluster starts acts once it has (and so is closed)
+            with signals_deferred():
+                started.enter_context(dask.config.set({**_QUIET_WORKERS, "temporary-directory": str(scratch)}))
+                cluster = started.enter_context(LocalCluster(
+                    n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                    dashboard_address=":0", silence_logs=logging.ERROR, local_directory=str(scratch),
+                    preload=[__name__]))
+                client = started.enter_context(Client(cluster, set_as_default=False))
+            yield client, workers, False
+    finally:
+        _join_worker_processes()
+
+
+def _join_worker_processes(timeout: float = 5.0) -> None:
+    """Wait for the local cluster's worker processes to be gone (kill what is left after ``timeout``).
+
+    Closing the cluster on SIGTERM or Ctrl-C can return while a worker process still stops; it
+    then purged folders in the scratch folder as this process removed it (a folder was left,
+    and Dask logged its failed removals on stderr).
+    """
+    import multiprocessing
+
+    deadline = time.monotonic() + timeout
+    for proc in multiprocessing.active_children():
+        if proc.name != _NANNY_PROCESS:
+            continue
+        with contextlib.suppress(OSError, ValueError, AssertionError):
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(2)
 
 
 def dask_setup(worker: Any) -> None:
     """Dask preload hook, run in each local worker once it started.
 
-    Freezes what Dask's imports left (~65,000 objects that every full collection would walk
+    The worker ends with this call's process (its parent: a killed run left workers behind for
+    seconds), and Ctrl-C in a terminal is the caller's to handle (the workers printed
+    ``KeyboardInterrupt`` tracebacks). Freezes what Dask's imports left (~65,000 objects that every full collection would walk
     again while the tasks parse), and drops the worker's "Compute Failed" report of a task's
     error: the caller gets that error as itself (one line), the report is ten lines on its stderr.
     """
+    parent = os.getppid()
+    die_with_parent(owner_token(parent), parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     gc.freeze()
     logging.getLogger("distributed.worker").addFilter(_no_task_failures)
 

@@ -105,15 +105,16 @@ def spool_ranks(files: dict[int, Path], scratch: Path, executor: str | None, fre
     workers = min(max_workers or os.cpu_count() or 1, len(calls), max(1, (free_files - 8) // 4))
     if executor != "process" or workers <= 1:
         return outs, {rank: spool_rank(path, out, steps) for rank, path, out in calls}
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from my_utils.core.lifecycle import spawn_pool, stop_pool
 
-    # spawn: a forked copy of a process holding threads (torch, a logger) can deadlock
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    # the workers end with this process (a killed run left them parsing, holding the caller's pipes)
+    pool = spawn_pool(workers)
+    try:
         futures = {rank: pool.submit(spool_rank, path, out, steps) for rank, path, out in calls}
-        try:
-            # in rank order: the first failing rank is the one reported (its InputError crosses intact)
-            return outs, {rank: future.result() for rank, future in futures.items()}
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)  # the other ranks' work is not needed any more
-            raise
+        # in rank order: the first failing rank is the one reported (its InputError crosses intact)
+        clocks = {rank: future.result() for rank, future in futures.items()}
+    except BaseException:  # an error, Ctrl-C, SIGTERM: the other ranks' work is not needed any more
+        stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
+    return outs, clocks

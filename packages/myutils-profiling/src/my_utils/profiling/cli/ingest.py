@@ -46,9 +46,9 @@ def ingest(
     memory does not grow with the number of ranks; --analyze reads them back from the file.
     """
     from my_utils.core.errors import ProviderError, UsageError
+    from my_utils.core.lifecycle import sigterm_exits
     from my_utils.profiling.cli._outputs import exits_on_out_of_memory
     from my_utils.profiling.cli.analyze import WORKLOADS
-    from my_utils.profiling.providers.lifecycle import sigterm_exits
 
     if analyze and workload is not None and workload not in WORKLOADS:
         # checked before any work so that a failing command leaves nothing behind

@@ -55,7 +55,7 @@ def trace(
     local-process / Dask path of ingest) and merged from sorted temporary files, so the
     memory of this process does not grow with the rank count.
     """
-    from my_utils.profiling.providers.lifecycle import sigterm_exits
+    from my_utils.core.lifecycle import sigterm_exits
 
     with sigterm_exits():  # SIGTERM cleans up as Ctrl-C does: no temporary output, no scratch folder left
         _trace(events, output, auto_align_ranks, reference_rank, torch_trace, max_mb, overflow, executor, workers,
@@ -67,7 +67,7 @@ def _trace(events: Path | None, output: Path, auto_align_ranks: bool, reference_
     from my_utils.core.errors import InputError, UsageError
     from my_utils.core.progress import progress
     from my_utils.core.safe_io import check_regular
-    from my_utils.profiling.providers.scratch import sweep_temp_files
+    from my_utils.core.scratch import sweep_temp_files
     from my_utils.profiling.trace.stream import planned
     from my_utils.profiling.trace.write import OVERFLOW_MODES, output_names, write_output
 

@@ -73,9 +73,9 @@ from importlib.util import find_spec
 from typing import Any
 
 from my_utils.core.errors import UsageError
+from my_utils.core.lifecycle import die_with_parent
+from my_utils.core.scratch import make_scratch, owner_token
 from my_utils.profiling.providers.batches import UNSEEN_ATTR, WORKER_ATTR, run_batch
-from my_utils.profiling.providers.lifecycle import die_with_parent
-from my_utils.profiling.providers.scratch import make_scratch, owner_token
 
 DASK_ENV = "DASK_SCHEDULER_ADDRESS"
 _SCHEMES = ("tcp://", "tls://", "ucx://", "inproc://", "ws://", "wss://")
@@ -392,7 +392,7 @@ def _own_mp_tempdir() -> None:
     """multiprocessing's own temporary folder (the fork server's socket) inside one of ours.
 
     It is made once per process and removed at exit; a killed process leaves it. Named by its
-    owner, a later run removes it (:func:`~my_utils.profiling.providers.scratch.sweep_scratch`).
+    owner, a later run removes it (:func:`~my_utils.core.scratch.sweep_scratch`).
     """
     config = getattr(multiprocessing.current_process(), "_config", None)
     if isinstance(config, dict) and config.get("tempdir") is None:

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -144,8 +142,8 @@ def runner(executor: Executor = None, max_workers: int | None = None, calls: int
         finally:
             run.close()
         return
+    from my_utils.core.lifecycle import sigterm_exits
     from my_utils.profiling.providers.dask_run import DASK_ENV, dask_session, require_dask
-    from my_utils.profiling.providers.lifecycle import sigterm_exits
 
     if isinstance(executor, str) and executor == "dask" and not os.environ.get(DASK_ENV, "").strip():
         require_dask()
@@ -184,7 +182,7 @@ class Runner:
         elif self.workers <= 1 or len(calls) <= 1:
             yield from _serial(func, calls, keep_going)
         else:
-            from my_utils.profiling.providers.lifecycle import sigterm_exits
+            from my_utils.core.lifecycle import sigterm_exits
 
             pool = self._started()
             with sigterm_exits():
@@ -197,21 +195,18 @@ class Runner:
 
     def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
+            from my_utils.core.lifecycle import spawn_pool
 
-            from my_utils.profiling.providers.scratch import owner_token
-
-            # spawn: forking a process that holds threads (dask, torch) can deadlock the child
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_pool_worker_init, initargs=(owner_token(), os.getpid()))
+            self._pool = spawn_pool(self.workers)
         return self._pool
 
     def stop(self) -> None:
         """End the pool's workers now (their results are no longer wanted); a later stream starts new ones."""
         if self._pool is not None:
-            _stop_pool(self._pool)
-            self.close()
+            from my_utils.core.lifecycle import stop_pool
+
+            pool, self._pool = self._pool, None
+            stop_pool(pool)
 
     def close(self) -> None:
         """Shut the pool down (its workers have nothing left to do)."""
@@ -263,26 +258,3 @@ def _in_order(submit: Callable[[Sequence[tuple[Any, ...]]], Any], fetch: Callabl
 
 def _result(future: Future[Any]) -> Any:
     return future.result()
-
-
-def _pool_worker_init(owner: str, parent: int) -> None:
-    """Initializer of every pool worker: die with the parent; Ctrl-C in a terminal is the parent's to handle."""
-    from my_utils.profiling.providers.lifecycle import die_with_parent
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent(owner, parent)
-
-
-def _stop_pool(pool: ProcessPoolExecutor) -> None:
-    """End the workers of ``pool`` now (their results are no longer wanted)."""
-    processes = dict(getattr(pool, "_processes", None) or {})
-    for proc in processes.values():
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            proc.terminate()
-    deadline = time.monotonic() + 3
-    for proc in processes.values():
-        with contextlib.suppress(OSError, ValueError, AttributeError, AssertionError):
-            proc.join(timeout=max(0.0, deadline - time.monotonic()))
-            if proc.is_alive():
-                proc.kill()
-                proc.join(timeout=2)

@@ -44,7 +44,7 @@ from typing import Any
 
 from my_utils.core.errors import UsageError
 from my_utils.core.events import MetricEvent
-from my_utils.profiling.providers.scratch import make_scratch
+from my_utils.core.scratch import make_scratch
 from my_utils.profiling.trace.clock import ClockSync, latest_per_rank, rebase, uncertainty_warnings
 from my_utils.profiling.trace.discover import find_named_traces
 from my_utils.profiling.trace.records import (

@@ -37,7 +37,7 @@ from typing import IO, Any
 
 from my_utils.core.atomic import _umask
 from my_utils.core.errors import UsageError
-from my_utils.profiling.providers.scratch import sweep_temp_files, temp_name
+from my_utils.core.scratch import sweep_temp_files, temp_name
 from my_utils.profiling.trace.merge import MergedTrace
 from my_utils.profiling.trace.records import (
     THRESHOLDS_US,
@@ -215,7 +215,7 @@ class _Staging:
     output left that this one did not replace (its other parts, or the single file a split
     write replaces, and the reverse): never a half-new set of parts, never a stale part whose
     ``otherData.part`` claims another set. Temporary names carry this process's owner token,
-    so a later write removes those of a killed run (:func:`~my_utils.profiling.providers.scratch.sweep_temp_files`).
+    so a later write removes those of a killed run (:func:`~my_utils.core.scratch.sweep_temp_files`).
     """
 
     def __init__(self, out: Path) -> None:
