@@ -161,7 +161,8 @@ def killed_run(cmd: CrashCommand, tmpdir: Path, sig: signal.Signals, delay: floa
         proc.communicate()
     owner = f".{proc.pid}-"
     left = sorted(p.name for p in cmd.results.iterdir()
-                  if not (sig == signal.SIGKILL and p.name.startswith(".") and owner in p.name and p.name.endswith(".tmp")))
+                  if not (sig == signal.SIGKILL and p.name.startswith(".") and owner in p.name
+                          and p.name.endswith(".tmp")))
     # every file of a run the signal caught at its very end is a result (the command had finished writing);
     # some of them, or anything else, is not
     complete = bool(cmd.complete) and set(left) == cmd.complete

@@ -16,9 +16,12 @@ only here, when a Dask executor is asked for (the ``[dask]`` extra).
 * On a cluster joined by address, an error says which worker raised it; a rank file a worker
   cannot open is an ``InputError`` naming the file, the worker and its host.
 * A local cluster: one single-threaded worker process per core (``max_workers``), 127.0.0.1
-  only, free ports, its space inside the call's scratch folder; workers that end with this process and leave Ctrl-C to it; Dask's per-task profiler, GIL monitor
-  and malloc trimming off (each cost the parser CPU, see myutils-profiling's ``dask_run``), and
-  ``gc.freeze()`` in each worker once Dask is imported (:func:`dask_setup`).
+  only, free ports, its space inside the call's scratch folder; Dask's per-task profiler, GIL
+  monitor and malloc trimming off (each cost the parser CPU, see myutils-profiling's
+  ``dask_run``), and ``gc.freeze()`` in each worker once Dask is imported (:func:`dask_setup`).
+* Stopping: the workers end with this process and leave Ctrl-C to it; a Ctrl-C or SIGTERM
+  while the cluster starts acts once it has started, so that it is closed. Left: a Ctrl-C in
+  a worker's first second (before :func:`dask_setup` runs) still prints its traceback.
 """
 
 from __future__ import annotations
@@ -235,9 +238,10 @@ def dask_setup(worker: Any) -> None:
 
     The worker ends with this call's process (its parent: a killed run left workers behind for
     seconds), and Ctrl-C in a terminal is the caller's to handle (the workers printed
-    ``KeyboardInterrupt`` tracebacks). Freezes what Dask's imports left (~65,000 objects that every full collection would walk
-    again while the tasks parse), and drops the worker's "Compute Failed" report of a task's
-    error: the caller gets that error as itself (one line), the report is ten lines on its stderr.
+    ``KeyboardInterrupt`` tracebacks). Freezes what Dask's imports left (~65,000 objects that
+    every full collection would walk again while the tasks parse), and drops the worker's
+    "Compute Failed" report of a task's error: the caller gets that error as itself (one line),
+    the report is ten lines on its stderr.
     """
     parent = os.getppid()
     die_with_parent(owner_token(parent), parent)
