@@ -108,7 +108,7 @@ def signals_deferred() -> Iterator[None]:
     def hold(signum: int, _frame: Any) -> None:
         held.append(signum)
 
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous: dict[int, Any] = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig in previous:
         signal.signal(sig, hold)
     try:
