@@ -21,7 +21,6 @@ wanted. ``trace``, ``analyze``, ``diff`` and ``stragglers`` run their process po
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import sys
@@ -51,6 +50,8 @@ def die_with_parent(owner: str, parent: int | None = None) -> None:
     (if it already has another, the parent died before the kernel could be told: exit now).
     """
     if sys.platform.startswith("linux"):
+        import ctypes  # here: ~3.5 ms that a command importing this module for sigterm_exits does not need
+
         with contextlib.suppress(OSError, AttributeError):
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
