@@ -108,11 +108,9 @@ def _sweep_once(folder: Path) -> None:
     key = os.path.abspath(folder)
     if key in _swept:
         return
-    import re
-
     from my_utils.core.scratch import sweep_temp_files
 
-    sweep_temp_files(folder, re.compile(".+"))
+    sweep_temp_files(folder)
     _swept.add(key)
 
 

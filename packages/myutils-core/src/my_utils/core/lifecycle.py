@@ -26,7 +26,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from my_utils.core.errors import Terminated
@@ -35,8 +35,8 @@ from my_utils.core.scratch import owner_alive, owner_token
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
-__all__ = ["Terminated", "die_with_parent", "signals_deferred", "sigterm_exits", "spawn_pool", "stop_pool",
-           "worker_init"]
+__all__ = ["Terminated", "die_with_parent", "join_or_kill", "signals_deferred", "sigterm_exits", "spawn_pool",
+           "stop_pool", "worker_init"]
 
 _PR_SET_PDEATHSIG = 1
 WATCH_INTERVAL_S = 1.0
@@ -143,6 +143,17 @@ def spawn_pool(workers: int) -> ProcessPoolExecutor:
                                initializer=worker_init, initargs=(owner_token(), os.getpid()))
 
 
+def join_or_kill(processes: Iterable[Any], timeout: float) -> None:
+    """Wait up to ``timeout`` seconds in all for ``processes`` (``multiprocessing`` ones) to end; kill the rest."""
+    deadline = time.monotonic() + timeout
+    for proc in processes:
+        with contextlib.suppress(OSError, ValueError, AttributeError, AssertionError):
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=2)
+
+
 def stop_pool(pool: ProcessPoolExecutor) -> None:
     """End the workers of ``pool`` now and shut it down (their results are no longer wanted).
 
@@ -152,17 +163,11 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
     This process holds the pipe's last write end once the workers are gone: closing it turns
     the wait into EOF, which the manager thread handles as a broken pool and ends.
     """
-    processes = dict(getattr(pool, "_processes", None) or {})
-    for proc in processes.values():
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in processes:
         with contextlib.suppress(OSError, ValueError, AttributeError):
             proc.terminate()
-    deadline = time.monotonic() + 3
-    for proc in processes.values():
-        with contextlib.suppress(OSError, ValueError, AttributeError, AssertionError):
-            proc.join(timeout=max(0.0, deadline - time.monotonic()))
-            if proc.is_alive():
-                proc.kill()
-                proc.join(timeout=2)
+    join_or_kill(processes, 3.0)
     writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
     with contextlib.suppress(OSError, AttributeError):
         if writer is not None:

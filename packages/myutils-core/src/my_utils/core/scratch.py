@@ -16,11 +16,12 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 __all__ = ["ANY_SCRATCH", "make_scratch", "owner_alive", "owner_token", "sweep_scratch", "sweep_temp_files", "temp_name"]
 
-_TOKEN = r"(\d+)-(\d+)"
+_TOKEN = r"(?P<pid>\d+)-(?P<start>\d+)"
 
 
 def _start_ticks(pid: int) -> int | None:
@@ -40,9 +41,16 @@ def _start_ticks(pid: int) -> int | None:
         return 0
 
 
+_own: dict[int, str] = {}  # this process's token, by pid (a forked child has its own)
+
+
 def owner_token(pid: int | None = None) -> str:
     """``<pid>-<start ticks>`` of this process (or ``pid``): what names its scratch."""
-    pid = os.getpid() if pid is None else pid
+    if pid is None:  # asked at every atomic write: /proc is read once per process
+        pid = os.getpid()
+        if pid not in _own:
+            _own[pid] = f"{pid}-{_start_ticks(pid) or 0}"
+        return _own[pid]
     return f"{pid}-{_start_ticks(pid) or 0}"
 
 
@@ -68,6 +76,8 @@ def owner_alive(token: str) -> bool:
 
 #: every scratch folder made here is ``myutils-<role>-<owner>-<random>``: any run removes those of killed runs
 ANY_SCRATCH = "myutils-[a-z]+-"
+_SCRATCH = re.compile(ANY_SCRATCH + _TOKEN + r"-[^/]+")
+_TEMP_FILE = re.compile(r"\.(.+)\." + _TOKEN + r"\.[^.]+\.tmp")
 
 
 def make_scratch(prefix: str) -> Path:
@@ -89,21 +99,27 @@ def _ours(path: Path) -> bool:
     return not hasattr(os, "getuid") or info.st_uid == os.getuid()
 
 
-def sweep_scratch(folder: str | Path | None = None) -> list[Path]:
-    """Remove the scratch folders in ``folder`` ($TMPDIR) whose owner process is gone; returns them."""
-    root = Path(folder if folder is not None else tempfile.gettempdir())
-    pattern = re.compile(ANY_SCRATCH + _TOKEN + r"-[^/]+")
-    removed: list[Path] = []
+def _orphans(folder: str | Path, pattern: re.Pattern[str],
+             wanted: Callable[[os.DirEntry[str], re.Match[str]], bool]) -> Iterator[os.DirEntry[str]]:
+    """The entries of ``folder`` named by ``pattern`` (with the owner's ``pid`` and ``start``), ``wanted``, ours,
+    and whose owner is gone."""
     try:
-        entries = list(os.scandir(root))
+        entries = list(os.scandir(folder))
     except OSError:
-        return removed
+        return
     for entry in entries:
         match = pattern.fullmatch(entry.name)
-        if match is None or not entry.is_dir(follow_symlinks=False) or not _ours(Path(entry.path)):
+        if match is None or not wanted(entry, match) or not _ours(Path(entry.path)):
             continue
-        if owner_alive(f"{match.group(1)}-{match.group(2)}"):
-            continue
+        if not owner_alive(f"{match['pid']}-{match['start']}"):
+            yield entry
+
+
+def sweep_scratch(folder: str | Path | None = None) -> list[Path]:
+    """Remove the scratch folders in ``folder`` ($TMPDIR) whose owner process is gone; returns them."""
+    root = folder if folder is not None else tempfile.gettempdir()
+    removed: list[Path] = []
+    for entry in _orphans(root, _SCRATCH, lambda entry, _match: entry.is_dir(follow_symlinks=False)):
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(Path(entry.path))
     return removed
@@ -114,21 +130,12 @@ def temp_name(final: Path) -> str:
     return f".{final.name}.{owner_token()}."
 
 
-def sweep_temp_files(folder: Path, names: re.Pattern[str]) -> list[Path]:
-    """Remove ``.<name>.<owner>.<random>.tmp`` files in ``folder`` whose ``<name>`` matches ``names`` and whose
-    owner is gone (temporary outputs of a killed run); returns them."""
-    pattern = re.compile(r"\.(.+)\." + _TOKEN + r"\.[^.]+\.tmp")
+def sweep_temp_files(folder: Path, names: re.Pattern[str] | None = None) -> list[Path]:
+    """Remove ``.<name>.<owner>.<random>.tmp`` files in ``folder`` whose ``<name>`` matches ``names`` (any
+    name without it) and whose owner is gone (temporary outputs of a killed run); returns them."""
     removed: list[Path] = []
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return removed
-    for entry in entries:
-        match = pattern.fullmatch(entry.name)
-        if match is None or names.fullmatch(match.group(1)) is None or not _ours(Path(entry.path)):
-            continue
-        if owner_alive(f"{match.group(2)}-{match.group(3)}"):
-            continue
+    for entry in _orphans(folder, _TEMP_FILE,
+                          lambda _entry, match: names is None or names.fullmatch(match.group(1)) is not None):
         with contextlib.suppress(OSError):
             os.unlink(entry.path)
             removed.append(Path(entry.path))

@@ -33,7 +33,6 @@ import logging
 import os
 import signal
 import socket
-import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from importlib.util import find_spec
@@ -42,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from my_utils.core.errors import InputError, MyUtilsError, UsageError
-from my_utils.core.lifecycle import die_with_parent, signals_deferred
+from my_utils.core.lifecycle import die_with_parent, join_or_kill, signals_deferred
 from my_utils.core.scratch import owner_token
 from my_utils.distributed.clock_record import ClockSyncRecord
 from my_utils.distributed.stragglers.spool import chunk_steps, spool_bytes
@@ -222,15 +221,7 @@ def _join_worker_processes(timeout: float = 5.0) -> None:
     """
     import multiprocessing
 
-    deadline = time.monotonic() + timeout
-    for proc in multiprocessing.active_children():
-        if proc.name != _NANNY_PROCESS:
-            continue
-        with contextlib.suppress(OSError, ValueError, AssertionError):
-            proc.join(max(0.0, deadline - time.monotonic()))
-            if proc.is_alive():
-                proc.kill()
-                proc.join(2)
+    join_or_kill([proc for proc in multiprocessing.active_children() if proc.name == _NANNY_PROCESS], timeout)
 
 
 def dask_setup(worker: Any) -> None:
