@@ -1,10 +1,10 @@
-"""Crash matrix: SIGKILL, SIGTERM and SIGINT at seeded random moments of ``trace``, ``analyze`` and ``diff``.
+"""Crash matrix: SIGKILL, SIGTERM and SIGINT at seeded random moments of ``trace``, ``ingest``, ``analyze``, ``diff``.
 
 Each command runs as a real process in its own session, on several ranks of a real Kineto
-trace, with the process pool (and, for ``trace``, a local Dask cluster). Once its workers run
-(the progress marker: worker processes in the session, and for ``trace`` its scratch folder),
-it is sent a signal after a seeded random delay within its measured run time; what it must
-show is :mod:`my_utils.core.testing.crash`'s: no process outlives it, it ends with the
+trace, with the process pool (and, for ``trace`` and ``ingest``, a local Dask cluster). Once its
+workers run (the progress marker: worker processes in the session, and for ``trace`` and ``ingest``
+their scratch folder of spill files), it is sent a signal after a seeded random delay within its
+measured run time; what it must show is :mod:`my_utils.core.testing.crash`'s: no process outlives it, it ends with the
 signal's status, no partial result, no scratch, and the next run succeeds and cleans up.
 
 CI runs one moment per signal and command (``MYUTILS_CRASH_MOMENTS`` sets more: the issue's
@@ -50,7 +50,7 @@ class Command:
     executor: str
     argv: Callable[[Path], list[str]]
     results: Callable[[Path], Path]  # the output folder
-    scratch: bool  # the command keeps a scratch folder in $TMPDIR while it works
+    scratch: str | None  # the prefix of the scratch folder the command keeps in $TMPDIR while it works
     complete: frozenset[str]  # the files of a finished run: all of them, or none, may be left
 
     @property
@@ -70,16 +70,20 @@ COMMANDS = [
     *[Command("trace", ex, lambda w, ex=ex: ["trace", "--events", _events(w), *_flags("--torch-trace", w, range(4)),
                                             "--output", str(w / "out" / "merged.json"), "--executor", ex,
                                             "--workers", "2", "-q"],
-              lambda w: w / "out", True, frozenset({"merged.json"})) for ex in ("process", "dask")],
+              lambda w: w / "out", "myutils-trace-", frozenset({"merged.json"})) for ex in ("process", "dask")],
+    *[Command("ingest", ex, lambda w, ex=ex: ["ingest", "--config", str(w / "in" / "ingest.json"), "--output-dir",
+                                             str(w / "out"), "--executor", ex, "--workers", "2", "-q"],
+              lambda w: w / "out", "myutils-ingest-", frozenset({"metrics_events.jsonl"}))
+      for ex in ("process", "dask")],
     Command("analyze", "process", lambda w: ["analyze", "--events", _events(w), *_flags("--trace", w, range(6)),
                                              "--output-dir", str(w / "out"), "-q"],
-            lambda w: w / "out", False,
+            lambda w: w / "out", None,
             frozenset({"analysis_report.json", "analysis_report.md", "analysis_report.html"})),
     Command("diff", "process", lambda w: ["diff", *_flags("--base-trace", w, range(3)),
                                           *_flags("--target-trace", w, range(3, 6)),
                                           "--output", str(w / "out" / "diff.json"),
                                           "--markdown", str(w / "out" / "diff.md")],
-            lambda w: w / "out", False, frozenset({"diff.json", "diff.md"})),
+            lambda w: w / "out", None, frozenset({"diff.json", "diff.md"})),
 ]
 
 
@@ -93,6 +97,12 @@ def inputs(real_fixtures: Any, tmp_path_factory: pytest.TempPathFactory) -> Path
         with gzip.open(folder / f"rank_{r}.json.gz", "wt", compresslevel=1) as fh:
             json.dump(doc, fh)
     t0 = doc["baseTimeNanoseconds"] / 1e9
+    # ingest reads the traces (not the events file beside them, nor this config: *.json only in "traces")
+    (folder / "traces").mkdir()
+    for r in range(6):
+        (folder / "traces" / f"rank_{r}.json.gz").symlink_to(folder / f"rank_{r}.json.gz")
+    (folder / "ingest.json").write_text(json.dumps({"run_id": "crash", "providers": [
+        {"provider": "torch_profiler", "input": str(folder / "traces")}]}))
     write_events(folder / "metrics_events.jsonl",
                  [MetricEvent(name="iter", value=5.0, kind="duration", unit="ms", source="mytimer", rank=r, step=s,
                               ts=t0 + s * 0.01, attrs={"depth": 0}) for r in range(2) for s in range(50)])
@@ -105,7 +115,7 @@ def _started(cmd: Command) -> Callable[[list[str], Path], bool]:
             running = sum("multiprocessing.forkserver" in line for line in lines) >= 2  # the server + a worker
         else:
             running = any("spawn_main" in line for line in lines)
-        return running and (not cmd.scratch or any(tmpdir.glob("myutils-trace-*")))
+        return running and (not cmd.scratch or any(tmpdir.glob(f"{cmd.scratch}*")))
     return started
 
 

@@ -34,7 +34,7 @@ def test_a_killed_writers_temporaries_go_with_the_next_run_a_live_ones_stay(tmp_
         with StagedOutputs() as out:
             out.write_text(target, "whole")
         rest = sorted(p.name for p in tmp_path.iterdir() if p.name != "report.json")
-        assert rest == [n for n in left if f".{live.pid}." in n]  # the live writer's temporary is not touched
+        assert rest == [n for n in left if f".{live.pid}-" in n]  # the live writer's temporary is not touched
         assert target.read_text() == "whole"
     finally:
         for proc in (live, killed):
@@ -43,6 +43,22 @@ def test_a_killed_writers_temporaries_go_with_the_next_run_a_live_ones_stay(tmp_
             proc.wait(10)
             assert proc.stdout is not None
             proc.stdout.close()
+
+
+def test_a_temporary_whose_pid_another_process_took_since_goes(tmp_path: Path) -> None:
+    from my_utils.core.scratch import owner_token
+    from my_utils.profiling.cli._outputs import _OWNER
+
+    target = tmp_path / "r.md"
+    pid, start = owner_token(os.getppid()).split("-")  # a live process, which did not start at tick 1
+    assert start not in ("0", "1")
+    reused = tmp_path / f".r.md.{_OWNER}.{pid}-1.abcd1234.staged.tmp"
+    live = tmp_path / f".r.md.{_OWNER}.{pid}-{start}.abcd1234.staged.tmp"
+    for p in (reused, live):
+        p.write_text("partial")
+    with StagedOutputs() as out:
+        out.write_text(target, "x")
+    assert not reused.exists() and live.read_text() == "partial"
 
 
 def test_a_foreign_or_odd_name_is_never_removed(tmp_path: Path) -> None:

@@ -100,3 +100,35 @@ def test_a_worker_that_cannot_see_the_files_is_named(blind_cluster: tuple[str, P
     assert lines[0].startswith(f"error: {missing}") and "No such file or directory" in lines[0], lines
     assert "Dask worker tcp://127.0.0.1:" in lines[0] and f"(host {socket.gethostname()})" in lines[0], lines
     assert not out.parent.exists() and list((shared / "tmp").iterdir()) == []
+
+
+def test_ingest_on_workers_that_cannot_see_tmpdir_sends_the_lines_back(blind_cluster: tuple[str, Path],
+                                                                       real_fixtures: Any, tmp_path: Path) -> None:
+    # the inputs are seen by the worker, $TMPDIR (where the spill folder is made) is not
+    from distributed import Client
+
+    from my_utils.profiling.providers.dask_run import DaskSession
+
+    address, shared = blind_cluster
+    (shared / "tmp").mkdir()
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    for rank in (0, 1):
+        shutil.copy(real_fixtures / f"kineto/hta/trace_filter__sampled_rank-{rank}.json.gz", inputs)
+    config = tmp_path / "ingest.json"
+    config.write_text(json.dumps({"run_id": "blind", "providers": [{"provider": "torch_profiler",
+                                                                     "input": str(inputs)}]}))
+    with Client(address, timeout=60) as client:
+        session = DaskSession(client, 1, named=True)
+        assert session.sees(str(inputs)) and not session.sees(str(shared / "tmp"))
+    env = {k: v for k, v in os.environ.items() if k != "DASK_SCHEDULER_ADDRESS"}
+    outputs = {}
+    for executor in (address, "serial"):
+        out = tmp_path / f"out-{len(outputs)}"
+        res = subprocess.run([*CLI, "ingest", "--config", str(config), "--output-dir", str(out), "--executor",
+                              executor, "-q"], capture_output=True, text=True, timeout=600,
+                             env={**env, "TMPDIR": str(shared / "tmp")})
+        assert res.returncode == 0 and res.stderr == "", res.stderr
+        outputs[executor] = (out / "metrics_events.jsonl").read_bytes()
+    assert outputs[address] == outputs["serial"] and outputs[address].count(b"\n") > 1000
+    assert list((shared / "tmp").iterdir()) == []

@@ -302,7 +302,7 @@ class MetricsCollector:
                 pending = (0, set())
             elif isinstance(payload, RankFile):
                 with open(path, "ab") as fh:
-                    fh.write(payload.lines)
+                    payload.copy_to(fh)
                 pending = (pending[0] + payload.count, pending[1] | set(payload.sources))
             else:
                 writer.append(payload)
@@ -316,7 +316,7 @@ class MetricsCollector:
         import contextlib
 
         from my_utils.profiling.providers import rank_files
-        from my_utils.profiling.providers.parallel import Failed, stream_many
+        from my_utils.profiling.providers.parallel import Failed
 
         plan: list[tuple[Any, str | None, list[Path]]] = []
         for provider in list(self.providers):
@@ -334,8 +334,7 @@ class MetricsCollector:
         calls = [(kind, str(f), provider.rank, self._stamps(provider) if lines else None)
                  for provider, kind, files in plan if kind for f in files]
         where = executor if executor is not None else _executor(plan)
-        results = stream_many(rank_files.read_rank_file, calls, where, max_workers,
-                              keep_going=self.ignore_provider_errors)
+        results = rank_files.read_rank_files(calls, where, max_workers, self.ignore_provider_errors)
         with contextlib.closing(results):
             for provider, kind, files in plan:
                 name, how = _name_of(provider), self._stamps(provider)
@@ -360,6 +359,8 @@ class MetricsCollector:
                     except Exception as exc:  # not bad input: a bug or a library failure, named with its file
                         raise ProviderError(name, str(file), exc) from exc
                     if failed is not None:
+                        if isinstance(result, rank_files.RankFile):
+                            result.discard()
                         continue  # the rest of a failed provider's files: not used
                     if isinstance(result, Failed):
                         failed = (result.error, file)

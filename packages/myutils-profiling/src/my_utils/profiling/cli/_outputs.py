@@ -29,21 +29,26 @@ def _host_tag() -> str:
     return hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:6]
 
 
-# temporaries carry this host's tag and the writer's pid: a later run removes only those whose writer is gone
-# (SIGKILL runs no cleanup), never a live writer's, nor one of another machine sharing the folder
+# temporaries carry this host's tag and their writer (pid and start time, :func:`~my_utils.core.scratch.owner_token`):
+# a later run removes only those whose writer is gone (SIGKILL runs no cleanup), never a live writer's, nor one of
+# another machine sharing the folder, nor that of a process that took a dead writer's pid since
 _OWNER = _host_tag()
 
 
 def _sweep_dead(target: Path) -> None:
-    """Remove the temporaries of ``target`` that a killed run of this machine left (its pid no longer lives)."""
+    """Remove the temporaries of ``target`` that a killed run of this machine left (its writer no longer lives)."""
+    from my_utils.core.scratch import owner_alive
+
     prefix = f".{target.name}.{_OWNER}."
     try:
         names = [n for n in os.listdir(target.parent) if n.startswith(prefix) and n.endswith(".staged.tmp")]
     except OSError:
         return
     for name in names:
-        pid_text = name[len(prefix):].split(".", 1)[0]
-        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _alive(int(pid_text)):
+        writer = name[len(prefix):].split(".", 1)[0]
+        if not writer.isdigit() and owner_alive(writer):  # an unreadable name counts as alive: left alone
+            continue
+        if writer.isdigit() and (int(writer) == os.getpid() or _alive(int(writer))):  # an earlier release's: the pid alone
             continue
         with contextlib.suppress(OSError):
             os.unlink(target.parent / name)
@@ -93,7 +98,9 @@ class StagedOutputs:
         target.parent.mkdir(parents=True, exist_ok=True)
         self.created.extend(reversed(missing))  # outermost first: removed last
         _sweep_dead(target)
-        tmp = target.parent / f".{target.name}.{_OWNER}.{os.getpid()}.{uuid.uuid4().hex[:8]}.staged.tmp"
+        from my_utils.core.scratch import owner_token
+
+        tmp = target.parent / f".{target.name}.{_OWNER}.{owner_token()}.{uuid.uuid4().hex[:8]}.staged.tmp"
         self.staged.append((tmp, target))
         return tmp
 

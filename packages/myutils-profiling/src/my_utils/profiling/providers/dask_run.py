@@ -113,6 +113,19 @@ class DaskSession:
         """One batch of calls as one task (:func:`~my_utils.profiling.providers.batches.run_batch`)."""
         return self.client.submit(run_batch, func, list(calls), keep_going, self.named, pure=False)
 
+    def sees(self, folder: str) -> bool:
+        """Whether every worker joined now sees ``folder`` (a local cluster's do; another cluster's are asked).
+
+        A folder made here with a unique name is seen by a worker only through a shared filesystem.
+        """
+        if self.procs:
+            return True
+        try:
+            seen = self.client.run(os.path.isdir, folder)
+        except Exception:  # a worker that does not answer: the results carry the data, which always works
+            return False
+        return bool(seen) and all(seen.values())
+
     def fetch(self, future: Any) -> Any:
         """The batch's outcomes; the worker drops its copy at once.
 

@@ -17,11 +17,12 @@ most a quarter of a worker's share), 8 calls share one task's cost, and a few la
 flight: each worker has the next batch queued while its last result is consumed, and this
 process holds at most that many batches' results.
 
-Calls whose results are a few numbers (``trace``'s tasks return metadata; their output goes to
-spill files) go to Dask in batches of up to :data:`DASK_SMALL_BATCH_MAX` (32) instead
-(``small_results=True``): 1,000 ranks' two phases were 375 tasks and ~6 ms of the scheduler's
-and client's CPU each in this process, on the cores the workers need. The cap stays 8 for
-results that hold events (ingest), whose batches this process holds in memory.
+Calls whose results are a few numbers (``trace``'s and ``ingest``'s tasks return metadata; their
+output goes to spill files) go to Dask in batches of up to :data:`DASK_SMALL_BATCH_MAX` (32)
+instead (``small_results=True``): 1,000 ranks' two phases were 375 tasks and ~6 ms of the
+scheduler's and client's CPU each in this process, on the cores the workers need. The cap stays 8
+for results that hold events (``ingest`` on workers that cannot see its spill folder,
+:meth:`Runner.sees`), whose batches this process holds in memory.
 """
 
 from __future__ import annotations
@@ -192,6 +193,13 @@ class Runner:
                 except BaseException:  # an error, Ctrl-C, SIGTERM, or the caller stopped early (GeneratorExit)
                     self.stop()
                     raise
+
+    def sees(self, folder: str) -> bool:
+        """Whether every worker sees ``folder`` of this machine at the same path (a spill folder).
+
+        Always for this process, its pool and a local cluster; a cluster joined by address is asked.
+        """
+        return self.dask is None or self.dask.sees(folder)
 
     def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:
