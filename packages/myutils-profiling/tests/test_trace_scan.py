@@ -407,3 +407,99 @@ def test_peak_rows_refuses_columns_of_unequal_lengths() -> None:
     with pytest.raises(ValueError, match="unequal lengths"):
         trace_scan._compiled.peak_rows(array("i", [0, 1]), array("b", [0]), array("d", [1.0, 2.0]),
                                        array("d", [1.0, 2.0]))
+
+
+# -- runs read in the file's bytes ---------------------------------------------------------------
+
+def _raw_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Event counts of the runs scanned in the file's bytes (``TraceStream._raw_runs``)."""
+    seen: list[int] = []
+    real = trace_stream.TraceStream._raw_runs
+
+    def spy(self: trace_stream.TraceStream, scan: Any) -> Any:
+        for run in real(self, scan):
+            seen.append(len(run))
+            yield run
+
+    monkeypatch.setattr(trace_stream.TraceStream, "_raw_runs", spy)
+    return seen
+
+
+def _trace_bytes(count: int, odd: dict[int, str] | None = None, head: str = "") -> bytes:
+    """``count`` ASCII events (about 150 bytes each), event i replaced by ``odd[i]`` (raw JSON text)."""
+    odd = odd or {}
+    events = (odd.get(i) or json.dumps({"ph": "X", "cat": "kernel" if i % 2 else "cpu_op", "name": f"op{i % 7}",
+                                        "pid": i % 2, "tid": 7, "ts": 10 * i, "dur": 4,
+                                        "args": {"correlation": i // 2, "External id": i}}) for i in range(count))
+    return ('{' + head + '"traceEvents": [\n' + ",\n".join(events) + '\n], "baseTimeNanoseconds": 1}').encode()
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_scan_reads_an_ascii_trace_in_its_bytes(gz: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gzip
+
+    data = _trace_bytes(30_000)  # 4.5 MB: four chunks and more
+    path = tmp_path / ("t.json.gz" if gz else "t.json")
+    path.write_bytes(gzip.compress(data, 1) if gz else data)
+    raw = _raw_runs(monkeypatch)
+    scanned = _read(path, monkeypatch, "1", "1")
+    assert len(raw) >= 4 and sum(raw) >= 30_000 - 2, raw  # all but the last event (no seam after it)
+    raw.clear()
+    assert scanned == _read(path, monkeypatch, "1", "0") == _read(path, monkeypatch, "0", "0") and raw == []
+
+
+@pytest.mark.parametrize("where", ["a character cut by the first chunk's end", "an event's name"])
+def test_scan_goes_back_to_decoded_text_where_the_bytes_are_not_ascii(where: str, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    if where == "an event's name":
+        data = _trace_bytes(20_000, {14_000: json.dumps({"ph": "X", "cat": "kernel", "name": "k\u00e9\u540d",
+                                                         "pid": 0, "tid": 7, "ts": 1, "dur": 2}, ensure_ascii=False)})
+    else:  # an event's "é" (two bytes) is cut by the end of the first 1 MiB chunk, which holds the events' start
+        odd = {3_000: json.dumps({"ph": "X", "cat": "kernel", "name": "k\u00e9", "ts": 1}, ensure_ascii=False)}
+        at = _trace_bytes(20_000, odd).index("\u00e9".encode())
+        pad = (1 << 20) - 1 - at - len('"note": "", ')
+        data = _trace_bytes(20_000, odd, head='"note": "' + "x" * pad + '", ')
+        assert data[(1 << 20) - 1:(1 << 20) + 1] == "\u00e9".encode() and data.index(b"[") < (1 << 20) - 1
+    path = tmp_path / "t.json"
+    path.write_bytes(data)
+    raw = _raw_runs(monkeypatch)
+    scanned = _read(path, monkeypatch, "1", "1")
+    taken = sum(raw)
+    assert scanned == _read(path, monkeypatch, "1", "0") == _read(path, monkeypatch, "0", "0")
+    if where == "an event's name":  # the runs before it were read in the bytes, the rest as text
+        assert 7_000 < taken < 14_000, taken
+
+
+@pytest.mark.parametrize("damage", ["bytes that are not UTF-8", "an event that is not JSON", "the file cut short"])
+def test_errors_after_runs_read_in_the_bytes_are_the_text_paths(damage: str, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    if damage == "bytes that are not UTF-8":
+        data = _trace_bytes(20_000, {15_000: '{"ph": "X", "cat": "kernel", "name": "k@@", "ts": 1}'})
+        data = data.replace(b"k@@", b"k\xff")
+    elif damage == "an event that is not JSON":
+        data = _trace_bytes(20_000, {15_000: '{"ph": "X", "cat": "kernel", "name": "k", "ts": 1,,}'})
+    else:
+        data = _trace_bytes(20_000)[:-(1 << 20)]
+    path = tmp_path / "t.json"
+    path.write_bytes(data)
+    raw = _raw_runs(monkeypatch)
+    scanned = _read(path, monkeypatch, "1", "1")
+    assert isinstance(scanned, str) and sum(raw) > 5_000, (scanned, sum(raw))
+    assert scanned == _read(path, monkeypatch, "1", "0") == _read(path, monkeypatch, "0", "0")
+    assert "character" in scanned or "traceEvents[" in scanned, scanned
+
+
+def test_scan_reads_a_buffer_of_bytes_in_place_and_declines_bytes_that_are_not_ascii() -> None:
+    events = '{"ph": "X", "cat": "kernel", "name": "k", "ts": 1.5, "dur": 2}, ' \
+             '{"ph": "X", "cat": "cpu_op", "name": "op", "ts": 2, "dur": 1}'
+    alone, _ = _scan(events)
+    agg = TraceAggregator(Path("t.json"))
+    scan = agg.scanner()
+    assert scan is not None and alone is not None
+    buffer = bytearray(b'{"x": 1}, ' + events.encode() + b', {"ph": "X", "name": "tail, cut')
+    got = scan(buffer, 10, 10 + len(events))
+    assert got is not None and got.columns == alone.columns
+    buffer[10 + events.index("op")] = 0xC3  # a byte of a character that is not ASCII
+    assert scan(buffer, 10, 10 + len(events)) is None
+    with pytest.raises(ValueError, match="len"):
+        scan(buffer, 0, len(buffer) + 1)

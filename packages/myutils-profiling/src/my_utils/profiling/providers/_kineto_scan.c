@@ -13,7 +13,9 @@
  *
  * scan(text, start, end, codes, code_of, names, name_list) -> None | tuple:
  *   text       str whose characters [start, end) are events separated by commas (no brackets),
- *              e.g. '{...},{...}' (an ASCII text is read in place, without a copy)
+ *              e.g. '{...},{...}' (an ASCII text is read in place, without a copy); or the
+ *              file's bytes (bytes, bytearray: any buffer), read in place when [start, end)
+ *              is ASCII and declined otherwise (the caller decodes it: UTF-8 is checked there)
  *   codes      dict: category (str or None) -> group code (see trace_aggregate: 0-3 device,
  *              4-5 host, 6 runtime, 7 instant, -1 not aggregated)
  *   code_of    callable(category) -> code, for a category not in codes (adds it there)
@@ -662,6 +664,19 @@ static int scan_events(const char *text, Py_ssize_t size, PyObject *codes, PyObj
     }
 }
 
+/* Whether n bytes are all ASCII: every byte ORed together, a word at a time (the compiler vectorises it). */
+static int all_ascii(const char *p, Py_ssize_t n) {
+    const unsigned char *s = (const unsigned char *)p;
+    uint64_t acc = 0, w;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, 8);
+        acc |= w;
+    }
+    for (; i < n; i++) acc |= s[i];
+    return (acc & 0x8080808080808080ULL) == 0;
+}
+
 static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 7) {
@@ -669,21 +684,37 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *text = args[0], *codes = args[3], *code_of = args[4], *names = args[5], *name_list = args[6];
-    if (!PyUnicode_Check(text) || !PyDict_Check(codes) || !PyDict_Check(names) || !PyList_Check(name_list)) {
-        PyErr_SetString(PyExc_TypeError, "scan(str, int, int, dict, callable, dict, list)");
+    int is_text = PyUnicode_Check(text);
+    if ((!is_text && !PyObject_CheckBuffer(text)) || !PyDict_Check(codes) || !PyDict_Check(names)
+            || !PyList_Check(name_list)) {
+        PyErr_SetString(PyExc_TypeError, "scan(str | bytes-like, int, int, dict, callable, dict, list)");
         return NULL;
     }
     Py_ssize_t start = PyLong_AsSsize_t(args[1]), end = PyLong_AsSsize_t(args[2]);
     if ((start == -1 || end == -1) && PyErr_Occurred()) return NULL;
-    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    Py_buffer view = {0};
+    int viewed = 0;  /* the buffer is released at the end: the tables' keys point into it */
+    if (!is_text) {
+        if (PyObject_GetBuffer(text, &view, PyBUF_SIMPLE) < 0) return NULL;
+        viewed = 1;
+    }
+    Py_ssize_t length = is_text ? PyUnicode_GET_LENGTH(text) : view.len;
     if (start < 0 || end < start || end > length) {
+        if (viewed) PyBuffer_Release(&view);
         PyErr_SetString(PyExc_ValueError, "scan: 0 <= start <= end <= len(text)");
         return NULL;
     }
     PyObject *piece = NULL;  /* a non-ASCII text: the slice, encoded (character and byte offsets differ) */
     Py_ssize_t size;
     const char *utf8;
-    if (PyUnicode_IS_ASCII(text)) {
+    if (!is_text) {
+        utf8 = (const char *)view.buf + start;
+        size = end - start;
+        if (!all_ascii(utf8, size)) {  /* undecoded UTF-8 is not checked here: the caller decodes the run */
+            PyBuffer_Release(&view);
+            Py_RETURN_NONE;
+        }
+    } else if (PyUnicode_IS_ASCII(text)) {
         utf8 = (const char *)PyUnicode_DATA(text) + start;
         size = end - start;
     } else {
@@ -704,7 +735,11 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     no_cat.key = "";
     PyObject *steps = PyList_New(0), *result = NULL;
     long long count = 0;
-    if (steps == NULL) { Py_XDECREF(piece); return NULL; }
+    if (steps == NULL) {
+        Py_XDECREF(piece);
+        if (viewed) PyBuffer_Release(&view);
+        return NULL;
+    }
     Buf scratch = {0};
     int r = scan_events(utf8, size, codes, code_of, names, name_list, &cats, &no_cat, &seen, &scratch, &cols, steps,
                         &count);
@@ -743,7 +778,8 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     table_free(&cats);
     table_free(&seen);
     Py_XDECREF(no_cat.obj);
-    Py_XDECREF(piece);  /* last: the tables' keys pointed into it */
+    Py_XDECREF(piece);  /* last: the tables' keys pointed into it (or into the buffer) */
+    if (viewed) PyBuffer_Release(&view);
     Py_DECREF(steps);
     return result;
 }
@@ -1019,7 +1055,7 @@ static struct PyModuleDef module_def = {
 
 /* The interface version trace_scan.py expects: a module built from an older source (an editable
  * install not rebuilt after a pull) is then ignored instead of called with other arguments. */
-#define SCAN_ABI 2
+#define SCAN_ABI 3
 
 PyMODINIT_FUNC PyInit__kineto_scan(void) {
     PyObject *m = PyModule_Create(&module_def);

@@ -152,8 +152,8 @@ class TraceAggregator:
                 f"numeric 'ts'/'dur' (µs) on a {cat!r} event ({type(exc).__name__}: {exc})",
             ) from None
 
-    def scanner(self) -> Callable[[str, int, int], ScannedRun | None] | None:
-        """``scan(text, start, end)``: the run of events ``text[start:end]`` read by the compiled scanner, or None.
+    def scanner(self) -> Callable[[str | bytearray, int, int], ScannedRun | None] | None:
+        """``scan(text, start, end)``: the run of events ``text[start:end]`` (a str, or bytes) read by the compiled scanner, or None.
 
         None when the scanner is not there or switched off (``trace_scan``). ``scan`` itself
         returns None for a run it declines: then no name it met stays interned, and the run is
@@ -164,7 +164,7 @@ class TraceAggregator:
             return None
         codes, code_of, names, name_list = self._codes, self._code, self.names, self.name_list
 
-        def scan_run(text: str, start: int, end: int) -> ScannedRun | None:
+        def scan_run(text: str | bytearray, start: int, end: int) -> ScannedRun | None:
             known = len(name_list)
             got = None
             try:

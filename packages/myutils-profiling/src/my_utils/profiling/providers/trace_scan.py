@@ -25,7 +25,7 @@ from typing import Any
 from my_utils.profiling.providers.trace_events import ENV_SWITCH as TYPED_SWITCH
 
 #: the interface of ``_kineto_scan`` this module calls (its ``SCAN_ABI``)
-ABI = 2
+ABI = 3
 
 _compiled: Any
 try:
@@ -41,8 +41,9 @@ __all__ = ["ENV_SWITCH", "ScannedRun", "compiled", "finish_helpers", "scan_funct
 #: Environment variable: ``0`` turns the compiled scanner off.
 ENV_SWITCH = "MYUTILS_TRACE_SCAN"
 
-#: ``scan(text, start, end, codes, code_of, names, name_list) -> tuple | None`` (see ``_kineto_scan.c``).
-Scan = Callable[[str, int, int, dict[Any, int], Callable[[Any], int], dict[str, int], list[str]], Any]
+#: ``scan(text, start, end, codes, code_of, names, name_list) -> tuple | None`` (see ``_kineto_scan.c``);
+#: ``text`` is a str, or the file's bytes (a bytearray), read in place when ASCII.
+Scan = Callable[[str | bytearray, int, int, dict[Any, int], Callable[[Any], int], dict[str, int], list[str]], Any]
 
 
 class ScannedRun:
