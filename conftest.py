@@ -21,6 +21,19 @@ REAL_FIXTURES_MODULE = REPO_ROOT / "fixtures" / "real_fixtures.py"
 REQUIRE_ENV = "MYUTILS_REQUIRE_REAL_FIXTURES"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C acts in the commands the tests start, also when this run is a background job.
+
+    A shell starts a background job (``pytest ... &``) with SIGINT ignored, and an ignored signal
+    stays ignored across ``exec``: the commands the tests interrupt on purpose (the crash matrices,
+    the signal tests) then ran to their end. A handler here is reset to the default in each child.
+    """
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def real_fixtures_required() -> bool:
     """Whether ``$MYUTILS_REQUIRE_REAL_FIXTURES`` turns "unavailable" from a skip into a failure."""
     return os.environ.get(REQUIRE_ENV, "").strip().lower() in ("1", "true", "yes", "on")

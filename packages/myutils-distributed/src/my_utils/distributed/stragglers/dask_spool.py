@@ -196,6 +196,12 @@ def _local_cluster(workers: int, scratch: Path) -> Iterator[tuple[Any, int, bool
 
     from distributed import Client, LocalCluster
 
+    # after the import, which sets Dask's configured level (INFO): silence_logs below quiets the handlers only
+    # while the cluster lives, and the INFO lines of its shutdown ("Batched Comm Closed" and a traceback)
+    # came after; a command says one line per error
+    log = logging.getLogger("distributed")
+    if log.getEffectiveLevel() < logging.ERROR:
+        log.setLevel(logging.ERROR)
     scratch.mkdir(exist_ok=True)
     try:
         with contextlib.ExitStack() as started:  # closes what started, whatever happens next

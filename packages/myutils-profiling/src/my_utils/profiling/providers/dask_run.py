@@ -157,7 +157,6 @@ def dask_session(executor: Any, max_workers: int | None, calls: int,
     started on this machine) for the duration of the block; ``module``: the tasks' module, for the
     local workers to import early."""
     if isinstance(executor, str):
-        _quiet_distributed()
         address = executor
         if executor == "dask":
             address = os.environ.get(DASK_ENV, "").strip()
@@ -175,6 +174,7 @@ def dask_session(executor: Any, max_workers: int | None, calls: int,
                 "or a distributed.Client"
             )
         client_class = _dask_client_class()
+        _quiet_distributed()
         with client_class(address, set_as_default=False) as client:
             yield DaskSession(client, _threads(client), named=True)
         return
@@ -190,9 +190,12 @@ def _quiet_distributed() -> None:
     """Raise the ``distributed`` loggers of this process to ERROR, and leave them there.
 
     A cluster or client this module makes logs INFO lines with tracebacks ("Batched Comm
-    Closed ...") on stderr while it shuts down; ``LocalCluster(silence_logs=...)`` restores the
-    level at its exit, before those late lines arrive, and a command promises one line per error.
-    A ``distributed.Client`` the caller passes is the caller's: its logging is not touched.
+    Closed ...") on stderr while it shuts down; ``LocalCluster(silence_logs=...)`` quiets only
+    its handlers, and restores them at its exit, before those late lines arrive, and a command
+    promises one line per error. Called once ``distributed`` is imported: its import sets the
+    level from Dask's config (INFO), over a level set before (a failed local ``trace`` printed
+    such a traceback in about 1 run of 10). A ``distributed.Client`` the caller passes is the
+    caller's: its logging is not touched.
     """
     import logging
 
@@ -258,6 +261,7 @@ def _local_cluster(max_workers: int | None, calls: int, module: str | None) -> I
             import dask
             from distributed import LocalCluster
 
+            _quiet_distributed()
             # loopback only; ":0": the scheduler's HTTP routes bind a free port (None still
             # binds the fixed 8787); silence_logs: the scheduler's INFO lines stay quiet.
             # _QUIET_LOOP: the scheduler's system monitor (every 0.5 s) and tick (20 ms) took 2.6 %
