@@ -448,6 +448,17 @@ def test_scan_reads_an_ascii_trace_in_its_bytes(gz: bool, tmp_path: Path, monkey
     assert scanned == _read(path, monkeypatch, "1", "0") == _read(path, monkeypatch, "0", "0") and raw == []
 
 
+def test_an_event_longer_than_a_chunk_goes_to_the_text_path_and_is_read_whole(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    giant = json.dumps({"ph": "X", "cat": "cpu_op", "name": "big", "ts": 5, "dur": 1, "args": {"x": "y" * (3 << 20)}})
+    path = tmp_path / "t.json"
+    path.write_bytes(_trace_bytes(20_000, {8_000: giant}))
+    raw = _raw_runs(monkeypatch)
+    scanned = _read(path, monkeypatch, "1", "1")
+    assert 4_000 < sum(raw) <= 8_000, sum(raw)  # the runs before it, in the bytes
+    assert scanned == _read(path, monkeypatch, "1", "0") == _read(path, monkeypatch, "0", "0")
+
+
 @pytest.mark.parametrize("where", ["a character cut by the first chunk's end", "an event's name"])
 def test_scan_goes_back_to_decoded_text_where_the_bytes_are_not_ascii(where: str, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:

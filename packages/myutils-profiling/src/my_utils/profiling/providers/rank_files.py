@@ -7,7 +7,7 @@ reads it also stamps its events (source, run id, rank) and, for ``ingest``, turn
 the events file's lines, so this process only copies bytes and lets them go.
 
 **Spill files.** The lines go back through a file the worker writes into the call's spill
-folder (:func:`spill_folder`), not through the result: this process copies it into the events
+folder (:func:`read_rank_files`), not through the result: this process copies it into the events
 file in the kernel (``copy_file_range``) and removes it. Sent as results, the 725 MB of lines
 of 1,000 generated ranks were pickled, sent and unpickled once more each, and on Dask they
 crossed the cluster's TCP connections and both event loops; as a file they cost a write and
