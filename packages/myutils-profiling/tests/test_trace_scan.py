@@ -198,6 +198,14 @@ def test_scan_takes_the_runs_of_a_real_trace(real_fixtures: Any, monkeypatch: py
     assert _read(path, monkeypatch, "1", "0") == scanned and runs == []  # the switch turns it off
 
 
+def _alone_and_a_fresh_scan(events: str) -> tuple[ScannedRun, Any]:
+    """``events`` scanned on their own, and the scan of a new aggregator (to scan them again inside a buffer)."""
+    alone, _ = _scan(events)
+    scan = TraceAggregator(Path("t.json")).scanner()
+    assert scan is not None and alone is not None
+    return alone, scan
+
+
 def _scan(text: str, agg: TraceAggregator | None = None) -> tuple[ScannedRun | None, TraceAggregator]:
     agg = agg or TraceAggregator(Path("t.json"))
     scan = agg.scanner()
@@ -307,10 +315,7 @@ def test_scan_reads_its_slice_of_the_buffer(prefix: str) -> None:
     # text through the slice (byte and character offsets differ there)
     events = '{"ph": "X", "cat": "kernel", "name": "k\u00e9", "ts": 1.5, "dur": 2}, ' \
              '{"ph": "X", "cat": "cpu_op", "name": "op", "ts": 2, "dur": 1}'
-    alone, _ = _scan(events)
-    agg = TraceAggregator(Path("t.json"))
-    scan = agg.scanner()
-    assert scan is not None and alone is not None
+    alone, scan = _alone_and_a_fresh_scan(events)
     buffer = prefix + events + ', {"ph": "X", "name": "tail, cut'
     got = scan(buffer, len(prefix), len(prefix) + len(events))
     assert got is not None and got.columns == alone.columns
@@ -503,10 +508,7 @@ def test_errors_after_runs_read_in_the_bytes_are_the_text_paths(damage: str, tmp
 def test_scan_reads_a_buffer_of_bytes_in_place_and_declines_bytes_that_are_not_ascii() -> None:
     events = '{"ph": "X", "cat": "kernel", "name": "k", "ts": 1.5, "dur": 2}, ' \
              '{"ph": "X", "cat": "cpu_op", "name": "op", "ts": 2, "dur": 1}'
-    alone, _ = _scan(events)
-    agg = TraceAggregator(Path("t.json"))
-    scan = agg.scanner()
-    assert scan is not None and alone is not None
+    alone, scan = _alone_and_a_fresh_scan(events)
     buffer = bytearray(b'{"x": 1}, ' + events.encode() + b', {"ph": "X", "name": "tail, cut')
     got = scan(buffer, 10, 10 + len(events))
     assert got is not None and got.columns == alone.columns

@@ -218,16 +218,14 @@ def read_rank_files(calls: Sequence[tuple[Any, ...]], executor: Any, max_workers
     import shutil
 
     from my_utils.core.scratch import make_scratch
-    from my_utils.profiling.providers.parallel import runner, stream_many
+    from my_utils.profiling.providers.parallel import runner
 
-    if not any(call[3] is not None for call in calls):
-        yield from stream_many(read_rank_file, calls, executor, max_workers, keep_going=keep_going)
-        return
-    folder = str(make_scratch(SPILL_PREFIX))
+    folder = str(make_scratch(SPILL_PREFIX)) if any(call[3] is not None for call in calls) else None
     try:
         with runner(executor, max_workers, len(calls), __name__) as run:
-            small = run.sees(folder)
+            small = folder is not None and run.sees(folder)
             yield from run.stream(read_rank_file, [(*call, folder) for call in calls], keep_going=keep_going,
                                   small_results=small)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
