@@ -185,6 +185,37 @@ def test_scan_reads_generated_json_as_the_typed_and_dict_paths(events: list[str]
     assert scanned == _read(path, monkeypatch, "0", "1")
 
 
+def _block_edge_trace(width: int) -> str:
+    """Events whose strings, numbers and whitespace take ``width`` bytes, so that across widths 0..40
+    every stop (a quote, a backslash, a digit's end) falls at every place of the scanner's 16-byte
+    string blocks and 8-digit number words."""
+    name = "n" * width
+    escaped = "e" * width + "\\u00e9\\" + '"'  # an escape at every offset, then more text
+    ws = (" \n\t\r" * 11)[:width]
+    digits = int("7" * min(max(width, 1), 15))
+    events = [
+        f'{{"ph":{ws}"X",{ws}"cat":"cpu_op","name":"{name}","ts":{digits},"dur":{digits}.{"5" * min(width, 9) or "0"},'
+        f'"args":{{"Input Dims":[[{digits},{ws}{width}]],"s":"{escaped}"}}}}',
+        f'{{"ph":"X","cat":"kernel","name":"{name}{escaped}","ts":{digits}{ws},"dur":1e{width % 20},'
+        f'"args":{{"correlation":{digits}}}}}',
+        f'{{"ph":"f","cat":"ac2g","name":"ac2g","id":{digits},"ts":{width},"bp":"e"}}',
+        '{"ph":"M","name":"process_name","pid":1,"args":{"name":"last"}}',  # the seam, read alone
+    ]
+    return ",".join(events)
+
+
+@pytest.mark.parametrize("width", range(41))
+def test_scan_reads_across_its_blocks_as_the_typed_path(width: int, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trace_stream, "_BATCH_MIN", 0)
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [' + _block_edge_trace(width) + "]}", encoding="utf-8")
+    runs = _runs(monkeypatch)
+    scanned = _read(path, monkeypatch, "1", "1")
+    assert sum(runs) >= 3, f"the scanner declined a run it must take: {runs}"
+    assert scanned == _read(path, monkeypatch, "1", "0")
+
+
 # -- the runs it takes ---------------------------------------------------------------------------
 
 def test_scan_takes_the_runs_of_a_real_trace(real_fixtures: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -406,6 +437,27 @@ def test_peak_rows_are_the_python_loops(rows: list[tuple[int, int, float, float]
     columns = (array("i", [r[0] for r in rows]), array("b", [r[1] for r in rows]),
                array("d", [r[2] for r in rows]), array("d", [r[3] for r in rows]))
     assert repr(trace_scan._compiled.peak_rows(*columns)) == repr(_peak_rows(*columns))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 700).flatmap(lambda keys: st.lists(
+    st.tuples(st.integers(-1, 7), st.integers(0, keys), st.integers(-1, 3), _PEAK_VALUES), max_size=3000)))
+def test_group_rows_are_the_python_loops(rows: list[tuple[int, int, int, float]]) -> None:
+    """The compiled ``group_rows`` (a hash table of keys, grown past 128 and 256 of them) gives what the
+    Python twin gives: per key sorted, the durations summed in file order, their count, max and min."""
+    from my_utils.profiling.providers.trace_aggregate import _group_rows
+
+    columns = (array("b", [r[0] for r in rows]), array("i", [r[1] for r in rows]),
+               array("i", [r[2] for r in rows]), array("d", [r[3] for r in rows]))
+    assert repr(trace_scan._compiled.group_rows(*columns)) == repr(_group_rows(*columns))
+
+
+def test_group_rows_sums_each_keys_durations_in_file_order() -> None:
+    # the first plus the sum of the rest, in file order: 0.3 + (0.2 + 0.1) is 0.6000000000000001,
+    # where the values in another order (0.1 + (0.2 + 0.3)) give 0.6
+    g, n, si = array("b", [0, 4, 0, 0]), array("i", [9, 1, 9, 9]), array("i", [0, 0, 0, 0])
+    rows = trace_scan._compiled.group_rows(g, n, si, array("d", [0.3, 5.0, 0.2, 0.1]))
+    assert rows == [(0, 9, 0, 0.6000000000000001, 3, 0.3, 0.1), (4, 1, 0, 5.0, 1, 5.0, 5.0)]
 
 
 def test_peak_rows_refuses_columns_of_unequal_lengths() -> None:

@@ -54,12 +54,10 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     except OSError as exc:
         raise _naming(exc, target, f" (creating the folder {exc.filename or target.parent})") from exc
     try:
-        import tempfile  # here: ~3 ms of a CLI start that may write nothing
-
-        from my_utils.core.scratch import temp_name
+        from my_utils.core.scratch import create_temp_file, temp_name
 
         _sweep_once(target.parent)
-        fd, tmp = tempfile.mkstemp(prefix=temp_name(target), suffix=".tmp", dir=target.parent)
+        fd, tmp = create_temp_file(target.parent, temp_name(target), ".tmp")
     except OSError as exc:
         raise _naming(exc, target) from exc
     binary = "b" in mode

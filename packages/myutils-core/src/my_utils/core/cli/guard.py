@@ -22,7 +22,6 @@ import contextlib
 import functools
 import os
 import sys
-import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -127,6 +126,8 @@ def plugin_in_traceback(exc: BaseException) -> str | None:
 
 def _fail(code: int, message: str) -> None:
     if want_traceback():
+        import traceback  # here: only a failure asked to show its stack needs it
+
         traceback.print_exc(file=sys.stderr)
     echo_error = _state["echo_error"]
     if echo_error is not None:

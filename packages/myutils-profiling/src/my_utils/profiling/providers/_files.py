@@ -191,12 +191,12 @@ def checked(cls: type, options: dict[str, Any]) -> dict[str, Any]:
 
 def read_head(path: Path, size: int = 4096) -> bytes:
     """The first bytes of a file (gzip-decompressed when it is gzip); OSError becomes InputError."""
-    import gzip
-
     try:
         with open(path, "rb") as fh:
             head = fh.read(size)
         if head[:2] == b"\x1f\x8b":
+            import gzip  # here: a plain file never needs it
+
             try:
                 with gzip.open(path, "rb") as gz:
                     return gz.read(size)

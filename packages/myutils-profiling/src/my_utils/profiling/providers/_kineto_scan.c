@@ -33,6 +33,14 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The token readers are called at many places for every event: inlined, the calls' own
+ * instructions (saving registers, about a sixth of a scan) go away. */
+#if defined(__GNUC__) || defined(__clang__)
+#define HOT static inline __attribute__((always_inline))
+#else
+#define HOT static inline
+#endif
+
 #define MAX_DEPTH 64          /* nesting of a skipped value; deeper: declined */
 #define MAX_NUMBER 64         /* characters of one number token; longer: declined */
 #define MAX_INT_DIGITS 18     /* an integer of more digits may leave int64: declined */
@@ -76,10 +84,25 @@ typedef struct {
     Py_ssize_t cap, used;
 } Table;
 
+/* A word-at-a-time hash of a span (every event hashes its name and category: a byte-at-a-time
+ * FNV-1a took ~5 % of a scan). Equal spans hash alike on any machine; the table compares the
+ * bytes on a hit, so the hash's quality only sets how often a probe goes on. */
 static uint64_t span_hash(const char *s, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL;  /* FNV-1a */
-    for (Py_ssize_t i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 1099511628211ULL; }
-    return h;
+    const uint64_t k = 0x9E3779B97F4A7C15ULL;
+    uint64_t h = (uint64_t)n * k, w;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * k;
+        h ^= h >> 29;
+    }
+    if (i < n) {
+        w = 0;
+        memcpy(&w, s + i, (size_t)(n - i));
+        h = (h ^ w) * k;
+        h ^= h >> 29;
+    }
+    return h ^ (h >> 32);
 }
 
 static void table_free(Table *t) {
@@ -131,8 +154,81 @@ typedef struct {
     const char *p, *end;
 } Cursor;
 
-static inline void skip_ws(Cursor *c) {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t')) c->p++;
+/* A string's plain bytes sixteen at a time where the machine has SSE2 (every x86-64), else eight
+ * as one word. A block's mask has bit i set when byte i ends the plain part; the byte loops after each
+ * block search stay the judges, so a block search only ever skips bytes it proved plain. Reads
+ * never pass c->end: a block is only loaded when that many bytes remain. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define BLOCK 16
+typedef unsigned block_mask;
+/* bytes that end a string's plain part: '"', '\\', below 0x20 (and, signed, 0x80 and above:
+ * non-ASCII text then takes the byte loop, slower, never wrong) */
+static inline block_mask string_stops(const char *p) {
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                          _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                             _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)));
+    return (block_mask)_mm_movemask_epi8(m);
+}
+static inline int first_bit(block_mask m) { return __builtin_ctz(m); }
+#else
+/* one 8-byte word: only "is there such a byte" (the byte loop finds which) */
+#define BLOCK 8
+typedef uint64_t block_mask;
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+static inline uint64_t word_at(const char *p) { uint64_t w; memcpy(&w, p, 8); return w; }
+/* the "has a zero byte" test on w xor '"', w xor '\\' and w minus 0x20 per byte: never misses one */
+static inline block_mask string_stops(const char *p) {
+    uint64_t w = word_at(p), q = w ^ (ONES * '"'), b = w ^ (ONES * '\\');
+    return ((q - ONES) & ~q & HIGHS) | ((b - ONES) & ~b & HIGHS) | ((w - ONES * 0x20) & ~w & HIGHS);
+}
+static inline int first_bit(block_mask m) { (void)m; return 0; }
+#endif
+
+/* Digits eight at a time on a little-endian machine: in each byte of w, (w & 0xF0) ^ 0x30 and
+ * ((w + 6) & 0xF0) ^ 0x30 are both zero exactly when it is '0'..'9'; a carry out of a byte only
+ * comes from a non-digit and only reaches higher bytes, so the lowest flagged byte is exact. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define WORD_DIGITS 1
+static inline uint64_t non_digits(uint64_t w) {
+    const uint64_t hi = 0xF0F0F0F0F0F0F0F0ULL, zeros = 0x3030303030303030ULL;
+    return ((w & hi) ^ zeros) | (((w + 0x0606060606060606ULL) & hi) ^ zeros);
+}
+/* The value of eight ASCII digits (the first at the lowest address): pairs, then fours, then all. */
+static inline uint64_t eight_digits(uint64_t w) {
+    w -= 0x3030303030303030ULL;
+    w = (w * 10 + (w >> 8)) & 0x00FF00FF00FF00FFULL;
+    w = (w * 100 + (w >> 16)) & 0x0000FFFF0000FFFFULL;
+    return (w * 10000 + (w >> 32)) & 0xFFFFFFFFULL;
+}
+#else
+#define WORD_DIGITS 0
+#endif
+
+static inline const char *skip_digits(const char *p, const char *end) {
+#if WORD_DIGITS
+    while (end - p >= 8) {
+        uint64_t w, nd;
+        memcpy(&w, p, 8);
+        nd = non_digits(w);
+        if (nd) return p + (__builtin_ctzll(nd) >> 3);
+        p += 8;
+    }
+#endif
+    while (p < end && *p >= '0' && *p <= '9') p++;
+    return p;
+}
+
+static const unsigned char IS_SPACE[256] = {[' '] = 1, ['\n'] = 1, ['\r'] = 1, ['\t'] = 1};
+
+/* Whitespace runs are short (one space after a colon, a line's indentation): a byte loop beats
+ * a block search here (measured), so blocks are used for the strings only. */
+HOT void skip_ws(Cursor *c) {
+    const char *p = c->p, *end = c->end;
+    while (p < end && IS_SPACE[(unsigned char)*p]) p++;
+    c->p = p;
 }
 
 static inline int hexval(char ch) {
@@ -144,11 +240,18 @@ static inline int hexval(char ch) {
 
 /* A string at the cursor ('"' there): its raw content span; *escaped tells a backslash was in
  * it. 0, or -1 to decline (bad escape, surrogate escape, control character, no end). */
-static int read_string(Cursor *c, const char **s, Py_ssize_t *n, int *escaped) {
+HOT int read_string(Cursor *c, const char **s, Py_ssize_t *n, int *escaped) {
     const char *p = c->p + 1;
     *escaped = 0;
     *s = p;
     while (p < c->end) {
+        /* plain bytes a block at a time (see string_stops); the byte test below decides */
+        while (c->end - p >= BLOCK) {
+            block_mask m = string_stops(p);
+            if (m) { p += first_bit(m); break; }
+            p += BLOCK;
+        }
+        if (p >= c->end) break;
         unsigned char ch = (unsigned char)*p;
         if (ch == '"') {
             *n = p - *s;
@@ -182,19 +285,19 @@ static int read_string(Cursor *c, const char **s, Py_ssize_t *n, int *escaped) {
 }
 
 /* A number token at the cursor, strictly JSON. *is_int: no fraction and no exponent. */
-static int read_number(Cursor *c, const char **s, Py_ssize_t *n, int *is_int) {
+HOT int read_number(Cursor *c, const char **s, Py_ssize_t *n, int *is_int) {
     const char *p = c->p, *start = p;
     *is_int = 1;
     if (p < c->end && *p == '-') p++;
     if (p >= c->end) return -1;
     if (*p == '0') p++;
-    else if (*p >= '1' && *p <= '9') { while (p < c->end && *p >= '0' && *p <= '9') p++; }
+    else if (*p >= '1' && *p <= '9') p = skip_digits(p + 1, c->end);
     else return -1;
     if (p < c->end && *p == '.') {
         *is_int = 0;
         p++;
         if (p >= c->end || *p < '0' || *p > '9') return -1;
-        while (p < c->end && *p >= '0' && *p <= '9') p++;
+        p = skip_digits(p + 1, c->end);
     }
     if (p < c->end && (*p == 'e' || *p == 'E')) {
         *is_int = 0;
@@ -210,13 +313,21 @@ static int read_number(Cursor *c, const char **s, Py_ssize_t *n, int *is_int) {
 }
 
 /* An integer token as int64; -1 to decline (too many digits, "-0"). */
-static int int_value(const char *s, Py_ssize_t n, long long *out) {
+HOT int int_value(const char *s, Py_ssize_t n, long long *out) {
     int neg = s[0] == '-';
     Py_ssize_t digits = n - neg;
     if (digits > MAX_INT_DIGITS) return -1;
     if (neg && digits == 1 && s[1] == '0') return -1;
     long long v = 0;
-    for (Py_ssize_t i = neg; i < n; i++) v = v * 10 + (s[i] - '0');
+    Py_ssize_t i = neg;
+#if WORD_DIGITS
+    for (; n - i >= 8; i += 8) {  /* at most 18 digits: the value stays below 10**18 */
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        v = v * 100000000LL + (long long)eight_digits(w);
+    }
+#endif
+    for (; i < n; i++) v = v * 10 + (s[i] - '0');
     *out = neg ? -v : v;
     return 0;
 }
@@ -285,7 +396,7 @@ static int float_value(const char *s, Py_ssize_t n, int is_int, double *out) {
 }
 
 /* An object's key and its ':' (unescaped keys only: an escaped one is declined). 0, or -1 to decline. */
-static int read_key(Cursor *c, const char **k, Py_ssize_t *kn) {
+HOT int read_key(Cursor *c, const char **k, Py_ssize_t *kn) {
     int esc;
     skip_ws(c);
     if (c->p >= c->end || *c->p != '"' || read_string(c, k, kn, &esc) < 0 || esc) return -1;
@@ -297,7 +408,7 @@ static int read_key(Cursor *c, const char **k, Py_ssize_t *kn) {
 }
 
 /* After a member's value: 1 when another member follows (',' taken), 0 at `close` (taken), -1 otherwise. */
-static int next_member(Cursor *c, char close) {
+HOT int next_member(Cursor *c, char close) {
     skip_ws(c);
     if (c->p >= c->end) return -1;
     if (*c->p == ',') { c->p++; return 1; }
@@ -371,7 +482,7 @@ static inline int key_is(const char *s, Py_ssize_t n, const char *lit) {
 }
 
 /* A number for a float field (ts, dur, counters). */
-static int float_field(Cursor *c, double *out) {
+HOT int float_field(Cursor *c, double *out) {
     const char *s; Py_ssize_t n; int is_int;
     if (c->p >= c->end || !(*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) return -1;
     if (read_number(c, &s, &n, &is_int) < 0) return -1;
@@ -379,7 +490,7 @@ static int float_field(Cursor *c, double *out) {
 }
 
 /* An integer for an int64 field (correlation, device type). */
-static int int_field(Cursor *c, long long *out) {
+HOT int int_field(Cursor *c, long long *out) {
     const char *s; Py_ssize_t n; int is_int;
     if (c->p >= c->end || !(*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) return -1;
     if (read_number(c, &s, &n, &is_int) < 0 || !is_int) return -1;
@@ -387,7 +498,7 @@ static int int_field(Cursor *c, long long *out) {
 }
 
 /* A string or null field (ph, cat): unescaped strings only. */
-static int text_or_null(Cursor *c, const char **s, Py_ssize_t *n, int *is_null) {
+HOT int text_or_null(Cursor *c, const char **s, Py_ssize_t *n, int *is_null) {
     int esc;
     if (at_null(c)) { *is_null = 1; return 0; }
     *is_null = 0;
@@ -942,10 +1053,49 @@ fail:
     return -1;
 }
 
+/* One key of group_rows and where its durations lie in the gathered column. */
+typedef struct {
+    int32_t g, n, si;
+    Py_ssize_t first, count;
+} Group;
+
+static int group_cmp(const void *x, const void *y) {
+    const Group *a = x, *b = y;
+    if (a->g != b->g) return a->g < b->g ? -1 : 1;
+    if (a->n != b->n) return a->n < b->n ? -1 : 1;
+    return (a->si > b->si) - (a->si < b->si);
+}
+
+static inline Py_ssize_t group_hash(int32_t g, int32_t n, int32_t si, Py_ssize_t cap) {
+    uint64_t h = ((uint64_t)(uint32_t)g << 56) ^ ((uint64_t)(uint32_t)n << 20) ^ (uint64_t)(uint32_t)si;
+    h *= 0x9E3779B97F4A7C15ULL;
+    return (Py_ssize_t)(h >> 32) & (cap - 1);
+}
+
+/* The table of keys (slot -> group index, -1 empty), rebuilt twice as large past half full. 0, or -1 (memory). */
+static int group_table_grow(int32_t **slots, Py_ssize_t *cap, const Group *groups, Py_ssize_t used) {
+    Py_ssize_t ncap = *cap ? *cap * 2 : 256;
+    int32_t *ns = PyMem_Malloc((size_t)ncap * sizeof(int32_t));
+    if (ns == NULL) { PyErr_NoMemory(); return -1; }
+    memset(ns, 0xff, (size_t)ncap * sizeof(int32_t));
+    for (Py_ssize_t u = 0; u < used; u++) {
+        Py_ssize_t j = group_hash(groups[u].g, groups[u].n, groups[u].si, ncap);
+        while (ns[j] >= 0) j = (j + 1) & (ncap - 1);
+        ns[j] = (int32_t)u;
+    }
+    PyMem_Free(*slots);
+    *slots = ns;
+    *cap = ncap;
+    return 0;
+}
+
 /* group_rows(group, name, step, dur) -> [(group, name, step, total, count, max, min)] sorted by
  * (group, name, step): per key, the sum trace_aggregate._reduceat_sum gives over its durations in
  * file order (the first plus the pairwise sum of the rest), their count, max and min (the first
- * largest / smallest, as Python's max and min). Columns: int8, int32, int32, double. */
+ * largest / smallest, as Python's max and min). Columns: int8, int32, int32, double.
+ * A trace has up to millions of rows and some hundreds of keys: the rows are grouped through a
+ * hash table of the keys (one pass to number them, one to gather each group's durations in file
+ * order) and only the distinct keys are sorted (a sort of every row was a tenth of a command). */
 static PyObject *group_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 4) { PyErr_SetString(PyExc_TypeError, "group_rows(group, name, step, dur)"); return NULL; }
@@ -955,39 +1105,64 @@ static PyObject *group_rows(PyObject *module, PyObject *const *args, Py_ssize_t 
     Py_ssize_t n = four_columns(args, v, size, what, "group_rows");
     if (n < 0) return NULL;
     PyObject *out = NULL;
-    RowKey *keys = NULL;
+    Group *groups = NULL;
+    int32_t *slots = NULL, *which = NULL;
+    Py_ssize_t *next = NULL;
     double *run = NULL;
+    Py_ssize_t cap = 0, used = 0, room = 0;
     const signed char *g = v[0].buf;
     const int32_t *nm = v[1].buf, *si = v[2].buf;
     const double *dur = v[3].buf;
-    keys = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(RowKey));
+    which = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(int32_t));
     run = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(double));
-    if (keys == NULL || run == NULL) { PyErr_NoMemory(); goto done; }
-    for (Py_ssize_t k = 0; k < n; k++) { keys[k].g = g[k]; keys[k].n = nm[k]; keys[k].si = si[k]; keys[k].at = k; }
-    qsort(keys, (size_t)n, sizeof(RowKey), row_cmp);
-    out = PyList_New(0);
-    if (out == NULL) goto done;
-    for (Py_ssize_t lo = 0; lo < n;) {
-        Py_ssize_t hi = lo;
-        double mx = dur[keys[lo].at], mn = mx;
-        while (hi < n && same_key(&keys[hi], &keys[lo])) {
-            double d = dur[keys[hi].at];
-            run[hi - lo] = d;
-            if (d > mx) mx = d;
-            if (d < mn) mn = d;
-            hi++;
+    if (which == NULL || run == NULL) { PyErr_NoMemory(); goto done; }
+    if (group_table_grow(&slots, &cap, groups, used) < 0) goto done;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t j = group_hash(g[k], nm[k], si[k], cap);
+        int32_t u;
+        while ((u = slots[j]) >= 0 && !(groups[u].g == g[k] && groups[u].n == nm[k] && groups[u].si == si[k]))
+            j = (j + 1) & (cap - 1);
+        if (u < 0) {
+            if (used == INT32_MAX) { PyErr_SetString(PyExc_OverflowError, "group_rows: more than 2**31 keys"); goto done; }
+            if (used == room) {
+                Py_ssize_t nroom = room ? room * 2 : 64;
+                Group *ng = PyMem_Realloc(groups, (size_t)nroom * sizeof(Group));
+                if (ng == NULL) { PyErr_NoMemory(); goto done; }
+                groups = ng;
+                room = nroom;
+            }
+            u = (int32_t)used++;
+            groups[u] = (Group){g[k], nm[k], si[k], 0, 0};
+            slots[j] = u;
+            if (used * 2 > cap && group_table_grow(&slots, &cap, groups, used) < 0) goto done;
         }
-        Py_ssize_t cnt = hi - lo;
-        double total = cnt < 2 ? run[0] : run[0] + pairwise(run + 1, cnt - 1);
-        PyObject *row = Py_BuildValue("(iiidndd)", (int)keys[lo].g, (int)keys[lo].n, (int)keys[lo].si,
+        which[k] = u;
+        groups[u].count++;
+    }
+    next = PyMem_Malloc((size_t)(used ? used : 1) * sizeof(Py_ssize_t));
+    if (next == NULL) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t u = 0, at = 0; u < used; u++) { groups[u].first = next[u] = at; at += groups[u].count; }
+    for (Py_ssize_t k = 0; k < n; k++) run[next[which[k]]++] = dur[k];
+    qsort(groups, (size_t)used, sizeof(Group), group_cmp);
+    out = PyList_New(used);
+    if (out == NULL) goto done;
+    for (Py_ssize_t u = 0; u < used; u++) {
+        const double *d = run + groups[u].first;
+        Py_ssize_t cnt = groups[u].count;
+        double mx = d[0], mn = d[0];
+        for (Py_ssize_t i = 1; i < cnt; i++) {
+            if (d[i] > mx) mx = d[i];
+            if (d[i] < mn) mn = d[i];
+        }
+        double total = cnt < 2 ? d[0] : d[0] + pairwise(d + 1, cnt - 1);
+        PyObject *row = Py_BuildValue("(iiidndd)", (int)groups[u].g, (int)groups[u].n, (int)groups[u].si,
                                       total, cnt, mx, mn);
-        if (row == NULL || PyList_Append(out, row) < 0) { Py_XDECREF(row); Py_CLEAR(out); goto done; }
-        Py_DECREF(row);
-        lo = hi;
+        if (row == NULL) { Py_CLEAR(out); goto done; }
+        PyList_SET_ITEM(out, u, row);
     }
 done:
     for (int i = 0; i < 4; i++) PyBuffer_Release(&v[i]);
-    PyMem_Free(keys); PyMem_Free(run);
+    PyMem_Free(groups); PyMem_Free(slots); PyMem_Free(which); PyMem_Free(next); PyMem_Free(run);
     return out;
 }
 

@@ -24,7 +24,6 @@ before.
 from __future__ import annotations
 
 import codecs
-import gzip
 import json
 import re
 import sys
@@ -38,6 +37,14 @@ from my_utils.core.errors import InputError, UnsupportedInputError
 from my_utils.core.safe_io import open_regular
 from my_utils.profiling.providers import trace_events
 from my_utils.profiling.providers.trace_events import lazy_typed_decoder, typed_decoder
+
+
+
+def _damaged_gzip() -> tuple[type[BaseException], ...]:
+    """What reading a damaged gzip stream raises (evaluated when an error comes: ``gzip`` is only
+    imported for a gzip file, and a plain one cannot raise its ``BadGzipFile``)."""
+    gzip = sys.modules.get("gzip")
+    return (EOFError, zlib.error) if gzip is None else (EOFError, zlib.error, gzip.BadGzipFile)
 
 _orjson: Any
 try:  # orjson parses a batch of events ~3x faster than the standard scanner
@@ -99,7 +106,7 @@ class TraceStream:
         assert self._fh is not None
         try:
             raw = self._fh.read(self._chunk)
-        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        except _damaged_gzip() as exc:
             raise self._fail(f"a complete gzip stream ({type(exc).__name__}: {exc}); the file is truncated or corrupt") from None
         try:
             text = self._dec.decode(raw, final=not raw)
@@ -196,7 +203,12 @@ class TraceStream:
         except OSError as exc:
             raw.close()
             raise InputError(self.path, None, f"a readable file ({exc.strerror or exc})") from None
-        self._fh = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
+        if gz:
+            import gzip  # here: a plain .json never needs it (a start costs what it imports)
+
+            self._fh = gzip.GzipFile(fileobj=raw, mode="rb")
+        else:
+            self._fh = raw
         self._raw = raw
         try:
             first = self._skip_ws()
@@ -408,7 +420,7 @@ class TraceStream:
         assert self._fh is not None
         try:
             return int(self._fh.readinto(view))
-        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        except _damaged_gzip() as exc:
             raise self._fail(f"a complete gzip stream ({type(exc).__name__}: {exc}); the file is truncated or corrupt") from None
 
     def _not_an_event(self, value: Any, top_level: bool) -> None:
