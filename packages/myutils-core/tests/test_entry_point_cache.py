@@ -159,3 +159,41 @@ def test_a_start_that_hits_imports_no_importlib_metadata(tmp_path: Path) -> None
     count, imported = first.stdout.split()
     assert int(count) >= 1 and imported == "True"  # the miss read the metadata
     assert second.stdout.split() == [count, "False"]
+
+
+def test_a_reused_fingerprint_is_taken_until_withdrawn(cache_dir: Path, site: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    write_distribution(site, "reuse-a", "1.0", {}, {"a": "mod_a:plugin"}, group=GROUP)
+    prints = metadata_fingerprint()
+    calls: list[int] = []
+    real = cache.metadata_fingerprint
+    monkeypatch.setattr(cache, "metadata_fingerprint", lambda paths=None: calls.append(1) or real(paths))
+    cache.reuse_fingerprint(prints)
+    try:
+        assert [ep.name for ep in cached_entry_points(GROUP)] == ["a"] and calls == []
+        # a distribution installed after the fingerprint was taken: this command keeps its start's answer
+        write_distribution(site, "reuse-b", "1.0", {}, {"b": "mod_b:plugin"}, group=GROUP)
+        assert [ep.name for ep in cached_entry_points(GROUP)] == ["a"] and calls == []
+    finally:
+        cache.reuse_fingerprint(None)
+    assert sorted(ep.name for ep in cached_entry_points(GROUP)) == ["a", "b"] and calls == [1]
+
+
+def test_a_cli_command_takes_the_fingerprint_once_and_withdraws_it(cache_dir: Path, site: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from my_utils.core.cli import entry
+
+    calls: list[int] = []
+    real = cache.metadata_fingerprint
+    monkeypatch.setattr(cache, "metadata_fingerprint", lambda paths=None: calls.append(1) or real(paths))
+    for _ in range(2):  # the first records the start (under typer), the second answers from the record
+        calls.clear()
+        monkeypatch.setattr(sys, "argv", ["myutils", "plugins", "list"])
+        try:
+            entry.main()
+        except SystemExit as exc:  # typer ends its run so
+            assert exc.code in (0, None)
+        assert calls == [1], "the fingerprint was taken more than once in one command"
+        assert cache._reused is None, "the command left its fingerprint for later ones"
+    assert "torch_profiler" in capsys.readouterr().out

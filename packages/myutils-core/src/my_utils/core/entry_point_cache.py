@@ -42,6 +42,7 @@ __all__ = [
     "environment_key",
     "metadata_fingerprint",
     "read_json",
+    "reuse_fingerprint",
     "write_json",
 ]
 
@@ -153,6 +154,21 @@ def metadata_fingerprint(paths: Iterable[str] | None = None) -> list[str]:
     return lines
 
 
+_reused: list[str] | None = None  # the fingerprint the running command took at its start
+
+
+def reuse_fingerprint(prints: Sequence[str] | None) -> None:
+    """Let this command's later lookups use ``prints`` (its start's fingerprint); None ends that.
+
+    The CLI takes the fingerprint once to check its start record and the registry would take it
+    again (a listing per ``sys.path`` folder and two ``stat`` calls per distribution, ~1–2 ms
+    each time); the command that took it hands it on here and withdraws it when it ends, so a
+    later command in the same process (a test, an embedding program) takes its own.
+    """
+    global _reused
+    _reused = None if prints is None else list(prints)
+
+
 def _mtime(path: str) -> int:
     try:
         return os.stat(path).st_mtime_ns
@@ -215,7 +231,10 @@ def cached_entry_points(group: str, fingerprint: Sequence[str] | None = None) ->
     if cache_dir() is None:
         return _from_metadata(group)
     key = environment_key()
-    prints = list(fingerprint) if fingerprint is not None else metadata_fingerprint()
+    if fingerprint is not None:
+        prints = list(fingerprint)
+    else:
+        prints = list(_reused) if _reused is not None else metadata_fingerprint()
     data = read_json("entry-points", key)
     groups = data.get("groups") if data is not None and data.get("fingerprint") == prints else None
     rows = groups.get(group) if isinstance(groups, dict) else None

@@ -82,7 +82,16 @@ def main() -> None:
     when a plugin import was abandoned (it did not finish within its bound) the process ends
     without waiting for that thread.
     """
-    argv = sys.argv[1:]
+    try:
+        _main(sys.argv[1:])
+    finally:
+        if "my_utils.core.entry_point_cache" in sys.modules:
+            from my_utils.core.entry_point_cache import reuse_fingerprint
+
+            reuse_fingerprint(None)
+
+
+def _main(argv: list[str]) -> None:
     if asks_for_version(argv):
         from my_utils.core.cli.app import _print_versions
 
@@ -95,12 +104,14 @@ def main() -> None:
 
         run_args = fast_run_args(argv)
     if argv in FAST_ARGS or run_args is not None:
-        from my_utils.core.entry_point_cache import cache_dir, metadata_fingerprint
+        from my_utils.core.entry_point_cache import cache_dir, metadata_fingerprint, reuse_fingerprint
 
         if cache_dir() is not None:
             from my_utils.core.cli.start_cache import StartRecord
 
-            record = StartRecord.load(metadata_fingerprint())
+            prints = metadata_fingerprint()
+            reuse_fingerprint(prints)  # the registry's entry-point lookup checks the same fingerprint
+            record = StartRecord.load(prints)
             if record.current and run_args is not None:
                 from my_utils.core.cli.run_fast import run as run_fast
 

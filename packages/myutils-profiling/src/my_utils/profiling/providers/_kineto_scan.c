@@ -54,15 +54,19 @@ typedef struct {
     Py_ssize_t len, cap;
 } Buf;
 
-static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
-    if (b->len + n > b->cap) {
-        Py_ssize_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->len + n) cap *= 2;
-        char *p = PyMem_Realloc(b->data, (size_t)cap);
-        if (p == NULL) { PyErr_NoMemory(); return -1; }
-        b->data = p;
-        b->cap = cap;
-    }
+static int buf_grow(Buf *b, Py_ssize_t n) {
+    Py_ssize_t cap = b->cap ? b->cap * 2 : 4096;
+    while (cap < b->len + n) cap *= 2;
+    char *p = PyMem_Realloc(b->data, (size_t)cap);
+    if (p == NULL) { PyErr_NoMemory(); return -1; }
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+/* inlined: each call's size is a constant there, and its memcpy a single move */
+HOT int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+    if (b->len + n > b->cap && buf_grow(b, n) < 0) return -1;
     memcpy(b->data + b->len, src, (size_t)n);
     b->len += n;
     return 0;
@@ -152,6 +156,7 @@ static Slot *table_slot(Table *t, const char *s, Py_ssize_t n) {
 
 typedef struct {
     const char *p, *end;
+    int ascii_only;  /* the file's undecoded bytes: a non-ASCII byte declines (the caller checks UTF-8) */
 } Cursor;
 
 /* A string's plain bytes sixteen at a time where the machine has SSE2 (every x86-64), else eight
@@ -179,10 +184,11 @@ typedef uint64_t block_mask;
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 static inline uint64_t word_at(const char *p) { uint64_t w; memcpy(&w, p, 8); return w; }
-/* the "has a zero byte" test on w xor '"', w xor '\\' and w minus 0x20 per byte: never misses one */
+/* the "has a zero byte" test on w xor '"', w xor '\\' and w minus 0x20 per byte, and any byte of
+ * 0x80 or more (as SSE2's signed compare flags it): never misses one */
 static inline block_mask string_stops(const char *p) {
     uint64_t w = word_at(p), q = w ^ (ONES * '"'), b = w ^ (ONES * '\\');
-    return ((q - ONES) & ~q & HIGHS) | ((b - ONES) & ~b & HIGHS) | ((w - ONES * 0x20) & ~w & HIGHS);
+    return ((q - ONES) & ~q & HIGHS) | ((b - ONES) & ~b & HIGHS) | ((w - ONES * 0x20) & ~w & HIGHS) | (w & HIGHS);
 }
 static inline int first_bit(block_mask m) { (void)m; return 0; }
 #endif
@@ -259,6 +265,7 @@ HOT int read_string(Cursor *c, const char **s, Py_ssize_t *n, int *escaped) {
             return 0;
         }
         if (ch < 0x20) return -1;
+        if (ch >= 0x80 && c->ascii_only) return -1;  /* outside strings, any such byte declines anyway */
         if (ch == '\\') {
             *escaped = 1;
             if (p + 1 >= c->end) return -1;
@@ -684,8 +691,8 @@ static int step_number(const char *name, Py_ssize_t len, long long *step) {
 /* 1 = declined; 0 = done; -1 = error set. */
 static int scan_events(const char *text, Py_ssize_t size, PyObject *codes, PyObject *code_of,
                        PyObject *names, PyObject *name_list, Table *cats, Slot *no_cat, Table *seen,
-                       Buf *scratch, Columns *cols, PyObject *steps, long long *count) {
-    Cursor c = {text, text + size};
+                       Buf *scratch, Columns *cols, PyObject *steps, long long *count, int ascii_only) {
+    Cursor c = {text, text + size, ascii_only};
     Event ev;
     skip_ws(&c);
     if (c.p >= c.end) return 1;
@@ -775,19 +782,6 @@ static int scan_events(const char *text, Py_ssize_t size, PyObject *codes, PyObj
     }
 }
 
-/* Whether n bytes are all ASCII: every byte ORed together, a word at a time (the compiler vectorises it). */
-static int all_ascii(const char *p, Py_ssize_t n) {
-    const unsigned char *s = (const unsigned char *)p;
-    uint64_t acc = 0, w;
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        memcpy(&w, s + i, 8);
-        acc |= w;
-    }
-    for (; i < n; i++) acc |= s[i];
-    return (acc & 0x8080808080808080ULL) == 0;
-}
-
 static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 7) {
@@ -820,11 +814,7 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     const char *utf8;
     if (!is_text) {
         utf8 = (const char *)view.buf + start;
-        size = end - start;
-        if (!all_ascii(utf8, size)) {  /* undecoded UTF-8 is not checked here: the caller decodes the run */
-            PyBuffer_Release(&view);
-            Py_RETURN_NONE;
-        }
+        size = end - start;  /* a non-ASCII byte declines the run when it is met (Cursor.ascii_only) */
     } else if (PyUnicode_IS_ASCII(text)) {
         utf8 = (const char *)PyUnicode_DATA(text) + start;
         size = end - start;
@@ -853,7 +843,7 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Buf scratch = {0};
     int r = scan_events(utf8, size, codes, code_of, names, name_list, &cats, &no_cat, &seen, &scratch, &cols, steps,
-                        &count);
+                        &count, !is_text);
     PyMem_Free(scratch.data);
     if (r == 1) {
         result = Py_NewRef(Py_None);
