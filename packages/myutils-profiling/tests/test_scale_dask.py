@@ -289,9 +289,11 @@ def cluster(tmp_path: Path) -> Iterator[str]:
         with Client(address, timeout=60) as client:
             client.wait_for_workers(2, timeout=120)
             # the README's settings reached the workers: no malloc trimming, no per-task profiler
+            # and its preload (my_utils.profiling.dask_worker) froze what Dask's imports left
             seen = client.run(lambda: (os.environ.get("MALLOC_TRIM_THRESHOLD_"),
-                                       __import__("dask").config.get("distributed.worker.profile.enabled")))
-            assert sorted(seen.values()) == [(None, False), (None, False)], seen
+                                       __import__("dask").config.get("distributed.worker.profile.enabled"),
+                                       __import__("gc").get_freeze_count() > 10_000))
+            assert sorted(seen.values()) == [(None, False, True), (None, False, True)], seen
         yield address
     finally:
         for proc in reversed(procs):
