@@ -14,8 +14,9 @@
  * scan(text, start, end, codes, code_of, names, name_list) -> None | tuple:
  *   text       str whose characters [start, end) are events separated by commas (no brackets),
  *              e.g. '{...},{...}' (an ASCII text is read in place, without a copy); or the
- *              file's bytes (bytes, bytearray: any buffer), read in place when [start, end)
- *              is ASCII and declined otherwise (the caller decodes it: UTF-8 is checked there)
+ *              file's bytes (bytes, bytearray: any buffer), read in place; a run holding a
+ *              byte of 0x80 or more is declined where the scan meets it (the caller decodes
+ *              the run: UTF-8 is checked there)
  *   codes      dict: category (str or None) -> group code (see trace_aggregate: 0-3 device,
  *              4-5 host, 6 runtime, 7 instant, -1 not aggregated)
  *   code_of    callable(category) -> code, for a category not in codes (adds it there)
