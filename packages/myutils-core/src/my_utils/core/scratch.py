@@ -12,8 +12,8 @@ run still going is never touched.
 from __future__ import annotations
 
 import contextlib
-import os
 import errno
+import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path

@@ -39,7 +39,6 @@ from my_utils.profiling.providers import trace_events
 from my_utils.profiling.providers.trace_events import lazy_typed_decoder, typed_decoder
 
 
-
 def _damaged_gzip() -> tuple[type[BaseException], ...]:
     """What reading a damaged gzip stream raises (evaluated when an error comes: ``gzip`` is only
     imported for a gzip file, and a plain one cannot raise its ``BadGzipFile``)."""
