@@ -18,7 +18,8 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-__all__ = ["ANY_SCRATCH", "create_temp_file", "make_scratch", "owner_alive", "owner_token", "sweep_scratch", "sweep_temp_files", "temp_name"]
+__all__ = ["ANY_SCRATCH", "create_temp_file", "make_scratch", "owner_alive", "owner_token", "sweep_scratch",
+           "sweep_temp_files", "temp_name"]
 
 _TOKEN = r"(?P<pid>\d+)-(?P<start>\d+)"
 

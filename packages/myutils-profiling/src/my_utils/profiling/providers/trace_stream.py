@@ -45,6 +45,7 @@ def _damaged_gzip() -> tuple[type[BaseException], ...]:
     gzip = sys.modules.get("gzip")
     return (EOFError, zlib.error) if gzip is None else (EOFError, zlib.error, gzip.BadGzipFile)
 
+
 _orjson: Any
 try:  # orjson parses a batch of events ~3x faster than the standard scanner
     import orjson as _orjson
