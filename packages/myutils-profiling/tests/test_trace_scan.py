@@ -216,6 +216,61 @@ def test_scan_reads_across_its_blocks_as_the_typed_path(width: int, tmp_path: Pa
     assert scanned == _read(path, monkeypatch, "1", "0")
 
 
+@pytest.fixture(scope="module")
+def portable_scanner(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The scanner built with ``MYUTILS_SCAN_PORTABLE``: the byte-word fallbacks a machine without SSE2
+    or a big-endian one compiles (this one takes the SSE2 and word-digit paths)."""
+    import importlib.util
+    import subprocess
+    import sys
+    import sysconfig
+
+    root = Path(trace_scan.__file__).resolve().parents[4]  # packages/myutils-profiling
+    sys.path.insert(0, str(root))
+    try:
+        import hatch_build
+    finally:
+        sys.path.remove(str(root))
+    target = tmp_path_factory.mktemp("portable") / ("_kineto_scan" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+    command = hatch_build._compile_command(root / hatch_build.SOURCE, target)
+    if isinstance(command, str):
+        pytest.skip(f"the scanner cannot be compiled here: {command}")
+    done = subprocess.run([command[0], "-DMYUTILS_SCAN_PORTABLE", *command[1:]], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    spec = importlib.util.spec_from_file_location("myutils_portable_scan._kineto_scan", target)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.ABI == trace_scan.ABI
+    return module
+
+
+@pytest.mark.parametrize("width", range(0, 41, 3))
+def test_the_portable_scanner_reads_across_its_words_as_the_typed_path(width: int, portable_scanner: Any,
+                                                                       tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trace_scan, "_compiled", portable_scanner)
+    monkeypatch.setattr(trace_scan, "_scan", portable_scanner.scan)
+    monkeypatch.setattr(trace_stream, "_BATCH_MIN", 0)
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [' + _block_edge_trace(width) + "]}", encoding="utf-8")
+    runs = _runs(monkeypatch)
+    scanned = _read(path, monkeypatch, "1", "1")
+    assert sum(runs) >= 3, f"the portable scanner declined a run it must take: {runs}"
+    assert scanned == _read(path, monkeypatch, "1", "0")
+
+
+def test_the_portable_scanner_declines_non_ascii_bytes(portable_scanner: Any) -> None:
+    # an escaped name is ASCII and read; the same name as UTF-8 bytes is declined where it is met
+    escaped = r'{"ph":"X","cat":"cpu_op","name":"caf\u00e9 and more text","ts":1,"dur":2}'
+    raw = json.dumps(json.loads(escaped), ensure_ascii=False)
+    assert "\\" in escaped and "\\" not in raw
+    for text, taken in ((escaped.encode("ascii"), True), (raw.encode("utf-8"), False)):
+        got = portable_scanner.scan(bytearray(text), 0, len(text), {}, lambda cat: 4, {}, [])
+        assert (got is not None) == taken, text
+
+
 # -- the runs it takes ---------------------------------------------------------------------------
 
 def test_scan_takes_the_runs_of_a_real_trace(real_fixtures: Any, monkeypatch: pytest.MonkeyPatch) -> None:

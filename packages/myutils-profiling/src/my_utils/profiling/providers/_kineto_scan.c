@@ -164,7 +164,7 @@ typedef struct {
  * as one word. A block's mask has bit i set when byte i ends the plain part; the byte loops after each
  * block search stay the judges, so a block search only ever skips bytes it proved plain. Reads
  * never pass c->end: a block is only loaded when that many bytes remain. */
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(MYUTILS_SCAN_PORTABLE)  /* PORTABLE: the tests build the fallbacks too */
 #include <emmintrin.h>
 #define BLOCK 16
 typedef unsigned block_mask;
@@ -197,7 +197,7 @@ static inline int first_bit(block_mask m) { (void)m; return 0; }
 /* Digits eight at a time on a little-endian machine: in each byte of w, (w & 0xF0) ^ 0x30 and
  * ((w + 6) & 0xF0) ^ 0x30 are both zero exactly when it is '0'..'9'; a carry out of a byte only
  * comes from a non-digit and only reaches higher bytes, so the lowest flagged byte is exact. */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && !defined(MYUTILS_SCAN_PORTABLE)
 #define WORD_DIGITS 1
 static inline uint64_t non_digits(uint64_t w) {
     const uint64_t hi = 0xF0F0F0F0F0F0F0F0ULL, zeros = 0x3030303030303030ULL;
