@@ -204,16 +204,22 @@ def _block_edge_trace(width: int) -> str:
     return ",".join(events)
 
 
-@pytest.mark.parametrize("width", range(41))
-def test_scan_reads_across_its_blocks_as_the_typed_path(width: int, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def _assert_block_edges_read_as_typed(width: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      scanner: str) -> None:
+    """The ``_block_edge_trace(width)`` runs are taken by the installed scan and read as the typed path reads them."""
     monkeypatch.setattr(trace_stream, "_BATCH_MIN", 0)
     path = tmp_path / "t.json"
     path.write_text('{"traceEvents": [' + _block_edge_trace(width) + "]}", encoding="utf-8")
     runs = _runs(monkeypatch)
     scanned = _read(path, monkeypatch, "1", "1")
-    assert sum(runs) >= 3, f"the scanner declined a run it must take: {runs}"
+    assert sum(runs) >= 3, f"the {scanner} declined a run it must take: {runs}"
     assert scanned == _read(path, monkeypatch, "1", "0")
+
+
+@pytest.mark.parametrize("width", range(41))
+def test_scan_reads_across_its_blocks_as_the_typed_path(width: int, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    _assert_block_edges_read_as_typed(width, tmp_path, monkeypatch, "scanner")
 
 
 @pytest.fixture(scope="module")
@@ -254,13 +260,7 @@ def test_the_portable_scanner_reads_across_its_words_as_the_typed_path(width: in
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(trace_scan, "_compiled", portable_scanner)
     monkeypatch.setattr(trace_scan, "_scan", portable_scanner.scan)
-    monkeypatch.setattr(trace_stream, "_BATCH_MIN", 0)
-    path = tmp_path / "t.json"
-    path.write_text('{"traceEvents": [' + _block_edge_trace(width) + "]}", encoding="utf-8")
-    runs = _runs(monkeypatch)
-    scanned = _read(path, monkeypatch, "1", "1")
-    assert sum(runs) >= 3, f"the portable scanner declined a run it must take: {runs}"
-    assert scanned == _read(path, monkeypatch, "1", "0")
+    _assert_block_edges_read_as_typed(width, tmp_path, monkeypatch, "portable scanner")
 
 
 def test_the_portable_scanner_declines_non_ascii_bytes(portable_scanner: Any) -> None:

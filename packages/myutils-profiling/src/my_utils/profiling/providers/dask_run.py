@@ -75,6 +75,7 @@ from typing import Any
 from my_utils.core.errors import UsageError
 from my_utils.core.lifecycle import die_with_parent
 from my_utils.core.scratch import make_scratch, owner_token
+from my_utils.profiling.dask_worker import no_task_failures
 from my_utils.profiling.providers.batches import UNSEEN_ATTR, WORKER_ATTR, run_batch
 
 DASK_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -379,7 +380,7 @@ def _local_worker(receive: Any, module: str | None, scratch: str, config: dict[s
     logging.getLogger("distributed").setLevel(logging.ERROR)
     # a task's error reaches the caller as itself (one line); the worker's own report of it is six
     # lines of traceback text on the caller's stderr
-    logging.getLogger("distributed.worker").addFilter(_no_task_failures)
+    logging.getLogger("distributed.worker").addFilter(no_task_failures)
 
     async def serve() -> None:
         async with Worker(address, nthreads=1, host="127.0.0.1", local_directory=scratch,
@@ -391,11 +392,6 @@ def _local_worker(receive: Any, module: str | None, scratch: str, config: dict[s
             await worker.finished()
 
     asyncio.run(serve())
-
-
-def _no_task_failures(record: Any) -> bool:
-    """Logging filter: drop a worker's "Compute Failed" report (the caller gets the task's exception)."""
-    return not str(getattr(record, "msg", "")).startswith("Compute Failed")
 
 
 def _exit_on_eof(receive: Any) -> None:
