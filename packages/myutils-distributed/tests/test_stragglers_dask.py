@@ -163,6 +163,23 @@ def test_a_worker_that_cannot_see_a_rank_file_is_named(tmp_path: Path) -> None:
     assert lines[0].endswith("every worker must see the rank files at the same paths"), lines
 
 
+def test_a_task_given_spool_files_writes_them_and_sends_back_no_bytes(tmp_path: Path) -> None:
+    """A local cluster's workers see our scratch folder: the spools are written there, only the clocks come back."""
+    from my_utils.distributed.stragglers.dask_spool import _spool_batch
+    from my_utils.distributed.stragglers.spool import spool_bytes
+
+    write_synthetic_run(tmp_path, 2, 9, clock_offsets={1: (0.002, False)})
+    ranks = [str(tmp_path / f"profile_rank_{r}.csv") for r in range(2)]
+    spools = [tmp_path / f"rank_{r}.spool" for r in range(2)]
+    written = _spool_batch([(r, ranks[r], str(spools[r])) for r in range(2)], 4, False)
+    sent = _spool_batch([(r, ranks[r], None) for r in range(2)], 4, False)
+    for r in range(2):
+        data, clocks = spool_bytes(ranks[r], 4)
+        assert written[r] == (r, None, clocks) and sent[r] == (r, data, clocks)
+        assert spools[r].read_bytes() == data
+    assert [len(w[2]) for w in written] == [0, 1] and written[1][2][0].offset_s == 0.002  # rank 1's offset came back
+
+
 def test_without_dask_it_is_one_line_naming_the_extra(tmp_path: Path) -> None:
     write_synthetic_run(tmp_path, 2, 2)
     hidden = [sys.executable, "-c", "import sys; sys.modules['distributed'] = None; sys.argv[0] = 'myutils'; "

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from my_utils.core import dask_local
 from my_utils.core.errors import UsageError
 from my_utils.profiling.providers import dask_run
 from my_utils.profiling.providers.kineto import TorchProfilerMetricsProvider, parse_trace_file
@@ -76,7 +77,7 @@ def test_no_calls_start_no_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_workers(*args: Any) -> None:
         raise AssertionError("a cluster was started for no calls")
 
-    monkeypatch.setattr(dask_run, "_start_all", no_workers)
+    monkeypatch.setattr(dask_local, "_start_all", no_workers)
     assert run_many(len, [], "dask") == []
 
 

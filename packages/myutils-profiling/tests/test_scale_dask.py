@@ -234,10 +234,11 @@ def _readme_worker_config() -> str:
 
 def test_the_readme_cluster_config_has_every_setting_of_a_local_cluster() -> None:
     """A real cluster told to use the README's config runs as quietly as our local one: every setting
-    ``dask_run`` gives its workers and scheduler is in the yaml block, with the same value."""
+    the local cluster (``my_utils.core.dask_local``) gives its workers and scheduler is in the yaml block, with the
+    same value."""
     import yaml
 
-    from my_utils.profiling.providers.dask_run import _QUIET_LOOP, _QUIET_WORKERS
+    from my_utils.core.dask_local import QUIET_LOOP, QUIET_WORKERS
 
     def flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -249,7 +250,7 @@ def test_the_readme_cluster_config_has_every_setting_of_a_local_cluster() -> Non
         return out
 
     readme = flat(yaml.safe_load(_readme_worker_config()))
-    wanted = {**_QUIET_LOOP, **_QUIET_WORKERS}
+    wanted = {**QUIET_LOOP, **QUIET_WORKERS}
     assert {k: readme.get(k) for k in wanted} == wanted
     assert readme["distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"] is None
 
