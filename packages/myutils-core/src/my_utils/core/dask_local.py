@@ -97,7 +97,8 @@ def frozen_gc() -> Iterator[None]:
 
     For the work a command does in this process after a Dask call: ``distributed``'s import left
     ~65,000 objects here that every full collection would walk again (``stragglers`` at 1,000 ranks:
-    its report, which allocates each step's sections, took 0.3-0.5 s longer after a local cluster).
+    its report, which allocates each step's sections, took 0.25-0.95 s longer after a local cluster,
+    3 paired runs).
     Undone at the end (``gc.unfreeze``: what it froze is collected as before); nothing is done in a
     process that froze objects itself, whose freeze is its own to undo.
     """
