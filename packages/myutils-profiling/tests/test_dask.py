@@ -12,7 +12,6 @@ import pytest
 
 from my_utils.core import dask_local
 from my_utils.core.errors import UsageError
-from my_utils.profiling.providers import dask_run
 from my_utils.profiling.providers.kineto import TorchProfilerMetricsProvider, parse_trace_file
 from my_utils.profiling.providers.parallel import DASK_ENV, _packed, _unpack, run_many
 
