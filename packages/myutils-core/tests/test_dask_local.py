@@ -51,8 +51,7 @@ def test_importing_it_imports_no_dask() -> None:
 def _ask(local: LocalDask, func: object, *args: object) -> object:
     future = local.client.submit(func, *args, pure=False)
     try:
-        local.wait(future)
-        return future.result()
+        return local.result(future)
     finally:
         future.release()
 

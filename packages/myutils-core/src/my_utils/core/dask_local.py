@@ -125,8 +125,8 @@ class LocalDask:
         """Worker processes (one task thread each)."""
         return len(self.procs)
 
-    def wait(self, future: Any) -> None:
-        """Wait until ``future`` is done, unless every worker exits first: then a ``UsageError`` saying so.
+    def result(self, future: Any) -> Any:
+        """``future.result()``, unless every worker exits first: then a ``UsageError`` saying so.
 
         The workers have no nanny to restart them: once all of them have exited nothing will ever
         run the tasks, and waiting would hang the command.
@@ -138,12 +138,15 @@ class LocalDask:
                 codes = sorted({p.exitcode for p in self.procs}, key=str)
                 raise UsageError(f"the local Dask workers exited (exit codes {codes}) before the tasks finished; "
                                  "use executor 'process', or a running cluster")
+        return future.result()
 
 
 @contextlib.contextmanager
-def local_cluster(workers: int, preload: Sequence[str] = (), scratch: str | os.PathLike[str] | None = None,
-                  ) -> Iterator[LocalDask]:
+def local_cluster(workers: int | None, preload: Sequence[str] = (), scratch: str | os.PathLike[str] | None = None,
+                  *, tasks: int = 1) -> Iterator[LocalDask]:
     """A cluster for the block: a scheduler in this process and ``workers`` single-threaded worker processes.
+
+    ``workers=None``: one per core, but no more than ``tasks`` (the calls the block will make).
 
     ``preload``: modules the workers import before their first task, ``my_utils.`` ones in the fork
     server (once for all), any other in each worker (one that fails to import would take the server
@@ -157,7 +160,7 @@ def local_cluster(workers: int, preload: Sequence[str] = (), scratch: str | os.P
         raise UsageError("executor 'dask' needs dask.distributed; install a distribution's [dask] extra "
                          "(`pip install 'myutils-profiling[dask]'` or `'myutils-distributed[dask]'`), or use "
                          "executor 'process'")
-    workers = max(1, workers)
+    workers = max(1, workers or min(tasks, os.cpu_count() or 1))
     # forkserver, not fork: forking this process, which holds threads (dask's loop, torch), can deadlock
     # the child; the server is a fresh single-threaded interpreter. Its preload applies to its first
     # start in this process; it then stays up, and later calls start their workers in ~0.1 s.

@@ -99,9 +99,8 @@ def spool_on_dask(files: dict[int, Path], scratch: Path, executor: str, max_work
             while pending:
                 future = pending.popleft()
                 try:
-                    if local is not None:  # its workers have no nanny: once all of them exited, that is said
-                        local.wait(future)
-                    done = future.result()
+                    # a local cluster's workers have no nanny: once all of them exited, that is said
+                    done = local.result(future) if local is not None else future.result()
                 finally:
                     future.release()  # the worker drops its copy now
                 for part in islice(batches, 1):  # one out, one in: the workers stay busy while we write
@@ -174,9 +173,8 @@ def _client(executor: str, max_workers: int | None, ranks: int,
         if not address:
             from my_utils.core.dask_local import local_cluster
 
-            workers = max_workers or max(1, min(ranks, os.cpu_count() or 1))
-            with local_cluster(workers, [__name__], local_dir) as local:
-                yield local.client, workers, False, local
+            with local_cluster(max_workers, [__name__], local_dir, tasks=ranks) as local:
+                yield local.client, local.workers, False, local
             return
         where = f"${DASK_ENV}={address!r}"
     else:
