@@ -145,8 +145,8 @@ def test_multi_rank_ring_names_the_last_rank(real_fixtures: Any) -> None:
     skew = next(f for f in report.findings if f.id == "nsys:rank_skew:AllReduce")
     assert skew.evidence["last_rank"] == last and skew.evidence["ranks"] == list(range(6))
     assert skew.category == "imbalance" and f"rank {last}" in skew.title
-    exposed = next(f for f in report.findings if f.id == "nsys:comm_exposed")
-    assert sorted(exposed.evidence["ranks"]) == list(range(6))  # one finding naming every rank it holds on
+    # no computation kernel on any rank: exposed communication has nothing to overlap with (no DDP advice)
+    assert not any(f.id.startswith("nsys:comm_exposed") for f in report.findings)
     assert_evidence_resolves(report)
     span, busy = zip(*(raw_busy(p) for p in paths), strict=True)
     assert report.fact("gpu.idle").value == pytest.approx(100 * (sum(span) - sum(busy)) / sum(span))

@@ -37,6 +37,7 @@ from dataclasses import replace
 from typing import Any
 
 from my_utils.profiling.analysis.model import EvidenceRow, Fact, NotMeasured
+from my_utils.profiling.analysis.nsight_setup import setup_facts
 from my_utils.profiling.analysis.rules._stats import quantile
 
 Rows = Sequence[Mapping[str, Any]]
@@ -86,6 +87,7 @@ def run_facts(tables: Mapping[str, Rows]) -> list[Fact]:
             ("step_time.worst", "worst step"))]
     out += _context(tables.get("nsys_inputs") or [])
     out += _mfu(tables.get("nsys_mfu") or [])
+    out += setup_facts(tables)
     return out
 
 

@@ -65,6 +65,13 @@ MIN_COPY_SHARE = 30.0  # % of busy time
 MIN_SYNC_SHARE = 20.0  # % of the span
 MIN_COVERAGE = 0.5  # of the GPU span: iterations that cover less are not a clock for savings
 WARMUP_RATIO = 1.2  # the first iteration at least this many times the median
+CRITICAL_SHARE = 0.05  # of the step the impact states: nothing below is critical
+WARNING_SHARE = 0.01  # ... nor a warning
+SETUP_DOMINANT = 50.0  # % of the capture in one-off work: no steady state to judge
+#: The triage's words for a setup-dominated capture (the other verdicts are ``nsight_advice.TRIAGE``'s).
+SETUP_TRIAGE = ("setup-dominated", "most of the capture is one-off work (initialisation, allocation, loading, "
+                "compilation): launch-overhead fixes do not apply; capture the steady state instead (start nsys "
+                "after warm-up: --capture-range=cudaProfilerApi or --capture-range=nvtx, or --delay)")
 MS = 1e6
 
 def _tag(rank: Any) -> str:
@@ -87,8 +94,11 @@ class _Clock:
         if self.steps and self.step_ms:
             return impact(saving_ms / self.steps, self.step_ms,
                           f"{basis}, spread over {self.steps} NVTX iteration(s)", self.steps, "nsys", upper)
-        return impact(saving_ms, span_ms, f"{basis}, over the whole capture (no NVTX iterations found: the capture "
-                                          "counts as one step, a share of its GPU span)", None, "nsys", upper)
+        out = impact(saving_ms, span_ms, f"{basis}, over the whole capture (no NVTX iterations found: the capture "
+                                         "counts as one step, a share of its GPU span)", None, "nsys", upper)
+        if span_ms:
+            out["denominator"] = f"the capture's GPU span ({span_ms:,.1f} ms; no step time measured)"
+        return out
 
 
 def _clock(facts: Mapping[str, Fact]) -> _Clock:
@@ -132,7 +142,7 @@ def nsight_findings(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Map
     """Every finding of the module docstring, as plain finding dicts."""
     clock = _clock(facts)
     out: list[dict[str, Any]] = []
-    out += _gpu_idle(facts, clock)
+    out += _gpu_idle(facts, tables, clock)
     out += _comm_exposed(facts, tables, clock)
     out += _rank_skew(facts, clock)
     out += _copies(facts, tables, clock)
@@ -141,35 +151,76 @@ def nsight_findings(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Map
     out += _iteration_idle(facts)
     out += ncu_findings(facts, tables)
     out += _triage(facts, tables)
-    return out
+    return [_severity_by_impact(f) for f in out]
+
+
+def _severity_by_impact(finding: dict[str, Any]) -> dict[str, Any]:
+    """Severity follows the time a fix could save: ``critical`` only from :data:`CRITICAL_SHARE` of the step the
+    impact states, ``warning`` only from :data:`WARNING_SHARE` (a capture-validity finding keeps its warning)."""
+    share = (finding.get("impact") or {}).get("share_of_step")
+    if not isinstance(share, (int, float)) or finding.get("category") == "capture":
+        return finding
+    severity = finding.get("severity")
+    if severity == "critical" and share < CRITICAL_SHARE:
+        severity = "warning"
+    if severity == "warning" and share < WARNING_SHARE:
+        severity = "info"
+    return finding if severity == finding.get("severity") else dict(finding, severity=severity)
+
+
+def setup_dominated(facts: Mapping[str, Fact]) -> tuple[bool, str]:
+    """Whether one-off work leaves no steady state to judge (``setup.share`` at least :data:`SETUP_DOMINANT` %, or
+    ``setup.one_shot``), and why in words."""
+    share, shot = facts.get("setup.share"), facts.get("setup.one_shot")
+    reasons = []
+    if share is not None and share.number is not None and share.number >= SETUP_DOMINANT:
+        reasons.append(f"one-off work fills {share.number:.0f}% of the capture ({share.detail})")
+    if shot is not None and shot.number == 1:
+        reasons.append(f"nothing repeats: {shot.detail}")
+    return bool(reasons), "; ".join(reasons)
 
 
 def _triage(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
-    """One info finding naming what bounds the run (the headline's verdict, with the pressures behind it)."""
+    """One info finding naming what bounds the run (the headline's verdict, with the pressures behind it); a capture
+    that is mostly setup is said to be so before any pressure is weighed."""
     busy, idle = facts.get("gpu.busy"), facts.get("gpu.idle")
     if busy is None or busy.source != "nsys" or busy.number is None or idle is None or idle.number is None:
         return []
     span = busy.denominator_value or 0.0
     host_f, exposed, copies, compute = (facts.get(i) for i in ("gpu.idle_host_wait", "comm.exposed",
                                                                  "memory.copy_share", "gpu.compute"))
+    setup_rows = list(tables.get("nsys_setup_idle") or [])
+    host_in_setup = sum(float(r.get("setup_host_wait_ns") or 0) for r in setup_rows) / MS
+    idle_in_setup = sum(float(r.get("setup_idle_ns") or 0) for r in setup_rows) / MS
+    idle_ms = span * idle.number / 100.0
+    host_ms = idle_ms * ((host_f.number or 0.0) / 100.0 if host_f is not None else 1.0)
     pressures = {
-        "host": idle.number * ((host_f.number or 0.0) if host_f is not None else 100.0) / 100.0,
+        "host": 100.0 * max(host_ms - (host_in_setup if host_f is not None else idle_in_setup), 0.0) / span
+        if span else 0.0,
         "communication": 100.0 * (exposed.number or 0.0) / span if exposed is not None and span else 0.0,
         "memory": (copies.number or 0.0) * busy.number / 100.0 if copies is not None else 0.0,
         "compute": (compute.number or 0.0) if compute is not None else 0.0,
     }
-    bound = max(pressures, key=lambda k: pressures[k])
-    label, text = TRIAGE[bound]
+    setup, why = setup_dominated(facts)
+    bound = "setup" if setup else max(pressures, key=lambda k: pressures[k])
+    label, text = SETUP_TRIAGE if setup else TRIAGE[bound]
     top = next((r for r in tables.get("nsys_top_kernels") or [] if r.get("kind") == "computation"), None)
     used = [f for f in (busy, idle, host_f, exposed, copies, compute) if f is not None]
+    if setup:
+        used += [f for f in (facts.get("setup.share"), facts.get("setup.one_shot")) if f is not None]
     shares = ", ".join(f"{k} {v:.0f}%" for k, v in sorted(pressures.items(), key=lambda kv: -kv[1]))
-    detail = f"share of the {span:,.0f} ms GPU span ({busy.aggregate}) each pressure takes: {shares}"
+    detail = (f"share of the {span:,.0f} ms GPU span ({busy.aggregate}) each pressure takes, idle inside setup left "
+              f"out: {shares}")
+    if setup:
+        detail = f"{why}; {detail}"
     if top is not None and bound == "compute":
         detail += (f"; the kernel with the most time: {short_kernel(str(top.get('name') or top.get('short_name')))} "
                    f"({float(top.get('total_ns') or 0) / MS:,.1f} ms in {top.get('count')} launch(es))")
+    title = (f"top-down triage: the capture is {label}: no steady state to judge" if setup else
+             f"top-down triage: the run is {label} ({pressures[bound]:.0f}% of the GPU span)")
     return [{
         "id": "nsys:triage", "category": "optimization", "severity": "info",
-        "title": f"top-down triage: the run is {label} ({pressures[bound]:.0f}% of the GPU span)",
+        "title": title,
         "detail": detail,
         "evidence": {"names": ["gpu.busy"], "ranks": list(busy.ranks), "bound": bound, "pressures_pct": pressures,
                      "table": "nsys_busy_device", "steps": []},
@@ -186,38 +237,63 @@ def _span_ms(busy: Fact) -> float:
     return busy.denominator_value or 0.0
 
 
-def _gpu_idle(facts: Mapping[str, Fact], clock: _Clock) -> list[dict[str, Any]]:
+def _setup_idle(tables: Mapping[str, Sequence[Mapping[str, Any]]], rank: Any, device: Any) -> tuple[float, float]:
+    """(idle ms, host-wait idle ms) of a device that lie inside setup windows (``nsys_setup_idle``; 0 without it)."""
+    for r in tables.get("nsys_setup_idle") or []:
+        if r.get("rank") == rank and r.get("device") == device:
+            return float(r.get("setup_idle_ns") or 0) / MS, float(r.get("setup_host_wait_ns") or 0) / MS
+    return 0.0, 0.0
+
+
+def _gpu_idle(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mapping[str, Any]]],
+              clock: _Clock) -> list[dict[str, Any]]:
+    """Idle outside setup: the idle inside setup windows (``nsys_setup_idle``) is not counted, since launching
+    faster cannot fill it."""
     per = []
+    setup, why = setup_dominated(facts)
     for scope, busy in _scopes(facts, "nsys.gpu_busy").items():
         idle_f, host_f = facts.get(f"nsys.gpu_idle:{scope}"), facts.get(f"nsys.idle_host_wait:{scope}")
         if busy.number is None or idle_f is None or idle_f.number is None:
             continue
-        idle_pct = 100.0 - busy.number
+        rank, device = _rank_device(busy)
+        span, all_idle = _span_ms(busy), idle_f.number
+        in_setup, host_in_setup = _setup_idle(tables, rank, device)
+        idle_ms = max(all_idle - in_setup, 0.0)
+        idle_pct = 100.0 * idle_ms / span if span else 0.0
         if idle_pct < MIN_IDLE:
             continue
-        rank, device = _rank_device(busy)
-        span, idle_ms = _span_ms(busy), idle_f.number
-        host = host_f.number if host_f is not None and host_f.number is not None else None
+        host_all = all_idle * host_f.number / 100.0 if host_f is not None and host_f.number is not None else None
+        host = (100.0 * max(host_all - host_in_setup, 0.0) / idle_ms if host_all is not None and idle_ms else None)
         host_bound = host is not None and host >= MIN_HOST_SHARE
         cause = (f"; {host:.0f}% of that idle the GPU waited for the host to launch the next work" if host is not None
                  else "")
-        text = IDLE_ADVICE["host_wait" if host_bound else "other"]
+        setup_note = (f"; {in_setup:,.1f} ms more idle lies inside setup (one-off work: initialisation, allocation, "
+                      "loading, compilation) and is not counted" if in_setup >= 0.05 else "")
+        if setup:
+            setup_note += f"; the capture is setup-dominated ({why}): launching faster does not apply"
         saving = idle_ms * host / 100.0 if host_bound and host is not None else idle_ms
+        if setup:  # a capture of one-off work: no launch-overhead fix applies, the steady state is elsewhere
+            text, kind = SETUP_TRIAGE[1], "capture:setup"
+        else:
+            text, kind = IDLE_ADVICE["host_wait" if host_bound else "other"], ("idle:host_wait" if host_bound
+                                                                                else "idle:other")
+        outside = " outside setup" if in_setup >= 0.05 else ""
         per.append({
             "id": f"nsys:gpu_idle:{scope}", "category": "optimization",
             "severity": "critical" if idle_pct >= 50.0 else "warning",
-            "title": f"GPU idle {idle_pct:.0f}% of its {span:,.0f} ms span on {_where(rank, device)}"
+            "title": f"GPU idle {idle_pct:.0f}% of its {span:,.0f} ms span{outside} on {_where(rank, device)}"
                      + (f", {host:.0f}% of it waiting for the host" if host is not None else ""),
-            "detail": f"{idle_ms:,.1f} ms idle in {idle_f.detail} over {span:,.1f} ms (device-level: the span minus the "
-                      f"union of every kernel, copy and set){cause}",
+            "detail": f"{idle_ms:,.1f} ms idle{outside} in {idle_f.detail} over {span:,.1f} ms (device-level: the span "
+                      f"minus the union of every kernel, copy and set){cause}{setup_note}",
             "evidence": {"names": ["gpu.idle"], "ranks": [rank], "where": _where(rank, device), "idle_pct": idle_pct,
-                         "idle_ms": idle_ms, "span_ms": span, "host_wait_pct_of_idle": host,
-                         "table": "nsys_busy_device", "steps": []},
+                         "idle_ms": idle_ms, "setup_idle_ms": in_setup, "span_ms": span,
+                         "host_wait_pct_of_idle": host, "table": "nsys_busy_device", "steps": []},
             "suggestion": text,
             "facts": [busy.id, idle_f.id] + ([host_f.id] if host_f is not None else []),
-            "impact": clock.impact(saving, span, "the idle time the GPU waited for the host" if host_bound else
-                                   "the GPU's idle time (at most this could be filled)", upper=not host_bound),
-            "advice": [advice_entry(text, "idle:host_wait" if host_bound else "idle:other", busy, idle_f, host_f)],
+            "impact": clock.impact(saving, span, "the idle time outside setup the GPU waited for the host" if host_bound
+                                   else "the GPU's idle time outside setup (at most this could be filled)",
+                                   upper=setup or not host_bound),
+            "advice": [advice_entry(text, kind, busy, idle_f, host_f)],
         })
     return _one(per, "nsys:gpu_idle")
 
@@ -247,6 +323,8 @@ def _comm_exposed(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mappi
         exposed_pct = 100.0 * exposed.number / span if span else 0.0
         if share < MIN_COMM_SHARE or (overlap.number >= MAX_OVERLAP and exposed_pct < MIN_EXPOSED):
             continue
+        if not any(float(e.values.get("computation_ns") or 0) > 0 for e in overlap.evidence):
+            continue  # no computation kernel on the device: nothing to overlap the communication with
         rank, device = _rank_device(overlap)
         shared = _shared_streams(tables, rank, device)
         text = COMM_ADVICE["no_overlap_shared_stream" if shared else "no_overlap_own_stream"].format(

@@ -17,6 +17,7 @@ from my_utils.profiling.nsys.mfu import ModelFlops, mfu_rows
 from my_utils.profiling.nsys.model import ExportSummary, Table
 from my_utils.profiling.nsys.queries import run_builtin
 from my_utils.profiling.nsys.schema import NsysExport
+from my_utils.profiling.nsys.setup import setup_tables
 
 KINDS = ("computation", "communication", "memory", "other")
 #: The tables of a summary: table name -> (built-in query, parameters).
@@ -61,6 +62,7 @@ def _summarize(db: NsysExport, iteration_range: str | None, top: int, slowest: i
     tables["nsys_top_kernels"] = Table("nsys_top_kernels", kernels[0].columns, tuple(r for t in kernels for r in t.rows))
     tables["nsys_cuda_api_slowest"] = _ranked(db, "nsys_cuda_api_slowest", "cuda_api_slowest", {"limit": slowest})
     iterations = find_iterations(db, iteration_range)
+    tables.update(setup_tables(db, iterations))
     missing = _not_measured(db, tables, iterations is not None, iteration_range)
     rows = mfu_rows(db.rank, db.gpus(), iterations, model, missing.get("iterations", ""))
     records = [dataclasses.asdict(r) for r in rows]

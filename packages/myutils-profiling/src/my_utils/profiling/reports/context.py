@@ -175,7 +175,9 @@ def _impact_text(f: Finding, short: bool = False) -> str:
         parts.append(f"takes {fmt_ms(impact.ms_per_step)} per step (a fix saves part of it)")
     elif impact.ms_per_step is not None:
         parts.append(f"could save up to {fmt_ms(impact.ms_per_step)} per step")
-    if impact.share_of_step is not None:
+    if impact.share_of_step is not None and impact.denominator:  # no step time: the share names its own denominator
+        parts.append(f"{fmt_pct(impact.share_of_step, fraction=True)} of {impact.denominator}")
+    elif impact.share_of_step is not None:
         step = f" ({source_label(impact.step_source)} step time)" if impact.step_source and not short else ""
         parts.append(f"{fmt_pct(impact.share_of_step, fraction=True)} of the median step{step}")
     if impact.steps is not None:
