@@ -86,6 +86,7 @@ def run_facts(tables: Mapping[str, Rows]) -> list[Fact]:
             ("step_time.median", "step time (median)"), ("step_time.p90", "step time (p90)"),
             ("step_time.worst", "worst step"))]
     out += _context(tables.get("nsys_inputs") or [])
+    out += _hosts(tables.get("nsys_inputs") or [])
     out += _mfu(tables.get("nsys_mfu") or [])
     out += setup_facts(tables)
     return out
@@ -222,6 +223,29 @@ def _steps(rows: Rows) -> list[Fact]:
                 evidence=(EvidenceRow("nsys_iterations", {"rank": w_rank, "pid": w_pid, "iteration": worst_it},
                                       {"cpu_ns": worst * MS}),)),
     ]
+
+
+def _hosts(rows: Rows) -> list[Fact]:
+    """``context.hosts``: distinct hosts of the exports (one export is one host: nsys captures one machine)."""
+    if not rows:
+        return []
+    ev = tuple(EvidenceRow("nsys_inputs", {"file": r.get("file")}, {"host": r.get("host"),
+                                                                     "host_source": r.get("host_source")})
+               for r in rows)
+    hosts = sorted({str(r["host"]) for r in rows if r.get("host")})
+    label = "hosts"
+    if len(rows) == 1:
+        return [Fact("context.hosts", label, 1, "count", SOURCE, ranks=_ranks(rows), evidence=ev,
+                     detail=f"one export: {hosts[0] if hosts else 'its host not recorded'}")]
+    if len(hosts) < len({r.get("file") for r in rows}) and any(not r.get("host") for r in rows):
+        return [Fact("context.hosts", label, NotMeasured("an export does not name its host (no Hostname in "
+                                                         "TARGET_INFO_SYSTEM_ENV, no <host>_<pid> file name)"),
+                     "count", SOURCE, ranks=_ranks(rows), evidence=ev)]
+    per = {h: sorted(int(r["rank"]) for r in rows if r.get("host") == h and isinstance(r.get("rank"), int))
+           for h in hosts}
+    return [Fact("context.hosts", label, len(hosts), "count", SOURCE, ranks=_ranks(rows), evidence=ev,
+                 detail="; ".join(f"{h}: rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))}" if rs else h
+                                  for h, rs in per.items()))]
 
 
 def _context(rows: Rows) -> list[Fact]:

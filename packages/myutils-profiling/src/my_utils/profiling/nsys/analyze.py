@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from my_utils.profiling.nsys.hosts import export_host
 from my_utils.profiling.nsys.iterations import find_iterations
 from my_utils.profiling.nsys.mfu import ModelFlops, mfu_rows
 from my_utils.profiling.nsys.model import ExportSummary, Table
@@ -69,9 +70,11 @@ def _summarize(db: NsysExport, iteration_range: str | None, top: int, slowest: i
     tables["nsys_mfu"] = Table("nsys_mfu", tuple(records[0]), tuple(tuple(r.values()) for r in records))
     if all(r.mfu_pct is None for r in rows):
         missing["mfu"] = rows[0].not_measured or "MFU could not be computed"
+    host, host_source = export_host(db)
     return ExportSummary(
         label=db.label, path=str(db.path), rank=db.rank, meta=db.meta, gpus=db.gpus(),
         epoch_offset_ns=db.epoch_offset_ns, tables=tables, iterations=iterations, not_measured=missing,
+        host=host, host_source=host_source,
     )
 
 

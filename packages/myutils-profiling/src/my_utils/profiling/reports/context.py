@@ -49,7 +49,15 @@ _OPERATION_COLUMNS = ("name", "source", "unit", "count", "steps", "total", "mean
 _KERNEL_TABLES = frozenset({"kineto_top_kernels", "kineto_launch_outliers", "nsys_top_kernels"})
 #: The Nsight tables (``analysis.nsight``) in display order: title and the columns shown (every column is in the JSON).
 NSIGHT_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "nsys_inputs": ("Nsight Systems: exports read", ("file", "rank", "rank_source", "exporter", "gpus", "not_measured")),
+    "nsys_inputs": ("Nsight Systems: exports read", ("file", "rank", "rank_source", "host", "exporter", "gpus",
+                                                     "not_measured")),
+    "nsys_capture": ("Nsight Systems: capture span and one-off work per process",
+                     ("rank", "pid", "capture_ns", "setup_ns", "setup_in_gpu_span_ns", "kernels", "kernel_names",
+                      "repeated_names", "iterations", "one_shot", "one_shot_reason")),
+    "nsys_setup": ("Nsight Systems: one-off work (setup) per process and kind",
+                   ("rank", "pid", "kind", "names", "count", "union_ns")),
+    "nsys_setup_idle": ("Nsight Systems: GPU idle inside setup per device",
+                        ("rank", "device", "idle_ns", "setup_idle_ns", "host_wait_ns", "setup_host_wait_ns")),
     "nsys_busy_device": ("Nsight Systems: GPU busy and idle per device",
                          ("rank", "device", "span_ns", "busy_ns", "idle_ns", "busy_pct", "ops", "gaps")),
     "nsys_idle_causes": ("Nsight Systems: why the GPU sat idle (per device)",
@@ -79,6 +87,9 @@ NSIGHT_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "nsys_nccl_skew": ("Nsight Systems: collectives with the largest arrival skew",
                        ("collective", "seq", "ranks", "first_rank", "last_rank", "skew_ns", "duration_ns",
                         "message_bytes", "busbw_gbps", "size_source")),
+    "nsys_nccl_hosts": ("Nsight Systems: NCCL arrivals per host",
+                        ("host", "ranks", "collectives", "late", "mean_lag_ns", "separation_min_ns",
+                         "separation_max_ns", "spread_max_ns")),
     "nsys_nccl_sizes": ("Nsight Systems: NCCL bandwidth per rank, collective and message size",
                         ("rank", "collective", "ranks", "message_bytes", "count", "total_ns", "algbw_gbps",
                          "busbw_gbps", "link_gbps", "link_pct", "link", "size_source")),
