@@ -87,6 +87,7 @@ def run_facts(tables: Mapping[str, Rows]) -> list[Fact]:
             ("step_time.worst", "worst step"))]
     out += _context(tables.get("nsys_inputs") or [])
     out += _hosts(tables.get("nsys_inputs") or [])
+    out += _top_kernel(tables.get("nsys_top_kernels") or [], tables.get("nsys_kernel_kinds") or [])
     out += _mfu(tables.get("nsys_mfu") or [])
     out += setup_facts(tables)
     return out
@@ -223,6 +224,32 @@ def _steps(rows: Rows) -> list[Fact]:
                 evidence=(EvidenceRow("nsys_iterations", {"rank": w_rank, "pid": w_pid, "iteration": worst_it},
                                       {"cpu_ns": worst * MS}),)),
     ]
+
+
+def _top_kernel(top: Rows, kinds: Rows) -> list[Fact]:
+    """``kernels.top``: the kernel (by nsys's short name, every export and device added) with the most kernel time."""
+    total = sum(_num(r.get("total_ns")) for r in kinds)
+    if total <= 0 or not top:
+        return []
+    per: dict[str, dict[str, float]] = {}
+    names: dict[str, set[str]] = {}
+    for r in top:
+        key = str(r.get("short_name") or r.get("name"))
+        acc = per.setdefault(key, {"total_ns": 0.0, "count": 0.0})
+        acc["total_ns"] += _num(r.get("total_ns"))
+        acc["count"] += _num(r.get("count"))
+        names.setdefault(key, set()).add(str(r.get("name")))
+    name, acc = max(per.items(), key=lambda kv: (kv[1]["total_ns"], kv[0]))
+    rows = [r for r in top if str(r.get("short_name") or r.get("name")) == name]
+    kind = str(rows[0].get("kind"))
+    full = sorted(names[name])
+    return [Fact("kernels.top", f"kernel time in {name}", 100.0 * acc["total_ns"] / total, "%", SOURCE,
+                 "all kernel time (summed kernel durations, every device)", total / MS, "ms", _ranks(rows),
+                 "sum over exports and devices",
+                 evidence=tuple(EvidenceRow("nsys_top_kernels", {"rank": r.get("rank"), "name": r.get("name")},
+                                            {"total_ns": r.get("total_ns"), "count": r.get("count")}) for r in rows),
+                 detail=(f"{name}: {acc['total_ns'] / MS:,.1f} ms in {int(acc['count']):,} launch(es), a {kind} kernel"
+                         + (f" ({len(full)} instantiations)" if len(full) > 1 else "")))]
 
 
 def _hosts(rows: Rows) -> list[Fact]:

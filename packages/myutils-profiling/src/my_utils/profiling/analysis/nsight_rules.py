@@ -144,6 +144,11 @@ def _triage(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mapping[str
                    f"({float(top.get('total_ns') or 0) / MS:,.1f} ms in {top.get('count')} launch(es))")
     title = (f"top-down triage: the capture is {label}: no steady state to judge" if setup else
              f"top-down triage: the run is {label} ({pressures[bound]:.0f}% of the GPU span)")
+    top_fact = facts.get("kernels.top")
+    if bound == "compute" and top_fact is not None and top_fact.number is not None:
+        # the lever of a kernel-bound run, named up front
+        title += f"; {top_fact.label.removeprefix('kernel time in ')} takes {top_fact.number:.0f}% of kernel time"
+        used.append(top_fact)
     return [{
         "id": "nsys:triage", "category": "optimization", "severity": "info",
         "title": title,
