@@ -87,7 +87,9 @@ def run_facts(tables: Mapping[str, Rows]) -> list[Fact]:
             ("step_time.worst", "worst step"))]
     out += _context(tables.get("nsys_inputs") or [])
     out += _hosts(tables.get("nsys_inputs") or [])
+    out += _rank_context(tables)
     out += _top_kernel(tables.get("nsys_top_kernels") or [], tables.get("nsys_kernel_kinds") or [])
+    out += _short_kernels(tables.get("nsys_launch_short") or [])
     out += _mfu(tables.get("nsys_mfu") or [])
     out += setup_facts(tables)
     return out
@@ -250,6 +252,56 @@ def _top_kernel(top: Rows, kinds: Rows) -> list[Fact]:
                                             {"total_ns": r.get("total_ns"), "count": r.get("count")}) for r in rows),
                  detail=(f"{name}: {acc['total_ns'] / MS:,.1f} ms in {int(acc['count']):,} launch(es), a {kind} kernel"
                          + (f" ({len(full)} instantiations)" if len(full) > 1 else "")))]
+
+
+def _short_kernels(rows: Rows) -> list[Fact]:
+    """``launch.short_kernels``: kernels (never copies or sets) that ran shorter than their launching call."""
+    n = sum(int(_num(r.get("launches"))) for r in rows)
+    if not n:
+        return []
+    short = sum(int(_num(r.get("short"))) for r in rows)
+    return [Fact("launch.short_kernels", "kernels shorter than their launch", 100.0 * short / n, "%", SOURCE,
+                 "kernel launches matched to their CUDA call (copies and sets are not kernels)", float(n), "count",
+                 _ranks(rows), _who(rows),
+                 detail=f"{short:,} of {n:,} kernels; {sum(_num(r.get('short_kernel_ns')) for r in rows) / MS:,.1f} ms "
+                        f"of kernel time behind {sum(_num(r.get('short_call_ns')) for r in rows) / MS:,.1f} ms of "
+                        "launch calls",
+                 evidence=tuple(EvidenceRow("nsys_launch_short", {"rank": r.get("rank"), "pid": r.get("pid"),
+                                                                  "device": r.get("device")},
+                                            {"short": r.get("short"), "launches": r.get("launches")}) for r in rows))]
+
+
+def _rank_context(tables: Mapping[str, Rows]) -> list[Fact]:
+    """``context.ranks``: the exports' ranks and where each number came from, or the processes of one export that
+    drive several devices (numbered by device, as the NCCL analysis numbers them); none for one unnamed process."""
+    from my_utils.profiling.analysis.facts import rank_list
+
+    inputs = list(tables.get("nsys_inputs") or [])
+    ev = tuple(EvidenceRow("nsys_inputs", {"file": r.get("file")}, {"rank": r.get("rank"),
+                                                                     "rank_source": r.get("rank_source")})
+               for r in inputs)
+    ranks = [int(r["rank"]) for r in inputs if isinstance(r.get("rank"), int)]
+    if len(inputs) > 1 and ranks:
+        sources = sorted({str(r.get("rank_source")) for r in inputs})
+        how = "; ".join(RANK_SOURCES.get(x, x) for x in sources)
+        return [Fact("context.ranks", "ranks analysed", rank_list(ranks), "", SOURCE, ranks=tuple(sorted(ranks)),
+                     evidence=ev, detail=f"one export per rank; ranks numbered by {how}")]
+    nccl = sorted({int(r["rank"]) for r in tables.get("nsys_nccl_ranks") or [] if isinstance(r.get("rank"), int)})
+    procs = [r for r in tables.get("nsys_capture") or [] if r.get("gpu_start") is not None]
+    if len(inputs) == 1 and len(nccl) > 1:
+        return [Fact("context.ranks", "ranks analysed", rank_list(nccl), "", SOURCE, ranks=tuple(nccl), evidence=ev,
+                     detail=f"one export holding {len(procs)} process(es) with GPU work; the {len(nccl)} NCCL "
+                            "participants (process, device) numbered by device")]
+    if len(inputs) == 1 and ranks:
+        return [Fact("context.ranks", "ranks analysed", rank_list(ranks), "", SOURCE, ranks=tuple(ranks), evidence=ev,
+                     detail=f"rank from the {RANK_SOURCES.get(str(inputs[0].get('rank_source')), 'input')}")]
+    return []
+
+
+#: Where an export's rank came from, in words (``nsys.ranks.RankInput.rank_source``).
+RANK_SOURCES = {"file order": "file order (no rank in the file names: the sorted position)",
+                "file name": "the file names (rank3, rank_3, worker3)", "given": "the caller",
+                "none": "nothing (no rank recorded)"}
 
 
 def _hosts(rows: Rows) -> list[Fact]:

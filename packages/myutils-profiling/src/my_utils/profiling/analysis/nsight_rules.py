@@ -91,7 +91,25 @@ def nsight_findings(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Map
     out += _iteration_idle(facts)
     out += ncu_findings(facts, tables)
     out += _triage(facts, tables)
-    return [severity_by_impact(f) for f in out]
+    note = _rank_note(facts)
+    return [severity_by_impact(_with_rank_note(f, note)) for f in out]
+
+
+def _rank_note(facts: Mapping[str, Fact]) -> str:
+    """How the ranks a finding names were numbered, when no input recorded them (file order, or by device)."""
+    ranks = facts.get("context.ranks")
+    if ranks is None or ranks.source != "nsys" or not ranks.measured:
+        return ""
+    if "file order" in ranks.detail or "numbered by device" in ranks.detail:
+        return f" (rank numbers: {ranks.detail})"
+    return ""
+
+
+def _with_rank_note(finding: dict[str, Any], note: str) -> dict[str, Any]:
+    named = [r for r in (finding.get("evidence") or {}).get("ranks") or [] if isinstance(r, int)]
+    if not note or not named:
+        return finding
+    return dict(finding, detail=str(finding.get("detail") or "") + note)
 
 
 def setup_dominated(facts: Mapping[str, Fact]) -> tuple[bool, str]:
@@ -237,7 +255,8 @@ def _copies(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mapping[str
         rows = [r for r in tables.get("nsys_copies") or [] if r.get("rank") == rank and r.get("op") == "memcpy"]
         bw = [f for r in rows if (f := facts.get(f"nsys.copy_bandwidth:memcpy:{r.get('direction')}"
                                               + (f":rank{rank}" if rank is not None else ""))) is not None]
-        speeds = ", ".join(f"{r.get('direction')} {float(r.get('bandwidth_gbps') or 0):,.1f} GB/s" for r in rows)
+        speeds = ", ".join(f"{r.get('direction')} {float(r.get('bandwidth_gbps') or 0):,.1f} GB/s" for r in rows
+                           if not r.get("implausible"))
         text = advice_for("memcpy")[1]
         per.append({
             "id": f"nsys:copies:{scope}", "category": "optimization",

@@ -16,6 +16,7 @@ from my_utils.profiling.nsys.hosts import export_host
 from my_utils.profiling.nsys.iterations import find_iterations
 from my_utils.profiling.nsys.mfu import ModelFlops, mfu_rows
 from my_utils.profiling.nsys.model import ExportSummary, Table
+from my_utils.profiling.nsys.plausible import check_copies
 from my_utils.profiling.nsys.queries import run_builtin
 from my_utils.profiling.nsys.schema import NsysExport
 from my_utils.profiling.nsys.setup import setup_tables
@@ -34,6 +35,7 @@ SUMMARY_QUERIES: dict[str, tuple[str, dict[str, object]]] = {
     "nsys_osrt": ("osrt_summary", {}),
     "nsys_nvtx": ("nvtx_summary", {}),
     "nsys_nccl_kernels": ("nccl_kernels", {}),
+    "nsys_launch_short": ("launch_short_kernels", {}),
 }
 
 
@@ -62,6 +64,8 @@ def _summarize(db: NsysExport, iteration_range: str | None, top: int, slowest: i
     kernels = [_ranked(db, "nsys_top_kernels", "kernel_summary", {"kind": k, "limit": top}) for k in KINDS]
     tables["nsys_top_kernels"] = Table("nsys_top_kernels", kernels[0].columns, tuple(r for t in kernels for r in t.rows))
     tables["nsys_cuda_api_slowest"] = _ranked(db, "nsys_cuda_api_slowest", "cuda_api_slowest", {"limit": slowest})
+    used = set(tables["nsys_busy_device"].column("device")) if len(tables["nsys_busy_device"].columns) else set()
+    tables["nsys_copies"] = check_copies(tables["nsys_copies"], db.gpus(), used)
     iterations = find_iterations(db, iteration_range)
     tables.update(setup_tables(db, iterations))
     missing = _not_measured(db, tables, iterations is not None, iteration_range)
