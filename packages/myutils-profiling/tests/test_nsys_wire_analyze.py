@@ -74,7 +74,7 @@ def saxpy_cli(real_fixtures: Any, tmp_path_factory: pytest.TempPathFactory) -> d
 def test_analyze_nsys_alone_writes_findings_tables_and_headline(saxpy_cli: dict[str, Any]) -> None:
     report, path = saxpy_cli["report"], saxpy_cli["path"]
     assert {p.name for p in saxpy_cli["out"].iterdir()} == {"analysis_report.json", "analysis_report.md",
-                                                             "analysis_report.html"}
+                                                             "analysis_report.html", "nsys_timeline.html"}
     for name in ("nsys_busy_device", "nsys_overlap", "nsys_kernel_kinds", "nsys_copies", "nsys_cuda_api",
                  "nsys_iterations", "nsys_idle_causes", "nsys_inputs"):
         assert report.tables.get(name), name

@@ -44,7 +44,8 @@ class RunSummary:
         if its:
             out["nsys_iterations"] = concat("nsys_iterations", its)
         if self.nccl is not None:
-            out["nsys_nccl_ranks"] = _rows("nsys_nccl_ranks", [asdict(r) for r in self.nccl.per_rank])
+            out["nsys_nccl_ranks"] = _rows("nsys_nccl_ranks", [{**asdict(r), "transfer_ns": r.total_ns - r.wait_ns}
+                                                               for r in self.nccl.per_rank])
             out["nsys_nccl_skew"] = _rows("nsys_nccl_skew", [
                 {**{k: v for k, v in asdict(c).items() if k != "waits_ns"},
                  "waits_ms": "; ".join(f"rank {r}: {w / 1e6:.3f}" for r, w in c.waits_ns)} for c in self.nccl.worst_skew])

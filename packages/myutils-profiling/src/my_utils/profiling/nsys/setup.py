@@ -20,7 +20,8 @@ gaps are streamed once and only their overlap with setup is kept):
     GPU span), kernel launches and names, the names that repeat (``process_capture``), the NVTX
     iterations, and ``one_shot`` (1: nothing repeats, no steady state to judge) with the reason;
 ``nsys_setup_idle``
-    per device: its idle time, the part inside setup windows, and the host-wait part of each.
+    per device: its idle time, the part inside setup windows, the host-wait part of each, and
+    the idle outside setup split into host wait and the rest.
 """
 
 from __future__ import annotations
@@ -173,7 +174,9 @@ def setup_tables(db: NsysExport, iterations: Iterations | None) -> dict[str, Tab
         devices[device].add(pid)
     by_device = {d: merge(iv for p in pids for iv in union.get(p, [])) for d, pids in devices.items()}
     idle = _gap_overlap(db, by_device)
-    idle_rows = [(rank, d, v["idle_ns"], v["setup_idle_ns"], v["host_wait_ns"], v["setup_host_wait_ns"])
+    idle_rows = [(rank, d, v["idle_ns"], v["setup_idle_ns"], v["host_wait_ns"], v["setup_host_wait_ns"],
+                  v["host_wait_ns"] - v["setup_host_wait_ns"],
+                  v["idle_ns"] - v["setup_idle_ns"] - (v["host_wait_ns"] - v["setup_host_wait_ns"]))
                  for d, v in sorted(idle.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))]
     return {
         "nsys_setup": Table("nsys_setup", ("rank", "pid", "kind", "names", "count", "union_ns", "first_start",
@@ -183,7 +186,8 @@ def setup_tables(db: NsysExport, iterations: Iterations | None) -> dict[str, Tab
                                                "kernel_names", "repeated_names", "iterations", "one_shot",
                                                "one_shot_reason"), tuple(capture_rows)),
         "nsys_setup_idle": Table("nsys_setup_idle", ("rank", "device", "idle_ns", "setup_idle_ns", "host_wait_ns",
-                                                     "setup_host_wait_ns"), tuple(idle_rows)),
+                                                     "setup_host_wait_ns", "outside_host_wait_ns", "outside_other_ns"),
+                                 tuple(idle_rows)),
     }
 
 

@@ -320,6 +320,7 @@ def build_context(report: AnalysisReport) -> dict[str, Any]:
         "kineto_note": str(summary.get("kineto", "")),
         "nsight": nsight,
         "nsight_note": str(summary.get("nsight", "")),
+        "nsys_timeline": str(report.inputs.get("nsys_timeline") or ""),
         "warnings": [str(w.get("message", w)) if isinstance(w, Mapping) else str(w)
                      for w in summary.get("warnings") or []],
         "ncu": _ncu_rules(report, sorted(pinned.get("ncu_rules", ()))),
