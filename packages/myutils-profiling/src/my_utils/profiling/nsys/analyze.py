@@ -64,6 +64,12 @@ def _summarize(db: NsysExport, iteration_range: str | None, top: int, slowest: i
     kernels = [_ranked(db, "nsys_top_kernels", "kernel_summary", {"kind": k, "limit": top}) for k in KINDS]
     tables["nsys_top_kernels"] = Table("nsys_top_kernels", kernels[0].columns, tuple(r for t in kernels for r in t.rows))
     tables["nsys_cuda_api_slowest"] = _ranked(db, "nsys_cuda_api_slowest", "cuda_api_slowest", {"limit": slowest})
+    per_device = [(d, _ranked(db, "nsys_top_kernel_device", "kernel_summary", {"device": d, "limit": 1}))
+                  for d in (tables["nsys_busy_device"].column("device") if len(tables["nsys_busy_device"].columns)
+                            else [])]
+    tables["nsys_top_kernel_device"] = Table(
+        "nsys_top_kernel_device", ("device", *per_device[0][1].columns) if per_device else (),
+        tuple((d, *r) for d, t in per_device for r in t.rows))
     used = set(tables["nsys_busy_device"].column("device")) if len(tables["nsys_busy_device"].columns) else set()
     tables["nsys_copies"] = check_copies(tables["nsys_copies"], db.gpus(), used)
     iterations = find_iterations(db, iteration_range)

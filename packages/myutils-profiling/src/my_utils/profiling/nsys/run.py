@@ -40,6 +40,9 @@ class RunSummary:
         for s in self.exports:
             names += [n for n in s.tables if n not in names]
         out = {n: concat(n, [s.table(n) for s in self.exports if len(s.table(n).columns)]) for n in names}
+        from my_utils.profiling.nsys.overview import rank_overview
+
+        out["nsys_rank_overview"] = rank_overview(self)
         its = [s.iterations.table for s in self.exports if s.iterations is not None]
         if its:
             out["nsys_iterations"] = concat("nsys_iterations", its)

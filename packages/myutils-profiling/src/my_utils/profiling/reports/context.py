@@ -51,6 +51,10 @@ _KERNEL_TABLES = frozenset({"kineto_top_kernels", "kineto_launch_outliers", "nsy
 NSIGHT_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "nsys_inputs": ("Nsight Systems: exports read", ("file", "rank", "rank_source", "host", "exporter", "gpus",
                                                      "not_measured")),
+    "nsys_rank_overview": ("Nsight Systems: one row per rank (device)",
+                           ("rank", "host", "device", "gpu", "capture_ns", "setup_pct", "span_ns", "busy_pct",
+                            "idle_outside_setup_ns", "top_kernel", "top_kernel_ns", "nccl_ns", "nccl_wait_ns",
+                            "iterations", "iteration_median_ns")),
     "nsys_capture": ("Nsight Systems: capture span and one-off work per process",
                      ("rank", "pid", "capture_ns", "setup_ns", "setup_in_gpu_span_ns", "kernels", "kernel_names",
                       "repeated_names", "iterations", "one_shot", "one_shot_reason")),
