@@ -262,10 +262,9 @@ def _short_kernels(rows: Rows) -> list[Fact]:
     short = sum(int(_num(r.get("short"))) for r in rows)
     return [Fact("launch.short_kernels", "kernels shorter than their launch", 100.0 * short / n, "%", SOURCE,
                  "kernel launches matched to their CUDA call (copies and sets are not kernels)", float(n), "count",
-                 _ranks(rows), _who(rows),
-                 detail=f"{short:,} of {n:,} kernels; {sum(_num(r.get('short_kernel_ns')) for r in rows) / MS:,.1f} ms "
-                        f"of kernel time behind {sum(_num(r.get('short_call_ns')) for r in rows) / MS:,.1f} ms of "
-                        "launch calls",
+                 _ranks(rows), f"{_who(rows)}; their {sum(_num(r.get('short_kernel_ns')) for r in rows) / MS:,.1f} ms "
+                 f"of kernel time behind {sum(_num(r.get('short_call_ns')) for r in rows) / MS:,.1f} ms of launch calls",
+                 detail=f"{short:,} of {n:,} kernels",
                  evidence=tuple(EvidenceRow("nsys_launch_short", {"rank": r.get("rank"), "pid": r.get("pid"),
                                                                   "device": r.get("device")},
                                             {"short": r.get("short"), "launches": r.get("launches")}) for r in rows))]
@@ -314,17 +313,21 @@ def _hosts(rows: Rows) -> list[Fact]:
     hosts = sorted({str(r["host"]) for r in rows if r.get("host")})
     label = "hosts"
     if len(rows) == 1:
-        return [Fact("context.hosts", label, 1, "count", SOURCE, ranks=_ranks(rows), evidence=ev,
-                     detail=f"one export: {hosts[0] if hosts else 'its host not recorded'}")]
+        one = [Fact("context.hosts", label, 1, "count", SOURCE, ranks=_ranks(rows), evidence=ev,
+                    detail=f"one export: {hosts[0] if hosts else 'its host not recorded'}")]
+        return one + ([Fact("context.host", "host", hosts[0], "", "nsys export", ranks=_ranks(rows), evidence=ev,
+                            detail=str(rows[0].get("host_source") or ""))] if hosts else [])
     if len(hosts) < len({r.get("file") for r in rows}) and any(not r.get("host") for r in rows):
         return [Fact("context.hosts", label, NotMeasured("an export does not name its host (no Hostname in "
                                                          "TARGET_INFO_SYSTEM_ENV, no <host>_<pid> file name)"),
                      "count", SOURCE, ranks=_ranks(rows), evidence=ev)]
     per = {h: sorted(int(r["rank"]) for r in rows if r.get("host") == h and isinstance(r.get("rank"), int))
            for h in hosts}
-    return [Fact("context.hosts", label, len(hosts), "count", SOURCE, ranks=_ranks(rows), evidence=ev,
-                 detail="; ".join(f"{h}: rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))}" if rs else h
-                                  for h, rs in per.items()))]
+    where = "; ".join(f"{h}: rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))}" if rs else h
+                      for h, rs in per.items())
+    return [Fact("context.hosts", label, len(hosts), "count", SOURCE, ranks=_ranks(rows), evidence=ev, detail=where),
+            Fact("context.host", "host", " / ".join(hosts), "", "nsys exports", ranks=_ranks(rows), evidence=ev,
+                 detail=where)]
 
 
 def _context(rows: Rows) -> list[Fact]:

@@ -270,7 +270,7 @@ def nccl_facts(a: NcclAnalysis) -> list[NsysFact]:
         worst = max(rows, key=lambda s: (s.last_arrivals, s.wait_ns == 0, -s.rank))
         n = sum(s.last_arrivals for s in rows)
         out.append(NsysFact(
-            f"nsys.nccl_last_rank:{coll}", f"Rank arriving last at {coll}", worst.rank, "rank",
+            f"nsys.nccl_last_rank:{coll}", f"Rank arriving last at {coll}", worst.rank, "",
             denominator=f"{coll} collectives matched on every rank", denominator_value=float(n),
             denominator_unit="count", ranks=ranks, aggregate="across ranks, on the UTC epoch", steps=None,
             detail=f"last at {worst.last_arrivals} of {n}" + (f"; {a.clock_note}" if a.clock_note else ""),
