@@ -22,6 +22,7 @@ from my_utils.profiling.nsys.analyze import summarize
 from my_utils.profiling.nsys.mfu import ModelFlops
 from my_utils.profiling.nsys.model import ExportSummary, Table, concat
 from my_utils.profiling.nsys.nccl import NcclAnalysis, analyze_collectives
+from my_utils.profiling.nsys.overview import rank_overview
 from my_utils.profiling.nsys.ranks import RankInput, expand_inputs
 from my_utils.profiling.nsys.schema import NsysExport
 
@@ -40,8 +41,6 @@ class RunSummary:
         for s in self.exports:
             names += [n for n in s.tables if n not in names]
         out = {n: concat(n, [s.table(n) for s in self.exports if len(s.table(n).columns)]) for n in names}
-        from my_utils.profiling.nsys.overview import rank_overview
-
         out["nsys_rank_overview"] = rank_overview(self)
         its = [s.iterations.table for s in self.exports if s.iterations is not None]
         if its:
