@@ -43,20 +43,24 @@ def _num(text: str) -> float:
 def test_real_exports_per_kernel(real_fixtures: Any, name: str) -> None:
     path = real_fixtures / name
     rows = _csv_rows(path)
-    per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    launches: dict[str, set[str]] = defaultdict(set)
+    per: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     for r in rows:
-        per[r["Kernel Name"].strip()][r["Metric Name"]].append(_num(r["Metric Value"]))
-        launches[r["Kernel Name"].strip()].add(r["ID"])
+        per[r["Kernel Name"].strip()][r["ID"]][r["Metric Name"]] = _num(r["Metric Value"])
     a = analyze_files([path])
     assert {k.kernel for k in a.kernels} == set(per)
+
+    def weighted(launches: dict[str, dict[str, float]], metric: str) -> float:
+        # percentages pool launches weighted by their duration: a long launch counts for what it costs
+        pairs = [(m[metric], m["gpu__time_duration.sum"]) for m in launches.values()]
+        return sum(v * d for v, d in pairs) / sum(d for _, d in pairs)
+
     for k in a.kernels:
         m = per[k.kernel]
-        assert k.launches == len(launches[k.kernel])
-        assert k.sol_compute_pct == pytest.approx(statistics.fmean(m[SOL_C]))
-        assert k.sol_memory_pct == pytest.approx(statistics.fmean(m[SOL_M]))
-        assert k.achieved_occupancy_pct == pytest.approx(statistics.fmean(m[OCC]))
-        assert k.duration_ms == pytest.approx(statistics.fmean(m["gpu__time_duration.sum"]) / 1e6)
+        assert k.launches == len(m)
+        assert k.sol_compute_pct == pytest.approx(weighted(m, SOL_C))
+        assert k.sol_memory_pct == pytest.approx(weighted(m, SOL_M))
+        assert k.achieved_occupancy_pct == pytest.approx(weighted(m, OCC))
+        assert k.duration_ms == pytest.approx(statistics.fmean(x["gpu__time_duration.sum"] for x in m.values()) / 1e6)
         c, mem = k.sol_compute_pct, k.sol_memory_pct
         want = "latency" if max(c, mem) < LATENCY_SOL_PCT else "compute" if c >= mem else "memory"
         assert k.bound == want
@@ -104,16 +108,17 @@ def test_the_2025_layout_with_rules(tmp_path: Path) -> None:
     a = analyze_files([path])
     gemm, ln = a.kernels
     assert (gemm.kernel, gemm.launches, ln.kernel) == ("gemm_bf16_kernel", 2, "layernorm_kernel")
-    assert gemm.duration_ms == pytest.approx(1.25) and gemm.sol_compute_pct == pytest.approx(72.0)
+    # duration-weighted: (71.2 * 1250.5 + 72.8 * 1249.5) / 2500
+    assert gemm.duration_ms == pytest.approx(1.25) and gemm.sol_compute_pct == pytest.approx(71.99968)
     assert gemm.bound == "compute" and gemm.limiting_unit == "sm"
-    assert (gemm.achieved_occupancy_pct, gemm.theoretical_occupancy_pct) == (pytest.approx(47.0), 50.0)
+    assert (gemm.achieved_occupancy_pct, gemm.theoretical_occupancy_pct) == (pytest.approx(46.99972), 50.0)
     assert ln.bound == "memory" and ln.limiting_unit == "dram"
     assert len(a.rules) == 6 and {r.rule for r in a.rules} == {"SOLBottleneck", "AchievedOccupancy"}
     sol = [r for r in a.rules if r.rule == "SOLBottleneck" and r.kernel == "layernorm_kernel"]
     assert sol[0].speedup_pct == 31.5 and sol[0].speedup_type == "global" and sol[0].rule_type == "OPT"
     facts = {f.id: f for f in a.facts()}
     occ = facts["ncu.occupancy:gemm_bf16_kernel"]
-    assert occ.value == pytest.approx(47.0) and occ.denominator_value == 50.0
+    assert occ.value == pytest.approx(46.99972) and occ.denominator_value == 50.0
     assert facts["ncu.rule:AchievedOccupancy:layernorm_kernel:2"].value == 12.25
 
 

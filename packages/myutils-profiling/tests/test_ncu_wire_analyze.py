@@ -37,16 +37,20 @@ def run(args: list[str], out: Path) -> AnalysisReport:
 
 
 def raw_kernels(path: Path) -> dict[str, dict[str, Any]]:
-    """Per kernel: launches, mean SOL compute/memory and mean duration (ms), read with the csv module."""
+    """Per kernel: launches, SOL compute/memory (means weighted by launch duration) and mean duration (ms), read with
+    the csv module."""
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith('"ID","Process ID"'))
-    per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    ids: dict[str, set[str]] = defaultdict(set)
+    per: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     for r in csv.DictReader(lines[start:]):
-        per[r["Kernel Name"].strip()][r["Metric Name"]].append(float(r["Metric Value"].replace(",", "")))
-        ids[r["Kernel Name"].strip()].add(r["ID"])
-    return {k: {"launches": len(ids[k]), "compute": statistics.fmean(m[SOL_C]), "memory": statistics.fmean(m[SOL_M]),
-                "ms": statistics.fmean(m["gpu__time_duration.sum"]) / 1e6} for k, m in per.items()}
+        per[r["Kernel Name"].strip()][r["ID"]][r["Metric Name"]] = float(r["Metric Value"].replace(",", ""))
+
+    def weighted(m: dict[str, dict[str, float]], metric: str) -> float:
+        dur = [x["gpu__time_duration.sum"] for x in m.values()]
+        return sum(x[metric] * d for x, d in zip(m.values(), dur, strict=True)) / sum(dur)
+
+    return {k: {"launches": len(m), "compute": weighted(m, SOL_C), "memory": weighted(m, SOL_M),
+                "ms": statistics.fmean(x["gpu__time_duration.sum"] for x in m.values()) / 1e6} for k, m in per.items()}
 
 
 def test_ncu_alone_gives_kernel_findings_and_says_what_it_cannot_measure(real_fixtures: Any, tmp_path: Path) -> None:

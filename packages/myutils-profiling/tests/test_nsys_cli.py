@@ -16,6 +16,8 @@ from typer.testing import CliRunner
 
 from my_utils.profiling.cli import app
 from my_utils.profiling.cli.nsys import parse_bytes
+from my_utils.profiling.nsys.queries import load_catalog, run_query
+from my_utils.profiling.nsys.schema import NsysExport
 
 SAXPY = "nsys/pipit__saxpy-mpi-cuda_perlmutter0.sqlite"
 
@@ -49,9 +51,47 @@ def test_summary_across_the_ring(real_fixtures: Any, tmp_path: Path) -> None:
         shutil.copyfile(real_fixtures / name, tmp_path / f"rank{i}.sqlite")
     res = CliRunner().invoke(app, ["nsys", "summary", str(tmp_path), "--nccl-bytes", "2MiB", "--top", "3"])
     assert res.exit_code == 0, res.output
-    assert "== NCCL across 6 rank(s): 1 collective(s) matched" in res.output
-    assert "Rank arriving last at AllReduce:" in res.output and "Bus bandwidth of AllReduce" in res.output
-    assert res.output.count("(rank ") == 6
+    lines = res.output.splitlines()
+    assert len(lines) <= 40  # one screen: it printed 587 lines before, one block of tables per export
+    assert "== 6 export(s), 6 rank(s) (from the file names)" in lines[0] and "on 2 host(s)" in lines[0]
+    head = next(i for i, line in enumerate(lines) if line.startswith("rank "))
+    rows = [line.split() for line in lines[head + 2:head + 8]]
+    assert [r[0] for r in rows] == [str(i) for i in range(6)]  # one row per rank, in rank order
+    for i, name in enumerate(names):  # the GPU span of each rank, from the raw export
+        conn = sqlite3.connect((real_fixtures / name).resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+        (span,), = conn.execute("SELECT MAX(e) - MIN(s) FROM (SELECT start s, end e FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                                "UNION ALL SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL "
+                                "SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMSET)").fetchall()
+        conn.close()
+        assert f"{span / 1e6:.3f}" in rows[i]
+    assert "NCCL across 6 rank(s): 1 collective(s) matched" in res.output
+    assert "arrives late at collectives" in res.output and "Bus bandwidth of AllReduce" in res.output
+    assert "setup: 9" in res.output and "ncclCommInitRank" in res.output
+    assert res.output.count("osrt (6 of 6 export(s))") == 1  # said once, not six times
+    assert res.output.count("(rank ") == 0 and "--detail" in res.output
+    detail = CliRunner().invoke(app, ["nsys", "summary", str(tmp_path), "--top", "3", "--detail"])
+    assert detail.exit_code == 0 and detail.output.count("(rank ") == 6  # each export's own block
+
+
+def test_summary_folds_pytorch_per_call_nvtx_suffixes(real_fixtures: Any) -> None:
+    path = real_fixtures / "nsys/nsysai__mfu_2gpu_before.sqlite"
+    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+    # every call of aten::to, whatever per-call suffix PyTorch gave it (ranges of the default domain)
+    ((n, suffixed),) = conn.execute(
+        "SELECT COUNT(*), SUM(v != 'aten::to') FROM (SELECT COALESCE(s.value, e.text) AS v FROM NVTX_EVENTS e "
+        "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType IN (59, 60, 70, 71) AND e.end >= e.start "
+        "AND COALESCE(e.domainId, 0) = 0) WHERE v = 'aten::to' OR v GLOB 'aten::to, seq = *' "
+        "OR v GLOB 'aten::to, op_id = *' OR v GLOB 'aten::to, sizes = *' OR v GLOB 'aten::to, input_op_ids = *'"
+    ).fetchall()
+    conn.close()
+    assert suffixed > 100
+    with NsysExport(path) as db:
+        rows = run_query(db, load_catalog(plugins=False).get("nvtx_summary"), {"limit": "1000"}).records()
+        raw_rows = run_query(db, load_catalog(plugins=False).get("nvtx_summary"),
+                             {"limit": "1000000", "fold": "0"}).records()
+    (to,) = [r for r in rows if r["name"] == "aten::to" and r["domain"] == ""]
+    assert to["count"] == n and not any("op_id = " in r["name"] for r in rows)
+    assert sum(r["count"] for r in raw_rows if r["name"].startswith("aten::to, ")) == suffixed
 
 
 @pytest.mark.parametrize(("text", "n"), [("2097152", 2097152), ("2MiB", 2 * 2**20), ("1.5GB", 1_500_000_000),

@@ -25,8 +25,9 @@ from my_utils.profiling.nsys.queries import (
 from my_utils.profiling.nsys.schema import NsysExport
 
 BUILTINS = ["comm_compute_overlap", "cuda_api_slowest", "cuda_api_summary", "export_info", "gpu_busy_device",
-            "gpu_busy_kind", "gpu_busy_stream", "gpu_devices", "gpu_idle_causes", "iterations", "kernel_kinds",
-            "kernel_summary", "memcpy_summary", "nccl_collectives", "nccl_kernels", "nvtx_summary", "osrt_summary"]
+            "gpu_busy_kind", "gpu_busy_stream", "gpu_devices", "gpu_idle_causes", "gpu_idle_gaps", "iterations",
+            "kernel_kinds", "kernel_summary", "launch_short_kernels", "memcpy_summary", "nccl_collectives",
+            "nccl_kernels", "nvtx_summary", "osrt_summary", "process_capture", "setup_activity"]
 REQUIRED = {"iterations": {"range": "*"}}
 
 

@@ -34,7 +34,7 @@ def test_the_readme_commands_run(real_fixtures: Any, tmp_path: Path, monkeypatch
     shutil.copyfile(real_fixtures / "ncu/ai4mat__gcn_torch_ncu_metrics_show.csv.txt", tmp_path / "kernels_new.csv")
     monkeypatch.chdir(tmp_path)
     commands = _commands()
-    assert len(commands) == 11
+    assert len(commands) == 12
     for command in commands:
         args = shlex.split(command)[1:]
         res = CliRunner().invoke(app, args)

@@ -235,6 +235,9 @@ class Impact:
     steps 0.91); ``upper_bound`` marks an estimate that assumes all of a region's time could go
     (a bottleneck names where time is, not how much a fix saves), counted at
     :data:`UPPER_BOUND_WEIGHT`; findings are ranked by ``rank_value`` = share (or ms) × weight.
+    ``denominator`` names what ``share_of_step`` is a share of when no step time was measured
+    (an nsys capture without NVTX iterations: "the capture's GPU span (1,413.3 ms)"); empty: the
+    median step.
     """
 
     ms_per_step: float | None = None
@@ -244,6 +247,7 @@ class Impact:
     weight: float = 1.0
     step_source: str = ""
     upper_bound: bool = False
+    denominator: str = ""
 
     @property
     def rank_value(self) -> float:
@@ -257,9 +261,12 @@ class Impact:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of this estimate."""
-        return {"ms_per_step": self.ms_per_step, "share_of_step": self.share_of_step, "basis": self.basis,
-                "steps": self.steps, "weight": round(self.weight, 4), "step_source": self.step_source,
-                "upper_bound": self.upper_bound}
+        out = {"ms_per_step": self.ms_per_step, "share_of_step": self.share_of_step, "basis": self.basis,
+               "steps": self.steps, "weight": round(self.weight, 4), "step_source": self.step_source,
+               "upper_bound": self.upper_bound}
+        if self.denominator:
+            out["denominator"] = self.denominator
+        return out
 
     @classmethod
     def from_dict(cls, data: Any) -> Impact:
@@ -274,7 +281,8 @@ class Impact:
         weight = num("weight")
         return cls(num("ms_per_step"), num("share_of_step"), str(data.get("basis", "")),
                    steps if isinstance(steps, int) else None, 1.0 if weight is None else weight,
-                   str(data.get("step_source", "")), data.get("upper_bound") is True)
+                   str(data.get("step_source", "")), data.get("upper_bound") is True,
+                   str(data.get("denominator") or ""))
 
 
 #: How much an upper-bound impact counts in the ranking against a direct estimate.

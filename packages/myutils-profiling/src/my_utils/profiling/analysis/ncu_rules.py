@@ -32,6 +32,15 @@ def ncu_findings(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mappin
     return _ncu_kernels(facts, tables) + _ncu_rules(facts, tables)
 
 
+def _impact(saving_ms: float | None, total: float | None, basis: str) -> dict[str, Any]:
+    """An impact on the profiled kernels' total time, said as such (Nsight Compute has no step)."""
+    out = impact(saving_ms, total, basis, None, "ncu", True)
+    if total:
+        out["denominator"] = (f"the profiled kernels' total time ({total:,.3f} ms; Nsight Compute replays kernels one "
+                              "at a time: there is no step)")
+    return out
+
+
 def _ncu_times(tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> tuple[dict[str, float], float]:
     """Per kernel its profiled time (mean duration × launches, ms), and the total over kernels."""
     times = {str(r.get("kernel")): float(r.get("duration_ms") or 0.0) * int(r.get("launches") or 0)
@@ -62,8 +71,8 @@ def _ncu_kernels(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mappin
                                  "GFLOP/s)",
                         "detail": f"{roof.denominator}; {r.get('launches')} launch(es), {t:,.3f} ms profiled",
                         "suggestion": text, "facts": [roof.id] + ([bound.id] if bound is not None else []),
-                        "impact": impact(t * (1 - roof.number / 100.0), total, "the kernel's time beyond what the "
-                                         "roofline allows, of the profiled kernels' total time", None, "ncu", True),
+                        "impact": _impact(t * (1 - roof.number / 100.0), total, "the kernel's time beyond what the "
+                                          "roofline allows, of the profiled kernels' total time"),
                         "advice": [advice_entry(text, "ncu:roofline", roof, bound)]})
         elif bound is not None and bound.value == "latency":
             compute, memory = float(r.get("sol_compute_pct") or 0), float(r.get("sol_memory_pct") or 0)
@@ -78,9 +87,9 @@ def _ncu_kernels(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mappin
                         "detail": f"{bound.detail}; {r.get('launches')} launch(es), {t:,.3f} ms profiled",
                         "suggestion": text,
                         "facts": [bound.id] + ([occ_f.id] if occ_f is not None and occ_f.measured else []),
-                        "impact": impact(t * (1 - max(compute, memory) / 100.0), total,
-                                         "the kernel's time beyond its busiest unit's use, of the profiled kernels' "
-                                         "total time", None, "ncu", True),
+                        "impact": _impact(t * (1 - max(compute, memory) / 100.0), total,
+                                          "the kernel's time beyond its busiest unit's use, of the profiled kernels' "
+                                          "total time"),
                         "advice": [advice_entry(text, "ncu:latency_bound", bound, occ_f)]})
     return out
 
@@ -112,9 +121,9 @@ def _ncu_rules(facts: Mapping[str, Fact], tables: Mapping[str, Sequence[Mapping[
                          "speedup_pct": speed, "launches": [f.evidence[0].key.get("launch_id") for f in fs]},
             "suggestion": text,
             "facts": [f.id for f in fs],
-            "impact": impact(t * speed / 100.0 if t else None, total or None,
-                             f"ncu's estimated speedup ({row.get('speedup_type') or 'estimated'}) of the kernel's "
-                             "time, of the profiled kernels' total time", None, "ncu", True),
+            "impact": _impact(t * speed / 100.0 if t else None, total or None,
+                              f"ncu's estimated speedup ({row.get('speedup_type') or 'estimated'}) of the kernel's "
+                              "time, of the profiled kernels' total time"),
             "advice": [advice_entry(text, f"ncu:rule:{rule}", *fs[:5])],
         })
     return out

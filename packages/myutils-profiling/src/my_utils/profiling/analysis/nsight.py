@@ -114,7 +114,8 @@ def nsys_tables(run: Any) -> dict[str, list[dict[str, Any]]]:
     """Every table of an ``nsys.run.RunSummary`` as JSON rows, and ``nsys_inputs`` (one row per export)."""
     out = {name: _records(t.records()) for name, t in run.tables().items() if len(t.columns)}
     out["nsys_inputs"] = [{
-        "file": Path(s.path).name, "rank": s.rank, "rank_source": i.rank_source, "exporter": s.meta.era,
+        "file": Path(s.path).name, "rank": s.rank, "rank_source": i.rank_source, "host": s.host,
+        "host_source": s.host_source, "exporter": s.meta.era,
         "schema": s.meta.family, "gpus": ", ".join(sorted({g.name for g in s.gpus})) or None,
         "not_measured": "; ".join(f"{k}: {v}" for k, v in s.not_measured.items()) or None,
     } for i, s in zip(run.inputs, run.exports, strict=True)]

@@ -37,6 +37,7 @@ from dataclasses import replace
 from typing import Any
 
 from my_utils.profiling.analysis.model import EvidenceRow, Fact, NotMeasured
+from my_utils.profiling.analysis.nsight_setup import setup_facts
 from my_utils.profiling.analysis.rules._stats import quantile
 
 Rows = Sequence[Mapping[str, Any]]
@@ -85,7 +86,12 @@ def run_facts(tables: Mapping[str, Rows]) -> list[Fact]:
             ("step_time.median", "step time (median)"), ("step_time.p90", "step time (p90)"),
             ("step_time.worst", "worst step"))]
     out += _context(tables.get("nsys_inputs") or [])
+    out += _hosts(tables.get("nsys_inputs") or [])
+    out += _rank_context(tables)
+    out += _top_kernel(tables.get("nsys_top_kernels") or [], tables.get("nsys_kernel_kinds") or [])
+    out += _short_kernels(tables.get("nsys_launch_short") or [])
     out += _mfu(tables.get("nsys_mfu") or [])
+    out += setup_facts(tables)
     return out
 
 
@@ -220,6 +226,108 @@ def _steps(rows: Rows) -> list[Fact]:
                 evidence=(EvidenceRow("nsys_iterations", {"rank": w_rank, "pid": w_pid, "iteration": worst_it},
                                       {"cpu_ns": worst * MS}),)),
     ]
+
+
+def _top_kernel(top: Rows, kinds: Rows) -> list[Fact]:
+    """``kernels.top``: the kernel (by nsys's short name, every export and device added) with the most kernel time."""
+    total = sum(_num(r.get("total_ns")) for r in kinds)
+    if total <= 0 or not top:
+        return []
+    per: dict[str, dict[str, float]] = {}
+    names: dict[str, set[str]] = {}
+    for r in top:
+        key = str(r.get("short_name") or r.get("name"))
+        acc = per.setdefault(key, {"total_ns": 0.0, "count": 0.0})
+        acc["total_ns"] += _num(r.get("total_ns"))
+        acc["count"] += _num(r.get("count"))
+        names.setdefault(key, set()).add(str(r.get("name")))
+    name, acc = max(per.items(), key=lambda kv: (kv[1]["total_ns"], kv[0]))
+    rows = [r for r in top if str(r.get("short_name") or r.get("name")) == name]
+    kind = str(rows[0].get("kind"))
+    full = sorted(names[name])
+    return [Fact("kernels.top", f"kernel time in {name}", 100.0 * acc["total_ns"] / total, "%", SOURCE,
+                 "all kernel time (summed kernel durations, every device)", total / MS, "ms", _ranks(rows),
+                 "sum over exports and devices",
+                 evidence=tuple(EvidenceRow("nsys_top_kernels", {"rank": r.get("rank"), "name": r.get("name")},
+                                            {"total_ns": r.get("total_ns"), "count": r.get("count")}) for r in rows),
+                 detail=(f"{name}: {acc['total_ns'] / MS:,.1f} ms in {int(acc['count']):,} launch(es), a {kind} kernel"
+                         + (f" ({len(full)} instantiations)" if len(full) > 1 else "")))]
+
+
+def _short_kernels(rows: Rows) -> list[Fact]:
+    """``launch.short_kernels``: kernels (never copies or sets) that ran shorter than their launching call."""
+    n = sum(int(_num(r.get("launches"))) for r in rows)
+    if not n:
+        return []
+    short = sum(int(_num(r.get("short"))) for r in rows)
+    return [Fact("launch.short_kernels", "kernels shorter than their launch", 100.0 * short / n, "%", SOURCE,
+                 "kernel launches matched to their CUDA call (copies and sets are not kernels)", float(n), "count",
+                 _ranks(rows), f"{_who(rows)}; their {sum(_num(r.get('short_kernel_ns')) for r in rows) / MS:,.1f} ms "
+                 f"of kernel time behind {sum(_num(r.get('short_call_ns')) for r in rows) / MS:,.1f} ms of launch calls",
+                 detail=f"{short:,} of {n:,} kernels",
+                 evidence=tuple(EvidenceRow("nsys_launch_short", {"rank": r.get("rank"), "pid": r.get("pid"),
+                                                                  "device": r.get("device")},
+                                            {"short": r.get("short"), "launches": r.get("launches")}) for r in rows))]
+
+
+def _rank_context(tables: Mapping[str, Rows]) -> list[Fact]:
+    """``context.ranks``: the exports' ranks and where each number came from, or the processes of one export that
+    drive several devices (numbered by device, as the NCCL analysis numbers them); none for one unnamed process."""
+    from my_utils.profiling.analysis.facts import rank_list
+
+    inputs = list(tables.get("nsys_inputs") or [])
+    ev = tuple(EvidenceRow("nsys_inputs", {"file": r.get("file")}, {"rank": r.get("rank"),
+                                                                     "rank_source": r.get("rank_source")})
+               for r in inputs)
+    ranks = [int(r["rank"]) for r in inputs if isinstance(r.get("rank"), int)]
+    if len(inputs) > 1 and ranks:
+        sources = sorted({str(r.get("rank_source")) for r in inputs})
+        how = "; ".join(RANK_SOURCES.get(x, x) for x in sources)
+        return [Fact("context.ranks", "ranks analysed", rank_list(ranks), "", SOURCE, ranks=tuple(sorted(ranks)),
+                     evidence=ev, detail=f"one export per rank; ranks numbered by {how}")]
+    nccl = sorted({int(r["rank"]) for r in tables.get("nsys_nccl_ranks") or [] if isinstance(r.get("rank"), int)})
+    procs = [r for r in tables.get("nsys_capture") or [] if r.get("gpu_start") is not None]
+    if len(inputs) == 1 and len(nccl) > 1:
+        return [Fact("context.ranks", "ranks analysed", rank_list(nccl), "", SOURCE, ranks=tuple(nccl), evidence=ev,
+                     detail=f"one export holding {len(procs)} process(es) with GPU work; the {len(nccl)} NCCL "
+                            "participants (process, device) numbered by device")]
+    if len(inputs) == 1 and ranks:
+        return [Fact("context.ranks", "ranks analysed", rank_list(ranks), "", SOURCE, ranks=tuple(ranks), evidence=ev,
+                     detail=f"rank from the {RANK_SOURCES.get(str(inputs[0].get('rank_source')), 'input')}")]
+    return []
+
+
+#: Where an export's rank came from, in words (``nsys.ranks.RankInput.rank_source``).
+RANK_SOURCES = {"file order": "file order (no rank in the file names: the sorted position)",
+                "file name": "the file names (rank3, rank_3, worker3)", "given": "the caller",
+                "none": "nothing (no rank recorded)"}
+
+
+def _hosts(rows: Rows) -> list[Fact]:
+    """``context.hosts``: distinct hosts of the exports (one export is one host: nsys captures one machine)."""
+    if not rows:
+        return []
+    ev = tuple(EvidenceRow("nsys_inputs", {"file": r.get("file")}, {"host": r.get("host"),
+                                                                     "host_source": r.get("host_source")})
+               for r in rows)
+    hosts = sorted({str(r["host"]) for r in rows if r.get("host")})
+    label = "hosts"
+    if len(rows) == 1:
+        one = [Fact("context.hosts", label, 1, "count", SOURCE, ranks=_ranks(rows), evidence=ev,
+                    detail=f"one export: {hosts[0] if hosts else 'its host not recorded'}")]
+        return one + ([Fact("context.host", "host", hosts[0], "", "nsys export", ranks=_ranks(rows), evidence=ev,
+                            detail=str(rows[0].get("host_source") or ""))] if hosts else [])
+    if len(hosts) < len({r.get("file") for r in rows}) and any(not r.get("host") for r in rows):
+        return [Fact("context.hosts", label, NotMeasured("an export does not name its host (no Hostname in "
+                                                         "TARGET_INFO_SYSTEM_ENV, no <host>_<pid> file name)"),
+                     "count", SOURCE, ranks=_ranks(rows), evidence=ev)]
+    per = {h: sorted(int(r["rank"]) for r in rows if r.get("host") == h and isinstance(r.get("rank"), int))
+           for h in hosts}
+    where = "; ".join(f"{h}: rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))}" if rs else h
+                      for h, rs in per.items())
+    return [Fact("context.hosts", label, len(hosts), "count", SOURCE, ranks=_ranks(rows), evidence=ev, detail=where),
+            Fact("context.host", "host", " / ".join(hosts), "", "nsys exports", ranks=_ranks(rows), evidence=ev,
+                 detail=where)]
 
 
 def _context(rows: Rows) -> list[Fact]:

@@ -229,6 +229,13 @@ def stage_reports(outputs: StagedOutputs, events: Path | Sequence[MetricEvent] |
         report.inputs["trace_files"] = [str(t) for t in traces]
     if nsight:
         report.inputs["nsight_paths"] = [str(p) for p in (*nsight["nsys"], *nsight["ncu"])]
+    if nsight and nsight["nsys"] and "html" in targets:
+        # an nsys report links its exports' timeline page, written beside it
+        from my_utils.profiling.cli.analyze_nsight import TIMELINE_PAGE, write_timeline_page
+
+        outputs.check([output_dir / TIMELINE_PAGE])
+        outputs.write_with(output_dir / TIMELINE_PAGE, functools.partial(write_timeline_page, nsight["nsys"]))
+        report.inputs["nsys_timeline"] = TIMELINE_PAGE
     for fmt, target in targets.items():
         try:
             outputs.write_with(target, functools.partial(_write_one, report, fmt, output_dir))

@@ -81,3 +81,21 @@ def read_nsight(nsys: Sequence[str | Path], ncu: Sequence[Path], *, with_events:
     out.inputs = NsightInputs(nsys_run=run, ncu_launches=tuple(launches) if launches is not None else None,
                               iteration_range=iteration_range, gpu=gpu, model=model)
     return out
+
+
+#: The standalone timeline page ``analyze --nsys`` writes beside an HTML report, and the events it may hold.
+TIMELINE_PAGE = "nsys_timeline.html"
+TIMELINE_EVENTS = 500_000
+
+
+def write_timeline_page(specs: Sequence[str | Path], path: Path) -> Path:
+    """The exports' standalone timeline page (``nsys timeline --html``, at most :data:`TIMELINE_EVENTS` events,
+    short slices in density bins) at ``path``: the page an nsys report links to."""
+    from my_utils.profiling.nsys.timeline import read_timeline
+    from my_utils.profiling.nsys.timeline_html import TimelinePage
+
+    page = TimelinePage(bins="auto")
+    read_timeline(list(specs), [page], max_events=TIMELINE_EVENTS)
+    page.write(path)
+    return path
+

@@ -77,8 +77,13 @@ def summary(
                                    "(e.g. 'NVIDIA H100 80GB HBM3')."),
     json_out: Path | None = typer.Option(None, "--json", help="Write every table, iteration and fact as JSON."),
     csv_dir: Path | None = typer.Option(None, "--csv-dir", help="Write each table as <name>.csv in this folder."),
+    detail: bool = typer.Option(False, "--detail", help="With several ranks, also print every export's own tables "
+                                "(the default is one row per rank and what holds across them)."),
 ) -> None:
-    """Where the GPU time went, per export and across ranks: busy/idle, overlap, kernels, copies, API, NCCL, MFU."""
+    """Where the GPU time went, per rank and across ranks: busy/idle, setup, overlap, kernels, copies, API, NCCL, MFU.
+
+    With several ranks the output leads with one row per rank (``--detail`` adds each export's tables);
+    with one, it prints that export's tables."""
     from my_utils.core.safe_io import refuse_overwriting_inputs, strict_json
     from my_utils.profiling.nsys.mfu import ModelFlops
     from my_utils.profiling.nsys.ranks import expand_inputs
@@ -95,11 +100,23 @@ def summary(
     if csv_dir is not None:
         for name, t in tables.items():
             _write(csv_dir / f"{name}.csv", csv_text(t.columns, t.rows))
-    typer.echo(render_run(run, top))
+    typer.echo(render_run(run, top, detail=detail))
 
 
-def render_run(run: RunSummary, top: int = 10) -> str:
-    """The text a terminal shows for a run (every figure computed by the analysis)."""
+def render_run(run: RunSummary, top: int = 10, *, detail: bool = False) -> str:
+    """The text a terminal shows for a run (every figure computed by the analysis): with several ranks, one row per
+    rank and the cross-rank facts first, each export's tables only with ``detail``."""
+    from my_utils.profiling.cli.nsys_overview import render_overview
+
+    if len(run.exports) > 1 or (run.nccl is not None and len(run.nccl.participants) > 1):
+        head = render_overview(run)
+        if not detail:
+            return head + "\n\neach export's own tables: --detail; every table and fact: --json / --csv-dir"
+        return head + "\n\n" + _render_details(run, top)
+    return _render_details(run, top)
+
+
+def _render_details(run: RunSummary, top: int) -> str:
     from my_utils.profiling.nsys.render import text_table
 
     parts: list[str] = []
@@ -116,7 +133,8 @@ def render_run(run: RunSummary, top: int = 10) -> str:
         for f in a.facts():
             parts.append(f"  {f.label}: " + (f"not measured ({f.not_measured})" if not f.measured
                                                else f"{_fmt(f.value)} {f.unit}".rstrip()))
-        parts.append(f"  note: {a.clock_note}")
+        if a.clock_note:
+            parts.append(f"  note: {a.clock_note}")
     return "\n\n".join(parts)
 
 
@@ -129,6 +147,7 @@ def _render_export(s: ExportSummary, top: int) -> str:
 
     gpus = ", ".join(sorted({g.name for g in s.gpus})) or "not recorded"
     head = (f"== {s.label}" + (f" (rank {s.rank})" if s.rank is not None else "")
+            + (f" on {s.host}" if s.host else "")
             + f": nsys {s.meta.era}, {s.meta.family}; GPUs: {gpus}")
     out = [head]
     order = ["nsys_busy_device", "nsys_busy_stream", "nsys_busy_kind", "nsys_idle_causes", "nsys_overlap",

@@ -1,6 +1,8 @@
 """Per-kernel Nsight Compute analysis: speed of light, occupancy, the limiting unit, roofline, ncu's own rules.
 
-Per kernel name (launches pooled, means over launches):
+Per kernel name (launches pooled; percentages are means over launches weighted by each launch's
+duration, so a long launch counts for what it costs — an unweighted mean when a launch has no
+duration; ``duration_ms`` is the plain mean launch duration):
 
 - **SOL**: compute (SM) and memory throughput as % of peak; the kernel is *compute*- or
   *memory*-bound by the larger, and *latency*-bound when neither reaches
@@ -68,6 +70,17 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return statistics.fmean(vals) if vals else None
 
 
+def _weighted(values: Sequence[float | None], weights: Sequence[float | None]) -> float | None:
+    """The mean of ``values`` weighted by ``weights`` (launch durations); unweighted when a weight is missing."""
+    pairs = [(v, w) for v, w in zip(values, weights, strict=True) if v is not None]
+    if not pairs:
+        return None
+    if any(w is None or w <= 0 for _, w in pairs):
+        return statistics.fmean(v for v, _ in pairs)
+    total = sum(w for _, w in pairs if w is not None)
+    return sum(v * w for v, w in pairs if w is not None) / total
+
+
 def _bound(compute: float | None, memory: float | None) -> str | None:
     if compute is None and memory is None:
         return None
@@ -79,13 +92,18 @@ def _bound(compute: float | None, memory: float | None) -> str | None:
 
 def summarize_kernel(kernel: str, launches: Sequence[NcuLaunch], gpu: str | None = None) -> KernelSummary:
     """The summary of one kernel's launches (see the module doc)."""
-    compute = _mean([x.get("sol_compute") for x in launches])
-    memory = _mean([x.get("sol_memory") for x in launches])
-    units: dict[str, list[float]] = defaultdict(list)
+    weights = [x.get("duration") for x in launches]
+    compute = _weighted([x.get("sol_compute") for x in launches], weights)
+    memory = _weighted([x.get("sol_memory") for x in launches], weights)
+    units: dict[str, list[tuple[float, float | None]]] = defaultdict(list)
     for x in launches:
         for unit, pct in x.breakdown().items():
-            units[unit].append(pct)
-    limiting = max(units, key=lambda u: statistics.fmean(units[u])) if units else (
+            units[unit].append((pct, x.get("duration")))
+
+    def unit_mean(u: str) -> float:
+        return _weighted([p for p, _ in units[u]], [w for _, w in units[u]]) or 0.0
+
+    limiting = max(units, key=unit_mean) if units else (
         None if compute is None and memory is None else "sm" if (compute or 0) >= (memory or 0) else "memory")
     flops, bytes_, secs, precs = 0.0, 0.0, 0.0, []
     roofline = True
@@ -113,8 +131,8 @@ def summarize_kernel(kernel: str, launches: Sequence[NcuLaunch], gpu: str | None
                 roof_pct = 100.0 * attained / roof if roof else None
     return KernelSummary(
         kernel, len(launches), _mean([x.get("duration") for x in launches]), compute, memory, _bound(compute, memory),
-        limiting, _mean([x.get("achieved_occupancy") for x in launches]),
-        _mean([x.get("theoretical_occupancy") for x in launches]), ai, attained, precision, roof, roof_pct,
+        limiting, _weighted([x.get("achieved_occupancy") for x in launches], weights),
+        _weighted([x.get("theoretical_occupancy") for x in launches], weights), ai, attained, precision, roof, roof_pct,
         tuple(sorted({x.file for x in launches})))
 
 
@@ -134,6 +152,11 @@ def analyze_files(paths: Sequence[str | Path], *, gpu: str | None = None) -> Ncu
     return analyze_launches([x for p in paths for x in read_launches(p)], gpu=gpu)
 
 
+def _over(k: KernelSummary) -> str:
+    """How a kernel's percentages pool its launches (launches are replays of one kernel, not steps)."""
+    return "one launch" if k.launches == 1 else f"mean over {k.launches} launches, weighted by duration"
+
+
 def ncu_facts(a: NcuAnalysis) -> list[NsysFact]:
     """See :meth:`NcuAnalysis.facts`."""
     out: list[NsysFact] = []
@@ -146,7 +169,7 @@ def ncu_facts(a: NcuAnalysis) -> list[NsysFact]:
                                     "the export has no speed-of-light metrics", source="ncu"))
         else:
             out.append(NsysFact(base.format("bound"), "What bounds the kernel", k.bound, source="ncu",
-                                steps=k.launches, evidence=ev,
+                                aggregate=_over(k), evidence=ev,
                                 detail=f"compute {k.sol_compute_pct or 0:.1f}% / memory {k.sol_memory_pct or 0:.1f}% "
                                        f"of peak; limiting unit {k.limiting_unit}"))
         if k.achieved_occupancy_pct is None:
@@ -157,13 +180,13 @@ def ncu_facts(a: NcuAnalysis) -> list[NsysFact]:
             out.append(NsysFact(
                 base.format("occupancy"), "Achieved occupancy", k.achieved_occupancy_pct, "%", source="ncu",
                 denominator="theoretical occupancy" if theo is not None else "the SM's maximum warps",
-                denominator_value=theo, denominator_unit="%" if theo is not None else "", steps=k.launches,
+                denominator_value=theo, denominator_unit="%" if theo is not None else "", aggregate=_over(k),
                 evidence=ev, detail="theoretical occupancy not in the export" if theo is None else ""))
         if k.roof_pct is not None:
             out.append(NsysFact(base.format("roofline"), "Attained share of the roofline", k.roof_pct, "%",
                                 source="ncu", denominator=f"roof at {k.arithmetic_intensity:.2f} FLOP/byte on {a.gpu}",
-                                denominator_value=k.roof_gflops, denominator_unit="GFLOP/s", steps=k.launches,
-                                evidence=ev))
+                                denominator_value=k.roof_gflops, denominator_unit="GFLOP/s",
+                                aggregate=f"FLOPs and bytes summed over {k.launches} launch(es)", evidence=ev))
         elif k.arithmetic_intensity is None:
             out.append(not_measured(base.format("roofline"), "Attained share of the roofline",
                                     "FLOP counters or DRAM bytes were not collected (--section SpeedOfLight_RooflineChart "

@@ -12,11 +12,14 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from my_utils.profiling.nsys.hosts import export_host
 from my_utils.profiling.nsys.iterations import find_iterations
 from my_utils.profiling.nsys.mfu import ModelFlops, mfu_rows
 from my_utils.profiling.nsys.model import ExportSummary, Table
+from my_utils.profiling.nsys.plausible import check_copies
 from my_utils.profiling.nsys.queries import run_builtin
 from my_utils.profiling.nsys.schema import NsysExport
+from my_utils.profiling.nsys.setup import setup_tables
 
 KINDS = ("computation", "communication", "memory", "other")
 #: The tables of a summary: table name -> (built-in query, parameters).
@@ -32,6 +35,7 @@ SUMMARY_QUERIES: dict[str, tuple[str, dict[str, object]]] = {
     "nsys_osrt": ("osrt_summary", {}),
     "nsys_nvtx": ("nvtx_summary", {}),
     "nsys_nccl_kernels": ("nccl_kernels", {}),
+    "nsys_launch_short": ("launch_short_kernels", {}),
 }
 
 
@@ -60,16 +64,27 @@ def _summarize(db: NsysExport, iteration_range: str | None, top: int, slowest: i
     kernels = [_ranked(db, "nsys_top_kernels", "kernel_summary", {"kind": k, "limit": top}) for k in KINDS]
     tables["nsys_top_kernels"] = Table("nsys_top_kernels", kernels[0].columns, tuple(r for t in kernels for r in t.rows))
     tables["nsys_cuda_api_slowest"] = _ranked(db, "nsys_cuda_api_slowest", "cuda_api_slowest", {"limit": slowest})
+    per_device = [(d, _ranked(db, "nsys_top_kernel_device", "kernel_summary", {"device": d, "limit": 1}))
+                  for d in (tables["nsys_busy_device"].column("device") if len(tables["nsys_busy_device"].columns)
+                            else [])]
+    tables["nsys_top_kernel_device"] = Table(
+        "nsys_top_kernel_device", ("device", *per_device[0][1].columns) if per_device else (),
+        tuple((d, *r) for d, t in per_device for r in t.rows))
+    used = set(tables["nsys_busy_device"].column("device")) if len(tables["nsys_busy_device"].columns) else set()
+    tables["nsys_copies"] = check_copies(tables["nsys_copies"], db.gpus(), used)
     iterations = find_iterations(db, iteration_range)
+    tables.update(setup_tables(db, iterations))
     missing = _not_measured(db, tables, iterations is not None, iteration_range)
     rows = mfu_rows(db.rank, db.gpus(), iterations, model, missing.get("iterations", ""))
     records = [dataclasses.asdict(r) for r in rows]
     tables["nsys_mfu"] = Table("nsys_mfu", tuple(records[0]), tuple(tuple(r.values()) for r in records))
     if all(r.mfu_pct is None for r in rows):
         missing["mfu"] = rows[0].not_measured or "MFU could not be computed"
+    host, host_source = export_host(db)
     return ExportSummary(
         label=db.label, path=str(db.path), rank=db.rank, meta=db.meta, gpus=db.gpus(),
         epoch_offset_ns=db.epoch_offset_ns, tables=tables, iterations=iterations, not_measured=missing,
+        host=host, host_source=host_source,
     )
 
 

@@ -102,6 +102,8 @@ class ExportSummary:
     tables: Mapping[str, Table]
     iterations: Iterations | None = None
     not_measured: Mapping[str, str] = field(default_factory=dict)
+    host: str | None = None  # the host it was captured on (``hosts.export_host``), None: not recorded
+    host_source: str = ""
 
     def table(self, name: str) -> Table:
         """The table ``name`` (``nsys_busy_device``...); an empty one when absent."""
@@ -117,7 +119,7 @@ class ExportSummary:
         """A JSON-ready view: export info, every table's rows, iterations, not-measured reasons and facts."""
         it = self.iterations
         return {
-            "label": self.label, "rank": self.rank,
+            "label": self.label, "rank": self.rank, "host": self.host, "host_source": self.host_source,
             "exporter": {"family": self.meta.family, "product_version": self.meta.product_version,
                          "schema_version": self.meta.schema_version, "era": self.meta.era},
             "gpus": [{"device": g.device, "name": g.name, "sm_count": g.sm_count,

@@ -29,10 +29,12 @@ import dataclasses
 import heapq
 import itertools
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from my_utils.profiling.nsys.facts import Evidence, NsysFact, not_measured
+from my_utils.profiling.nsys.hosts import export_host
+from my_utils.profiling.nsys.nccl_hosts import HostArrival, HostTally, host_straggler
 from my_utils.profiling.nsys.nccl_ops import bus_bandwidth
 from my_utils.profiling.nsys.nccl_sizes import REASONS, SizeRow, SizeTally, kernel_sizes
 from my_utils.profiling.nsys.schema import NsysExport
@@ -51,6 +53,7 @@ class Participant:
     pid: int | None
     device: int | None
     epoch_offset_ns: int | None
+    host: str | None = None  # the host the export was captured on (``hosts.export_host``), None: not recorded
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,14 @@ class NcclAnalysis:
     clock_note: str = CLOCK_NOTE
     unmatched: dict[str, int] = field(default_factory=dict)  # collective -> instances seen on fewer ranks
     sizes: tuple[SizeRow, ...] = ()  # per rank, collective and message size (``nsys_nccl_sizes``)
+    hosts: tuple[HostArrival, ...] = ()  # per host, at the collectives spanning several hosts (``nsys_nccl_hosts``)
+
+    @property
+    def host_count(self) -> int | None:
+        """Distinct hosts among the participants (None when an export does not name its host)."""
+        if any(p.host is None for p in self.participants):
+            return None
+        return len({p.host for p in self.participants})
 
     def facts(self) -> list[NsysFact]:
         """Facts: per collective kind, the rank that most often arrives last, its skew, and bus bandwidth."""
@@ -109,6 +120,7 @@ class NcclAnalysis:
 def participants(dbs: Sequence[NsysExport]) -> list[tuple[Participant, NsysExport]]:
     """Every (export, process, device) with NCCL kernels, numbered as ranks (see the module doc)."""
     found = []
+    hosts = {id(db): export_host(db)[0] for db in dbs}
     for order, db in enumerate(dbs):
         db.ensure_views()
         for pid, device in db.query("SELECT DISTINCT pid, device FROM nsys_kernel WHERE kind = 'communication' "
@@ -118,7 +130,7 @@ def participants(dbs: Sequence[NsysExport]) -> list[tuple[Participant, NsysExpor
     out = []
     for i, (export_rank, device, pid, db) in enumerate(sorted(found, key=lambda x: (x[0], x[1] or 0))):
         rank = export_rank if single else i
-        out.append((Participant(rank, db.rank, db.label, pid, device, db.epoch_offset_ns), db))
+        out.append((Participant(rank, db.rank, db.label, pid, device, db.epoch_offset_ns, hosts[id(db)]), db))
     return out
 
 
@@ -160,8 +172,12 @@ def _across_size(rows: list[Row]) -> tuple[int | None, str]:
 
 
 def analyze_collectives(dbs: Sequence[NsysExport], *, message_bytes: int | None = None,
-                        keep: int = 20) -> NcclAnalysis | None:
-    """Collectives of every participant, merged across ranks; None when no export has NCCL kernels."""
+                        keep: int = 20, init_end: Mapping[tuple[str, int | None], int] | None = None
+                        ) -> NcclAnalysis | None:
+    """Collectives of every participant, merged across ranks; None when no export has NCCL kernels.
+
+    ``init_end`` maps (export label, pid) to the end of that process's communicator initialisation on the UTC
+    epoch (``nsys_setup``), so a late host can be explained by its setup."""
     parts = participants(dbs)
     if not parts:
         return None
@@ -181,6 +197,8 @@ def analyze_collectives(dbs: Sequence[NsysExport], *, message_bytes: int | None 
     bw_sum: dict[tuple[int, str], float] = defaultdict(float)
     bw_n: dict[tuple[int, str], int] = defaultdict(int)
     unmatched: dict[str, int] = defaultdict(int)
+    ends = {p.rank: t for p, _ in parts if (t := (init_end or {}).get((p.label, p.pid))) is not None}
+    hosts = HostTally({p.rank: p.host for p, _ in parts}, ends)
     worst: list[tuple[int, int, CollectiveAcross]] = []
     n_coll = 0
     for (coll, seq), group in itertools.groupby(merged, key=lambda r: (r[0], r[1])):
@@ -210,6 +228,7 @@ def analyze_collectives(dbs: Sequence[NsysExport], *, message_bytes: int | None 
             if bw is not None:
                 across = dataclasses.replace(across, algbw_gbps=bw[0], busbw_gbps=bw[1])
         lasts[(last[2], coll)] += 1
+        hosts.add([(r[2], r[3]) for r in rows])
         for rank, wait in across.waits_ns:
             waits[(rank, coll)] += wait
         for _, _, rank, s, e, nbytes, _src in rows:
@@ -228,9 +247,13 @@ def analyze_collectives(dbs: Sequence[NsysExport], *, message_bytes: int | None 
                                          sized[(rank, coll)], notes.get((rank, coll), ""))
                      for rank, coll in sorted(count))
     ran = {coll: sum(1 for _r, c in count if c == coll) for _, coll in count}
+    # a cross-host clock caveat only where ranks may be on different hosts
+    known = {p.host for p, _ in parts}
+    note = CLOCK_NOTE if len(known - {None}) > 1 or (None in known and len({id(db) for _, db in parts}) > 1) else ""
     return NcclAnalysis(tuple(p for p, _ in parts), per_rank,
                         tuple(x[2] for x in sorted(worst, key=lambda x: (-x[0], -x[1]))), n_coll, aligned,
-                        message_bytes, unmatched=dict(unmatched), sizes=tally.rows(ran))
+                        message_bytes, clock_note=note, unmatched=dict(unmatched), sizes=tally.rows(ran),
+                        hosts=hosts.result())
 
 
 def nccl_facts(a: NcclAnalysis) -> list[NsysFact]:
@@ -247,10 +270,10 @@ def nccl_facts(a: NcclAnalysis) -> list[NsysFact]:
         worst = max(rows, key=lambda s: (s.last_arrivals, s.wait_ns == 0, -s.rank))
         n = sum(s.last_arrivals for s in rows)
         out.append(NsysFact(
-            f"nsys.nccl_last_rank:{coll}", f"Rank arriving last at {coll}", worst.rank, "rank",
+            f"nsys.nccl_last_rank:{coll}", f"Rank arriving last at {coll}", worst.rank, "",
             denominator=f"{coll} collectives matched on every rank", denominator_value=float(n),
             denominator_unit="count", ranks=ranks, aggregate="across ranks, on the UTC epoch", steps=None,
-            detail=f"last at {worst.last_arrivals} of {n}; {a.clock_note}",
+            detail=f"last at {worst.last_arrivals} of {n}" + (f"; {a.clock_note}" if a.clock_note else ""),
             evidence=tuple(Evidence("nsys_nccl_ranks", {"rank": s.rank, "collective": coll},
                                     {"last_arrivals": s.last_arrivals, "wait_ns": s.wait_ns}) for s in rows)))
         waited = sum(s.wait_ns for s in rows)
@@ -263,7 +286,46 @@ def nccl_facts(a: NcclAnalysis) -> list[NsysFact]:
             evidence=tuple(Evidence("nsys_nccl_ranks", {"rank": s.rank, "collective": coll},
                                     {"wait_ns": s.wait_ns, "total_ns": s.total_ns}) for s in rows)))
         out.append(_busbw_fact(a, coll, rows, ranks))
+    out.append(host_fact(a))
     return out
+
+
+def host_fact(a: NcclAnalysis) -> NsysFact:
+    """``stragglers.host``: the late host's mean lag when arrivals group by host (``nccl_hosts``), else why not."""
+    ranks = tuple(p.rank for p in a.participants)
+    label = "host arriving late at collectives"
+    if not a.aligned:
+        return not_measured("stragglers.host", label, "an export has no UTC clock anchor: ranks cannot be lined up",
+                            unit="ms", ranks=ranks)
+    if a.host_count is None:
+        return not_measured("stragglers.host", label, "an export does not name its host", unit="ms", ranks=ranks)
+    if a.host_count < 2:
+        return not_measured("stragglers.host", label, "every rank ran on one host", unit="ms", ranks=ranks)
+    late = host_straggler(a.hosts)
+    spreads = "; ".join(f"{h.host} (rank{'s' if len(h.ranks) > 1 else ''} {', '.join(map(str, h.ranks))}): spread "
+                        f"{h.spread_max_ns / 1e6:,.2f} ms, last at {h.late} of {h.collectives}" for h in a.hosts)
+    ev = tuple(Evidence("nsys_nccl_hosts", {"host": h.host}, {"late": h.late, "lag_ns": h.lag_ns,
+                                                              "separation_min_ns": h.separation_min_ns,
+                                                              "spread_max_ns": h.spread_max_ns}) for h in a.hosts)
+    if late is None:
+        return not_measured("stragglers.host", label, f"arrivals do not group by host ({spreads})", unit="ms",
+                            ranks=ranks)
+    others = [h for h in a.hosts if h is not late]
+    sep = (f"{(late.separation_min_ns or 0) / 1e6:,.1f}–{(late.separation_max_ns or 0) / 1e6:,.1f} ms"
+           if late.separation_min_ns != late.separation_max_ns else f"{(late.separation_min_ns or 0) / 1e6:,.1f} ms")
+    detail = (f"every rank of {late.host} arrives {sep} after every rank of "
+              f"{', '.join(h.host for h in others)} in {late.late} of {late.collectives} collective(s); spread inside a "
+              f"host at most {max(h.spread_max_ns for h in a.hosts) / 1e6:,.2f} ms ({spreads})")
+    ends = [h.init_end_ns for h in others if h.init_end_ns is not None]
+    if late.init_end_ns is not None and ends:
+        gap = (late.init_end_ns - max(ends)) / 1e6
+        if gap > 0:
+            detail += f"; its communicator initialisation (ncclCommInit*) ended {gap:,.1f} ms later"
+    detail += f"; {a.clock_note}" if a.clock_note else ""
+    return NsysFact("stragglers.host", f"host {late.host} arrives late at collectives", late.mean_lag_ns / 1e6, "ms",
+                    denominator="the other hosts' ranks' median arrival", ranks=late.ranks,
+                    aggregate=f"median arrival of each host's ranks, mean over the {late.late} collective(s) it was last "
+                              "at", detail=detail, evidence=ev)
 
 
 def _busbw_fact(a: NcclAnalysis, coll: str, rows: list[RankCollectiveStats], ranks: tuple[int, ...]) -> NsysFact:

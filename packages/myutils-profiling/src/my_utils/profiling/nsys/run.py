@@ -22,6 +22,7 @@ from my_utils.profiling.nsys.analyze import summarize
 from my_utils.profiling.nsys.mfu import ModelFlops
 from my_utils.profiling.nsys.model import ExportSummary, Table, concat
 from my_utils.profiling.nsys.nccl import NcclAnalysis, analyze_collectives
+from my_utils.profiling.nsys.overview import rank_overview
 from my_utils.profiling.nsys.ranks import RankInput, expand_inputs
 from my_utils.profiling.nsys.schema import NsysExport
 
@@ -40,14 +41,19 @@ class RunSummary:
         for s in self.exports:
             names += [n for n in s.tables if n not in names]
         out = {n: concat(n, [s.table(n) for s in self.exports if len(s.table(n).columns)]) for n in names}
+        out["nsys_rank_overview"] = rank_overview(self)
         its = [s.iterations.table for s in self.exports if s.iterations is not None]
         if its:
             out["nsys_iterations"] = concat("nsys_iterations", its)
         if self.nccl is not None:
-            out["nsys_nccl_ranks"] = _rows("nsys_nccl_ranks", [asdict(r) for r in self.nccl.per_rank])
+            out["nsys_nccl_ranks"] = _rows("nsys_nccl_ranks", [{**asdict(r), "transfer_ns": r.total_ns - r.wait_ns}
+                                                               for r in self.nccl.per_rank])
             out["nsys_nccl_skew"] = _rows("nsys_nccl_skew", [
                 {**{k: v for k, v in asdict(c).items() if k != "waits_ns"},
-                 "waits_ns": ";".join(f"{r}:{w}" for r, w in c.waits_ns)} for c in self.nccl.worst_skew])
+                 "waits_ms": "; ".join(f"rank {r}: {w / 1e6:.3f}" for r, w in c.waits_ns)} for c in self.nccl.worst_skew])
+            out["nsys_nccl_hosts"] = _rows("nsys_nccl_hosts", [
+                {**asdict(h), "ranks": ", ".join(map(str, h.ranks)), "mean_lag_ns": h.mean_lag_ns}
+                for h in self.nccl.hosts])
             out["nsys_nccl_sizes"] = _rows("nsys_nccl_sizes", [asdict(r) for r in self.nccl.sizes])
         return out
 
@@ -69,8 +75,19 @@ class RunSummary:
                 "per_rank": [asdict(r) for r in self.nccl.per_rank],
                 "worst_skew": [asdict(c) for c in self.nccl.worst_skew],
                 "sizes": [asdict(r) for r in self.nccl.sizes],
+                "hosts": [asdict(h) for h in self.nccl.hosts],
                 "facts": [f.to_dict() for f in self.nccl.facts()]},
         }
+
+
+def _init_ends(exports: Sequence[ExportSummary]) -> dict[tuple[str, int | None], int]:
+    """(export label, pid) -> end of the process's communicator initialisation on the UTC epoch (``nsys_setup``)."""
+    out = {}
+    for s in exports:
+        for r in s.table("nsys_setup").where(kind="communicator init"):
+            if s.epoch_offset_ns is not None:
+                out[(s.label, r["pid"])] = int(r["last_end"]) + s.epoch_offset_ns
+    return out
 
 
 def _rows(name: str, records: list[dict[str, Any]]) -> Table:
@@ -99,5 +116,5 @@ def analyze_run(specs: Sequence[str | Path], *, iteration_range: str | None = No
             if visit is not None:
                 visit(db)
             dbs.append(db)
-        nccl = analyze_collectives(dbs, message_bytes=message_bytes)
+        nccl = analyze_collectives(dbs, message_bytes=message_bytes, init_end=_init_ends(exports))
     return RunSummary(tuple(inputs), tuple(exports), nccl)

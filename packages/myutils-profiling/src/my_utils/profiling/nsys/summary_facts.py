@@ -73,6 +73,11 @@ def export_facts(s: ExportSummary) -> list[NsysFact]:
                                                              {"total_ns": r["total_ns"], "count": r["count"]}),)))
     for r in s.table("nsys_copies").records():
         key = f"{r['op']}:{r['direction']}"
+        if r.get("implausible"):  # a number that cannot be: said, never used
+            out.append(not_measured(f"nsys.copy_bandwidth:{key}:{_scope(s.rank)}".rstrip(":"),
+                                    f"Achieved {r['op']} bandwidth {r['direction']}",
+                                    f"implausible: {r['implausible']}", unit="GB/s", ranks=ranks))
+            continue
         out.append(NsysFact(
             f"nsys.copy_bandwidth:{key}:{_scope(s.rank)}".rstrip(":"), f"Achieved {r['op']} bandwidth {r['direction']}",
             _num(r["bandwidth_gbps"]), "GB/s", denominator="the operations' summed duration",
@@ -203,7 +208,7 @@ def _hardware_facts(s: ExportSummary) -> list[NsysFact]:
     used = {g.name for g in s.gpus if g.device in set(s.table("nsys_busy_device").column("device") or [])}
     bw = memory_bandwidth(next(iter(used))) if len(used) == 1 else None
     for r in s.table("nsys_copies").records():
-        if bw is None or r["direction"] not in ("DtoD", "device") or not r["bandwidth_gbps"]:
+        if bw is None or r["direction"] not in ("DtoD", "device") or not r["bandwidth_gbps"] or r.get("implausible"):
             continue
         out.append(NsysFact(
             f"nsys.copy_bandwidth_share:{r['op']}:{r['direction']}:{_scope(s.rank)}".rstrip(":"),

@@ -362,7 +362,8 @@ def idle_chart(report: AnalysisReport) -> Chart | None:
 def build_charts(report: AnalysisReport) -> list[Chart]:
     """Every chart the report's data allows, in reading order."""
     from my_utils.profiling.reports.kineto_charts import MAKERS as KINETO_MAKERS
+    from my_utils.profiling.reports.nsys_charts import MAKERS as NSYS_MAKERS
 
     makers = (step_time_chart, temporal_chart, kernels_chart, sections_chart, kernel_kinds_chart, idle_chart,
-              ranks_chart, memory_chart, *KINETO_MAKERS)
+              ranks_chart, memory_chart, *KINETO_MAKERS, *NSYS_MAKERS)
     return [c for c in (make(report) for make in makers) if c is not None]

@@ -49,7 +49,19 @@ _OPERATION_COLUMNS = ("name", "source", "unit", "count", "steps", "total", "mean
 _KERNEL_TABLES = frozenset({"kineto_top_kernels", "kineto_launch_outliers", "nsys_top_kernels"})
 #: The Nsight tables (``analysis.nsight``) in display order: title and the columns shown (every column is in the JSON).
 NSIGHT_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "nsys_inputs": ("Nsight Systems: exports read", ("file", "rank", "rank_source", "exporter", "gpus", "not_measured")),
+    "nsys_inputs": ("Nsight Systems: exports read", ("file", "rank", "rank_source", "host", "exporter", "gpus",
+                                                     "not_measured")),
+    "nsys_rank_overview": ("Nsight Systems: one row per rank (device)",
+                           ("rank", "host", "device", "gpu", "capture_ns", "setup_pct", "span_ns", "busy_pct",
+                            "idle_outside_setup_ns", "top_kernel", "top_kernel_ns", "nccl_ns", "nccl_wait_ns",
+                            "iterations", "iteration_median_ns")),
+    "nsys_capture": ("Nsight Systems: capture span and one-off work per process",
+                     ("rank", "pid", "capture_ns", "setup_ns", "setup_in_gpu_span_ns", "kernels", "kernel_names",
+                      "repeated_names", "iterations", "one_shot", "one_shot_reason")),
+    "nsys_setup": ("Nsight Systems: one-off work (setup) per process and kind",
+                   ("rank", "pid", "kind", "names", "count", "union_ns")),
+    "nsys_setup_idle": ("Nsight Systems: GPU idle inside setup per device",
+                        ("rank", "device", "idle_ns", "setup_idle_ns", "host_wait_ns", "setup_host_wait_ns")),
     "nsys_busy_device": ("Nsight Systems: GPU busy and idle per device",
                          ("rank", "device", "span_ns", "busy_ns", "idle_ns", "busy_pct", "ops", "gaps")),
     "nsys_idle_causes": ("Nsight Systems: why the GPU sat idle (per device)",
@@ -64,7 +76,8 @@ NSIGHT_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "nsys_top_kernels": ("Nsight Systems: top kernels per kind", ("rank", "kind", "name", "count", "total_ns",
                                                                   "mean_ns", "max_ns", "share_pct")),
     "nsys_copies": ("Nsight Systems: copies and sets per direction",
-                    ("rank", "op", "direction", "count", "bytes", "total_ns", "bandwidth_gbps", "peak_gbps")),
+                    ("rank", "op", "direction", "count", "bytes", "total_ns", "bandwidth_gbps", "peak_gbps", "limit_gbps",
+                     "implausible")),
     "nsys_cuda_api": ("Nsight Systems: CUDA API time", ("rank", "name", "count", "total_ns", "mean_ns", "max_ns",
                                                         "share_pct")),
     "nsys_cuda_api_slowest": ("Nsight Systems: slowest CUDA API calls", ("rank", "name", "dur_ns", "tid", "corr")),
@@ -79,6 +92,9 @@ NSIGHT_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "nsys_nccl_skew": ("Nsight Systems: collectives with the largest arrival skew",
                        ("collective", "seq", "ranks", "first_rank", "last_rank", "skew_ns", "duration_ns",
                         "message_bytes", "busbw_gbps", "size_source")),
+    "nsys_nccl_hosts": ("Nsight Systems: NCCL arrivals per host",
+                        ("host", "ranks", "collectives", "late", "mean_lag_ns", "separation_min_ns",
+                         "separation_max_ns", "spread_max_ns")),
     "nsys_nccl_sizes": ("Nsight Systems: NCCL bandwidth per rank, collective and message size",
                         ("rank", "collective", "ranks", "message_bytes", "count", "total_ns", "algbw_gbps",
                          "busbw_gbps", "link_gbps", "link_pct", "link", "size_source")),
@@ -175,7 +191,9 @@ def _impact_text(f: Finding, short: bool = False) -> str:
         parts.append(f"takes {fmt_ms(impact.ms_per_step)} per step (a fix saves part of it)")
     elif impact.ms_per_step is not None:
         parts.append(f"could save up to {fmt_ms(impact.ms_per_step)} per step")
-    if impact.share_of_step is not None:
+    if impact.share_of_step is not None and impact.denominator:  # no step time: the share names its own denominator
+        parts.append(f"{fmt_pct(impact.share_of_step, fraction=True)} of {impact.denominator}")
+    elif impact.share_of_step is not None:
         step = f" ({source_label(impact.step_source)} step time)" if impact.step_source and not short else ""
         parts.append(f"{fmt_pct(impact.share_of_step, fraction=True)} of the median step{step}")
     if impact.steps is not None:
@@ -306,6 +324,7 @@ def build_context(report: AnalysisReport) -> dict[str, Any]:
         "kineto_note": str(summary.get("kineto", "")),
         "nsight": nsight,
         "nsight_note": str(summary.get("nsight", "")),
+        "nsys_timeline": str(report.inputs.get("nsys_timeline") or ""),
         "warnings": [str(w.get("message", w)) if isinstance(w, Mapping) else str(w)
                      for w in summary.get("warnings") or []],
         "ncu": _ncu_rules(report, sorted(pinned.get("ncu_rules", ()))),

@@ -26,6 +26,9 @@ CATEGORY_COLOURS: dict[str, str] = {
     "host wait": "#D4A6A6",
     "kernel wait": "#8C8C8C",
     "other idle": "#C8C8C8",
+    "setup": "#F1CE63",
+    "rank wait": "#D4A6A6",
+    "busy": "#4E79A7",
     # the critical path's kinds (CPU work; launch and kernel gaps share their idle causes' greys)
     "cpu": "#EDC948",
     "launch delay": "#D4A6A6",
