@@ -410,8 +410,9 @@ def _tables(d: RankData, w: Window, graph_nodes: int, graph_edges: int, path_nod
             acc[0] += weight
             acc[1] += 1
     total = sum(split.values())
+    cpu, compute, comm, launch, gaps = (pct(split[b], total) for b in BOUNDS)
     summary = CriticalPathRow(d.rank, w.label, w.end - w.start, graph_nodes, graph_edges, path_nodes,
-                              max(path_nodes - 1, 0), path_events, length_us, *(pct(split[b], total) for b in BOUNDS),
+                              max(path_nodes - 1, 0), path_events, length_us, cpu, compute, comm, launch, gaps,
                               coverage_pct=pct(length_us, w.end - w.start))
     breakdown = [PathBreakdownRow(d.rank, b, split[b], pct(split[b], total), edges[b]) for b in BOUNDS if edges[b]]
     names = _names_by_index(d, {owner for owner, _bound in per_event})
