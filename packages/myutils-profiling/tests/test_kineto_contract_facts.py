@@ -187,3 +187,17 @@ def test_working_and_waiting_on_the_rank_pair_match_the_raw_kernels(real_fixture
         assert got[rank]["working_us"] == pytest.approx(comm[rank] - wait[rank])
     per_step = [r for r in rows["kineto_collective_wait"] if r["step"] is not None and r["rank"] == 0]
     assert sum(r["wait_us"] for r in per_step) == pytest.approx(wait[0])
+
+
+def test_hosts_from_tensorboard_trace_handler_file_names(tmp_path: Path) -> None:
+    """Without host_name in the metadata, torch's tensorboard_trace_handler names each file <host>_<pid>.<ms>:
+    two ranks on ault43 and one on ault44 are 2 hosts, read from the file names (and said so)."""
+    base = 1_700_000_000_000_000.0
+    paths = [_arrival_trace(tmp_path / f"{host}_{pid}.1700000000000.pt.trace.json", rank, None,
+                            [base + k * 100_000 for k in range(3)])
+             for rank, host, pid in ((0, "ault43", 101), (1, "ault43", 102), (2, "ault44", 103))]
+    rows = analyze_traces(paths, executor="serial", analyses=["arrivals"]).to_rows()
+    assert [c["host"] for c in rows["kineto_context"]] == ["ault43", "ault43", "ault44"]
+    hosts = {f.id: f for f in contract_facts(rows)}["context.hosts"]
+    assert (hosts.number, hosts.detail) == (2, "ault43, ault44")
+    assert hosts.source == "file name (tensorboard_trace_handler)"
