@@ -164,19 +164,35 @@ def test_one_slow_rank_on_a_host_is_named(tmp_path: Path) -> None:
 def test_working_and_waiting_on_the_rank_pair_match_the_raw_kernels(real_fixtures: Any) -> None:
     """Rank pair: the k-th NCCL kernel of each name on rank 0 and rank 1 is one collective; a rank waits from its
     own start to the later rank's (at most its kernel's length). Recomputed here from the raw events."""
-    starts: dict[int, dict[str, list[tuple[float, float]]]] = {}
+    starts: dict[int, dict[str, list[tuple[float, float, str | None]]]] = {}
     for rank, name in enumerate(PAIR):
-        per: dict[str, list[tuple[float, float]]] = defaultdict(list)
-        for e in sorted(_events(real_fixtures / "kineto" / name), key=lambda e: e["ts"]):
+        events = _events(real_fixtures / "kineto" / name)
+        calls = {e["args"]["correlation"]: e for e in events if e.get("cat") == "cuda_runtime"}
+        main = next(e["tid"] for e in events if e["name"].startswith("ProfilerStep#"))
+        ranges = [e for e in events if e.get("cat") == "user_annotation" and not e["name"].startswith(
+            ("ProfilerStep#", "nccl:"))]
+
+        def region(call: dict[str, Any], ranges: list[dict[str, Any]] = ranges, main: Any = main) -> str | None:
+            for tid in (call["tid"], main):  # the launching thread, else the main thread
+                open_ = [e for e in ranges if e["tid"] == tid and e["ts"] <= call["ts"] < e["ts"] + e["dur"]]
+                if open_:
+                    return max(open_, key=lambda e: (e["ts"], -e["dur"]))["name"]
+            return None
+
+        per: dict[str, list[tuple[float, float, str | None]]] = defaultdict(list)
+        for e in sorted(events, key=lambda e: e["ts"]):
             if e.get("cat") == "kernel" and e["name"].startswith("nccl"):
-                per[e["name"]].append((e["ts"], e["dur"]))
+                per[e["name"]].append((e["ts"], e["dur"], region(calls[e["args"]["correlation"]])))
         starts[rank] = per
     wait = {0: 0.0, 1: 0.0}
     comm = {0: 0.0, 1: 0.0}
+    by_region: dict[tuple[int, str | None], float] = defaultdict(float)
     for name in set(starts[0]) & set(starts[1]):
-        for (t0, d0), (t1, d1) in zip(starts[0][name], starts[1][name], strict=False):
+        for (t0, d0, r0), (t1, d1, r1) in zip(starts[0][name], starts[1][name], strict=False):
             wait[0] += min(max(t1 - t0, 0.0), d0)
             wait[1] += min(max(t0 - t1, 0.0), d1)
+            by_region[(0, r0)] += min(max(t1 - t0, 0.0), d0)
+            by_region[(1, r1)] += min(max(t0 - t1, 0.0), d1)
             comm[0] += d0
             comm[1] += d1
     rows = analyze_traces([real_fixtures / "kineto" / p for p in PAIR], executor="serial",
@@ -187,6 +203,15 @@ def test_working_and_waiting_on_the_rank_pair_match_the_raw_kernels(real_fixture
         assert got[rank]["working_us"] == pytest.approx(comm[rank] - wait[rank])
     per_step = [r for r in rows["kineto_collective_wait"] if r["step"] is not None and r["rank"] == 0]
     assert sum(r["wait_us"] for r in per_step) == pytest.approx(wait[0])
+    # rank 0's backward holds all-reduces that mostly wait for rank 1: its own time is the rest
+    regions = {(r["rank"], r["region"]): r for r in rows["kineto_collective_wait_regions"]}
+    assert {k: r["wait_us"] for k, r in regions.items()} == pytest.approx(dict(by_region))
+    backward = regions[(0, "## backward ##")]
+    assert backward["waited_for"] == 1 and backward["wait_us"] > backward["working_us"] > 0
+    top = max((k for k in by_region if k[0] == 0), key=lambda k: by_region[k])
+    fact = {f.id: f for f in contract_facts(rows)}["comm.wait:rank0"]
+    assert fact.number == pytest.approx(wait[0] / 1e3)
+    assert f"most of it under {top[1]} ({by_region[top] / 1e3:,.1f} ms of its" in fact.detail
 
 
 def test_hosts_from_tensorboard_trace_handler_file_names(tmp_path: Path) -> None:

@@ -20,8 +20,14 @@ different hosts are not synchronised: lags across hosts carry that caveat, lags 
 
 Tables: ``kineto_collective_wait`` per rank and per step (``step`` None: the whole trace): the
 collectives matched, communication time, the part spent waiting for a later rank, the rest
-(working), the rank waited for most, and how often this rank was the last; ``kineto_host_arrivals``
-per host: its ranks, its mean lag behind the earliest host, the mean spread of arrivals inside it.
+(working), the rank waited for most, and how often this rank was the last;
+``kineto_collective_wait_regions`` the same per rank and user annotation: the innermost
+``record_function`` range open on the launching thread when the collective was launched, the
+collective's own (``nccl:all_reduce``...) left out (the main
+thread's when the launching thread had none: DDP's hooks launch from autograd's thread inside
+``backward()``), so that a region's time spent waiting for another rank is told from its own work;
+``kineto_host_arrivals`` per host: its ranks, its mean lag behind the earliest host, the mean
+spread of arrivals inside it.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ else:  # numpy only in the workers: the parent matches the arrivals with plain P
     np = lazy_module("numpy", __name__, "np")
 
 HOST_RATIO = 3.0
+#: The ranges torch opens around a collective itself: not the region it was launched from.
+_COLLECTIVE_RANGES = ("nccl:", "gloo:", "c10d::", "c10d:", "record_param_comms")
 MIN_LAG_US = 100.0
 #: ``tensorboard_trace_handler``'s default worker name: ``<hostname>_<pid>``, then ``.<ms>.pt.trace.json``.
 _HANDLER_NAME = re.compile(r"^(?P<host>.+)_\d+\.\d+\.pt\.trace\.json(\.gz)?$")
@@ -71,6 +79,20 @@ class CollectiveWaitRow(Row):
     waited_for_us: float
     last_count: int
     mean_lateness_us: float
+
+
+@dataclass(frozen=True)
+class RegionWaitRow(Row):
+    """One rank's collectives launched under one annotation: time waiting for a later rank and time working."""
+
+    rank: int | None
+    host: str | None
+    region: str
+    collectives: int
+    comm_us: float
+    wait_us: float
+    working_us: float
+    waited_for: int | None
 
 
 @dataclass(frozen=True)
@@ -102,8 +124,28 @@ def arrival_tables(d: RankData) -> Tables:
             key = f"{name}#{occurrence[name]}"
             occurrence[name] += 1
         step = next((n for lo, hi, n in steps if lo <= ts <= hi), None)
-        rows.append({"key": key, "ts": ts + d.base_us, "dur": float(d.gpu_dur[r]), "step": step})
+        rows.append({"key": key, "ts": ts + d.base_us, "dur": float(d.gpu_dur[r]), "step": step,
+                     "region": _region(d, int(d.gpu_rt[r]))})
     return {"_arrivals": rows} if rows else {}
+
+
+def _region(d: RankData, rt: int) -> str | None:
+    """The innermost annotation open on the launching thread at launch ``rt`` (the main thread's when none)."""
+    if rt < 0 or d.ann_ts is None or not len(d.ann_ts):
+        return None
+    t, thread = float(d.rt_ts[rt]), int(d.rt_thread[rt])
+    steps = [s[3] for s in d.step_events]
+    main = max(set(steps), key=steps.count) if steps else None
+    own = [i for i, n in enumerate(d.names) if n.startswith(_COLLECTIVE_RANGES)]
+    for lane in (thread, main):
+        if lane is None:
+            continue
+        open_ = np.flatnonzero((d.ann_thread == lane) & (d.ann_ts <= t) & (d.ann_end > t)
+                               & ~np.isin(d.ann_name, own or [-1]))
+        if len(open_):
+            inner = open_[np.lexsort((-(d.ann_end[open_] - d.ann_ts[open_]), d.ann_ts[open_]))[-1]]
+            return d.names[int(d.ann_name[inner])]
+    return None
 
 
 def across_ranks(results: Sequence[Any]) -> Tables:
@@ -120,6 +162,7 @@ def across_ranks(results: Sequence[Any]) -> Tables:
     keys: Counter[str] = Counter(k for arrivals in per_rank.values() for k in arrivals)
     shared = [k for k, n in keys.items() if n >= 2]
     acc: dict[tuple[int, int | None], dict[str, Any]] = {}
+    regions: dict[tuple[int, str], dict[str, Any]] = {}
     lateness: dict[int, list[float]] = {r: [] for r in per_rank}
     instances: list[dict[int, float]] = []
     for key in shared:
@@ -141,6 +184,13 @@ def across_ranks(results: Sequence[Any]) -> Tables:
                 row["late"].append(ts - first)
                 if wait > 0:
                     row["for"][last] += wait
+            if a.get("region") is not None:
+                reg = regions.setdefault((rank, a["region"]), {"n": 0, "comm": 0.0, "wait": 0.0, "for": Counter()})
+                reg["n"] += 1
+                reg["comm"] += a["dur"]
+                reg["wait"] += wait
+                if wait > 0:
+                    reg["for"][last] += wait
     rows = []
     for (rank, step), a in sorted(acc.items(), key=lambda kv: (kv[0][0], kv[0][1] is not None, kv[0][1] or 0)):
         top = a["for"].most_common(1)
@@ -148,6 +198,11 @@ def across_ranks(results: Sequence[Any]) -> Tables:
                                       top[0][0] if top else None, float(top[0][1]) if top else 0.0, a["last"],
                                       statistics.fmean(a["late"])))
     out: Tables = {"collective_wait": rows}
+    if regions:
+        out["collective_wait_regions"] = [
+            RegionWaitRow(rank, host.get(rank), region, a["n"], a["comm"], a["wait"], a["comm"] - a["wait"],
+                          a["for"].most_common(1)[0][0] if a["for"] else None)
+            for (rank, region), a in sorted(regions.items(), key=lambda kv: (kv[0][0], -kv[1]["wait"], kv[0][1]))]
     hosts = _host_rows(instances, host)
     if hosts:
         out["host_arrivals"] = hosts

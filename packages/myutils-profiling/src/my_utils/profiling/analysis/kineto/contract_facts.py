@@ -177,12 +177,17 @@ def host_facts(tables: Mapping[str, Rows]) -> list[Fact]:
                                                       "mean_spread_us": r.get("mean_spread_us")}) for r in arrivals),
                           detail=spreads))
     waits = [r for r in tables.get("kineto_collective_wait") or [] if r.get("step") is None]
+    regions = list(tables.get("kineto_collective_wait_regions") or [])
     for r in waits:
         comm = _num(r.get("comm_us")) or 0.0
         if comm <= 0:
             continue
         wait = _num(r.get("wait_us")) or 0.0
         waited_for = r.get("waited_for")
+        mine = [g for g in regions if g.get("rank") == r.get("rank") and (_num(g.get("wait_us")) or 0.0) > 0]
+        where = max(mine, key=lambda g: float(g["wait_us"])) if mine else None
+        inside = f"; most of it under {where.get('region')} ({float(where['wait_us']) / 1e3:,.1f} ms of its " \
+                 f"{float(where.get('comm_us') or 0.0) / 1e3:,.1f} ms in collectives)" if where is not None else ""
         facts.append(Fact(f"comm.wait{_tag(r.get('rank'))}", "time inside collectives waiting for a later rank",
                           wait / 1e3, "ms", "kineto", "communication kernel time", comm / 1e3, "ms",
                           (r.get("rank"),), _who([r.get("rank")]) + f", {r.get('collectives')} collectives matched "
@@ -191,7 +196,7 @@ def host_facts(tables: Mapping[str, Rows]) -> list[Fact]:
                                                 {"wait_us": wait, "working_us": r.get("working_us"),
                                                  "waited_for": waited_for}),),
                           detail=(f"waiting {wait / 1e3:,.1f} ms (mostly for rank {waited_for}), working "
-                                  f"{(comm - wait) / 1e3:,.1f} ms" if waited_for is not None
+                                  f"{(comm - wait) / 1e3:,.1f} ms{inside}" if waited_for is not None
                                   else f"never waited; working {comm / 1e3:,.1f} ms")))
     if late_host is None and len(waits) >= 2:
         facts.extend(_rank_straggler(waits))
@@ -209,8 +214,8 @@ def _rank_straggler(waits: Sequence[Mapping[str, Any]]) -> list[Fact]:
     host = last.get("host")
     return [Fact("stragglers.rank", f"rank {last.get('rank')} arrives last at collectives", own / 1e3, "ms", "kineto",
                  ranks=(last.get("rank"),),
-                 aggregate=f"mean lateness over {last.get('collectives')} collectives" +
-                           (f" on host {host}" if host else " (hosts not recorded)"),
+                 aggregate=f"mean lateness over {last.get('collectives')} collectives, among the {len(waits)} ranks "
+                           "analysed" + (f"; on host {host}" if host else " (hosts not recorded)"),
                  evidence=tuple(EvidenceRow("kineto_collective_wait", {"rank": r.get("rank"), "step": None},
                                             {"last_count": r.get("last_count"),
                                              "mean_lateness_us": r.get("mean_lateness_us")}) for r in waits),

@@ -32,7 +32,8 @@ not_measured · ``mfu_ops`` rank, operator, dtype, calls, flops, kernel_us, tflo
 ``idle_host_ops`` rank, device, stream, operator, where, gaps, idle_us, pct_of_host_wait · ``setup`` rank,
 capture_us, setup_us, setup_pct, gpu_span_us, gpu_idle_us, setup_idle_us, steps, one_shot, one_shot_reason, detail ·
 ``setup_kinds`` rank, kind, events, us, longest, longest_us · ``collective_wait`` rank, host, step, collectives,
-comm_us, wait_us, working_us, waited_for, waited_for_us, last_count, mean_lateness_us · ``host_arrivals`` host,
+comm_us, wait_us, working_us, waited_for, waited_for_us, last_count, mean_lateness_us · ``collective_wait_regions``
+rank, host, region, collectives, comm_us, wait_us, working_us, waited_for · ``host_arrivals`` host,
 ranks, collectives, mean_lag_us, mean_spread_us, straggler.
 
 Times are µs (``_us``), bandwidths GB/s (10⁹ B/s), shares % (``_pct``); ``ts_us`` counts from the
@@ -104,6 +105,7 @@ def columns(table: str) -> dict[str, str]:
         "collectives_ranks": collectives.CollectiveRanksRow, "kernel_stragglers": stragglers.StragglerRow,
         "mfu": mfu.MfuRow, "mfu_ops": mfu.MfuOpRow, "idle_host_ops": idle_explained.IdleHostOpRow,
         "setup": setup.SetupRow, "setup_kinds": setup.SetupKindRow, "collective_wait": arrivals.CollectiveWaitRow,
+        "collective_wait_regions": arrivals.RegionWaitRow,
         "host_arrivals": arrivals.HostArrivalRow,
     }
     cls = rows.get(table)

@@ -89,7 +89,7 @@ ANALYSES: tuple[KinetoAnalysisSpec, ...] = (
         "arrivals", f"{_K}.arrivals:arrival_tables",
         "collective arrivals across ranks: each rank's wait for later ranks against its working time, by host first",
         "beyond HTA (its straggler view is per kernel); diagnosis/CASES.md principle 4",
-        ("collective_wait", "host_arrivals"), across=f"{_K}.arrivals:across_ranks"),
+        ("collective_wait", "collective_wait_regions", "host_arrivals"), across=f"{_K}.arrivals:across_ranks"),
     KinetoAnalysisSpec(
         "stragglers", f"{_K}.stragglers:no_rows",
         "straggler kernels across ranks: each heavy kernel's time on the fastest, median and slowest rank",
