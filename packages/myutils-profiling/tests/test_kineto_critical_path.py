@@ -4,7 +4,8 @@ Event numbers are positions in ``traceEvents`` (HTA's event index). Where a valu
 HTA's test file it names the test (``tests/test_critical_path_analysis.py`` at v0.5.0 and at
 f4d0062, which expect the same values); where it does not state one (the graph's size, the
 path's length), the value is what HTA 0.5.0 computed on the same file with the same
-arguments (its graph was compared with ours edge for edge: same edges, weights and path).
+arguments (its graph was compared with ours edge for edge: same edges, weights and path); the
+end-to-end, rank-pair and df_index_resolver figures are HTA f4d0062's, run on the same files.
 """
 
 from __future__ import annotations

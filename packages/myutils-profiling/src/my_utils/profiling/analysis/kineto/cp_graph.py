@@ -1,7 +1,7 @@
 """The CPU–GPU dependency graph of a window of one rank's trace (the critical path's graph).
 
-Holistic Trace Analysis' construction (``CPGraph`` in ``hta/analyzers/critical_path_analysis.py``,
-release 0.5.0), restated: every CPU operator, runtime call and GPU activity of the window is
+Holistic Trace Analysis' construction (``CPGraph`` in ``hta/analyzers/critical_path_analysis.py``
+at ``f4d0062``), restated: every CPU operator, runtime call and GPU activity of the window is
 two nodes (its start and its end, at those times); edges say what had to happen before what:
 
 ``operator``

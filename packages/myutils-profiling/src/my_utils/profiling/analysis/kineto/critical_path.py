@@ -1,9 +1,10 @@
 """Critical path of one iteration (or a window): the chain of CPU and GPU work that set its length.
 
 Holistic Trace Analysis' lightweight critical path analysis (``CriticalPathAnalysis`` and
-``CPGraph.critical_path``/``summary`` in ``hta/analyzers/critical_path_analysis.py``, release
-0.5.0), checked against its ``tests/test_critical_path_analysis.py`` on the traces it uses
-(``test_critical_path_basic_add``: edge weights 15, 14, 17, 15, 32 around ``aten::relu_``, a
+``CPGraph.critical_path``/``summary`` in ``hta/analyzers/critical_path_analysis.py`` at
+``f4d0062``), checked against its ``tests/test_critical_path_analysis.py`` on the traces it uses
+(``EndToEndTestCase``: 1,008 marked events on the whole simple_add trace;
+``test_critical_path_basic_add``: edge weights 15, 14, 17, 15, 32 around ``aten::relu_``, a
 27 µs launch delay, a 7 µs kernel gap, zero-weight sync edges, 315 nodes on the path;
 ``test_critical_path_overlaid_trace``: 159 events and 314 edges on it, 21 of the default
 kinds; ``test_critical_path_inter_stream_sync``: 149 nodes on AlexNet's path;
