@@ -39,13 +39,51 @@ def test_nccl_arguments_are_read(real_fixtures: Any) -> None:
     assert row["Process Group Ranks"] == "[0, 1]" and row["Process Group Name"] == "0"
 
 
-@pytest.mark.parametrize(("collective", "n", "factor"), [
-    ("allreduce", 2, 1.0), ("allreduce", 8, 1.75), ("allgather", 8, 0.875), ("reduce_scatter", 4, 0.75),
-    ("all_to_all", 4, 0.75), ("broadcast", 8, 1.0), ("send", 2, 1.0), ("barrier", 8, None),
-])
-def test_bus_bandwidth_factors_are_nccl_tests(collective: str, n: int, factor: float | None) -> None:
-    """NCCL-tests PERFORMANCE.md: allreduce 2(n-1)/n; allgather, reducescatter, alltoall (n-1)/n; broadcast 1."""
-    assert bus_factor(collective, n) == factor
+#: NCCL-tests (src/<test>.cu GetCollByteCount and GetBw, doc/PERFORMANCE.md), per collective torch names:
+#: (in elements, out elements) torch records for a per-rank chunk of 1,000 elements on 4 ranks, the S in
+#: elements NCCL-tests divides by the time (``count`` there is the per-rank chunk: allgather count·n,
+#: reducescatter count·n, alltoall count·n where count is the chunk per peer), and the bus factor.
+NCCL_TESTS = [
+    ("allreduce", (1000, 1000), 1000, 2 * 3 / 4),
+    ("allreduce_coalesced", (1000, 1000), 1000, 2 * 3 / 4),
+    ("reduce_scatter", (4000, 1000), 4000, 3 / 4),
+    ("_reduce_scatter_base", (4000, 1000), 4000, 3 / 4),
+    ("reduce_scatter_tensor_coalesced", (1000, 1000), 4000, 3 / 4),  # only the chunk recorded: scaled by n
+    ("allgather", (1000, 4000), 4000, 3 / 4),
+    ("_allgather_base", (1000, 4000), 4000, 3 / 4),
+    ("allgather_into_tensor_coalesced", (1000, 1000), 4000, 3 / 4),
+    ("all_to_all", (4000, 4000), 4000, 3 / 4),
+    ("all_to_allv", (4000, 4000), 4000, 3 / 4),
+    ("gather", (1000, 4000), 4000, 3 / 4),
+    ("scatter", (4000, 1000), 4000, 3 / 4),
+    ("broadcast", (1000, 1000), 1000, 1.0),
+    ("reduce", (1000, 1000), 1000, 1.0),
+    ("send", (1000, 0), 1000, 1.0),
+    ("recv", (0, 1000), 1000, 1.0),
+]
+
+
+@pytest.mark.parametrize(("collective", "counts", "whole", "factor"), NCCL_TESTS)
+def test_every_collectives_size_and_bus_factor_are_nccl_tests(tmp_path: Path, collective: str,
+                                                              counts: tuple[int, int], whole: int,
+                                                              factor: float) -> None:
+    """One 1 ms kernel of each collective on 4 ranks (float32): S = ``whole`` × 4 bytes, algbw = S / 1 ms, busbw =
+    algbw × NCCL-tests' factor. A reducescatter read at its chunk size would show a bus bandwidth 4× too low."""
+    args = {"Collective name": collective, "In msg nelems": counts[0], "Out msg nelems": counts[1], "Group size": 4,
+            "dtype": "Float", "Process Group Name": "0", "stream": 20, "correlation": 1, "device": 0}
+    kernel = {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_Generic", "ts": 0, "dur": 1000, "pid": 0,
+              "tid": 20, "args": args}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": [kernel]}))
+    (row,) = collective_rows(read_rank(path).data)
+    assert bus_factor(collective, 4) == pytest.approx(factor)
+    assert row.message_bytes == whole * 4
+    assert row.algbw_gbps == pytest.approx(whole * 4 / 1e-3 / 1e9)
+    assert row.busbw_gbps == pytest.approx(whole * 4 / 1e-3 / 1e9 * factor)
+
+
+def test_a_barrier_has_no_bus_bandwidth() -> None:
+    assert bus_factor("barrier", 8) is None and bus_factor("allreduce", 2) == 1.0
 
 
 def test_bandwidths_and_the_link_check(real_fixtures: Any) -> None:

@@ -22,7 +22,7 @@ def test_one_call_on_a_folder_of_ranks(real_fixtures: Any, tmp_path: Path) -> No
     frames = kineto_frames(tmp_path, executor="serial")
     assert all(isinstance(df, pd.DataFrame) for df in frames.values())
     for name in ("temporal", "critical_path", "queue_length", "kernel_sequences", "aten_launch", "op_stacks",
-                 "idle_host_ops", "mfu", "kernel_stragglers"):
+                 "idle_host_ops", "mfu", "kernel_stragglers", "setup", "collective_wait"):
         assert name in frames and len(frames[name]), name
     assert set(frames["critical_path"]["rank"]) == {0, 1}
     for name, df in frames.items():
@@ -31,7 +31,8 @@ def test_one_call_on_a_folder_of_ranks(real_fixtures: Any, tmp_path: Path) -> No
             assert list(df.columns) == list(documented), name
     registered = {t for a in ANALYSES for t in a.tables}
     assert registered - set(frames) <= {"cupti_counters", "cupti_ops", "gpu_annotations", "collectives",
-                                        "collectives_ranks", "mfu_ops", "memory_kinds", "memory_bw"}  # no such data
+                                        "collectives_ranks", "mfu_ops", "memory_kinds", "memory_bw",
+                                        "host_arrivals"}  # no such data (the pair records no host)
 
 
 def test_series_keep_every_point(real_fixtures: Any) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from my_utils.profiling.analysis.kineto.idle import idle_breakdown
-from my_utils.profiling.analysis.kineto.idle_explained import NO_OPERATOR, idle_host_op_rows
+from my_utils.profiling.analysis.kineto.idle_explained import MAIN, idle_host_op_rows
 from my_utils.profiling.analysis.kineto.mfu import mfu_tables, op_flops
 from my_utils.profiling.analysis.kineto.run import read_rank
 
@@ -107,7 +107,7 @@ def test_idle_explained_adds_up_to_the_host_wait_idle(real_fixtures: Any) -> Non
     d = read_rank(real_fixtures / "kineto" / "hta/critical_path__simple_add.json.gz").data
     top = idle_host_op_rows(d)[0]
     assert (top.operator, top.gaps) == ("[param|cuda]", 1) and top.pct_of_host_wait == pytest.approx(97.67, abs=0.01)
-    assert any(r.operator == NO_OPERATOR for r in idle_host_op_rows(read_rank(real_fixtures / "kineto" / TRACE).data))
+    assert any(r.where == MAIN for r in idle_host_op_rows(read_rank(real_fixtures / "kineto" / TRACE).data))
 
 
 def test_cpu_only_rank_has_no_idle_to_explain_and_no_mfu(real_fixtures: Any) -> None:

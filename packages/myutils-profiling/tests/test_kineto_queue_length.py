@@ -149,3 +149,22 @@ def test_top_kernels_name_the_copy_subtype(real_fixtures: Any) -> None:
     assert memory and all(r["subtype"] == memory_subtype(r["name"]) for r in memory)
     assert {r["subtype"] for r in memory} <= {"Memcpy DtoH", "Memcpy HtoD", "Memcpy DtoD", "Memset"}
     assert all(r["subtype"] == "" for r in rows if r["kind"] != "memory" or r["name"] == "others")
+
+
+def test_series_times_count_from_the_traces_first_event(real_fixtures: Any) -> None:
+    """Rank 0 of the rank pair starts 157,275 µs before its first event in file order (a ProfilerStep annotation
+    written later): the chart's axis, "ms since the trace's first event", starts at the first launch that queued an
+    activity, never below 0. Recomputed from the raw events: the earliest event of any kind the analyses read, and
+    the earliest launch call whose activity was recorded."""
+    path = real_fixtures / "kineto" / "hta/trace_filter__sampled_rank-0.json.gz"
+    with gzip.open(path, "rt") as fh:
+        events = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X" and e.get("cat") != "Trace"]
+    first = min(e["ts"] for e in events)
+    launched = {e["args"]["correlation"] for e in events
+                if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "correlation" in e.get("args", {})}
+    first_launch = min(e["ts"] for e in events if e.get("cat") == "cuda_runtime"
+                       and e["name"] in ("cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync")
+                       and e["args"].get("correlation") in launched)
+    assert events[0]["ts"] - first == 157275
+    points = queue_length_tables(read_rank(path).data)["queue_length_series"]
+    assert min(p.ts_us for p in points) == pytest.approx(first_launch - first)

@@ -179,3 +179,21 @@ def test_sections_one_facet_per_source_titled_with_its_steps_and_nesting_shown(t
                                              and "└ " in y for y in mytimer["y"][1:])
     assert mytimer["x"][0] == pytest.approx(0.3 + 18.0 + 16.0 + 3.4 + 0.05)  # mean per step, not a 30-step total
     assert "nesting level" in chart.note
+
+
+def test_each_step_time_series_has_its_own_colour_dash_and_legend_entry() -> None:
+    """Two ranks, each timed by MyTimer and torch.profiler: four lines, four colours, MyTimer solid and
+    torch.profiler dashed, each named in the legend; with one source, a colour per rank as before."""
+    report = _report(ranks=2)
+    report.tables["steps"] += [{"step": s, "rank": r, "source": "torch_profiler", "step_time": 9.0 + r}
+                               for r in range(2) for s in range(3)]
+    chart = next(c for c in build_charts(report) if c.id == "chart-step-time")
+    data = chart.figure["data"]
+    assert [t["name"] for t in data] == ["rank 0 · MyTimer", "rank 0 · torch.profiler", "rank 1 · MyTimer",
+                                         "rank 1 · torch.profiler"]
+    assert len({t["line"]["color"] for t in data}) == 4
+    assert [t["line"]["dash"] for t in data] == ["solid", "dash", "solid", "dash"]
+    assert chart.figure["layout"]["showlegend"] is True
+    single = next(c for c in build_charts(_report(ranks=2)) if c.id == "chart-step-time").figure["data"]
+    assert [t["line"]["dash"] for t in single] == ["solid", "solid"] and single[0]["line"]["color"] != \
+        single[1]["line"]["color"]

@@ -49,6 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from my_utils.profiling.analysis.kineto.contract_facts import contract_facts
 from my_utils.profiling.analysis.model import EvidenceRow, Fact, NotMeasured
 from my_utils.profiling.analysis.rules._series import STEP_TIME, Series, step_ranges
 from my_utils.profiling.analysis.rules._stats import quantile
@@ -178,14 +179,16 @@ def gpu_facts(tables: Mapping[str, Rows]) -> list[Fact]:
         scoped.append(("", list(launch.values()), every_rank, _ranks_text(every_rank) if len(launch) == 1 else
                        f"sum over {_ranks_text(every_rank)}"))
     for tag, rows, ranks, aggregate in scoped:
-        n = sum(int(r.get("launches") or 0) for r in rows)
+        # kernels only (``kernels``; rows written before it counted copies and sets too)
+        n = sum(int(r.get("kernels", r.get("launches")) or 0) for r in rows)
         if n:
             short = sum(int(r.get("short_kernels") or 0) for r in rows)
             facts.append(Fact(f"launch.short_kernels{tag}", "kernels shorter than their launch", 100.0 * short / n,
-                              "%", "kineto", "kernel launches", float(n), "count", ranks, aggregate,
-                              detail=f"{short:,} of {n:,} launches", evidence=tuple(EvidenceRow(
+                              "%", "kineto", "kernel launches (copies and sets left out)", float(n), "count", ranks,
+                              aggregate, detail=f"{short:,} of {n:,} kernels", evidence=tuple(EvidenceRow(
                                   "kineto_launch", {"rank": r.get("rank")},
-                                  {"short_kernels": r.get("short_kernels"), "launches": r.get("launches")})
+                                  {"short_kernels": r.get("short_kernels"), "kernels": r.get("kernels"),
+                                   "launches": r.get("launches")})
                                   for r in rows)))
     host_sync: dict[int | None, float] = {}
     for row in sync:
@@ -388,6 +391,7 @@ def build_facts(series: Mapping[Any, Series], tables: Mapping[str, Rows], hardwa
             ("median", "step time (median)"), ("p90", "step time (p90)"), ("worst", "worst step")))
     facts.extend(gpu_facts(tables))
     facts.extend(kineto_facts(tables))
+    facts.extend(contract_facts(tables))  # the Kineto side of the diagnosis contract (kineto.contract_facts)
     facts.extend(context_facts(hardware, sorted({r for (_n, r, _s) in series if r is not None})))
     return facts
 

@@ -63,12 +63,17 @@ def _rank_order(ranks: Iterable[Any]) -> list[Any]:
                                              str(x)))
 
 
+#: Line dashes of the step-time sources, in order of first appearance (MyTimer solid, torch.profiler dashed...).
+_SOURCE_DASHES = ("solid", "dash", "dot", "dashdot")
+
+
 def step_time_chart(report: AnalysisReport) -> Chart | None:
-    """Step time per step, one line per (rank, source); the note gives each source's step count."""
+    """Step time per step, one line per (rank, source), each with its own colour, a dash per source and a legend
+    entry; the note gives each source's step count."""
     rows = report.tables.get("steps") or []
     unit = str(report.summary.get("time_unit", "ms"))
     groups: dict[str, tuple[list[float], list[float]]] = {}
-    colours: dict[str, str] = {}
+    keys: dict[str, tuple[Any, Any]] = {}
     steps_of: dict[str, set[Any]] = {}
     ranks = _rank_order(_label(r.get("rank")) for r in rows)
     for (source, rank), group in _group(rows, ("source", "rank")).items():
@@ -77,12 +82,19 @@ def step_time_chart(report: AnalysisReport) -> Chart | None:
         if pts:
             label = f"{_rank_text(rank)} · {source_label(source)}" if source else _rank_text(rank)
             groups[label] = ([p[0] for p in pts], [p[1] for p in pts])
-            colours[label] = series_colour(ranks.index(rank))
+            keys[label] = (rank, source)
             steps_of.setdefault(source_label(source), set()).update(p[0] for p in pts)
     if not groups:
         return None
+    sources = list(dict.fromkeys(source for _rank, source in keys.values()))
+    # one source: a colour per rank, as on the other per-rank charts; several: a colour per series, so that a
+    # rank's MyTimer and torch.profiler lines never share one, and a dash per source
+    series = sorted(keys, key=lambda n: (ranks.index(keys[n][0]), sources.index(keys[n][1])))
+    colours = {n: series_colour(ranks.index(keys[n][0]) if len(sources) == 1 else i) for i, n in enumerate(series)}
+    dashes = {n: _SOURCE_DASHES[sources.index(keys[n][1]) % len(_SOURCE_DASHES)] for n in series}
     note = "; ".join(f"{s}: {fmt_count(len(v))} steps" for s, v in steps_of.items()) if len(steps_of) > 1 else ""
-    return lines("chart-step-time", f"Step time ({unit} per step)", groups, unit, note, colours)
+    return lines("chart-step-time", f"Step time ({unit} per step)", {n: groups[n] for n in series}, unit, note,
+                 colours, dashes=dashes)
 
 
 def _is_section(name: str) -> bool:

@@ -112,8 +112,13 @@ def layout(title: str, xaxis: Mapping[str, Any], yaxis: Mapping[str, Any], **ext
 
 
 def lines(chart_id: str, title: str, groups: Mapping[str, tuple[list[float], list[float]]], y_title: str,
-          note: str = "", colours: Mapping[str, str] | None = None, x_title: str = "step") -> Chart:
-    """A line chart of named series over steps (integer ticks), downsampled to the chart's point budget."""
+          note: str = "", colours: Mapping[str, str] | None = None, x_title: str = "step",
+          dashes: Mapping[str, str] | None = None) -> Chart:
+    """A line chart of named series over steps (integer ticks), downsampled to the chart's point budget.
+
+    ``colours`` / ``dashes`` (plotly's ``solid``, ``dash``, ``dot``...) by series name; a series
+    without a colour takes the next of the series colours.
+    """
     names = list(groups)[:MAX_TRACES]
     budget = split_budget(MAX_POINTS_PER_CHART, len(names))
     traces: list[dict[str, Any]] = []
@@ -127,7 +132,8 @@ def lines(chart_id: str, title: str, groups: Mapping[str, tuple[list[float], lis
         all_x.extend(sx[:1] + sx[-1:])
         colour = (colours or {}).get(name) or series_colour(i)
         traces.append({"type": "scatter", "mode": "lines+markers" if len(sx) <= 40 else "lines",
-                       "name": plot_text(name), "x": sx, "y": sy, "line": {"color": colour},
+                       "name": plot_text(name), "x": sx, "y": sy,
+                       "line": {"color": colour, "dash": (dashes or {}).get(name) or "solid"},
                        "marker": {"color": colour, "size": 5},
                        "hovertemplate": f"{plot_text(name)}<br>step %{{x:d}}: %{{y:,.2f}} {plot_text(y_title)}"
                                         "<extra></extra>"})

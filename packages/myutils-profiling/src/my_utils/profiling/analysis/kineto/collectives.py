@@ -6,13 +6,17 @@ torch.profiler writes on each NCCL kernel its collective's arguments (``Collecti
 test_nccl_parser_config`` — 21 NCCL kernels in its ``nccl_data`` trace, the longest an
 ``allreduce`` of 2,049,000 elements in ``default_pg`` of ranks ``[0, 1]``).
 
-Bandwidths follow NCCL-tests' definitions (``PERFORMANCE.md``): the *algorithm bandwidth* is
-the collective's data size ``S`` over the kernel's time; the *bus bandwidth* scales it by what a
-ring moves per rank so that it compares with the link's speed, whatever the group size ``n``:
-``allreduce`` 2(n−1)/n, ``allgather`` / ``reducescatter`` / ``alltoall`` (n−1)/n, ``broadcast`` /
-``reduce`` / send / receive 1. ``S`` is the input size for allreduce, broadcast, reduce,
-reducescatter (its input is the whole) and all-to-all, and the output size for allgather.
-Bytes per element come from the dtype; GB/s are 10⁹ bytes per second.
+Bandwidths follow NCCL-tests' definitions (``doc/PERFORMANCE.md`` and each test's ``GetBw``): the
+*algorithm bandwidth* is the collective's data size ``S`` over the kernel's time; the *bus
+bandwidth* scales it by what a ring moves per rank so that it compares with the link's speed,
+whatever the group size ``n``: ``allreduce`` 2(n−1)/n; ``reducescatter``, ``allgather``,
+``alltoall``, ``gather``, ``scatter`` (n−1)/n; ``broadcast``, ``reduce``, send / receive 1.
+``S`` is the *whole* array (:func:`total_elements`): the buffer of an allreduce, broadcast,
+reduce or send; ``n`` × the per-rank chunk of a reducescatter (its input), allgather and gather
+(their output) and scatter (its input); a rank's whole send buffer for all-to-all. torch writes
+the whole in one of ``In msg nelems`` / ``Out msg nelems`` and the chunk in the other, but a
+variant that records only the chunk on both sides is scaled by ``n`` rather than read as the
+whole. Bytes per element come from the dtype; GB/s are 10⁹ bytes per second.
 
 ``kineto_collectives`` (per rank): one row per (process group, collective, dtype, message
 size): count, time, bytes, algbw and busbw (over the summed time), the GPU's per-direction
@@ -58,22 +62,43 @@ MIN_FLAG_BYTES = 1 << 20
 FLAG_SHARE = 0.25
 
 
+#: Collective kinds, by the prefix of the name lower-cased without ``_`` (``_reduce_scatter_base``,
+#: ``allgather_into_tensor_coalesced``, ``all_to_allv``...); longer prefixes first.
+_KINDS = ("allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "sendrecv", "send", "recv", "reduce",
+          "gather", "scatter")
+_RING = frozenset({"reducescatter", "allgather", "alltoall", "gather", "scatter"})
+
+
+def collective_kind(collective: str) -> str | None:
+    """The NCCL-tests kind of a collective's name (``allreduce``, ``reducescatter``...), None when unknown."""
+    c = collective.lower().replace("_", "").lstrip()
+    return next((k for k in _KINDS if c.startswith(k)), None)
+
+
 def bus_factor(collective: str, n: int) -> float | None:
     """NCCL-tests' bus-bandwidth factor of a collective over ``n`` ranks (None: not a known collective)."""
-    c = collective.lower().replace("_", "").replace("base", "").replace("coalesced", "")
-    if n < 1:
+    kind = collective_kind(collective)
+    if n < 1 or kind is None:
         return None
-    if c == "allreduce":
+    if kind == "allreduce":
         return 2.0 * (n - 1) / n
-    if c in ("allgather", "reducescatter", "alltoall", "alltoallv", "alltoallbase"):
+    if kind in _RING:
         return (n - 1) / n
-    if c in ("broadcast", "reduce", "send", "recv", "sendrecv", "gather", "scatter"):
-        return 1.0
+    return 1.0
+
+
+def total_elements(collective: str, in_nelems: int, out_nelems: int, n: int) -> int | None:
+    """NCCL-tests' ``S`` in elements from torch's recorded counts (module docstring); None for an unknown kind."""
+    kind = collective_kind(collective)
+    if kind in ("reducescatter", "scatter"):
+        return max(in_nelems, n * out_nelems)
+    if kind in ("allgather", "gather"):
+        return max(out_nelems, n * in_nelems)
+    if kind in ("alltoall", "send", "recv", "sendrecv"):
+        return max(in_nelems, out_nelems)
+    if kind in ("allreduce", "broadcast", "reduce"):
+        return in_nelems or out_nelems
     return None
-
-
-def _uses_output(collective: str) -> bool:
-    return collective.lower().replace("_", "").startswith("allgather")
 
 
 @dataclass(frozen=True)
@@ -138,10 +163,14 @@ def collectives_of(d: RankData) -> list[Collective]:
         name = a["Collective name"]
         dtype = str(a.get("dtype", ""))
         size = DTYPE_BYTES.get(dtype)
-        nelems = a.get("Out msg nelems" if _uses_output(name) else "In msg nelems")
         group = a.get("Group size")
-        if size is None or not isinstance(nelems, int) or not isinstance(group, int):
+        counts = [a.get("In msg nelems"), a.get("Out msg nelems")]
+        if size is None or not isinstance(group, int) or not any(isinstance(c, int) for c in counts):
             continue
+        ins, outs = (c if isinstance(c, int) else 0 for c in counts)
+        nelems = total_elements(name, ins, outs, group)
+        if nelems is None:  # a kind NCCL-tests does not define (barrier...): its size, no bus bandwidth
+            nelems = ins or outs
         pg = str(a.get("Process Group Description") or a.get("Process Group Name") or "")
         out.append(Collective(pg, name, dtype, group, float(nelems * size), float(d.gpu_ts[r]), float(d.gpu_dur[r])))
     out.sort(key=lambda c: c.ts_us)

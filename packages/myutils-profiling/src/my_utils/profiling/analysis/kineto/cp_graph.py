@@ -1,7 +1,7 @@
 """The CPU–GPU dependency graph of a window of one rank's trace (the critical path's graph).
 
-Holistic Trace Analysis' construction (``CPGraph`` in ``hta/analyzers/critical_path_analysis.py``,
-release 0.5.0), restated: every CPU operator, runtime call and GPU activity of the window is
+Holistic Trace Analysis' construction (``CPGraph`` in ``hta/analyzers/critical_path_analysis.py``
+at ``f4d0062``), restated: every CPU operator, runtime call and GPU activity of the window is
 two nodes (its start and its end, at those times); edges say what had to happen before what:
 
 ``operator``
@@ -17,17 +17,32 @@ two nodes (its start and its end, at those times); edges say what had to happen 
     launch call's start → the activity's start, when the stream's queue was empty at the
     launch (queue length 1 after it, 0 when the activity started: ``queue_length``) and the
     previous activity of the stream (and any activity it waits on) ended before the launch;
-    weight = the time between the two starts. Otherwise a zero-weight edge of the same type keeps
-    the launch before the activity (HTA's ``CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE=1``).
+    weight = the time between the two starts. With ``zero_weight_launch_edges`` (off by default, as
+    HTA's ``CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE``; HTA's own unit tests turn it on) a zero-weight
+    edge of the same type keeps every other launch before its activity.
 ``kernel_kernel_delay``
-    previous activity's end on the stream → this one's start, weight = the gap, when it was not
-    a launch delay.
+    previous activity's end on the stream → this one's start, weight = the gap, when it was not a
+    launch delay and the gap is under :data:`KERNEL_KERNEL_MAX_US` (HTA since ``ce386f4``): queued work
+    starts within microseconds of its predecessor, so a longer gap is a dependency the trace does not
+    record (the host blocked in ``cudaMalloc``, say), not GPU overhead. The activity then has no edge
+    from its stream, and the path runs through whatever the host did meanwhile.
 ``sync_dependency``
     weight 0: from the GPU work a host sync waited for to the end of the sync call
     (``Stream Sync``: the stream's last activity; ``Context Sync``: every stream's last; ``Event
     Sync``: the last activity launched on the event's stream before ``cudaEventRecord``), and
     from that work to the first activity launched after ``cudaStreamWaitEvent`` (``Stream Wait
     Event``: a GPU → GPU dependency across streams).
+
+PyTorch runs backward on an autograd thread while the main thread waits in ``backward()``, so a
+thread-by-thread graph leaves the backward pass off the step's path. As HTA since ``77300a9``, when
+exactly one thread of the window has operators or annotations named with ``"autograd"`` and exactly
+one other with ``"forward"``, the first thread's events join the second's call stack
+(:func:`backward_thread`; the two are not expected to overlap in time).
+
+HTA since ``3565ded`` also chains the calls that take the CUDA runtime lock (``cudaLaunchKernel``,
+``cudaMemcpyAsync``, ``cudaHostAlloc``) across threads, and in doing so weighs ``cudaMemcpyAsync``'s
+wait as CPU time. Neither is done here: a blocking call's wait stays the GPU's (``BLOCKING_CALLS``),
+and calls on different threads are linked only through the GPU (docs/guide/report.md measures the difference).
 
 The window's events are HTA's: CPU events (operators, annotations, runtime calls, host syncs)
 starting inside it with a positive duration; GPU activities whose launch call is one of them
@@ -60,6 +75,8 @@ _TYPE_ID = {t: i for i, t in enumerate(EDGE_TYPES)}
 #: Calls whose wait is the GPU's time, not the CPU's (the edge into their end weighs 0).
 BLOCKING_CALLS = frozenset({"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery",
                             "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpyAsync"})
+#: The longest gap between two activities of a stream counted as a kernel-to-kernel delay (µs, exclusive).
+KERNEL_KERNEL_MAX_US = 1500.0
 _EVENT_RECORD = "cudaEventRecord"
 _STREAM_WAIT = "cudaStreamWaitEvent"
 
@@ -326,7 +343,7 @@ def _cpu_edges(g: Graph, h: _Hosts, rows: Any) -> None:
                 last, last_parent = end, parent_index
 
 
-def build_graph(d: RankData, w: Window, zero_weight_launch_edges: bool = True) -> Graph:
+def build_graph(d: RankData, w: Window, zero_weight_launch_edges: bool = False) -> Graph:
     """The dependency graph of window ``w`` of ``d`` (module docstring)."""
     integral = _integral(d)
     g = Graph()
@@ -353,13 +370,41 @@ def build_graph(d: RankData, w: Window, zero_weight_launch_edges: bool = True) -
         g.add_event(int(n_index[k]), int(n_kind[k]), int(n_name[k]), int(n_lane[k]), float(n_ts[k]), float(n_end[k]))
     # CPU edges, thread by thread in (pid, tid) order
     by_thread: dict[int, list[int]] = {}
+    merged = backward_thread(d, hosts)
     for i, t in enumerate(hosts.thread.tolist()):
-        by_thread.setdefault(t, []).append(i)
+        by_thread.setdefault(merged.get(t, t), []).append(i)
     for thread in sorted(by_thread, key=lambda t: _sort_key(d.threads[t])):
         _cpu_edges(g, hosts, np.array(by_thread[thread], dtype=np.int64))
     _gpu_edges(d, g, gpu_rows, gpu_ts, gpu_dur, rt_ts_r, zero_weight_launch_edges, w, integral)
     g.finish()
     return g
+
+
+def backward_thread(d: RankData, hosts: _Hosts) -> dict[int, int]:
+    """HTA's backward-thread merge: {lane of the autograd thread: lane of the forward thread}, or {} (module docstring).
+
+    Each side is the one thread (by ``tid``, as HTA keys it) whose window operators or annotations
+    (runtime calls aside) have a name holding ``"autograd"`` / ``"forward"``; none, or several, and
+    nothing merges.
+    """
+    if not len(hosts.thread):
+        return {}
+    op_like = ~np.isin(hosts.index, d.rt_index) if d.rt_index is not None and len(d.rt_index) else \
+        np.ones(len(hosts.thread), bool)
+    tids = {}
+    for word in ("autograd", "forward"):
+        ids = [i for i, n in enumerate(d.names) if word in n]
+        lanes = np.unique(hosts.thread[op_like & np.isin(hosts.name, ids or [-1])]).tolist()
+        found = {d.threads[lane][1] for lane in lanes}
+        tids[word] = next(iter(found)) if len(found) == 1 else None
+    bwd, fwd = tids["autograd"], tids["forward"]
+    if bwd is None or fwd is None or bwd == fwd:
+        return {}
+    lanes = np.unique(hosts.thread).tolist()
+    into = next((lane for lane in lanes if d.threads[lane][1] == fwd), None)
+    if into is None:
+        return {}
+    return {lane: into for lane in lanes if d.threads[lane][1] == bwd}
 
 
 def _sort_key(lane: tuple[Any, Any]) -> tuple[Any, ...]:
@@ -426,7 +471,8 @@ def _gpu_edges(d: RankData, g: Graph, gpu_rows: Any, gpu_ts: Any, gpu_dur: Any, 
                 and (sync_end is None or g.node_ts[sync_end] < launch_ts)):
             g.add_edge(rt_node, start, LAUNCH)
             launch_added = True
-        elif prev is not None and (sync_end is None or g.node_ts[sync_end] < g.node_ts[prev]):
+        elif (prev is not None and g.node_ts[start] - g.node_ts[prev] < KERNEL_KERNEL_MAX_US
+              and (sync_end is None or g.node_ts[sync_end] < g.node_ts[prev])):
             g.attribute(g.add_edge(prev, start, KERNEL_KERNEL), -1)
         if zero_weight and not launch_added and rt_node is not None:
             g.add_edge(rt_node, start, LAUNCH, zero_weight=True)

@@ -1,9 +1,10 @@
 """Critical path of one iteration (or a window): the chain of CPU and GPU work that set its length.
 
 Holistic Trace Analysis' lightweight critical path analysis (``CriticalPathAnalysis`` and
-``CPGraph.critical_path``/``summary`` in ``hta/analyzers/critical_path_analysis.py``, release
-0.5.0), checked against its ``tests/test_critical_path_analysis.py`` on the traces it uses
-(``test_critical_path_basic_add``: edge weights 15, 14, 17, 15, 32 around ``aten::relu_``, a
+``CPGraph.critical_path``/``summary`` in ``hta/analyzers/critical_path_analysis.py`` at
+``f4d0062``), checked against its ``tests/test_critical_path_analysis.py`` on the traces it uses
+(``EndToEndTestCase``: 1,008 marked events on the whole simple_add trace;
+``test_critical_path_basic_add``: edge weights 15, 14, 17, 15, 32 around ``aten::relu_``, a
 27 µs launch delay, a 7 µs kernel gap, zero-weight sync edges, 315 nodes on the path;
 ``test_critical_path_overlaid_trace``: 159 events and 314 edges on it, 21 of the default
 kinds; ``test_critical_path_inter_stream_sync``: 149 nodes on AlexNet's path;
@@ -23,15 +24,20 @@ dependencies and syncs weigh nothing. Tables (``rank`` on every row):
 ``kineto_critical_path``
     one row per rank: the window (``window``: what was analysed, ``window_us``), the graph's
     size (``graph_nodes``/``graph_edges``: nodes touched by an edge, as networkx counts them),
-    the path (``path_nodes``, ``path_edges``, ``path_events``), its length (``length_us``) and
-    the share of each kind.
+    the path (``path_nodes``, ``path_edges``, ``path_events``), its length (``length_us``), the
+    share of each kind, and ``coverage_pct``, the path's length over the window's (gaps between
+    top-level operators weigh nothing, so a path rarely covers its whole step). A window where
+    no path can start (no CPU operator or runtime call in it) gives a row with an empty path and
+    ``not_measured`` saying why, never no row.
 ``kineto_critical_path_breakdown``
     per rank and kind: µs on the path, % of the path, edges.
 ``kineto_critical_path_top``
     per rank, the events holding the most time on the path (name, CPU/GPU, kind, µs, %).
 
-The default window is the step whose duration is the median of the trace's steps (the
-whole trace when it has none); ``annotation=``/``instance=`` pick another, as HTA's
+The default window is the step whose duration is the median of the trace's steps (the lower
+one of an even count; the whole trace when it has none), among the steps holding CPU work: a
+stub ``ProfilerStep`` closed right after ``prof.step()`` has nothing to start a path from and is
+left out (the label says so). ``annotation=``/``instance=`` pick another window, as HTA's
 arguments do (an annotation is any event whose name contains the text; ``instance`` counts
 its occurrences in file order, or is a ``(first, last)`` range).
 """
@@ -87,6 +93,8 @@ class CriticalPathRow(Row):
     gpu_communication_bound_pct: float
     gpu_kernel_launch_overhead_pct: float
     gpu_kernel_kernel_overhead_pct: float
+    coverage_pct: float = math.nan
+    not_measured: str = ""
 
 
 @dataclass(frozen=True)
@@ -166,9 +174,14 @@ def window_of(d: RankData, annotation: str | None = None, instance: int | tuple[
         steps = sorted(((s[1], s[0], s[2]) for s in d.step_events), key=lambda x: x[1])
         if not steps:
             return _whole(d)
+        worked = [st for st in steps if _holds_cpu_work(d, st[1], st[1] + st[0])]
+        skipped = len(steps) - len(worked) if worked else 0
+        steps = worked or steps
         by_dur = sorted(range(len(steps)), key=lambda i: (steps[i][0], i))
         dur, ts, number = steps[by_dur[(len(steps) - 1) // 2]]
-        return Window(ts, ts + dur, f"ProfilerStep#{number} (median of {len(steps)} steps)")
+        left_out = f"; {skipped} without CPU work left out" if skipped else ""
+        counted = f"{len(steps)} step" + ("s" if len(steps) != 1 else "")
+        return Window(ts, ts + dur, f"ProfilerStep#{number} (median of {counted}{left_out})")
     if annotation == "":
         return _whole(d)
     ids = {i for i, n in enumerate(d.names) if annotation in n}
@@ -187,6 +200,24 @@ def window_of(d: RankData, annotation: str | None = None, instance: int | tuple[
         raise LookupError(f"annotation {annotation!r} instance {instance!r}: {len(found)} occurrence(s) in the trace")
     label = f"{d.names[_name_at(d, chosen[0][0])]}" + (f" … ({len(chosen)} occurrences)" if len(chosen) > 1 else "")
     return Window(min(c[1] for c in chosen), max(c[2] for c in chosen), label)
+
+
+def _holds_cpu_work(d: RankData, start: float, end: float) -> bool:
+    """Whether an operator or runtime call of positive duration starts in ``[start, end]`` (a path can start there)."""
+    for ts, dur in ((d.op_ts, d.op_dur), (d.rt_ts, d.rt_dur)):
+        if ts is not None and len(ts) and bool(np.any((ts >= start) & (ts <= end) & (dur > 0))):
+            return True
+    return False
+
+
+def empty_reason(d: RankData, w: Window) -> str:
+    """Why window ``w`` has no critical path (the ``not_measured`` text of its row)."""
+    if not len(d.rt_ts) and not (d.op_ts is not None and len(d.op_ts)):
+        return "the trace holds no CPU operators or runtime calls (the graph starts from them)"
+    if not _holds_cpu_work(d, w.start, w.end):
+        return (f"the window ({w.label}, {(w.end - w.start) / 1e3:,.3f} ms) holds no CPU operator or runtime "
+                "call, where the path would start")
+    return "the window's events form no dependency edge"
 
 
 def _name_at(d: RankData, index: int) -> int:
@@ -302,11 +333,13 @@ def _bound(g: Graph, e: int, d: RankData) -> tuple[str, int | None]:
 
 
 def critical_path(d: RankData, annotation: str | None = None, instance: int | tuple[int, int] | None = 0,
-                  zero_weight_launch_edges: bool = True, all_edges: bool = True) -> CriticalPath:
+                  zero_weight_launch_edges: bool = False, all_edges: bool = True) -> CriticalPath:
     """The critical path of one window of ``d`` (module docstring).
 
     ``all_edges=False`` keeps only the path's edges in ``edges`` (the tables need no more; the
-    graph of a long step has tens of thousands).
+    graph of a long step has tens of thousands). ``zero_weight_launch_edges=True`` keeps every
+    launch before its activity with a zero-weight edge, as HTA's unit tests run it (its
+    ``CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE=1``); by default, as HTA's default, they are left out.
     """
     w = window_of(d, annotation, instance)
     g = build_graph(d, w, zero_weight_launch_edges)
@@ -330,13 +363,15 @@ def critical_path_tables(d: RankData, annotation: str | None = None, instance: i
     no :class:`PathEdge` per path edge (a long step's path has tens of thousands of them, and the
     tables run inside every rank's analysis).
     """
-    if not len(d.rt_ts) and not (d.op_ts is not None and len(d.op_ts)):
-        return {}
-    w = window_of(d, annotation, instance)
-    g = build_graph(d, w)
-    nodes, length, graph_nodes = longest_path(g)
-    if not nodes:
-        return {}
+    has_cpu = bool(len(d.rt_ts)) or (d.op_ts is not None and len(d.op_ts) > 0)
+    w = window_of(d, annotation, instance) if has_cpu else _whole(d)
+    g = build_graph(d, w) if has_cpu else None
+    nodes, length, graph_nodes = longest_path(g) if g is not None else ([], 0.0, 0)
+    if g is None or not nodes:
+        nan = math.nan
+        return {"critical_path": [CriticalPathRow(d.rank, w.label, w.end - w.start, graph_nodes,
+                                                  len(g.src) if g is not None else 0, 0, 0, 0, 0.0,
+                                                  nan, nan, nan, nan, nan, nan, empty_reason(d, w))]}
     events = np.frombuffer(g.events, dtype=np.int64)
     n_events = len(np.unique(events[np.asarray(nodes, dtype=np.int64) // 2]))
     # edge-id order, as critical_path(all_edges=False) lists them: the sums add in the same order
@@ -376,8 +411,10 @@ def _tables(d: RankData, w: Window, graph_nodes: int, graph_edges: int, path_nod
             acc[0] += weight
             acc[1] += 1
     total = sum(split.values())
+    cpu, compute, comm, launch, gaps = (pct(split[b], total) for b in BOUNDS)
     summary = CriticalPathRow(d.rank, w.label, w.end - w.start, graph_nodes, graph_edges, path_nodes,
-                              max(path_nodes - 1, 0), path_events, length_us, *(pct(split[b], total) for b in BOUNDS))
+                              max(path_nodes - 1, 0), path_events, length_us, cpu, compute, comm, launch, gaps,
+                              coverage_pct=pct(length_us, w.end - w.start))
     breakdown = [PathBreakdownRow(d.rank, b, split[b], pct(split[b], total), edges[b]) for b in BOUNDS if edges[b]]
     names = _names_by_index(d, {owner for owner, _bound in per_event})
     grouped: dict[tuple[str, str, str], list[float]] = {}

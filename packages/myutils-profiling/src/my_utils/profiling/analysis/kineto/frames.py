@@ -13,7 +13,7 @@ total_us, mean_us, min_us, max_us, std_us, subtype · ``idle`` rank, device, str
 ``idle_device`` rank, device, category, idle_us, gaps, share_pct, span_us, span_pct · ``overlap`` ·
 ``launch`` · ``launch_outliers`` · ``annotations`` · ``sync`` · ``health`` · ``context`` · ``inputs`` ·
 ``critical_path`` rank, window, window_us, graph_nodes, graph_edges, path_nodes, path_edges, path_events,
-length_us, <kind>_pct · ``critical_path_breakdown`` rank, bound_by, us, pct, edges · ``critical_path_top``
+length_us, <kind>_pct, coverage_pct, not_measured · ``critical_path_breakdown`` rank, bound_by, us, pct, edges · ``critical_path_top``
 rank, name, side, bound_by, us, pct, edges · ``queue_length`` rank, device, stream, count, mean, std, min, p25,
 p50, p75, max, time_mean · ``queue_full`` rank, device, stream, max_queue_length, duration_us,
 relative_duration · ``queue_length_series`` rank, device, stream, ts_us, queue_length · ``memory_kinds`` rank,
@@ -29,10 +29,15 @@ median_us, max_us, max_rank, spread, mean_call_min_us, mean_call_max_us, straggl
 index, name, top_op, bottom_op, op_stack, ts_us, dur_us, flops, <every counter> · ``cupti_ops`` · ``mfu``
 rank, gpu, window, window_us, flops, achieved_tflops, mfu_pct, coverage_pct, counted_ops, uncounted, peak,
 not_measured · ``mfu_ops`` rank, operator, dtype, calls, flops, kernel_us, tflops_in_kernels, pct_of_peak ·
-``idle_host_ops`` rank, device, stream, operator, gaps, idle_us, pct_of_host_wait.
+``idle_host_ops`` rank, device, stream, operator, where, gaps, idle_us, pct_of_host_wait · ``setup`` rank,
+capture_us, setup_us, setup_pct, gpu_span_us, gpu_idle_us, setup_idle_us, steps, one_shot, one_shot_reason, detail ·
+``setup_kinds`` rank, kind, events, us, longest, longest_us · ``collective_wait`` rank, host, step, collectives,
+comm_us, wait_us, working_us, waited_for, waited_for_us, last_count, mean_lateness_us · ``collective_wait_regions``
+rank, host, region, collectives, comm_us, wait_us, working_us, waited_for · ``host_arrivals`` host,
+ranks, collectives, mean_lag_us, mean_spread_us, straggler.
 
-Times are µs (``_us``), bandwidths GB/s (10⁹ B/s), shares % (``_pct``); ``ts_us`` in the trace's
-own clock. Each module of ``my_utils.profiling.analysis.kineto`` documents its tables' meaning.
+Times are µs (``_us``), bandwidths GB/s (10⁹ B/s), shares % (``_pct``); ``ts_us`` counts from the
+trace's first event. Each module of ``my_utils.profiling.analysis.kineto`` documents its tables' meaning.
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ def kineto_frames(paths: str | Path | Iterable[str | Path], *, trace_filter: Tra
 def columns(table: str) -> dict[str, str]:
     """What each column of ``table`` holds, read from the row type's documentation (``{}`` for dict tables)."""
     from my_utils.profiling.analysis.kineto import (
+        arrivals,
         aten_launch,
         call_stacks,
         collectives,
@@ -82,6 +88,7 @@ def columns(table: str) -> dict[str, str]:
         mfu,
         queue_length,
         sequences,
+        setup,
         stragglers,
         temporal,
     )
@@ -97,6 +104,9 @@ def columns(table: str) -> dict[str, str]:
         "gpu_annotations": call_stacks.GpuAnnotationRow, "collectives": collectives.CollectiveRow,
         "collectives_ranks": collectives.CollectiveRanksRow, "kernel_stragglers": stragglers.StragglerRow,
         "mfu": mfu.MfuRow, "mfu_ops": mfu.MfuOpRow, "idle_host_ops": idle_explained.IdleHostOpRow,
+        "setup": setup.SetupRow, "setup_kinds": setup.SetupKindRow, "collective_wait": arrivals.CollectiveWaitRow,
+        "collective_wait_regions": arrivals.RegionWaitRow,
+        "host_arrivals": arrivals.HostArrivalRow,
     }
     cls = rows.get(table)
     if cls is None:

@@ -5,9 +5,14 @@ other) but does not say *what* the host was doing. Here, per device, the compute
 stream with the most computation-kernel time; each gap on it that is *host wait* (the launch of
 the activity ending the gap started after the gap began: ``kineto.idle``'s rule) is given to
 the innermost CPU operator or ``record_function`` annotation running on the launching thread
-when the gap began (data loading shows as its ``enumerate(DataLoader)…`` annotation). A gap with
-nothing recorded running then is ``(no operator: Python, data loading or the profiler)``. Per rank, ``kineto_idle_host_ops``
-lists the operators by the idle time they held: "the GPU waited N ms on these host ops".
+when the gap began (data loading shows as its ``enumerate(DataLoader)…`` annotation). When nothing
+runs on a thread other than the main one (the thread holding the ``ProfilerStep`` events, else
+the one with the most operators), the gap goes to what the main thread runs then: autograd's
+thread sits idle between backward operators while the main thread is inside ``backward()`` (a
+``## backward ##`` annotation, say), and that time is the backward pass's. ``where`` says which
+thread named it. A gap with nothing recorded running on either is :data:`NOTHING`. Per rank,
+``kineto_idle_host_ops`` lists the operators by the idle time they held: "the GPU waited N ms on
+these host ops".
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from my_utils.profiling.analysis.kineto.kinds import KINDS, KernelKind
 from my_utils.profiling.analysis.kineto.rank_data import RankData
 from my_utils.profiling.analysis.kineto.rows import Row, Tables, pct
 
-NO_OPERATOR = "(no operator: Python, data loading or the profiler)"
+NOTHING = "(nothing on the launching thread)"
+LAUNCHING = "launching thread"
+MAIN = "main thread (the launching thread ran nothing)"
 TOP = 20
 
 
@@ -33,6 +40,7 @@ class IdleHostOpRow(Row):
     device: int | None
     stream: int | str | None
     operator: str
+    where: str
     gaps: int
     idle_us: float
     pct_of_host_wait: float
@@ -95,6 +103,18 @@ def _running_op(d: RankData, thread: int, times: Any) -> list[int]:
     return out
 
 
+def _main_thread(d: RankData) -> int | None:
+    """The thread lane of the ProfilerStep events, else the one with the most operators and annotations."""
+    if d.step_events:
+        lanes = [s[3] for s in d.step_events]
+        return max(set(lanes), key=lanes.count)
+    held = np.concatenate([a for a in (d.op_thread, d.ann_thread) if a is not None and len(a)] or [np.zeros(0, int)])
+    if not len(held):
+        return None
+    values, counts = np.unique(held, return_counts=True)
+    return int(values[int(np.argmax(counts))])
+
+
 def idle_host_op_rows(d: RankData, top: int = TOP) -> list[IdleHostOpRow]:
     """The operators the compute stream's host-wait gaps fell on, most idle first (module docstring)."""
     if len(d.gpu_ts) < 2:
@@ -104,21 +124,28 @@ def idle_host_op_rows(d: RankData, top: int = TOP) -> list[IdleHostOpRow]:
         starts, gaps, rts = _host_wait_gaps(d, lane)
         if not len(gaps):
             continue
-        owner: dict[str, list[float]] = {}
+        owner: dict[tuple[str, str], list[float]] = {}
         threads = d.rt_thread[rts]
+        main = _main_thread(d)
         for thread in np.unique(threads).tolist():
             sel = np.flatnonzero(threads == thread)
-            for i, op in zip(sel.tolist(), _running_op(d, int(thread), starts[sel]), strict=True):
-                name = d.names[op] if op >= 0 else NO_OPERATOR
-                a = owner.setdefault(name, [0, 0.0])
+            ops = _running_op(d, int(thread), starts[sel])
+            where = [LAUNCHING if op >= 0 else "" for op in ops]
+            idle = [k for k, op in enumerate(ops) if op < 0]
+            if idle and main is not None and main != thread:
+                for k, op in zip(idle, _running_op(d, main, starts[sel[idle]]), strict=True):
+                    if op >= 0:
+                        ops[k], where[k] = op, MAIN
+            for i, op, w in zip(sel.tolist(), ops, where, strict=True):
+                a = owner.setdefault((d.names[op], w) if op >= 0 else (NOTHING, ""), [0, 0.0])
                 a[0] += 1
                 a[1] += float(gaps[i])
         total = float(gaps.sum())
         stream = d.lanes[lane][1]
-        for name, (n, us) in sorted(owner.items(), key=lambda kv: -kv[1][1])[:top]:
+        for (name, where_), (n, us) in sorted(owner.items(), key=lambda kv: -kv[1][1])[:top]:
             rows.append(IdleHostOpRow(d.rank, None if device < 0 else device,
                                       stream if stream is None or isinstance(stream, (int, str)) else str(stream),
-                                      name, int(n), us, pct(us, total)))
+                                      name, where_, int(n), us, pct(us, total)))
     return rows
 
 

@@ -5,9 +5,9 @@ Each GPU activity is paired with the runtime call that launched it (``cudaLaunch
 MTIA's submit call). *Launch delay* is the time from the end of that call to the start of
 the activity (negative values clipped to 0); *runtime outliers* are calls longer than
 ``runtime_cutoff_us``; *delay outliers* wait longer than ``launch_delay_cutoff_us``; a
-*short kernel* runs for less time than its launch took on the CPU (and the call is no
-runtime outlier). These are Holistic Trace Analysis' definitions and defaults (50 / 100 µs),
-plus the driver-API launches Triton uses.
+*short kernel* is a kernel (not a memory copy or set, counted in ``kernels``) that runs for less
+time than its launch took on the CPU (and the call is no runtime outlier). These are Holistic
+Trace Analysis' definitions and defaults (50 / 100 µs), plus the driver-API launches Triton uses.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from my_utils.core.lazy import lazy_module
+from my_utils.profiling.analysis.kineto.kinds import KINDS, KernelKind
 from my_utils.profiling.analysis.kineto.rank_data import RankData
 from my_utils.profiling.analysis.kineto.rows import Row
 
@@ -49,6 +50,7 @@ class LaunchRow(Row):
     runtime_outliers: int
     delay_outliers: int
     short_kernels: int
+    kernels: int = 0  # launches of kernels (``launches`` less memory copies and sets)
 
 
 @dataclass(frozen=True)
@@ -82,11 +84,13 @@ def launch_stats(d: RankData, runtime_cutoff_us: float = RUNTIME_CUTOFF_US,
     cpu = d.rt_dur[ri]
     gpu = d.gpu_dur[gi]
     delay = np.maximum(d.gpu_ts[gi] - d.rt_ts[ri] - cpu, 0.0)
-    short = (cpu <= runtime_cutoff_us) & (gpu < cpu)
+    kernel = d.gpu_kind[gi] != KINDS.index(KernelKind.MEMORY)
+    short = kernel & (cpu <= runtime_cutoff_us) & (gpu < cpu)
     row = LaunchRow(
         d.rank, len(gi), float(cpu.mean()), float(np.percentile(cpu, 95)), float(gpu.mean()),
         float(delay.mean()), float(np.median(delay)), float(np.percentile(delay, 95)), float(delay.max()),
         int((cpu > runtime_cutoff_us).sum()), int((delay > launch_delay_cutoff_us).sum()), int(short.sum()),
+        int(kernel.sum()),
     )
     worst = np.argsort(-delay, kind="stable")[:outliers]
     out = [LaunchOutlier(d.rank, int(d.gpu_corr[gi[w]]), d.names[int(d.gpu_name[gi[w]])], float(cpu[w]),

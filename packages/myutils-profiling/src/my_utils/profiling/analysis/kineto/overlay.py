@@ -90,10 +90,11 @@ def _flows(cp: CriticalPath, where: dict[int, tuple[Any, Any, float, float, bool
 def write_overlay(trace: str | Path, output: str | Path, *, with_critical_path: bool = True,
                   with_counters: bool = True, annotation: str | None = None, instance: int | tuple[int, int] = 0,
                   all_edges: bool = False, only_critical: bool = False, rank: int | None = None,
-                  trace_filter: TraceFilter | None = None) -> OverlayResult:
+                  trace_filter: TraceFilter | None = None, zero_weight_launch_edges: bool = False) -> OverlayResult:
     """Copy ``trace`` to ``output`` with the critical path and/or counter tracks drawn (module docstring).
 
     ``annotation``/``instance`` choose the critical path's window (``critical_path.window_of``);
+    ``zero_weight_launch_edges`` as in :func:`~my_utils.profiling.analysis.kineto.critical_path.critical_path`;
     ``trace_filter`` keeps part of the trace for the analyses (the copy keeps every event).
     """
     from my_utils.profiling.analysis.kineto.run import read_rank
@@ -105,7 +106,7 @@ def write_overlay(trace: str | Path, output: str | Path, *, with_critical_path: 
     refuse_overwriting_inputs([out], [src], what="overlay output")
     read = read_rank(src, rank)
     d = read.data if trace_filter is None else trace_filter.apply(read.data)
-    cp = critical_path(d, annotation, instance, all_edges=all_edges) if with_critical_path else None
+    cp = critical_path(d, annotation, instance, zero_weight_launch_edges, all_edges) if with_critical_path else None
     counters = counter_events(d) if with_counters else []
     marked = cp.events if cp is not None else frozenset()
     needed = {i for e in cp.edges for i in (e.src, e.dst)} if cp is not None else set()

@@ -18,7 +18,8 @@ has its row.
 Streams are GPU lanes ``(device, stream)``; HTA groups by the stream number alone, which
 joins the same number on two GPUs of one process. A rank without GPU activity has no row
 (empty, never zeros). ``kineto_queue_length_series`` keeps at most :data:`SERIES_POINTS`
-points per stream (min/max buckets: every extreme survives) for the chart; the DataFrame API
+points per stream (min/max buckets: every extreme survives), timed from the trace's first event
+(:func:`trace_start`), for the chart; the DataFrame API
 (``kineto.frames``) gives every point.
 """
 
@@ -75,7 +76,7 @@ class QueueFullRow(Row):
 
 @dataclass(frozen=True)
 class QueuePointRow(Row):
-    """One point of the (downsampled) queue-length series: the value from ``ts_us`` (relative to the trace's start)."""
+    """One point of the (downsampled) queue-length series: the value from ``ts_us`` (µs since the trace's first event)."""
 
     rank: int | None
     device: int | str | None
@@ -140,10 +141,21 @@ def _lane(d: RankData, lane: int) -> tuple[int | str | None, int | str | None]:
             stream if stream is None or isinstance(stream, (int, str)) else str(stream))
 
 
+def _starts(d: RankData) -> list[Any]:
+    starts = [a for a in (d.gpu_ts, d.rt_ts, d.op_ts, d.ann_ts, d.hsync_ts) if a is not None and len(a)]
+    return starts + ([np.array([s[0] for s in d.step_events])] if d.step_events else [])
+
+
+def trace_start(d: RankData) -> float:
+    """The first start of any event kept (relative µs; the collector counts from the first event *in file
+    order*, which need not be the earliest: a trace can hold events that start before it)."""
+    starts = _starts(d)
+    return float(min(a.min() for a in starts)) if starts else 0.0
+
+
 def trace_duration(d: RankData) -> float:
     """Last start minus first start over every event kept (HTA's ``get_trace_duration``)."""
-    starts = [a for a in (d.gpu_ts, d.rt_ts, d.op_ts, d.ann_ts, d.hsync_ts) if a is not None and len(a)]
-    starts += [np.array([s[0] for s in d.step_events])] if d.step_events else []
+    starts = _starts(d)
     if not starts:
         return 0.0
     return float(max(a.max() for a in starts) - min(a.min() for a in starts))
@@ -160,6 +172,7 @@ def queue_length_tables(d: RankData, max_queue_length: int = MAX_QUEUE_LENGTH,
     full: list[Row] = []
     points: list[Row] = []
     duration = trace_duration(d)
+    origin = trace_start(d)
     for lane, ts, value in zip(s.lanes, s.ts, s.value, strict=True):
         device, stream = _lane(d, lane)
         v = value.astype(np.float64)
@@ -175,7 +188,7 @@ def queue_length_tables(d: RankData, max_queue_length: int = MAX_QUEUE_LENGTH,
             full.append(QueueFullRow(d.rank, device, stream, max_queue_length, blocked,
                                      blocked / duration if duration > 0 else math.nan))
         for i in (range(len(v)) if series_points is None else _downsample(v, series_points)):
-            points.append(QueuePointRow(d.rank, device, stream, float(ts[i]), int(value[i])))
+            points.append(QueuePointRow(d.rank, device, stream, float(ts[i] - origin), int(value[i])))
     return {"queue_length": summary, "queue_full": full, "queue_length_series": points}
 
 

@@ -86,6 +86,11 @@ ANALYSES: tuple[KinetoAnalysisSpec, ...] = (
         "HTA's NCCL argument parsing (tests/test_trace_parse.py::test_nccl_parser_config); NCCL-tests PERFORMANCE.md",
         ("collectives", "collectives_ranks"), across=f"{_K}.collectives:across_ranks"),
     KinetoAnalysisSpec(
+        "arrivals", f"{_K}.arrivals:arrival_tables",
+        "collective arrivals across ranks: each rank's wait for later ranks against its working time, by host first",
+        "beyond HTA (its straggler view is per kernel); diagnosis/CASES.md principle 4",
+        ("collective_wait", "collective_wait_regions", "host_arrivals"), across=f"{_K}.arrivals:across_ranks"),
+    KinetoAnalysisSpec(
         "stragglers", f"{_K}.stragglers:no_rows",
         "straggler kernels across ranks: each heavy kernel's time on the fastest, median and slowest rank",
         "HTA get_gpu_kernel_breakdown (per-kernel time per rank with min/max error bars)",
@@ -100,6 +105,11 @@ ANALYSES: tuple[KinetoAnalysisSpec, ...] = (
         "MFU: FLOPs from the operators' recorded shapes over the time and the GPU's dense peak (or why not)",
         "beyond HTA (no MFU there); peaks from the sourced hardware table (kineto.peaks)",
         ("mfu", "mfu_ops")),
+    KinetoAnalysisSpec(
+        "setup", f"{_K}.setup:setup_tables",
+        "one-off work (compilation, autotuning, allocations, first calls, step 0) and the GPU idle inside it",
+        "beyond HTA (no setup analysis there); diagnosis/CASES.md principle 1",
+        ("setup", "setup_kinds")),
     KinetoAnalysisSpec(
         "idle_explained", f"{_K}.idle_explained:idle_explained_tables",
         "idle explained: the CPU operator running during each host-wait gap of the compute stream",

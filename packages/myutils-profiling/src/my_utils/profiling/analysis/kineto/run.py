@@ -87,6 +87,7 @@ class KinetoPass:
 
     def columns(self, metadata: Mapping[str, Any], rank: int | None) -> tuple[RankData, str, int]:
         """The collected events as :class:`RankData` (with the trace's context), the rank's source, host events."""
+        from my_utils.profiling.analysis.kineto.arrivals import host_from_file_name
         from my_utils.profiling.analysis.kineto.context import trace_context
         from my_utils.profiling.analysis.kineto.rank_data import build
 
@@ -94,7 +95,13 @@ class KinetoPass:
         found, source = trace_rank(self.path, dict(metadata), rank)
         d = build(col, found)
         self.collector = None  # the columns now live in numpy arrays
-        d = replace(d, context=trace_context(dict(metadata), found, source, {lane[0] for lane in d.lanes}))
+        context = trace_context(dict(metadata), found, source, {lane[0] for lane in d.lanes})
+        if context.get("host") is not None:
+            context["host_source"] = "trace metadata"
+        elif (host := host_from_file_name(self.path)) is not None:
+            context.update(host=host, host_source="file name (tensorboard_trace_handler)")
+            context["missing"] = [k for k in context.get("missing", []) if k != "host"]
+        d = replace(d, context=context)
         return d, source, col.host_events
 
     def finish(self, metadata: Mapping[str, Any], event_count: int, rank: int | None) -> RankAnalysis:
