@@ -154,7 +154,7 @@ def table_view(title: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[
         out_rows.append({"id": evidence_anchor(name, i) if name else "", "cells": cells, "index": i})
     headers = [column_title(c) for c in columns]
     if "share" in columns and not any(r.get("share_of") for r in rows[:limit]):
-        headers[list(columns).index("share")] = "share of step time (GPU rows: of GPU time)"
+        headers[list(columns).index("share")] = "total share of step time (all steps summed; GPU rows: of GPU time)"
     note = f"first {limit} of {len(rows)} rows" if len(rows) > limit else ""
     if extra:
         note += f" (and {len(extra)} more that findings cite)"
@@ -167,18 +167,31 @@ def _evidence_cells(f: Finding) -> list[tuple[str, str]]:
 
 
 def _impact_text(f: Finding, short: bool = False) -> str:
-    """What fixing ``f`` could save, per the analysis' estimate; ``short`` leaves out how it was estimated."""
+    """What fixing ``f`` could save, on the one denominator the analysis states; ``short`` leaves out how it
+    was estimated. A breakdown says where the time is and that it is no saving."""
     impact = f.impact
     parts = []
-    if impact.ms_per_step is not None and impact.upper_bound:
-        # all of a region's time is a bound, not a saving: no fix removes a whole backward pass
+    if impact.breakdown:
+        share = f"{fmt_pct(impact.region_share, fraction=True)} of {impact.region_of}" \
+            if impact.region_share is not None else ""
+        took = f"{fmt_ms(impact.region_ms)} per step" if impact.region_ms is not None else ""
+        parts.append("where the time is, not a saving: " + ", ".join(p for p in (share, took) if p)
+                     + " (a fix saves part of it)")
+    elif impact.ms_per_step is not None and impact.upper_bound:
+        # all of something's time bounds a saving; it is never shown as one
         parts.append(f"takes {fmt_ms(impact.ms_per_step)} per step (a fix saves part of it)")
     elif impact.ms_per_step is not None:
         parts.append(f"could save up to {fmt_ms(impact.ms_per_step)} per step")
-    if impact.share_of_step is not None:
-        step = f" ({source_label(impact.step_source)} step time)" if impact.step_source and not short else ""
-        parts.append(f"{fmt_pct(impact.share_of_step, fraction=True)} of the median step{step}")
-    if impact.steps is not None:
+    if impact.share_of_step is not None and not impact.breakdown:
+        whole = impact.denominator or "median step"
+        of = [fmt_ms(impact.denominator_ms)] if impact.denominator_ms is not None and not short else []
+        if impact.step_source and not short:
+            of.append(f"{source_label(impact.step_source)}")
+        parts.append(f"{fmt_pct(impact.share_of_step, fraction=True)} of the {whole}"
+                     + (f" ({', '.join(of)})" if of else ""))
+    if impact.clamped_from_ms is not None and not short:
+        parts.append(f"cut from {fmt_ms(impact.clamped_from_ms)}")
+    if impact.steps is not None and impact.step_source not in ("ncu", "ncu_csv"):
         parts.append(f"rests on {fmt_count(impact.steps)} step{'s' if impact.steps != 1 else ''}")
     if impact.basis and not short:
         parts.append(impact.basis)
