@@ -227,7 +227,7 @@ def test_no_e_notation_in_any_finding_text(name: str, analysed: Any) -> None:
 
 @pytest.mark.parametrize("name", _where("demo"))
 def test_the_cpu_run_says_so_and_names_its_run(name: str, analysed: Any) -> None:
-    name, c, report, markdown = analysed(name)
+    _name, _c, report, markdown = analysed(name)
     assert report.fact("context.cpu_only").value == 1
     head = markdown.split("## Run", 1)[0]
     assert "CPU only" in head and "GPU not recorded" not in head
