@@ -167,6 +167,9 @@ def test_a_tie_at_the_cut_is_kept_and_stated() -> None:
     assert "title c (a tie); title d (a tie)" in line and "title a;" in line
 
 
-def test_no_finding_with_a_saving_means_no_fix_first_line() -> None:
-    findings = [_finding("capture:x", 0.5, "capture"), _finding("bottleneck:y", 0.4, "bottleneck", True)]
+def test_no_finding_with_a_saving_worth_it_means_no_fix_first_line() -> None:
+    """The ring with its setup stated: a 0.7% rank wait and 0.3% of idle outside setup are nothing to fix first."""
+    findings = [_finding("capture:x", 0.5, "capture"), _finding("bottleneck:y", 0.4, "bottleneck", True),
+                _finding("nsys:rank_skew", 0.0066), _finding("nsys:gpu_idle", 0.0034)]
     assert fix_first(findings) == [] and not any(x.startswith("Fix first") for x in verdict({}, findings).lines)
+    assert [f.id for f in fix_first([*findings, _finding("z", 0.01)])] == ["z"]  # at the 1% threshold: kept

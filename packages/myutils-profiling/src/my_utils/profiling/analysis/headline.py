@@ -4,8 +4,8 @@
 world size, ranks, host, CUDA, whether the run is CPU-only), the figures (step time median /
 p90 / worst with its source, GPU busy / idle, communication share and overlap) and the verdict
 (``analysis.verdict``: the class of the run and 2–3 lines), and names the findings to fix first:
-the first three, in impact order, that state a saving (capture checks and breakdowns of where
-the time is are not fixes), with any tied with the third.
+the first three, in impact order, that state a saving of at least 1% of the step (capture checks
+and breakdowns of where the time is are not fixes), with any tied with the third.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 
 from my_utils.profiling.analysis.model import Fact, Finding, NotMeasured, Verdict
 from my_utils.profiling.analysis.nsight_advice import short_kernel
+from my_utils.profiling.analysis.severity import WARNING_SHARE
 
 #: The first word(s) of each verdict class's first line.
 KEYWORDS: dict[str, str] = {"setup": "Setup-dominated", "host": "Host-bound", "communication": "Communication-bound",
@@ -136,7 +137,7 @@ def _ms(value: float | None) -> str:
 
 def verdict(facts: Mapping[str, Fact], findings: Sequence[Finding] = (), top: Sequence[Finding] | None = None) -> Verdict:
     """The verdict of the run (module docstring); ``top``: the findings to fix first (default: the first
-    three of ``findings`` that state a saving, capture findings and breakdowns left out)."""
+    three of ``findings`` that state a saving of at least 1% of the step; capture checks and breakdowns left out)."""
     bound, p, used = _classify(facts)
     lines = [_first_line(bound, p, facts, used)]
     if p is not None and bound in p:
@@ -250,12 +251,14 @@ def _outside_setup(facts: Mapping[str, Fact], used: list[str]) -> str:
 
 
 def states_saving(f: Finding) -> bool:
-    """Whether a finding states a saving (a breakdown, a verdict restated or a capture check does not)."""
-    return f.category != "capture" and not f.impact.breakdown and f.impact.rank_value > 0
+    """Whether a finding states a saving worth fixing first: at least :data:`~.severity.WARNING_SHARE` of the step
+    (a breakdown, a verdict restated, a capture check or a saving too small to matter does not)."""
+    share = f.impact.share_of_step
+    return f.category != "capture" and not f.impact.breakdown and share is not None and share >= WARNING_SHARE
 
 
 def fix_first(findings: Sequence[Finding], n: int = 3) -> list[Finding]:
-    """The findings to fix first: the first ``n`` (ranked) that state a saving, and any tied with the last."""
+    """The findings to fix first: the first ``n`` (ranked) that state a saving worth it, and any tied with the last."""
     savers = [f for f in findings if states_saving(f)]
     top = savers[:n]
     if top and len(savers) > n:
