@@ -341,3 +341,40 @@ def test_with_setup_facts_the_ring_and_the_fuser_test_read_as_setup(real_fixture
         assert idle.impact.ms_per_step <= bound, (name, idle.impact)  # not the 1,486 / 529.5 ms of before
         assert all((f.impact.ms_per_step or 0.0) <= bound for f in report.findings), name
         assert not any(f.id == "nsys:triage" for f in report.findings)  # "host-bound" triage: not this run's verdict
+
+
+# -- the held-out set: every other shared capture of the same kinds reads by the same principles ------------------
+
+def _check_consistency(where: str, report: AnalysisReport) -> None:
+    verdict = report.headline["verdict"]
+    assert verdict["lines"][0].startswith(KEYWORDS[verdict["bound"]]), (where, verdict)
+    savings = []
+    for f in report.findings:
+        share = _saving(f)
+        assert f.severity != "critical" or (share is not None and share >= CRITICAL_SHARE), (where, f.id, f.impact)
+        for text in (f.title, f.detail, f.suggestion, *(a.text for a in f.advice)):
+            assert not E_NOTATION.search(text), (where, f.id, text)
+        if share is not None:
+            savings.append(share)
+    assert savings == sorted(savings, reverse=True), where
+    if verdict["bound"] == "cpu":
+        assert not any(GPU.search(t) for t in _advice_texts(report)), where
+    if verdict["bound"] in ("host", "setup", "cpu"):
+        assert not any(MIXED_PRECISION.search(t) for t in _advice_texts(report)), where
+
+
+@pytest.mark.parametrize("folder", ["kineto/hta/", "kineto/kineto_repo/", "nsys/"])
+def test_every_shared_capture_reads_by_the_same_principles(folder: str, real_fixtures: Any, tmp_path: Path) -> None:
+    from my_utils.profiling.cli.analyze import run_analysis
+
+    names = [n for n in real_fixtures.names(folder) if n.count("/") == folder.count("/")
+             and n.endswith((".json", ".json.gz", ".sqlite")) and "memory_timeline" not in n]
+    assert names, folder
+    for i, name in enumerate(names):
+        out = tmp_path / str(i)
+        path = real_fixtures / name
+        if name.endswith(".sqlite"):
+            run_analysis(None, "pretrain", out, None, "json", True, nsys=[str(path)])
+        else:
+            run_analysis(None, "pretrain", out, [path], "json", True)
+        _check_consistency(name, AnalysisReport.load(out))

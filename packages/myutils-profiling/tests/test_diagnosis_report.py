@@ -86,3 +86,17 @@ def test_plain_number_leaves_names_alone() -> None:
     from my_utils.profiling.analysis.diagnosis import plain_number
 
     assert plain_number("kernel sm90_fp8e4m3_gemm and 1e-3 and v2.1e5x") == "kernel sm90_fp8e4m3_gemm and 0.001 and v2.1e5x"
+
+
+def test_a_tie_is_stated_on_both_cards() -> None:
+    from my_utils.profiling.analysis.model import AnalysisReport, Finding, Impact
+
+    findings = [Finding(f"f{i}", "optimization", "critical", f"finding {i}", "",
+                        impact=Impact(10.0 * s, s, "", 30, 0.9, "mytimer", denominator="median step",
+                                      denominator_ms=100.0))
+                for i, s in enumerate((0.30, 0.10, 0.10, 0.05))]
+    report = AnalysisReport("1.2", "pretrain", {}, findings, {})
+    markdown = render_text(report, "markdown")
+    cards = {i: markdown.split(f"[critical] finding {i}")[1].split("###")[0] for i in range(4)}
+    assert "a tie with finding 3" in cards[1] and "a tie with finding 2" in cards[2]
+    assert "a tie" not in cards[0] and "a tie" not in cards[3]

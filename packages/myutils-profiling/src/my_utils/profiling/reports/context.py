@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from my_utils.profiling.analysis.model import SEVERITIES, AnalysisReport, Finding
+from my_utils.profiling.analysis.verdict import tied
 from my_utils.profiling.reports.formatting import (
     column_title,
     fmt_count,
@@ -211,6 +212,21 @@ def finding_view(report: AnalysisReport, f: Finding, index: int) -> dict[str, An
             "href": next((e["href"] for e in links if e["href"]), f"#{finding_anchor(f.id)}")}
 
 
+def _state_ties(findings: Sequence[Finding], views: list[dict[str, Any]]) -> None:
+    """Say on each card whose saving reads the same as a neighbour's that the two are a tie (the order is then
+    the evidence's weight, not a larger saving)."""
+    for i, f in enumerate(findings):
+        if f.impact.share_of_step is None or f.impact.breakdown or f.impact.share_of_step <= 0:
+            continue
+        mates = [j + 1 for j in (i - 1, i + 1) if 0 <= j < len(findings) and findings[j].impact.share_of_step
+                 is not None and not findings[j].impact.breakdown
+                 and tied(findings[j].impact.share_of_step or 0.0, f.impact.share_of_step)]
+        if mates:
+            note = "a tie with finding " + " and ".join(map(str, mates))
+            views[i]["impact"] = f"{views[i]['impact']} · {note}" if views[i]["impact"] else note
+            views[i]["impact_short"] = f"{views[i]['impact_short']} · {note}" if views[i]["impact_short"] else note
+
+
 def _ncu_rules(report: AnalysisReport, pinned: Sequence[int] = ()) -> dict[str, Any] | None:
     """Nsight Compute rule rows: an ``ncu_rules`` table when the analyzer gives one, else ``ncu.rule:*`` totals."""
     if report.tables.get("ncu_rules"):
@@ -301,6 +317,7 @@ def build_context(report: AnalysisReport) -> dict[str, Any]:
              if name not in shown and not name.startswith("kineto_") and rows][:MAX_OTHER_TABLES]
     ops = report.tables.get("operations") or []
     findings = [finding_view(report, f, i) for i, f in enumerate(report.findings[:MAX_FINDINGS], start=1)]
+    _state_ties(report.findings[:MAX_FINDINGS], findings)
     return {
         "title": f"Analysis report: {report.workload or 'run'}",
         "headline": headline_view(report, findings),
