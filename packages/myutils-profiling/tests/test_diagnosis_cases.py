@@ -14,6 +14,7 @@ fact and the branch; they pass (and the mark must go) once that branch is merged
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import sys
@@ -276,14 +277,16 @@ def _setup_facts(path: Path, rank: int | None) -> list[Any]:
     tables = {r[0] for r in _sql(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
     gpu = [(s, e) for t in ("KERNEL", "MEMCPY", "MEMSET") if f"CUPTI_ACTIVITY_KIND_{t}" in tables
            for s, e in _sql(path, f"SELECT start, end FROM CUPTI_ACTIVITY_KIND_{t}")]
+    quoted_nvtx = ",".join(f"'{n}'" for n in _SETUP_NVTX)
+    quoted_api = ",".join(f"'{n}'" for n in _SETUP_API)
     nvtx = _sql(path, "SELECT n.start, n.end FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId WHERE "
-                      "n.end IS NOT NULL AND coalesce(n.text, s.value) IN (%s)" % ",".join(f"'{n}'" for n in _SETUP_NVTX))
+                      f"n.end IS NOT NULL AND coalesce(n.text, s.value) IN ({quoted_nvtx})")
     api = _sql(path, "SELECT r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
-                     "WHERE s.value IN (%s)" % ",".join(f"'{n}'" for n in _SETUP_API))
+                     f"WHERE s.value IN ({quoted_api})")
     windows = _union([(s, e) for s, e in nvtx + api])
     busy = _union(gpu)
     first, last = busy[0][0], busy[-1][1]
-    gaps = [(a[1], b[0]) for a, b in zip(busy, busy[1:], strict=False)]
+    gaps = [(a[1], b[0]) for a, b in itertools.pairwise(busy)]
     inside = sum(max(0, min(e, we) - max(s, ws)) for s, e in gaps for ws, we in windows) / 1e6
     capture = _sql(path, "SELECT min(start), max(end) FROM (SELECT start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME "
                          "UNION ALL SELECT start, end FROM NVTX_EVENTS WHERE end IS NOT NULL)")[0]
