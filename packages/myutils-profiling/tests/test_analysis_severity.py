@@ -140,6 +140,9 @@ def test_every_saving_names_its_denominator() -> None:
     f = _f("variability:x", 0.5, step_ms=12.77)
     assert with_denominator(f.impact, {median.id: median}).denominator == "median step"
     assert with_denominator(f.impact, {median.id: median}).denominator_ms == 12.77
+    pair = Fact("step_time.median:torch_profiler", "median", 619.3, "ms", "torch_profiler", ranks=(0, 1), steps=2)
+    rank0 = _f("gpu:host_bound", 0.295, step_ms=615.12, source="torch_profiler").impact  # rank 0's own median step
+    assert with_denominator(rank0, {pair.id: pair}).denominator == "median step of the rank it quotes"
     nsys = _f("nsys:gpu_idle", 0.99, step_ms=1501.8, source="nsys").impact
     assert with_denominator(nsys, {}).denominator.startswith("GPU span of the capture")
     ncu = _f("ncu:roofline", 0.13, step_ms=40.0, source="ncu").impact

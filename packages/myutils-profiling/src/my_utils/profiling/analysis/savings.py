@@ -149,6 +149,8 @@ def with_denominator(impact: Impact, facts: Mapping[str, Fact]) -> Impact:
         median = run if run is not None and run.source == source else None
     if median is not None and median.number and abs(whole - median.number) <= 1e-6 * max(1.0, median.number):
         words = "median step"
+    elif median is not None and len([r for r in median.ranks if r is not None]) > 1:
+        words = "median step of the rank it quotes"  # the run's median is of each step's slowest rank
     elif source in _SPAN_SOURCES:
         words = "GPU span of the capture (counted as one step: no NVTX iterations)"
     elif source in _KERNEL_SOURCES:
