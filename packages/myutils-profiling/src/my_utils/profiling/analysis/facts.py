@@ -103,8 +103,8 @@ def step_facts(series: Mapping[Any, Series], source: str, suffix: str | None = N
     warmup = ordered[:k] if len(ordered) - k >= 3 else []
     judged = {st: by_step[st] for st in ordered[len(warmup):]}
     worst_step, (worst, worst_rank) = max(judged.items(), key=lambda kv: kv[1][0])
-    left_out = (f"; warm-up step{'s' if len(warmup) > 1 else ''} {step_ranges(warmup)} left out "
-                f"(as the variability rules do)" if warmup else "")
+    left_out = (f"; warm-up step{'s' if len(warmup) > 1 else ''} {step_ranges(warmup)} left out, "
+                f"as the variability rules do" if warmup else "")
     tag = f":{source}" if suffix is None else suffix
     rows = tuple(EvidenceRow("steps", {"source": source, "rank": r}, {"steps": len(s.values)})
                  for r, s in per_rank.items())
@@ -392,7 +392,8 @@ def cpu_only_fact(series: Mapping[Any, Series], tables: Mapping[str, Rows], hard
     """``context.cpu_only``: 1 when an input that would show GPU work (a torch.profiler trace, an nsys export)
     holds no kernel, copy or set and no GPU device; 0 with GPU activity or a GPU named; else not measured."""
     label = "CPU-only run"
-    traces = len(tables.get("kineto_inputs") or []) + len(tables.get("nsys_inputs") or [])
+    kineto, nsys = len(tables.get("kineto_inputs") or []), len(tables.get("nsys_inputs") or [])
+    traces = kineto + nsys
     activity = [name for name in ("kineto_temporal", "kineto_kernel_kinds", "nsys_busy_device")
                 if tables.get(name)]
     activity += sorted({n.split(":", 1)[0] for (n, _r, _s) in series
@@ -410,8 +411,12 @@ def cpu_only_fact(series: Mapping[Any, Series], tables: Mapping[str, Rows], hard
         return Fact("context.cpu_only", label, NotMeasured(
             "no input could show GPU work (MyTimer times host regions; a torch.profiler trace or an nsys export "
             "would tell)"), "flag")
+    what = " and ".join(x for x in (
+        f"{kineto} torch.profiler trace{'s' if kineto > 1 else ''}" if kineto else "",
+        f"{nsys} nsys export{'s' if nsys > 1 else ''}" if nsys else "") if x)
     return Fact("context.cpu_only", label, 1, "flag", "the inputs", detail=(
-        f"{traces} trace(s)/export(s) hold no kernel, memcpy or memset and no GPU device (deviceProperties)"))
+        f"the {what} hold{'s' if traces == 1 else ''} no kernel, memcpy or memset and "
+        f"name{'s' if traces == 1 else ''} no GPU device"))
 
 
 def build_facts(series: Mapping[Any, Series], tables: Mapping[str, Rows], hardware: Mapping[str, Any],
