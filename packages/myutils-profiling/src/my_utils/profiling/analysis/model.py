@@ -350,8 +350,9 @@ class Headline:
     ``context.ranks``, ``context.hosts``, ``context.cuda_runtime``, ``context.cuda_driver``,
     ``context.backend``); ``facts``: the figures in display order (ids ``step_time.median``,
     ``step_time.p90``, ``step_time.worst``, ``gpu.busy``, ``gpu.idle``, ``comm.share``,
-    ``comm.overlap``), each measured or not; ``verdict``; ``top_findings``: the ids of at most
-    three findings, largest impact first. ``report.headline`` holds :meth:`to_dict`.
+    ``comm.overlap``), each measured or not; ``verdict``; ``top_findings``: the ids of the findings
+    to fix first (up to three worth at least 1% of the step, largest saving first, more only on a
+    tie). ``report.headline`` holds :meth:`to_dict`.
     """
 
     title: str
