@@ -174,5 +174,6 @@ def test_first_screen_of_an_nsys_export(case: tuple[str, AnalysisReport, Path, d
         share = _number(texts["nsys:copies"].split("take")[1])
         assert share == pytest.approx(100 * raw["copy_ms"] / raw["busy_ms"], abs=0.51)
     else:
-        assert len(top) >= 2 and len(set(ids)) == len(ids), ids
+        # the findings worth fixing first (1% of the step or more; the triage restates the verdict: no fix)
+        assert len(top) >= 1 and len(set(ids)) == len(ids), ids
     assert (log.console_errors, log.page_errors, log.blocked) == ([], [], [])

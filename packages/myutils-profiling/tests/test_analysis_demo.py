@@ -58,11 +58,13 @@ def test_thin_evidence_is_weighed_and_said(demo: Any) -> None:
         assert f.severity != "critical" and f.impact.steps == f.evidence["steps_measured"] < 5
         assert "steps only" in f.title or "step only" in f.title
     order = [f.id for f in report.findings]
-    # compared on the quantity the ranking weighs (the median per-step share): the total share of
-    # the title can differ from it when a loaded machine gives a few steps a spike
+    # a region's share is a breakdown, not a saving (issue 33): ranked after the savings, and among
+    # breakdowns by the share its title quotes, weighed by the steps it rests on
+    for a in full + thin:
+        assert a.impact.breakdown and a.impact.region_share == a.evidence["share"] and a.severity == "info"
     for a in full:
         for b in thin:
-            if a.impact.share_of_step >= b.impact.share_of_step:
+            if a.impact.region_share >= b.impact.region_share:
                 assert order.index(a.id) < order.index(b.id), (a.title, b.title)
 
 

@@ -82,7 +82,11 @@ def test_facts_headline_dimensions_and_finding_fields_round_trip(tmp_path: Path)
     data = json.loads(report.to_json())
     assert data["facts"][1]["value"] is None and data["facts"][1]["not_measured"] == "no input records it"
     assert data["headline"]["verdict"]["bound"] == "host" and data["dimensions"]["memory"]["score"] is None
-    assert finding.impact.rank_value == pytest.approx(0.24 * 0.625)
+    # the ranking orders by the saving itself; the evidence weight breaks ties only (issue 33: a finding ranked
+    # first saves at least as much as any other, whatever the steps it rests on)
+    assert finding.impact.rank_value == pytest.approx(0.24)
+    breakdown = Impact(None, None, "where the time is", 5, region_ms=229.3, region_share=0.66, region_of="the step")
+    assert breakdown.breakdown and breakdown.rank_value == 0.0 and Impact.from_dict(breakdown.to_dict()) == breakdown
     # a 1.1 report (no facts, no impact) still loads: the new fields are additive
     old = _report().to_dict()
     for key in ("facts", "headline", "dimensions"):

@@ -200,7 +200,7 @@ def test_communication_and_host_bound_facts_are_findings_with_their_evidence(dfi
     assert (short, launches) == (9_515, 19_370)
     host = findings["gpu:host_bound"]
     assert f"{short:,} of {launches:,} kernels ran shorter than their launch" in host.detail
-    assert "CUDA graphs" in host.suggestion and 'torch.compile(mode="reduce-overhead")' in host.suggestion
+    assert "CUDA graph" in host.suggestion and 'torch.compile(mode="reduce-overhead")' in host.suggestion
     spike = findings["communication:spike:rank1"]
     assert spike.evidence["steps"] == [6] and spike.evidence["ratio"] == pytest.approx(2.0, abs=0.01)
 
@@ -208,7 +208,9 @@ def test_communication_and_host_bound_facts_are_findings_with_their_evidence(dfi
 def test_advice_points_at_rows_a_reader_can_find(dfi: Any, pair: Any) -> None:
     for report in (dfi[1], pair[1]):
         for f in report.findings:
-            assert f.advice, f.id
+            # a finding may be left with no advice when none applies to the run (issue 33: no generic advice),
+            # e.g. "## forward ##" on the host-bound TorchRec pair; a saving always comes with its advice here
+            assert f.advice or f.impact.breakdown, f.id
             for a in f.advice:
                 assert a.text and a.because, (f.id, a)
                 for row in a.because:
@@ -223,7 +225,9 @@ def test_findings_are_ranked_by_impact_and_the_top_three_are_distinct(dfi: Any, 
         values = [f.impact.rank_value for f in report.findings]
         assert values == sorted(values, reverse=True)
         top = report.headline["top_findings"]
-        assert len(top) == 3 and len(set(top)) == 3 and top == [f.id for f in report.findings][:3]
+        # the first three findings that state a saving of 1% of the step or more (breakdowns are no fix)
+        savers = [f.id for f in report.findings if (f.impact.share_of_step or 0.0) >= 0.01 and not f.impact.breakdown]
+        assert 2 <= len(top) <= 3 and len(set(top)) == len(top) and top == savers[:3]
         facts = [set(f.facts) for f in report.findings]
         assert all(not (a & b) for i, a in enumerate(facts) for b in facts[i + 1:])  # one finding per fact
 

@@ -138,7 +138,7 @@ def test_fuser_compilation_and_library_loading_are_setup(real_fixtures: Any) -> 
     idle = next(f for f in findings if f["id"] == "nsys:gpu_idle")
     assert idle["impact"]["ms_per_step"] == pytest.approx((raw_idle - setup_idle) / 1e6)
     assert idle["advice"][0]["kind"] == "capture:setup"  # no CUDA graphs for a one-shot test
-    assert "the capture's GPU span" in idle["impact"]["denominator"]
+    assert "capture's GPU span" in idle["impact"]["denominator"]
     assert next(f for f in findings if f["id"] == "nsys:triage")["evidence"]["bound"] == "setup"
 
 

@@ -8,6 +8,13 @@ first). Optimizer advice names the optimizer in use and what torch.optim has for
 (:data:`TORCH_OPTIMIZERS`: ``fused`` / ``foreach`` per class, as in torch 2.13), and says when
 there is none. Jitter has its own causes (GC, data-loader stalls, host contention, the
 allocator, periodic work), chosen from the evidence by the rules.
+
+Every piece of advice that holds only for some runs (GPU work, a PyTorch program, a verdict, an
+operator family) is a named piece of :data:`PIECES`, and the texts below are composed of them
+(:func:`compose`: a lead, a colon, the pieces separated by ``; ``). The rules attach the full
+texts; after the verdict is known, ``analysis.advice_gate`` removes the pieces that do not apply
+to the run (its one table, ``GATES``, says when each applies) and drops an advice left with its
+lead alone: no advice rather than a generic one.
 """
 
 from __future__ import annotations
@@ -36,6 +43,71 @@ def tokens(name: str) -> list[str]:
     ``allreduce``. CamelCase is never split: ``DistributedDataParallel`` stays one token.
     """
     return [t.strip("_").lower() for t in _SPLIT.split(bare(name)) if t.strip("_")]
+
+
+#: Advice pieces that hold only for some runs, by key (``analysis.advice_gate.GATES`` says when). Each text
+#: is unique and no piece is part of another, so a gate can remove it from any advice text it appears in.
+PIECES: dict[str, str] = {
+    "cuda_graphs": "capture the step as a CUDA graph and replay it (one launch for all its kernels)",
+    "cuda_graphs_short": "launch them as one CUDA graph",
+    "reduce_overhead": 'torch.compile(mode="reduce-overhead") captures the graph for you',
+    "larger_batch_launch": "give each kernel more work (a larger batch)",
+    "mixed_precision_backward": "mixed precision (torch.autocast) halves its kernels' time",
+    "mixed_precision": "bf16/fp16 mixed precision (torch.autocast)",
+    "sdpa": "fused attention for its attention operators (torch.nn.functional.scaled_dot_product_attention)",
+    "compile_fusion": "torch.compile to fuse its operators",
+    "larger_batch": "a larger batch per kernel",
+    "activation_checkpointing": "activation checkpointing trades it for memory, never the other way round",
+    "find_unused_parameters": "check for unused parameters (find_unused_parameters)",
+    "ddp_buckets": "overlap communication with compute (DDP buckets: bucket_cap_mb, gradient_as_bucket_view=True; "
+                   "FSDP prefetch)",
+    "stragglers": "check for stragglers across ranks: a collective waits for the slowest rank",
+    "ddp_overlap": "let DDP overlap gradient buckets with backward (no sync after backward; bucket_cap_mb)",
+    "fsdp_prefetch": "use FSDP's backward_prefetch",
+    "no_barrier": "avoid a barrier or .item() right after a collective",
+    "own_stream": "issue collectives on a stream of their own, so that computation can run beside them",
+    "wrapped_operators": "look at the operators inside it",
+    "broadcast_buffers": "set broadcast_buffers=False when buffers do not change",
+    "fsdp_forward_prefetch": "let FSDP prefetch the next all-gather (forward_prefetch=True)",
+    "dataloader_workers": "raise DataLoader num_workers and prefetch_factor and set persistent_workers=True",
+    "pin_memory": "set pin_memory=True",
+    "device_prefetch": "prefetch the next batch to the device while this one trains",
+    "keep_on_device": "keep tensors on the device",
+    "pinned_copies": "use pinned memory with non_blocking=True",
+    "avoid_sync": "avoid .item()/.cpu()/.tolist() inside the step (each one waits for the GPU)",
+    "less_often": "run them less often, off the training step",
+    "async_save": "save checkpoints asynchronously (torch.distributed.checkpoint.async_save)",
+    "fused_optimizer": "pass fused=True: one fused step for all parameters, on CUDA and on the CPU",
+    "foreach_next": "foreach=True, the default on CUDA, is the next best",
+    "foreach_path": "make sure it runs the multi-tensor path (foreach=True, the default when every parameter is on "
+                    "CUDA)",
+    "optimizer_unnamed_why": "the evidence does not name the optimizer class (a torch.profiler trace of a step "
+                             "does: Optimizer.step#<Class>.step)",
+    "optimizer_unnamed": "torch.optim's Adam, AdamW, SGD and Adagrad have fused=True, most others foreach=True",
+    "optimizer_not_torch": "not a torch.optim class, so torch's fused=/foreach= do not apply: look for a multi-tensor "
+                           "or fused mode in its own library, and run its expensive parts (e.g. preconditioner "
+                           "updates) less often",
+    "optimizer_per_parameter": "torch.optim has neither a fused nor a foreach implementation of it: its step runs "
+                               "per parameter, so fewer, larger parameter tensors (or another optimizer) are what "
+                               "helps",
+    "input_shapes": "variable input shapes (bucket sequence lengths, fixed batch shapes)",
+    "caching_allocator": "the caching allocator (torch.cuda.memory_stats: num_alloc_retries; expandable_segments)",
+    "gc_freeze": "Python's garbage collector (gc.freeze() after set-up)",
+    "host_work": "other work on the host",
+    "host_contention": "the host (other processes, CPU frequency scaling)",
+    "gc_step": "Python's garbage collector (gc.freeze() after set-up, or gc.disable() around the step)",
+    "allocator_retries": "the caching allocator (torch.cuda.memory_stats: num_alloc_retries)",
+    "host_syncs": "synchronisations (.item(), prints)",
+    "loader_workers": "raise num_workers and prefetch_factor and set persistent_workers=True",
+    "uneven_samples": "look for uneven samples (decoding, augmentation)",
+    "gpu_queue": "a copy or .item()/.cpu() waits for the GPU queue, whose length varies, so take the sync out of "
+                 "the step",
+}
+
+
+def compose(lead: str, *keys: str) -> str:
+    """``lead: piece; piece; ...`` of the pieces ``keys`` (:data:`PIECES`)."""
+    return f"{lead}: " + "; ".join(PIECES[k] for k in keys)
 
 
 @dataclass(frozen=True)
@@ -70,27 +142,20 @@ def _re(*patterns: str) -> tuple[re.Pattern[str], ...]:
 #: Operator families, most specific first; the first that matches a name gives its advice.
 FAMILIES: tuple[Family, ...] = (
     Family("model_wrapper", "a DDP/FSDP-wrapped model's forward",
-           "this is the wrapped model's forward (compute, plus DDP's buffer broadcast and FSDP's parameter "
-           "all-gathers): look at the operators inside it; set broadcast_buffers=False when buffers do not change, "
-           "and let FSDP prefetch the next all-gather (forward_prefetch=True)",
+           compose("this is the wrapped model's forward (compute, plus the wrapper's buffer broadcasts and parameter "
+                   "all-gathers)", "wrapped_operators", "broadcast_buffers", "fsdp_forward_prefetch"),
            tokens=frozenset({"distributeddataparallel", "fullyshardeddataparallel", "dataparallel", "fsdp", "ddp"})),
-    Family("communication", "communication",
-           "overlap communication with compute (DDP buckets: bucket_cap_mb, gradient_as_bucket_view=True; FSDP "
-           "prefetch), and check for stragglers across ranks: a collective waits for the slowest rank",
+    Family("communication", "communication", compose("communication", "ddp_buckets", "stragglers"),
            tokens=frozenset({"c10d", "allreduce", "all_reduce", "allgather", "all_gather", "reduce_scatter",
                              "reducescatter", "alltoall", "all_to_all", "broadcast", "barrier",
                              "record_param_comms", "all_gather_into_tensor", "reduce_scatter_tensor"}),
            patterns=_re(r"nccl\w*", r"rccl\w*", r"hccl\w*")),
-    Family("data_loading", "data loading",
-           "data loading: raise DataLoader num_workers and prefetch_factor, set pin_memory=True and "
-           "persistent_workers=True, and prefetch the next batch to the device while this one trains",
+    Family("data_loading", "data loading", compose("data loading", "dataloader_workers", "pin_memory", "device_prefetch"),
            tokens=frozenset({"dataloader", "collate", "default_collate", "load_batch", "next_batch", "get_batch",
                              "prefetch", "data_loading", "dataloading"}),
            parts=frozenset({"data", "dataloader", "collate"}),
            patterns=_re(r"(singleprocess|multiprocessing)?dataloader(iter)?")),
-    Family("copies", "host↔device copies",
-           "host↔device copies: keep tensors on the device, use pinned memory with non_blocking=True, and avoid "
-           ".item()/.cpu()/.tolist() inside the step (each one waits for the GPU)",
+    Family("copies", "host↔device copies", compose("host↔device copies", "keep_on_device", "pinned_copies", "avoid_sync"),
            tokens=frozenset({"memcpy", "memset", "htod", "dtoh", "dtod", "h2d", "d2h", "pin_memory"}),
            patterns=_re(r"cuda(memcpy|memset)\w*"),
            ops=frozenset({"aten::copy_", "aten::to", "aten::_to_copy", "aten::item", "aten::_local_scalar_dense",
@@ -98,20 +163,16 @@ FAMILIES: tuple[Family, ...] = (
     Family("optimizer", "the optimizer step", "",  # advice comes from optimizer_advice(): it depends on the class
            tokens=frozenset({"optimizer", "optim", "zero_grad"})),
     Family("backward", "the backward pass",
-           "backward: mixed precision (torch.autocast) halves its kernels' time; activation checkpointing trades "
-           "it for memory, never the other way round; check for unused parameters (find_unused_parameters)",
+           compose("backward", "mixed_precision_backward", "activation_checkpointing", "find_unused_parameters"),
            tokens=frozenset({"backward", "autograd"}),
            patterns=_re(r"\w*backward\d*")),
-    Family("compute", "compute",
-           "compute: mixed precision (bf16/fp16 autocast), fused kernels (scaled_dot_product_attention), "
-           "torch.compile, or a larger batch per kernel",
+    Family("compute", "compute", compose("compute", "mixed_precision", "sdpa", "compile_fusion", "larger_batch"),
            tokens=frozenset({"forward", "attention", "attn", "matmul", "mm", "bmm", "addmm", "gemm", "linear",
                              "conv", "conv2d", "conv1d", "conv3d", "sdpa", "scaled_dot_product_attention",
                              "layer_norm", "softmax", "gelu", "baddbmm"}),
            patterns=_re(r"\w*gemm\w*", r"cutlass\w*", r"triton_\w+", r"\w*xmma\w*", r"\w*_elementwise_kernel")),
     Family("io", "checkpointing, evaluation or logging",
-           "checkpointing, evaluation and logging: run them less often or asynchronously (torch.distributed."
-           "checkpoint.async_save), off the training step",
+           compose("checkpointing, evaluation and logging", "less_often", "async_save"),
            tokens=frozenset({"save", "checkpoint", "ckpt", "eval", "evaluate", "validation", "validate", "log",
                              "logging"}),
            parts=frozenset({"save", "checkpoint", "ckpt", "validation"})),
@@ -159,23 +220,16 @@ def optimizer_class(name: str) -> str | None:
 def optimizer_advice(cls: str | None) -> str:
     """What to try for the step of optimizer class ``cls`` (None: the class is not in the evidence)."""
     if cls is None:
-        return ("optimizer: the evidence does not name the optimizer class (a torch.profiler trace of a step "
-                "does: Optimizer.step#<Class>.step); torch.optim's Adam, AdamW, SGD and Adagrad have fused=True, "
-                "most others foreach=True")
+        return compose("optimizer", "optimizer_unnamed_why", "optimizer_unnamed")
     flags = TORCH_OPTIMIZERS.get(cls)
     if flags is None:
-        return (f"optimizer {cls}: not a torch.optim class, so torch's fused=/foreach= do not apply; look for a "
-                f"multi-tensor or fused mode in {cls}'s own library, and run its expensive parts (e.g. "
-                "preconditioner updates) less often")
+        return compose(f"optimizer {cls}", "optimizer_not_torch")
     fused, foreach = flags
     if fused:
-        return (f"optimizer {cls}: use torch.optim.{cls}(..., fused=True) (one kernel for all parameters on "
-                "CUDA); foreach=True, the CUDA default, is the next best")
+        return compose(f"optimizer {cls} (torch.optim.{cls}(..., fused=True))", "fused_optimizer", "foreach_next")
     if foreach:
-        return (f"optimizer {cls}: torch.optim.{cls} has no fused implementation; make sure it runs the multi-tensor "
-                f"path (foreach=True, the default when every parameter is on CUDA)")
-    return (f"optimizer {cls}: torch.optim.{cls} has neither a fused nor a foreach implementation; its step "
-            "runs per parameter, so fewer, larger parameter tensors (or another optimizer) are what helps")
+        return compose(f"optimizer {cls} (torch.optim.{cls} has no fused implementation)", "foreach_path")
+    return compose(f"optimizer {cls}", "optimizer_per_parameter")
 
 
 def advice_for(name: str, names: set[str] | frozenset[str] = frozenset()) -> tuple[str, str]:
@@ -203,24 +257,20 @@ JITTER_ADVICE: dict[str, str] = {
                 "collection); time it, or move it off the step",
     "faster": "these steps were faster than usual: part of the work was skipped (cached or empty batches, "
               "a different code path) or the host was less contended on them; the median is the representative time",
-    "unexplained": "no timed region explains it: look at the host (other processes, CPU frequency scaling), "
-                   "Python's garbage collector (gc.freeze() after set-up, or gc.disable() around the step), "
-                   "the caching allocator (torch.cuda.memory_stats: num_alloc_retries) and synchronisations "
-                   "(.item(), prints) on those steps",
+    "unexplained": compose("no timed region explains it; on those steps, look at", "host_contention", "gc_step",
+                           "allocator_retries", "host_syncs"),
     "spread": "the spread is mostly in {name}: {advice}",
 }
 
 #: Why a region of each family varies from step to step: jitter causes, never bottleneck remedies.
 JITTER_BY_FAMILY: dict[str, str] = {
-    "data_loading": "a data-loader stall: the workers do not keep up on some steps; raise num_workers and "
-                    "prefetch_factor, set persistent_workers=True, and look for uneven samples (decoding, augmentation)",
+    "data_loading": compose("a data-loader stall (the workers do not keep up on some steps)", "loader_workers",
+                            "uneven_samples"),
     "communication": "collectives wait for the slowest rank on those steps: a straggler or network contention "
                      "(compare the ranks on one clock: myutils-profile trace --auto-align-ranks)",
-    "copies": "a copy or .item()/.cpu() waits for the GPU queue, whose length varies: take the sync out of the step",
+    "copies": compose("its copies vary", "gpu_queue"),
     "io": "checkpointing, evaluation or logging run on some steps only: move them off the step or make them async",
-    "default": "the work in it varies: variable input shapes (bucket sequence lengths, fixed batch shapes), the "
-               "caching allocator (torch.cuda.memory_stats: num_alloc_retries; expandable_segments), Python's garbage "
-               "collector (gc.freeze() after set-up) or other work on the host",
+    "default": compose("the work in it varies", "input_shapes", "caching_allocator", "gc_freeze", "host_work"),
 }
 
 
@@ -232,11 +282,11 @@ def jitter_cause(name: str) -> str:
 
 #: GPU idle causes → advice.
 IDLE_ADVICE: dict[str, str] = {
-    "host_wait": "the GPU waits for the CPU to launch work: capture the step with CUDA graphs or "
-                 "torch.compile(mode=\"reduce-overhead\"), fuse small kernels (torch.compile), or give each kernel "
-                 "more work (a larger batch)",
+    "host_wait": compose("the GPU waits for the CPU to launch work", "cuda_graphs", "reduce_overhead",
+                         "larger_batch_launch"),
     "short_kernels": "{short:,} of {launches:,} kernels ran shorter than their launch took on the CPU: launch "
                      "overhead dominates them",
+    "short_kernels_fix": "; ".join(PIECES[k] for k in ("cuda_graphs_short", "reduce_overhead")),
     "sync": "the host blocks on the GPU ({sync_ms:,.1f} ms of {names}): remove .item()/.cpu()/torch.cuda."
             "synchronize() from the step",
     "other": "the idle gaps are not launch-bound: look for syncs and waits on other streams",
@@ -244,12 +294,10 @@ IDLE_ADVICE: dict[str, str] = {
 
 #: Communication evidence → advice.
 COMM_ADVICE: dict[str, str] = {
-    "no_overlap_own_stream": "NCCL runs on its own stream, yet only {overlap:.0f}% of its time has computation "
-                             "beside it: compute waits for the collectives. Let DDP overlap gradient buckets with "
-                             "backward (no sync after backward; bucket_cap_mb), use FSDP's backward_prefetch, and "
-                             "avoid a barrier or .item() right after a collective",
-    "no_overlap_shared_stream": "NCCL kernels share the compute stream, so they cannot overlap: issue "
-                                "collectives on their own stream (the default for DDP/FSDP and async_op=True)",
+    "no_overlap_own_stream": compose("NCCL runs on its own stream, yet only {overlap:.0f}% of its time has "
+                                     "computation beside it (compute waits for the collectives)",
+                                     "ddp_overlap", "fsdp_prefetch", "no_barrier"),
+    "no_overlap_shared_stream": compose("NCCL kernels share the compute stream, so they cannot overlap", "own_stream"),
     "spike": "the communication time of one step is {ratio:.1f}× the median of the others: a straggling rank, "
              "a bigger message (uneven buckets), or network contention on that step",
 }

@@ -17,8 +17,9 @@ Compute CSVs (``analysis.nsight``) add their tables, facts and findings (``analy
 
 Facts, then findings (ARCHITECTURE.md §8): after the rules, ``analysis.facts`` states the
 run's numbers as facts, ``analysis.fact_rules`` promotes the clearest to findings,
-``analysis.ranking`` keeps one finding per fact ranked by the time it could save, and
-``analysis.headline`` builds the first screen. A score dimension without data is "not
+``analysis.diagnosis`` reaches the verdict, restates each finding's impact on one denominator,
+sets severity from it, gates the advice by verdict and by what the capture holds, and ranks the
+findings by the time they could save (one per fact); ``analysis.headline`` builds the first screen. A score dimension without data is "not
 measured" (``report.dimensions``), never 100.
 """
 
@@ -547,12 +548,12 @@ class MetricsAnalyzer:
     @_without_cyclic_gc
     def analyze(self) -> AnalysisReport:
         """Read, run every rule, state the facts, rank the findings, score, and return the report (nothing is written)."""
+        from my_utils.profiling.analysis.diagnosis import diagnose
         from my_utils.profiling.analysis.fact_rules import fact_findings
         from my_utils.profiling.analysis.facts import build_facts, primary_step_source
         from my_utils.profiling.analysis.headline import build_headline
         from my_utils.profiling.analysis.nsight import measured_dimensions, merge_facts
         from my_utils.profiling.analysis.nsight_rules import nsight_findings
-        from my_utils.profiling.analysis.ranking import rank_findings
 
         agg = self.aggregate()
         events = agg.aggregated()
@@ -564,7 +565,10 @@ class MetricsAnalyzer:
         hardware = run_hardware(self.hardware, kineto_tables.get("kineto_context") or [])
         nsight = self._nsight(agg, hardware)
         tables.update(nsight.tables)
-        facts = merge_facts(build_facts(series, tables, hardware), nsight.facts)
+        warmup = {**self.workload.options_for("variability"),
+                  **self.rule_options.get("variability", {})}.get("warmup_steps", 1)
+        facts = merge_facts(build_facts(series, tables, hardware, warmup if isinstance(warmup, int) else 1),
+                            nsight.facts)
         hardware = {**nsight.hardware, **hardware}  # the caller's and the traces' description win
         by_id = {f.id: f for f in facts}
         seen = {f.id for f in findings}
@@ -581,13 +585,18 @@ class MetricsAnalyzer:
                 findings.append(finding)
                 seen.add(finding.id)
         findings += [f for f in capture_findings(kineto_tables.get("kineto_health", [])) if f.id not in seen]
-        findings = rank_findings(findings)
+        diagnosis = diagnose(findings, by_id, tables, (name for name, _source in agg.meta))
+        findings = diagnosis.findings
         unmeasured = measured_dimensions(not_measured(series, agg, kineto_tables, findings), tables)
         scores = compute_scores(findings, [d for d in ("performance", "stability", "memory", "capture")
                                            if d not in unmeasured])
         summary = _summary(agg, series, findings, ran, errors)
         summary["warnings"] = run_warnings(agg, kineto_warnings)
         summary["step_time_source"] = primary_step_source(series)
+        summary["verdict"] = diagnosis.bound
+        summary["contents"] = diagnosis.contents.to_dict()
+        if diagnosis.dropped:
+            summary["dropped_findings"] = diagnosis.dropped
         if kineto_note:
             summary["kineto"] = kineto_note
         if nsight.note:

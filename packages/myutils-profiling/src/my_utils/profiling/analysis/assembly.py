@@ -82,13 +82,15 @@ def run_warnings(agg: EventAggregate, kineto: Sequence[str]) -> list[dict[str, s
 
 
 def report_title(inputs: Mapping[str, Any], tables: Mapping[str, Any]) -> str:
-    """What the report is about: the trace files and nsys exports, else the run ids, else the events file."""
+    """What the report is about: the run (its ids) when the events came from a run, else the trace files and
+    nsys exports, else the events file."""
+    run_ids = [str(r) for r in inputs.get("run_ids") or [] if r]
+    if run_ids:
+        return "run " + ", ".join(run_ids[:3]) + (f" and {len(run_ids) - 3} more" if len(run_ids) > 3 else "")
     files = [Path(str(r.get("file"))).name for name in ("kineto_inputs", "nsys_inputs")
              for r in tables.get(name) or [] if r.get("file")]
     if files:
         return ", ".join(files[:4]) + (f" and {len(files) - 4} more" if len(files) > 4 else "")
-    if inputs.get("run_ids"):
-        return "run " + ", ".join(map(str, inputs["run_ids"][:3]))
     if inputs.get("events_file"):
         return Path(str(inputs["events_file"])).parent.name or str(inputs["events_file"])
     return "analysis"

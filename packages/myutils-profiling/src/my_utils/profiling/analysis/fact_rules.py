@@ -14,7 +14,8 @@ detail lists the other ranks where it holds.
 ``gpu:host_bound``
     the GPU is idle at least :data:`MIN_IDLE` % of its span and most of that idle is waiting for
     the host to launch work; the short-kernel count and host syncs are part of the evidence.
-    Advice: CUDA graphs / ``torch.compile(mode="reduce-overhead")`` / larger kernels.
+    Advice: CUDA graphs / ``torch.compile(mode="reduce-overhead")`` / larger kernels (the diagnosis
+    removes what does not apply to the run: ``analysis.advice_gate``).
 ``communication:spike:rank<r>``
     a step whose communication time is at least :data:`SPIKE` × the median of the other steps
     and far outside their spread (robust z above :data:`SPIKE_Z`): NCCL time doubling in one step.
@@ -218,8 +219,8 @@ def _host_bound(facts: Mapping[str, Fact], tag: str, rank: int | None, steps: in
         k = round(n * short.number / 100.0)
         line = IDLE_ADVICE["short_kernels"].format(short=k, launches=n)
         detail += f"; {line}"
-        advice.append({"text": line + ": fewer, larger kernels (torch.compile fuses them; CUDA graphs launch them "
-                                      "as one)", "because": _rows(short), "facts": [short.id], "kind": "idle:short_kernels"})
+        advice.append({"text": f"{line}: {IDLE_ADVICE['short_kernels_fix']}", "because": _rows(short),
+                       "facts": [short.id], "kind": "idle:short_kernels"})
         facts_used.append(short.id)
     if sync is not None and (sync.number or 0.0) > 0.05 * host_ms:
         names = ", ".join(sorted({str(e.key.get("name")) for e in sync.evidence}))

@@ -20,7 +20,10 @@ objects; nothing here renders. Fact ids (``:rank<r>`` is one rank; without it, t
 ``memory.copy_share`` (and ``:rank<r>``): copy/set kernel busy time, % of GPU busy time.
 ``launch.short_kernels:rank<r>``: kernels shorter than their launch call, % of launches.
 ``sync.host:rank<r>``: time the host spent in ``cuda_sync`` waits on no stream (ms).
-``context.*``: the run's GPU, device count, world size, ranks, host and CUDA versions.
+``context.*``: the run's GPU, device count, world size, ranks, host and CUDA versions;
+``context.cpu_only``: 1 when a trace or export that would show GPU work holds none and names no
+GPU (a CPU run), 0 when the inputs show GPU work or name a GPU, not measured otherwise.
+``step_time.worst`` leaves the warm-up steps out (``warmup_steps``, as the variability rule does).
 
 From the registered Kineto analyses (``kineto_critical_path``, ``kineto_idle_host_ops``,
 ``kineto_mfu``, ``kineto_collectives``, ``kineto_queue_full``), each per rank and for the run:
@@ -75,8 +78,14 @@ def _ranks_text(ranks: Sequence[int | None]) -> str:
     return f"rank {known[0]}" if len(known) == 1 else "ranks " + ", ".join(map(str, known))
 
 
-def step_facts(series: Mapping[Any, Series], source: str, suffix: str | None = None) -> list[Fact]:
-    """Median, p90 and worst step of one source (slowest rank per step when there are several)."""
+def step_facts(series: Mapping[Any, Series], source: str, suffix: str | None = None,
+               warmup_steps: int = 1) -> list[Fact]:
+    """Median, p90 and worst step of one source (slowest rank per step when there are several).
+
+    The worst step leaves out the first ``warmup_steps`` steps of the source (the warm-up the
+    variability and anomaly rules leave out: allocator growth, autotuning, compilation) when at
+    least 3 steps remain; its ``detail`` says which steps were left out.
+    """
     per_rank = {r: s for (n, r, src), s in series.items() if n == STEP_TIME and src == source and s.values}
     if not per_rank:
         return []
@@ -90,7 +99,13 @@ def step_facts(series: Mapping[Any, Series], source: str, suffix: str | None = N
     unit = next(iter(per_rank.values())).unit
     aggregate = (_ranks_text(ranks) if len(ranks) == 1 else
                  f"per step, the slowest of {_ranks_text(ranks)} (a synchronous step ends with its last rank)")
-    worst_step, (worst, worst_rank) = max(by_step.items(), key=lambda kv: kv[1][0])
+    ordered = sorted(by_step)
+    k = max(0, warmup_steps)
+    warmup = ordered[:k] if len(ordered) - k >= 3 else []
+    judged = {st: by_step[st] for st in ordered[len(warmup):]}
+    worst_step, (worst, worst_rank) = max(judged.items(), key=lambda kv: kv[1][0])
+    left_out = (f"; warm-up step{'s' if len(warmup) > 1 else ''} {step_ranges(warmup)} left out, "
+                f"as the variability rules do" if warmup else "")
     tag = f":{source}" if suffix is None else suffix
     rows = tuple(EvidenceRow("steps", {"source": source, "rank": r}, {"steps": len(s.values)})
                  for r, s in per_rank.items())
@@ -101,8 +116,8 @@ def step_facts(series: Mapping[Any, Series], source: str, suffix: str | None = N
         base,
         replace(base, id=f"step_time.p90{tag}", label="step time (p90)", value=quantile(values, 0.9),
                 detail=f"90th percentile of {n} step(s) timed by {source}"),
-        replace(base, id=f"step_time.worst{tag}", label="worst step", value=worst,
-                detail=f"step {worst_step} on {_ranks_text([worst_rank])}, timed by {source}",
+        replace(base, id=f"step_time.worst{tag}", label="worst step", value=worst, steps=len(judged),
+                detail=f"step {worst_step} on {_ranks_text([worst_rank])}, timed by {source}{left_out}",
                 evidence=(EvidenceRow("steps", {"source": source, "rank": worst_rank, "step": worst_step},
                                       {"step_time": worst}),)),
     ]
@@ -376,15 +391,48 @@ def rank_list(ranks: Sequence[Any]) -> str:
     return f"rank {parts[0]}" if count == 1 else f"ranks {', '.join(parts)} ({count} ranks)"
 
 
-def build_facts(series: Mapping[Any, Series], tables: Mapping[str, Rows], hardware: Mapping[str, Any]) -> list[Fact]:
-    """Every fact of the run (module docstring), step facts of every source first."""
+def cpu_only_fact(series: Mapping[Any, Series], tables: Mapping[str, Rows], hardware: Mapping[str, Any]) -> Fact:
+    """``context.cpu_only``: 1 when an input that would show GPU work (a torch.profiler trace, an nsys export)
+    holds no kernel, copy or set and no GPU device; 0 with GPU activity or a GPU named; else not measured."""
+    label = "CPU-only run"
+    kineto, nsys = len(tables.get("kineto_inputs") or []), len(tables.get("nsys_inputs") or [])
+    traces = kineto + nsys
+    activity = [name for name in ("kineto_temporal", "kineto_kernel_kinds", "nsys_busy_device")
+                if tables.get(name)]
+    activity += sorted({n.split(":", 1)[0] for (n, _r, _s) in series
+                        if n.startswith(("kernel:", "memcpy:", "memset:", "cuda:"))})
+    devices = [str(r.get("gpu")) for r in tables.get("kineto_context") or []
+               if r.get("gpu") or int(r.get("gpu_count") or 0) > 0]
+    devices += [str(r.get("gpus")) for r in tables.get("nsys_inputs") or [] if r.get("gpus")]
+    if hardware.get("gpu"):
+        devices.append(str(hardware["gpu"]))
+    if activity or devices:
+        seen = (f"GPU activity ({', '.join(activity[:4])})" if activity else "") + \
+            (" and " if activity and devices else "") + (f"a GPU named ({devices[0]})" if devices else "")
+        return Fact("context.cpu_only", label, 0, "flag", "the inputs", detail=seen)
+    if not traces:
+        return Fact("context.cpu_only", label, NotMeasured(
+            "no input could show GPU work (MyTimer times host regions; a torch.profiler trace or an nsys export "
+            "would tell)"), "flag")
+    what = " and ".join(x for x in (
+        f"{kineto} torch.profiler trace{'s' if kineto > 1 else ''}" if kineto else "",
+        f"{nsys} nsys export{'s' if nsys > 1 else ''}" if nsys else "") if x)
+    return Fact("context.cpu_only", label, 1, "flag", "the inputs", detail=(
+        f"the {what} hold{'s' if traces == 1 else ''} no kernel, memcpy or memset and "
+        f"name{'s' if traces == 1 else ''} no GPU device"))
+
+
+def build_facts(series: Mapping[Any, Series], tables: Mapping[str, Rows], hardware: Mapping[str, Any],
+                warmup_steps: int = 1) -> list[Fact]:
+    """Every fact of the run (module docstring), step facts of every source first; the worst step leaves
+    out ``warmup_steps`` warm-up steps (the workload's, as the variability rule does)."""
     facts: list[Fact] = []
     sources = sorted({src for (n, _r, src), s in series.items() if n == STEP_TIME and s.values})
     for source in sources:
-        facts.extend(step_facts(series, source))
+        facts.extend(step_facts(series, source, warmup_steps=warmup_steps))
     primary = primary_step_source(series)
     if primary is not None:
-        facts.extend(step_facts(series, primary, suffix=""))
+        facts.extend(step_facts(series, primary, suffix="", warmup_steps=warmup_steps))
     else:
         why = NotMeasured("no per-step times in the inputs (no step_time events)")
         facts.extend(Fact(f"step_time.{k}", label, why, "ms") for k, label in (
@@ -393,6 +441,7 @@ def build_facts(series: Mapping[Any, Series], tables: Mapping[str, Rows], hardwa
     facts.extend(kineto_facts(tables))
     facts.extend(contract_facts(tables))  # the Kineto side of the diagnosis contract (kineto.contract_facts)
     facts.extend(context_facts(hardware, sorted({r for (_n, r, _s) in series if r is not None})))
+    facts.append(cpu_only_fact(series, tables, hardware))
     return facts
 
 

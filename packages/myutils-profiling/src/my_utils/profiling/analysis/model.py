@@ -91,8 +91,10 @@ SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")
 FINDING_KEYS: tuple[str, ...] = ("id", "category", "severity", "title", "detail", "evidence", "suggestion")
 _REPORT_KEYS = ("schema_version", "workload", "scores", "findings", "summary", "tables", "overhead",
                 "inputs", "hardware", "facts", "headline", "dimensions")
-#: What a verdict can say the run is bound by (``Headline.verdict["bound"]``).
-BOUNDS: tuple[str, ...] = ("host", "communication", "memory", "compute", "not measured")
+#: What a verdict can say about the run (``Headline.verdict["bound"]``): ``setup`` (one-off work fills the
+#: capture: no steady state to judge), bound by the ``host``, ``communication``, ``memory`` (copies) or
+#: ``compute``, ``cpu`` (a CPU-only run: no GPU in the inputs), or ``not measured``.
+BOUNDS: tuple[str, ...] = ("setup", "host", "communication", "memory", "compute", "cpu", "not measured")
 
 
 @dataclass(frozen=True)
@@ -226,18 +228,18 @@ def not_measured_fact(fact_id: str, label: str, reason: str, unit: str = "") -> 
 
 @dataclass(frozen=True)
 class Impact:
-    """What fixing a finding could save, and how sure that is.
+    """What fixing a finding could save, on one stated denominator, and how sure that is.
 
     ``ms_per_step``: the time per step that could be saved at most (None when it cannot be
-    estimated); ``share_of_step``: the same over the median step time of ``step_source``;
-    ``basis`` says how it was estimated in words; ``steps`` how many steps the claim rests on;
-    ``weight`` (0..1) discounts thin evidence (``steps / (steps + 3)``: 2 steps weigh 0.4, 30
-    steps 0.91); ``upper_bound`` marks an estimate that assumes all of a region's time could go
-    (a bottleneck names where time is, not how much a fix saves), counted at
-    :data:`UPPER_BOUND_WEIGHT`; findings are ranked by ``rank_value`` = share (or ms) × weight.
-    ``denominator`` names what ``share_of_step`` is a share of when no step time was measured
-    (an nsys capture without NVTX iterations: "the capture's GPU span (1,413.3 ms)"); empty: the
-    median step.
+    estimated); ``share_of_step``: the same over ``denominator`` (words: "median step", "GPU span
+    of the capture (counted as one step)") of ``denominator_ms`` ms, measured by ``step_source``;
+    ``basis`` says how it was estimated; ``steps`` how many steps the claim rests on; ``weight``
+    (0..1, ``steps / (steps + 3)``) discounts thin evidence, and breaks ties only: findings are
+    ranked by the saving itself (:attr:`rank_value`). ``upper_bound`` marks an estimate that
+    assumes all of something's time could go. A *breakdown* (where the time is, not a saving: a
+    region's share of the step) states no saving: ``region_ms`` / ``region_share`` of
+    ``region_of`` carry what the region takes. ``clamped_from_ms`` keeps a saving before the
+    diagnosis cut it to what its fix can remove (idle inside setup is not saved by launching faster).
     """
 
     ms_per_step: float | None = None
@@ -248,25 +250,35 @@ class Impact:
     step_source: str = ""
     upper_bound: bool = False
     denominator: str = ""
+    denominator_ms: float | None = None
+    region_ms: float | None = None
+    region_share: float | None = None
+    region_of: str = ""
+    clamped_from_ms: float | None = None
+
+    @property
+    def breakdown(self) -> bool:
+        """True for a breakdown: a region's share of the step, stated as such and not as a saving."""
+        return self.ms_per_step is None and self.share_of_step is None and (
+            self.region_ms is not None or self.region_share is not None)
 
     @property
     def rank_value(self) -> float:
-        """The ranking key: the weighted share of the step (else weighted ms, scaled down)."""
-        w = self.weight * (UPPER_BOUND_WEIGHT if self.upper_bound else 1.0)
+        """The saving the ranking orders by: the share of the step (else ms, scaled below any share); 0 without one."""
         if self.share_of_step is not None:
-            return self.share_of_step * w
+            return self.share_of_step
         if self.ms_per_step is not None:
-            return self.ms_per_step * w * 1e-6  # below any share: no step to compare with
+            return self.ms_per_step * 1e-6  # below any share: no step to compare with
         return 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of this estimate."""
-        out = {"ms_per_step": self.ms_per_step, "share_of_step": self.share_of_step, "basis": self.basis,
-               "steps": self.steps, "weight": round(self.weight, 4), "step_source": self.step_source,
-               "upper_bound": self.upper_bound}
-        if self.denominator:
-            out["denominator"] = self.denominator
-        return out
+        return {"ms_per_step": self.ms_per_step, "share_of_step": self.share_of_step, "basis": self.basis,
+                "steps": self.steps, "weight": round(self.weight, 4), "step_source": self.step_source,
+                "upper_bound": self.upper_bound, "denominator": self.denominator,
+                "denominator_ms": self.denominator_ms, "region_ms": self.region_ms,
+                "region_share": self.region_share, "region_of": self.region_of,
+                "clamped_from_ms": self.clamped_from_ms}
 
     @classmethod
     def from_dict(cls, data: Any) -> Impact:
@@ -282,11 +294,8 @@ class Impact:
         return cls(num("ms_per_step"), num("share_of_step"), str(data.get("basis", "")),
                    steps if isinstance(steps, int) else None, 1.0 if weight is None else weight,
                    str(data.get("step_source", "")), data.get("upper_bound") is True,
-                   str(data.get("denominator") or ""))
-
-
-#: How much an upper-bound impact counts in the ranking against a direct estimate.
-UPPER_BOUND_WEIGHT = 0.5
+                   str(data.get("denominator", "")), num("denominator_ms"), num("region_ms"), num("region_share"),
+                   str(data.get("region_of", "")), num("clamped_from_ms"))
 
 
 def evidence_weight(steps: int | None) -> float:
@@ -341,8 +350,9 @@ class Headline:
     ``context.ranks``, ``context.hosts``, ``context.cuda_runtime``, ``context.cuda_driver``,
     ``context.backend``); ``facts``: the figures in display order (ids ``step_time.median``,
     ``step_time.p90``, ``step_time.worst``, ``gpu.busy``, ``gpu.idle``, ``comm.share``,
-    ``comm.overlap``), each measured or not; ``verdict``; ``top_findings``: the ids of at most
-    three findings, largest impact first. ``report.headline`` holds :meth:`to_dict`.
+    ``comm.overlap``), each measured or not; ``verdict``; ``top_findings``: the ids of the findings
+    to fix first (up to three worth at least 1% of the step, largest saving first, more only on a
+    tie). ``report.headline`` holds :meth:`to_dict`.
     """
 
     title: str

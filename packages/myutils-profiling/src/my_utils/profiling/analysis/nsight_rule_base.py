@@ -45,7 +45,8 @@ class Clock:
         out = impact(saving_ms, span_ms, f"{basis}, over the whole capture (no NVTX iterations found: the capture "
                                          "counts as one step, a share of its GPU span)", None, "nsys", upper)
         if span_ms:
-            out["denominator"] = f"{span_label} ({span_ms:,.1f} ms; no step time measured)"
+            out["denominator"] = f"{span_label.removeprefix('the ')} (no step time measured)"
+            out["denominator_ms"] = span_ms
         return out
 
 

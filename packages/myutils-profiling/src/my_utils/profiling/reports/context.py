@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from my_utils.profiling.analysis.model import SEVERITIES, AnalysisReport, Finding
+from my_utils.profiling.analysis.verdict import tied
 from my_utils.profiling.reports.formatting import (
     column_title,
     fmt_count,
@@ -170,7 +171,7 @@ def table_view(title: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[
         out_rows.append({"id": evidence_anchor(name, i) if name else "", "cells": cells, "index": i})
     headers = [column_title(c) for c in columns]
     if "share" in columns and not any(r.get("share_of") for r in rows[:limit]):
-        headers[list(columns).index("share")] = "share of step time (GPU rows: of GPU time)"
+        headers[list(columns).index("share")] = "total share of step time (all steps summed; GPU rows: of GPU time)"
     note = f"first {limit} of {len(rows)} rows" if len(rows) > limit else ""
     if extra:
         note += f" (and {len(extra)} more that findings cite)"
@@ -183,20 +184,31 @@ def _evidence_cells(f: Finding) -> list[tuple[str, str]]:
 
 
 def _impact_text(f: Finding, short: bool = False) -> str:
-    """What fixing ``f`` could save, per the analysis' estimate; ``short`` leaves out how it was estimated."""
+    """What fixing ``f`` could save, on the one denominator the analysis states; ``short`` leaves out how it
+    was estimated. A breakdown says where the time is and that it is no saving."""
     impact = f.impact
     parts = []
-    if impact.ms_per_step is not None and impact.upper_bound:
-        # all of a region's time is a bound, not a saving: no fix removes a whole backward pass
+    if impact.breakdown:
+        share = f"{fmt_pct(impact.region_share, fraction=True)} of {impact.region_of}" \
+            if impact.region_share is not None else ""
+        took = f"{fmt_ms(impact.region_ms)} per step" if impact.region_ms is not None else ""
+        parts.append("where the time is, not a saving: " + ", ".join(p for p in (share, took) if p)
+                     + " (a fix saves part of it)")
+    elif impact.ms_per_step is not None and impact.upper_bound:
+        # all of something's time bounds a saving; it is never shown as one
         parts.append(f"takes {fmt_ms(impact.ms_per_step)} per step (a fix saves part of it)")
     elif impact.ms_per_step is not None:
         parts.append(f"could save up to {fmt_ms(impact.ms_per_step)} per step")
-    if impact.share_of_step is not None and impact.denominator:  # no step time: the share names its own denominator
-        parts.append(f"{fmt_pct(impact.share_of_step, fraction=True)} of {impact.denominator}")
-    elif impact.share_of_step is not None:
-        step = f" ({source_label(impact.step_source)} step time)" if impact.step_source and not short else ""
-        parts.append(f"{fmt_pct(impact.share_of_step, fraction=True)} of the median step{step}")
-    if impact.steps is not None:
+    if impact.share_of_step is not None and not impact.breakdown:
+        whole = impact.denominator or "median step"
+        of = [fmt_ms(impact.denominator_ms)] if impact.denominator_ms is not None and not short else []
+        if impact.step_source and not short:
+            of.append(f"{source_label(impact.step_source)}")
+        parts.append(f"{fmt_pct(impact.share_of_step, fraction=True)} of the {whole}"
+                     + (f" ({', '.join(of)})" if of else ""))
+    if impact.clamped_from_ms is not None and not short:
+        parts.append(f"cut from {fmt_ms(impact.clamped_from_ms)}")
+    if impact.steps is not None and impact.step_source not in ("ncu", "ncu_csv"):
         parts.append(f"rests on {fmt_count(impact.steps)} step{'s' if impact.steps != 1 else ''}")
     if impact.basis and not short:
         parts.append(impact.basis)
@@ -214,6 +226,21 @@ def finding_view(report: AnalysisReport, f: Finding, index: int) -> dict[str, An
             "impact": _impact_text(f), "impact_short": _impact_text(f, short=True), "facts": fact_views, "advice": advice,
             "evidence": _evidence_cells(f), "evidence_links": links,
             "href": next((e["href"] for e in links if e["href"]), f"#{finding_anchor(f.id)}")}
+
+
+def _state_ties(findings: Sequence[Finding], views: list[dict[str, Any]]) -> None:
+    """Say on each card whose saving reads the same as a neighbour's that the two are a tie (the order is then
+    the evidence's weight, not a larger saving)."""
+    for i, f in enumerate(findings):
+        if f.impact.share_of_step is None or f.impact.breakdown or f.impact.share_of_step <= 0:
+            continue
+        mates = [j + 1 for j in (i - 1, i + 1) if 0 <= j < len(findings) and findings[j].impact.share_of_step
+                 is not None and not findings[j].impact.breakdown
+                 and tied(findings[j].impact.share_of_step or 0.0, f.impact.share_of_step)]
+        if mates:
+            note = "a tie with finding " + " and ".join(map(str, mates))
+            views[i]["impact"] = f"{views[i]['impact']} · {note}" if views[i]["impact"] else note
+            views[i]["impact_short"] = f"{views[i]['impact_short']} · {note}" if views[i]["impact_short"] else note
 
 
 def _ncu_rules(report: AnalysisReport, pinned: Sequence[int] = ()) -> dict[str, Any] | None:
@@ -306,6 +333,7 @@ def build_context(report: AnalysisReport) -> dict[str, Any]:
              if name not in shown and not name.startswith("kineto_") and rows][:MAX_OTHER_TABLES]
     ops = report.tables.get("operations") or []
     findings = [finding_view(report, f, i) for i, f in enumerate(report.findings[:MAX_FINDINGS], start=1)]
+    _state_ties(report.findings[:MAX_FINDINGS], findings)
     return {
         "title": f"Analysis report: {report.workload or 'run'}",
         "headline": headline_view(report, findings),

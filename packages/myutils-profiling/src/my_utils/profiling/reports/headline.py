@@ -37,7 +37,7 @@ TILES: tuple[tuple[str, tuple[str, ...]], ...] = (
 #: Facts whose ``detail`` a tile shows beside the value (it says which step the worst one was).
 _TILE_DETAIL = frozenset({"step_time.worst"})
 _CONTEXT_ORDER = ("context.gpu", "context.gpu_count", "context.world_size", "context.ranks", "context.hosts",
-                  "context.backend", "context.cuda_runtime", "context.cuda_driver")
+                  "context.backend", "context.cuda_runtime", "context.cuda_driver", "context.cpu_only")
 _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -106,6 +106,8 @@ def fact_value(fact: Fact) -> str:
         return fmt_ms(v, unit)
     if unit == "%":
         return fmt_pct(v)
+    if unit == "flag":
+        return "yes" if v else "no"
     if unit in ("fraction", "share"):
         return fmt_pct(v, fraction=True)
     if unit in ("count", ""):
@@ -173,7 +175,11 @@ def _context_line(context: Mapping[str, Fact]) -> str:
     """``Tesla V100-SXM2-32GB × 2 ranks (world size) · rank 1 in this trace``: what ran where."""
     gpu = context.get("context.gpu")
     world = context.get("context.world_size")
-    gpu_text = fact_value(gpu) if gpu is not None and gpu.measured else "GPU not recorded"
+    cpu = context.get("context.cpu_only")
+    if cpu is not None and cpu.number == 1:
+        gpu_text = "CPU only"
+    else:
+        gpu_text = fact_value(gpu) if gpu is not None and gpu.measured else "GPU not recorded"
     world_text = (f"world size {fact_value(world)}" if world is not None and world.measured
                   else "world size not recorded")
     ranks = context.get("context.ranks")
@@ -202,8 +208,7 @@ def headline_view(report: AnalysisReport, findings: Sequence[Any]) -> dict[str, 
         for f in shown[1:]:
             view = fact_view(report, f)
             # a second figure says only what differs from the first: its whole, or which step
-            view["note"] = view["core"] if view["core"] != main["core"] else \
-                (f.detail if f.id in _TILE_DETAIL else "")
+            view["note"] = f.detail if f.id in _TILE_DETAIL else (view["core"] if view["core"] != main["core"] else "")
             more.append(view)
         tiles.append({"title": title, "main": main, "more": more})
     placed = {i for _, ids in TILES for i in ids}
