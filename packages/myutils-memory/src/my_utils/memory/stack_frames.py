@@ -1,0 +1,196 @@
+"""Which frames of an allocation's stack are the user's: the identity of a stack in a summary.
+
+A snapshot recorded with C++ stacks (``_record_memory_history(stacks="all")``) starts every
+stack with the allocator itself (``torch::unwind``, ``CapturedTraceback``,
+``c10::cuda::CUDACachingAllocator``, ``at::detail::empty*``), then ATen and the dispatcher,
+then CPython's interpreter around the Python frames. The innermost frames are therefore the
+same for every allocation. A stack is named instead by the first frames outside the allocator
+and PyTorch, the user's Python frames (another library's code under ``site-packages`` counts as
+the user's: the user chose to run it), together with the *operation* that allocated: the
+innermost PyTorch Python frame (``batch_norm`` in ``torch/nn/functional.py``) or, when the
+stack holds no Python frame (the autograd engine runs the backward pass on its own C++
+threads), the outermost ATen operator of its C++ frames and the autograd node that called it.
+The allocator is never the answer.
+
+``FrameView`` chooses what identifies a stack: ``user`` (the default, above), ``python``
+(every Python frame, PyTorch's included) or ``all`` (the frames as recorded). Frames made by
+``_profile_to_snapshot`` carry their place in the name (``torch/nn/modules/linear.py(125):
+forward``) and are read the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+__all__ = ["Frame", "FrameView", "StackIdentity", "StackNamer", "frame_label", "is_torch_path", "short_path"]
+
+Frame = tuple[Any, Any, Any]
+"""A frame as (name, filename, line), the fields of a snapshot's frame dict."""
+
+# PyTorch's own Python files: the installed package, or the relative paths of profile-made frames
+_TORCH_PATH = re.compile(r"(?:^|[/\\])(?:site|dist)-packages[/\\]torch[/\\]|^torch[/\\]")
+_PACKAGES = re.compile(r"(?:^|[/\\])(?:site|dist)-packages[/\\]")
+_PROFILE_FRAME = re.compile(r"^(?P<file>[^\s()]+\.py)\((?P<line>\d+)\): (?P<name>.+)$")
+# an ATen kernel (at::native::linear) and a dispatcher entry (at::_ops::linear::call)
+_NATIVE = re.compile(r"^(?:[\w:<>, ]+ )?at::native::(?P<op>[A-Za-z_]\w*)[(<]")
+_OPS_CALL = re.compile(r"^(?:[\w:<>, ]+ )?at::_ops::(?P<op>[A-Za-z_]\w*)::call\(")
+_AUTOGRAD_NODE = re.compile(r"torch::autograd::(?:generated::)?(?P<node>[A-Z]\w*)::apply\(")
+_ENGINE = "torch::autograd::Engine::"
+_OVERLOAD = re.compile(r"^(?P<op>_*[a-z0-9]\w*?)_(?P<overload>[A-Z]\w*)$")
+# helpers an operator calls to get its output memory: part of the allocation, never the operator
+_FACTORY = re.compile(r"^_?(?:empty|new_empty|resize)")
+
+
+class FrameView(str, Enum):
+    """What identifies a stack: the user's frames (default), every Python frame, or every frame as recorded."""
+
+    USER = "user"
+    PYTHON = "python"
+    ALL = "all"
+
+
+@dataclass(frozen=True)
+class StackIdentity:
+    """The frames that name a stack (innermost first, as (name, filename, line)) and the operation that allocated."""
+
+    frames: tuple[Frame, ...]
+    operation: str = ""
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """One frame classified once: Python or not, PyTorch's own or not, and its (name, filename, line) as read."""
+
+    python: bool
+    torch: bool
+    frame: Frame
+
+
+def is_torch_path(filename: str) -> bool:
+    """Whether ``filename`` is a Python file of PyTorch itself (``.../site-packages/torch/...``, ``torch/...``)."""
+    return bool(_TORCH_PATH.search(filename))
+
+
+def short_path(filename: str) -> str:
+    """A path for display: from the package root under ``site-packages``, else the last two parts."""
+    ends = [m.end() for m in _PACKAGES.finditer(filename)]
+    if ends:  # the last one: a virtualenv inside another's site-packages is still a package root
+        return filename[ends[-1]:]
+    parts = re.split(r"[/\\]", filename)
+    return "/".join(parts[-2:]) if len(parts) > 2 else filename
+
+
+def frame_label(frame: Any) -> str:
+    """``name (file:line)`` of a (name, filename, line) frame, the path shortened; profile-made frames as recorded."""
+    if isinstance(frame, tuple) and len(frame) == 3:
+        name, filename, line = frame
+        if filename in (None, "none", "") and not line:
+            return str(name if name is not None else "?")
+        where = short_path(filename) if isinstance(filename, str) else "?"
+        return f"{name if name is not None else '?'} ({where}:{line if line is not None else '?'})"
+    return str(frame)
+
+
+def _classify(raw: Frame) -> _Kind:
+    name, filename, _ = raw
+    if isinstance(filename, str) and filename.endswith(".py"):
+        return _Kind(True, is_torch_path(filename), raw)
+    if isinstance(name, str) and filename in (None, "none", ""):
+        m = _PROFILE_FRAME.match(name)
+        if m:  # a frame made from a CPU profile: "torch/nn/modules/linear.py(125): forward"
+            read = (m["name"], m["file"], int(m["line"]))
+            return _Kind(True, is_torch_path(m["file"]), read)
+        if name.startswith("nn.Module: "):  # the module a profile saw called: names the user's layer
+            return _Kind(True, False, raw)
+    return _Kind(False, False, raw)
+
+
+def aten_operation(names: Sequence[str]) -> str:
+    """``aten::<op>`` for the outermost ATen operator among C++ frame ``names`` (innermost first), with the
+    autograd node that called it; ``""`` when there is none.
+
+    A kernel (``at::native::op``) is preferred to a dispatcher entry (``at::_ops::op::call``,
+    whose name carries the overload); the factories an operator calls for its output
+    (``empty*``, ``resize*``) are the allocation's, not the operator.
+    """
+    native = ops = node = ""
+    for name in names:
+        m = _NATIVE.match(name)
+        if m and not _FACTORY.match(m["op"]):
+            native = m["op"]
+            continue
+        m = _OPS_CALL.match(name)
+        if m:
+            ops = m["op"]
+            continue
+        if not node:
+            n = _AUTOGRAD_NODE.search(name)
+            if n:
+                node = n["node"]
+            elif name.startswith(_ENGINE):  # called by the engine itself (anomaly mode's NaN checks)
+                node = "the autograd engine"
+    op = native or _dotted(ops)
+    if not op:
+        return f"(in {node})" if node else ""
+    return f"aten::{op} in {node}" if node else f"aten::{op}"
+
+
+def _dotted(op: str) -> str:
+    """``mul_Tensor`` -> ``mul.Tensor``: a dispatcher entry's overload written as the profiler writes it."""
+    m = _OVERLOAD.match(op)
+    return f"{m['op']}.{m['overload']}" if m else op
+
+
+class StackNamer:
+    """Names stacks for one summary: each frames list and each frame is read once (torch shares both)."""
+
+    def __init__(self, view: FrameView | str = FrameView.USER, depth: int = 4) -> None:
+        self.view = FrameView(view)
+        self.depth = max(1, int(depth))
+        self._kinds: dict[Frame, _Kind] = {}
+        self._lists: dict[int, tuple[Any, StackIdentity]] = {}
+
+    def identify(self, frames: Any) -> StackIdentity:
+        """The identity of the stack ``frames`` (a snapshot entry's list of frame dicts, or None)."""
+        if not frames:
+            return _EMPTY
+        hit = self._lists.get(id(frames))
+        if hit is not None and hit[0] is frames:
+            return hit[1]
+        raw = [(f.get("name"), f.get("filename"), f.get("line")) for f in frames]
+        found = StackIdentity(tuple(raw[:self.depth])) if self.view is FrameView.ALL else self._filtered(raw)
+        self._lists[id(frames)] = (frames, found)
+        return found
+
+    def _kind(self, raw: Frame) -> _Kind:
+        kind = self._kinds.get(raw)
+        if kind is None:
+            kind = self._kinds[raw] = _classify(raw)
+        return kind
+
+    def _filtered(self, raw: list[Frame]) -> StackIdentity:
+        kinds = [self._kind(r) for r in raw]
+        first = next((i for i, k in enumerate(kinds) if k.python), None)
+        if first is None:  # C++ only: the ATen operator that allocated, never the allocator
+            return StackIdentity((), aten_operation(_names(raw)) or "(no Python frame, no ATen operator)")
+        python = [k for k in kinds[first:] if k.python]
+        if self.view is FrameView.PYTHON:
+            return StackIdentity(tuple(k.frame for k in python[:self.depth]))
+        user = [k.frame for k in python if not k.torch]
+        if not user:  # only PyTorch's own Python frames (a thread PyTorch started): show those
+            return StackIdentity(tuple(k.frame for k in python[:self.depth]))
+        # the innermost Python frame is PyTorch's (F.batch_norm): that is the operation; else the user's frame
+        # called ATen directly (torch.empty, x.to): the operator its C++ frames ran
+        operation = frame_label(python[0].frame) if python[0].torch else aten_operation(_names(raw[:first]))
+        return StackIdentity(tuple(user[:self.depth]), operation)
+
+
+def _names(raw: Sequence[Frame]) -> list[str]:
+    return [r[0] for r in raw if isinstance(r[0], str)]
+
+
+_EMPTY = StackIdentity(())
