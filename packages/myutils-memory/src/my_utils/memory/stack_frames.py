@@ -34,7 +34,8 @@ Frame = tuple[Any, Any, Any]
 # PyTorch's own Python files: the installed package, or the relative paths of profile-made frames
 _TORCH_PATH = re.compile(r"(?:^|[/\\])(?:site|dist)-packages[/\\]torch[/\\]|^torch[/\\]")
 _PACKAGES = re.compile(r"(?:^|[/\\])(?:site|dist)-packages[/\\]")
-_PROFILE_FRAME = re.compile(r"^(?P<file>[^\s()]+\.py)\((?P<line>\d+)\): (?P<name>.+)$")
+_PROFILE_FRAME = re.compile(r"^(?P<file>[^()]+)\((?P<line>\d+)\): (?P<name>.+)$")
+_BUILTIN = re.compile(r"^<built-in (?:function|method) (?P<op>\w+)")
 # an ATen kernel (at::native::linear) and a dispatcher entry (at::_ops::linear::call)
 _NATIVE = re.compile(r"^(?:[\w:<>, ]+ )?at::native::(?P<op>[A-Za-z_]\w*)[(<]")
 _OPS_CALL = re.compile(r"^(?:[\w:<>, ]+ )?at::_ops::(?P<op>[A-Za-z_]\w*)::call\(")
@@ -76,22 +77,29 @@ def is_torch_path(filename: str) -> bool:
 
 
 def short_path(filename: str) -> str:
-    """A path for display: from the package root under ``site-packages``, else the last two parts."""
+    """A path for display: from the package root under ``site-packages``, else the last two parts of an absolute
+    path; a relative path as it is."""
     ends = [m.end() for m in _PACKAGES.finditer(filename)]
     if ends:  # the last one: a virtualenv inside another's site-packages is still a package root
         return filename[ends[-1]:]
+    if not filename.startswith(("/", "\\")) and ":" not in filename[:3]:
+        return filename
     parts = re.split(r"[/\\]", filename)
     return "/".join(parts[-2:]) if len(parts) > 2 else filename
 
 
 def frame_label(frame: Any) -> str:
-    """``name (file:line)`` of a (name, filename, line) frame, the path shortened; profile-made frames as recorded."""
+    """``name (file:line)`` of a (name, filename, line) frame, the path shortened; a C++ frame without a line as
+    ``name (file)`` or its name alone; profile-made frames as recorded."""
     if isinstance(frame, tuple) and len(frame) == 3:
         name, filename, line = frame
-        if filename in (None, "none", "") and not line:
-            return str(name if name is not None else "?")
+        shown = str(name if name is not None else "?")
+        if filename in (None, "none", "", "??") and not line:
+            return shown
         where = short_path(filename) if isinstance(filename, str) else "?"
-        return f"{name if name is not None else '?'} ({where}:{line if line is not None else '?'})"
+        if not line and not where.endswith(".py"):
+            return f"{shown} ({where})"
+        return f"{shown} ({where}:{line if line is not None else '?'})"
     return str(frame)
 
 
@@ -185,8 +193,18 @@ class StackNamer:
             return StackIdentity(tuple(k.frame for k in python[:self.depth]))
         # the innermost Python frame is PyTorch's (F.batch_norm): that is the operation; else the user's frame
         # called ATen directly (torch.empty, x.to): the operator its C++ frames ran
-        operation = frame_label(python[0].frame) if python[0].torch else aten_operation(_names(raw[:first]))
+        operation = frame_label(python[0].frame) if python[0].torch else (
+            aten_operation(_names(raw[:first])) or _builtin(raw[:first]))
         return StackIdentity(tuple(user[:self.depth]), operation)
+
+
+def _builtin(raw: Sequence[Frame]) -> str:
+    """``torch.<op>`` of the innermost builtin a CPU profile recorded (``<built-in method empty of type ...>``)."""
+    for name, _, _ in raw:
+        m = _BUILTIN.match(name) if isinstance(name, str) else None
+        if m:
+            return f"torch.{m['op']}"
+    return ""
 
 
 def _names(raw: Sequence[Frame]) -> list[str]:
