@@ -70,7 +70,7 @@ def test_real_cpu_profile_snapshot(profile_snapshot: dict[str, Any]) -> None:
     assert len(entries) > 50 and baseline >= 0
     assert (s.baseline_bytes, s.peak_bytes, s.end_bytes) == (baseline, baseline + peak, end)
     peak += baseline
-    every = summarize_snapshot(profile_snapshot, top=10**6).top_stacks
+    every = summarize_snapshot(profile_snapshot, top=10**6, frames="all").top_stacks  # grouped as below
     assert sum(x.total_bytes for x in every) == allocated
     # live bytes per stack at the end, replayed independently: a free belongs to the alloc at its address
     owner: dict[int, tuple[Any, ...]] = {}

@@ -137,20 +137,23 @@ def attribute_stacks(keys: Sequence[StackIdentity], allocated: Sequence[int], co
 def stack_timeline(times: Sequence[float], deltas: Sequence[int], owners: Sequence[int], shown: Sequence[int], *,
                    baseline: int, duration: float, points: int,
                    reserved: Sequence[tuple[float, int]]) -> Timeline:
-    """Sample memory in use, reserved (steps of (time, bytes)) and the ``shown`` stacks' live bytes at ``points``
-    times spread over ``[0, duration]`` (each sample holds every change at or before its time)."""
-    n = max(2, points)
-    xs = [duration * i / (n - 1) for i in range(n)] if duration > 0 else [0.0] * 1
+    """Memory in use, reserved (steps of (time, bytes)) and the ``shown`` stacks' live bytes at about ``points``
+    times: the trace is cut into that many equal intervals and each gives the state at the moment its total in
+    use was highest, so the peak (and every interval's high) is drawn exactly, not sampled past."""
+    n = max(1, points)
+    edges = [duration * (i + 1) / n for i in range(n)] if duration > 0 else [0.0]
     slot = {k: i for i, k in enumerate(shown)}
     live = [0] * len(shown)
-    before = baseline
-    total = baseline
-    in_use: list[int] = []
-    early: list[int] = []
-    series: list[list[int]] = [[] for _ in shown]
+    total = before = baseline
+    xs: list[float] = [0.0]  # the state before the first change
+    in_use: list[int] = [baseline]
+    early: list[int] = [baseline]
+    series: list[list[int]] = [[0] for _ in shown]
     j, m = 0, len(times)
-    for x in xs:
-        while j < m and times[j] <= x:
+    for edge in edges:
+        best, at, best_before, best_live = total, (times[j - 1] if j else 0.0), before, list(live)
+        moved = False
+        while j < m and (times[j] <= edge or edge == edges[-1]):
             d, k = deltas[j], owners[j]
             total += d
             if k == 0:
@@ -159,10 +162,16 @@ def stack_timeline(times: Sequence[float], deltas: Sequence[int], owners: Sequen
                 i = slot.get(k)
                 if i is not None:
                     live[i] += d
+            if not moved or total > best:
+                best, at, best_before, best_live = total, times[j], before, list(live)
+                moved = True
             j += 1
-        in_use.append(total)
-        early.append(before)
-        for i, v in enumerate(live):
+        if not moved:  # nothing changed in this interval: its end, at the level carried over
+            at = edge
+        xs.append(at)
+        in_use.append(best)
+        early.append(best_before)
+        for i, v in enumerate(best_live):
             series[i].append(v)
     held: list[int] = []
     r, steps = 0, list(reserved)

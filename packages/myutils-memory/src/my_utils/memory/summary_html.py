@@ -23,11 +23,12 @@ from my_utils.memory.charts import ChartUnavailable
 from my_utils.memory.snapshot_stacks import StackTotal
 from my_utils.memory.snapshot_summary import MemorySummary
 
-__all__ = ["DIV_ID", "TIMELINE_POINTS", "render_html", "require_plotly", "write_summary_html"]
+__all__ = ["DIV_ID", "SEGMENTS_CHARTED", "TIMELINE_POINTS", "render_html", "require_plotly", "write_summary_html"]
 
 DIV_ID = "memory_summary"
 TIMELINE_POINTS = 600
 _LEGEND_CHARS = 90
+SEGMENTS_CHARTED = 24  # the segments with the most free space; a bar per segment stays legible
 _MIB = float(1 << 20)
 
 
@@ -59,10 +60,12 @@ def _figure(s: MemorySummary) -> Any:
     tl = s.timeline
     unit = "s" if s.time_unit == "s" else "entry"
     a = s.allocator
-    segments = sorted(a.segments, key=lambda g: (-g.free_bytes, g.address)) if a is not None and a.recorded else []
-    fig = make_subplots(rows=3, cols=1, vertical_spacing=0.09, row_heights=[0.3, 0.4, 0.3],
+    every = sorted(a.segments, key=lambda g: (-g.free_bytes, g.address)) if a is not None and a.recorded else []
+    segments = every[:SEGMENTS_CHARTED]
+    shown = f"all {len(every)}" if len(segments) == len(every) else f"{len(segments)} of {len(every)}, most free first"
+    fig = make_subplots(rows=3, cols=1, vertical_spacing=0.08, row_heights=[0.3, 0.4, 0.3],
                         subplot_titles=("memory in use and reserved (MiB)", "live bytes by stack (MiB)",
-                                        "segments at the end: allocated and free (MiB)"))
+                                        f"segments at the end ({shown}): allocated and free (MiB)"))
     if tl is not None:
         xs = list(tl.times)
         fig.add_trace(go.Scatter(x=xs, y=[v / _MIB for v in tl.in_use], name="in use", mode="lines",
@@ -80,11 +83,15 @@ def _figure(s: MemorySummary) -> Any:
                                                     list(tl.before_trace))]
         areas += [(_short(name), name, list(series)) for name, series in zip(chart, tl.stacks, strict=True)]
         areas.append(("other stacks", "every stack not drawn apart", other))
-        for label, full, series in areas:
+        from plotly.colors import qualitative
+
+        palette = qualitative.Dark24
+        colours = ["#9e9e9e"] + [palette[i % len(palette)] for i in range(len(areas) - 2)] + ["#d6d6d6"]
+        for (label, full, series), colour in zip(areas, colours, strict=True):
             fig.add_trace(go.Scatter(x=xs, y=[max(v, 0) / _MIB for v in series], name=_esc(label),
                                      hovertext=_esc(full), hoverinfo="x+y+text", mode="lines",
-                                     line={"shape": "hv", "width": 0.5}, stackgroup="stacks", legendgroup="stacks"),
-                          row=2, col=1)
+                                     line={"shape": "hv", "width": 0.5, "color": colour}, fillcolor=colour,
+                                     stackgroup="stacks", legendgroup="stacks"), row=2, col=1)
         fig.update_xaxes(title_text=f"time since the first entry ({unit})", row=2, col=1)
     if segments:
         names = [f"{g.address:#x} ({_esc(g.pool or '?')}, {format_bytes(g.total_bytes)})" for g in segments]
