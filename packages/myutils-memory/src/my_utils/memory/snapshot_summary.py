@@ -45,7 +45,7 @@ from my_utils.memory.snapshot_stacks import (
     stack_timeline,
     theil_sen_slope,
 )
-from my_utils.memory.stack_frames import FrameView, StackIdentity, StackNamer
+from my_utils.memory.stack_frames import FrameView, StackNamer
 
 __all__ = ["FrameView", "MemorySummary", "RegionDelta", "StackTotal", "Timeline", "summarize_snapshot",
            "theil_sen_slope"]
@@ -140,7 +140,6 @@ def summarize_snapshot(snapshot: dict[str, Any], *, top: int = 10, stack_depth: 
     # per frames list (torch shares them) and only the stacks shown are formatted.
     namer = StackNamer(frames, stack_depth)
     stamps, deltas, owners = array("d"), array("q"), array("q")
-    stack_ids: dict[StackIdentity, int] = {}
     examples: list[Any] = [None]  # per stack: the frames of its first allocation, for the full stack
     allocated: list[int] = [0]  # per stack; number 0 is "live before the trace"
     counts: list[int] = [0]
@@ -158,10 +157,8 @@ def summarize_snapshot(snapshot: dict[str, Any], *, top: int = 10, stack_depth: 
             if action == "alloc":
                 size = e.get("size", 0)
                 entry_frames = e.get("frames")
-                ident = namer.identify(entry_frames)
-                k = stack_ids.get(ident)
-                if k is None:
-                    k = stack_ids[ident] = len(allocated)
+                k = namer.number(entry_frames)
+                if k == len(allocated):  # numbers come in order: a new stack
                     allocated.append(0)
                     counts.append(0)
                     examples.append(entry_frames)
@@ -203,7 +200,7 @@ def summarize_snapshot(snapshot: dict[str, Any], *, top: int = 10, stack_depth: 
     duration = max(times[-1], 0.0) if times else 0.0
     regions, are_windows = _regions(snapshot, t0, times, levels, baseline, duration, windows)
     xs, ys = _trend_points(times, levels, baseline, duration)
-    keys = list(stack_ids)
+    keys = namer.identities
     stacks = attribute_stacks(keys, allocated, counts, times, deltas, owners, baseline=baseline,
                               peak_index=peak_index, trend_xs=xs, peak_bytes=peak, top=top, examples=examples)
     state = allocator_state(snapshot, [(d, (t - t0) / 1e6, b) for d, t, b in segment_events],

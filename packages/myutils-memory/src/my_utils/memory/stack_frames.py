@@ -24,6 +24,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from operator import itemgetter
 from typing import Any
 
 __all__ = ["Frame", "FrameView", "StackIdentity", "StackNamer", "frame_label", "is_torch_path", "short_path"]
@@ -154,25 +155,61 @@ def _dotted(op: str) -> str:
 
 
 class StackNamer:
-    """Names stacks for one summary: each frames list and each frame is read once (torch shares both)."""
+    """Numbers the stacks of one summary (1, 2, ...; ``identities[k - 1]`` names stack ``k``).
+
+    The hot path reads each allocation's frames list. torch makes one dict per distinct frame
+    and shares it between all the lists that hold the frame, so a list is recognised first by
+    the identities of its frame dicts (one C call), and only then by their contents (snapshots
+    whose frames are all distinct objects). The lists behind the identities kept as keys stay
+    referenced, so those identities stay unique while the namer lives. Once ``UNSHARED`` lists
+    were found by content only, the frames are taken as unshared and no more identities are
+    kept: a snapshot of distinct frame objects costs no memory per entry.
+    """
+
+    UNSHARED = 1000
 
     def __init__(self, view: FrameView | str = FrameView.USER, depth: int = 4) -> None:
         self.view = FrameView(view)
         self.depth = max(1, int(depth))
+        self.identities: list[StackIdentity] = []
+        self._numbers: dict[StackIdentity, int] = {}
         self._kinds: dict[Frame, _Kind] = {}
-        self._lists: dict[int, tuple[Any, StackIdentity]] = {}
+        self._by_ids: dict[tuple[int, ...], tuple[Any, int]] = {}
+        self._by_content: dict[tuple[Frame, ...], int] = {}
+        self._found_by_content = 0
+
+    def number(self, frames: Any) -> int:
+        """The number of the stack ``frames`` (a snapshot entry's list of frame dicts, or None)."""
+        frames = frames or ()
+        ids = tuple(map(id, frames))
+        known = self._by_ids.get(ids)
+        if known is not None:
+            return int(known[1])
+        raw = _contents(frames[:self.depth] if self.view is FrameView.ALL else frames)
+        k = self._by_content.get(raw, 0)
+        if not k:
+            k = self._by_content[raw] = self._intern(self._identity(raw))
+        else:
+            self._found_by_content += 1
+        if self._found_by_content < self.UNSHARED:
+            self._by_ids[ids] = (frames, k)
+        return k
 
     def identify(self, frames: Any) -> StackIdentity:
-        """The identity of the stack ``frames`` (a snapshot entry's list of frame dicts, or None)."""
-        if not frames:
+        """The identity of the stack ``frames``."""
+        return self.identities[self.number(frames) - 1]
+
+    def _intern(self, ident: StackIdentity) -> int:
+        k = self._numbers.get(ident)
+        if k is None:
+            self.identities.append(ident)
+            k = self._numbers[ident] = len(self.identities)
+        return k
+
+    def _identity(self, raw: tuple[Frame, ...]) -> StackIdentity:
+        if not raw:
             return _EMPTY
-        hit = self._lists.get(id(frames))
-        if hit is not None and hit[0] is frames:
-            return hit[1]
-        raw = [(f.get("name"), f.get("filename"), f.get("line")) for f in frames]
-        found = StackIdentity(tuple(raw[:self.depth])) if self.view is FrameView.ALL else self._filtered(raw)
-        self._lists[id(frames)] = (frames, found)
-        return found
+        return StackIdentity(raw[:self.depth]) if self.view is FrameView.ALL else self._filtered(raw)
 
     def _kind(self, raw: Frame) -> _Kind:
         kind = self._kinds.get(raw)
@@ -180,7 +217,7 @@ class StackNamer:
             kind = self._kinds[raw] = _classify(raw)
         return kind
 
-    def _filtered(self, raw: list[Frame]) -> StackIdentity:
+    def _filtered(self, raw: tuple[Frame, ...]) -> StackIdentity:
         kinds = [self._kind(r) for r in raw]
         first = next((i for i, k in enumerate(kinds) if k.python), None)
         if first is None:  # C++ only: the ATen operator that allocated, never the allocator
@@ -196,6 +233,17 @@ class StackNamer:
         operation = frame_label(python[0].frame) if python[0].torch else (
             aten_operation(_names(raw[:first])) or _builtin(raw[:first]))
         return StackIdentity(tuple(user[:self.depth]), operation)
+
+
+_FIELDS = itemgetter("name", "filename", "line")
+
+
+def _contents(frames: Sequence[dict[str, Any]]) -> tuple[Frame, ...]:
+    """(name, filename, line) of each frame dict; a field a frame lacks is None."""
+    try:
+        return tuple(map(_FIELDS, frames))  # one C call per frame: the fast path
+    except KeyError:
+        return tuple([(f.get("name"), f.get("filename"), f.get("line")) for f in frames])
 
 
 def _builtin(raw: Sequence[Frame]) -> str:
