@@ -176,3 +176,45 @@ def test_a_profile_made_snapshot_has_no_allocator(profile_snapshot: dict[str, An
     text = render_summary(s, "prof.pickle")
     assert "reserved: not recorded (segments made from a CPU profile)" in text
     assert "allocator: not recorded" in text and "reserved at the end" not in text
+
+
+def _random_run(seed: int) -> dict[str, Any]:
+    import random
+
+    rng = random.Random(seed)
+    a = CachingAllocatorModel()
+    live: list[int] = []
+    for i in range(400):
+        a.tick(rng.randint(1, 500))
+        if live and rng.random() < 0.45:
+            a.free(live.pop(rng.randrange(len(live))))
+        else:
+            live.append(a.malloc(rng.choice([100, 4096, 700_000, 3 * MiB, 9 * MiB, 25 * MiB + 7]), F))
+        if i % 50 == 49:
+            a.release_cache()
+    return a.snapshot()
+
+
+@pytest.mark.parametrize("name", ["hand", "profile", "llm", "holes", "loop", "oom", "random0", "random1"])
+def test_totals_equal_memory_viz_stats_and_replay(name: str, request: pytest.FixtureRequest,
+                                                  memviz_stats: Callable[..., dict[str, str]],
+                                                  memviz_replay: Callable[..., tuple[int, int]]) -> None:
+    """Every snapshot of these tests: reserved, allocated, free and segments as memory_viz prints them; the start
+    and the peak as memory_viz's page replays them."""
+    made = {"hand": lambda: request.getfixturevalue("hand_snapshot"),
+            "profile": lambda: request.getfixturevalue("profile_snapshot"),
+            "llm": lambda: request.getfixturevalue("llm_snapshot"), "holes": holes,
+            "loop": lambda: _loop(empty_cache=True), "oom": lambda: _oom(True),
+            "random0": lambda: _random_run(0), "random1": lambda: _random_run(1)}
+    snap = made[name]()
+    s = summarize_snapshot(snap)
+    a = s.allocator
+    assert a is not None
+    fmt = _memory_viz._format_size
+    stats = memviz_stats(snap)
+    assert (stats["segments"], stats["total_reserved"], stats["total_allocated"]) == \
+        (str(len(a.segments)), fmt(a.reserved_bytes), fmt(a.allocated_bytes))
+    internal = f" ({100 * a.internal_free_bytes / a.free_bytes:.1f}% internal)" if a.free_bytes else ""
+    assert stats["total_free"] == fmt(a.free_bytes) + internal
+    before, peak = memviz_replay(snap, device=len(snap["device_traces"]) - 1 if name == "profile" else 0)
+    assert s.baseline_bytes == before and s.peak_bytes == max(peak, before)
