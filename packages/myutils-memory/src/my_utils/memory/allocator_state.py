@@ -133,7 +133,7 @@ def _segment(seg: dict[str, Any]) -> SegmentState:
             if b.get("state", "inactive") == "inactive":
                 largest = max(largest, size)
     blocks = seg.get("blocks", [])
-    if not blocks:  # memory_viz counts a segment without blocks as entirely free
+    if not blocks:  # a segment listing no blocks holds none: all free (memory_viz's segsum refuses such a segment)
         external = largest = int(seg.get("total_size", 0))
     return SegmentState(int(seg.get("device", 0) or 0), int(seg["address"]), int(seg.get("stream", 0) or 0),
                         str(seg.get("segment_type", "")), int(seg["total_size"]), allocated, internal, external,

@@ -75,9 +75,12 @@ class MemorySummary:
     """The summary of one snapshot (all devices together).
 
     ``top_stacks`` are ranked by bytes still live at the end, then live at the peak, then
-    allocated; ``peak_stacks`` by bytes live at the peak; ``growing_stacks`` are those whose live bytes grow by more than 5 % of the peak
-    over the trace, fastest first; ``baseline_end_bytes`` is the memory live before the trace
-    that is still live at its end.
+    allocated; ``peak_stacks`` by bytes live at the peak; ``growing_stacks`` are those whose
+    live bytes grow by more than 5 % of the peak over the trace, fastest first;
+    ``baseline_end_bytes`` is the memory live before the trace that is still live at its end;
+    ``stacks_seen`` counts the distinct stacks (as ``frames_view`` names them); ``allocator``
+    is the allocator's state (``allocator_state``); ``timeline`` (when asked for) samples
+    memory over the trace, with ``chart_stacks`` the stacks it follows, in its order.
     """
 
     entries: int
