@@ -62,6 +62,10 @@ class StackIdentity:
     frames: tuple[Frame, ...]
     operation: str = ""
 
+    def text(self) -> str:
+        """The operation, then the frames, innermost first, joined by `` <- ``; ``""`` for an empty stack."""
+        return " <- ".join(([self.operation] if self.operation else []) + [frame_label(f) for f in self.frames])
+
 
 @dataclass(frozen=True)
 class _Kind:
