@@ -155,8 +155,8 @@ def test_registry_names_every_real_file_with_a_pinned_source(rf: ModuleType) -> 
     data = tomllib.loads((REPO / "fixtures" / "registry.toml").read_text())
     sources = data["sources"]
     names = rf.names()
-    assert len(names) == 49 and names == sorted(data["files"])
-    assert {n.split("/")[0] for n in names} == {"kineto", "ncu", "nsys", "cprofile", "nccl", "perf"}
+    assert len(names) == 50 and names == sorted(data["files"])
+    assert {n.split("/")[0] for n in names} == {"kineto", "ncu", "nsys", "cprofile", "nccl", "perf", "memory"}
     for name in names:
         item = rf.entry(name)
         source = sources[item.source]
@@ -167,7 +167,7 @@ def test_registry_names_every_real_file_with_a_pinned_source(rf: ModuleType) -> 
         assert re.fullmatch(r"[0-9a-f]{64}", item.sha256) and item.size > 0
         assert item.license == source["license"]
     unlicensed = {rf.entry(n).source for n in names if rf.entry(n).license == "NONE"}
-    assert unlicensed == {"AI4", "DSL", "NTR"} and all("no licence" in sources[s]["note"] for s in unlicensed)
+    assert unlicensed == {"AI4", "DSL", "NTR", "EOR"} and all("no licence" in sources[s]["note"] for s in unlicensed)
     assert rf.names("nsys/") == [n for n in names if n.startswith("nsys/")]
 
 

@@ -1,4 +1,9 @@
-"""Fixtures of the myutils-memory tests: snapshots (hand-made and from a real CPU profile) and a fake NVML.
+"""Fixtures of the myutils-memory tests: snapshots (hand-made, from a real CPU profile, recorded on a GPU by someone
+else, a generated Llama run), memory_viz's own figures for a snapshot, and a fake NVML.
+
+``memviz_stats`` runs ``torch.cuda._memory_viz.segsum`` (what ``python -m torch.cuda._memory_viz
+stats`` prints) and reads its totals; ``memviz_replay`` replays a trace the way memory_viz's page
+(``MemoryViz.js``, ``process_alloc_data``) does, written here from its rules, not from our code.
 
 The fake ``libnvidia-ml.so.1`` is compiled from ``fake_nvml.c`` with gcc once per session
 (variants: a full driver, one without the energy counter, one without power), and handed to
@@ -76,6 +81,85 @@ def profile_snapshot() -> dict[str, Any]:
         for _ in range(3):
             model(x).sum().backward()
     return dict(_memory_viz._profile_to_snapshot(prof))
+
+
+@pytest.fixture(scope="session")
+def eor_snapshot(real_fixtures: Any) -> tuple[Path, dict[str, Any]]:
+    """The CNN snapshot recorded on a GPU with C++ stacks (MANIFEST section 6): its path and its dict."""
+    from my_utils.memory.snapshot_io import load_snapshot
+
+    path = real_fixtures / "memory/eor_nn__snapshot.pickle"
+    return path, load_snapshot(path)
+
+
+@pytest.fixture(scope="session")
+def llm_snapshot() -> dict[str, Any]:
+    """A Llama training run's snapshot made by ``my_utils.memory.testing`` (the held-out snapshot of the tests)."""
+    from my_utils.memory.testing import llm_training_snapshot
+
+    return llm_training_snapshot()
+
+
+def _memviz_stats(snapshot: dict[str, Any]) -> dict[str, str]:
+    """The totals ``python -m torch.cuda._memory_viz stats`` prints for ``snapshot``, as it prints them."""
+    from torch.cuda import _memory_viz
+
+    text = _memory_viz.segsum(snapshot)
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        for key in ("segments", "total_reserved", "total_allocated", "total_free"):
+            if line.startswith(key + ": "):
+                found[key] = line.split(": ", 1)[1]
+    assert len(found) == 4, text
+    return found
+
+
+@pytest.fixture(scope="session")
+def memviz_stats() -> Callable[[dict[str, Any]], dict[str, str]]:
+    """``memviz_stats(snapshot)``: {segments, total_reserved, total_allocated, total_free} as memory_viz prints them."""
+    return _memviz_stats
+
+
+def _memviz_replay(snapshot: dict[str, Any], device: int = 0) -> tuple[int, int]:
+    """(bytes in use before the trace, the peak) of ``device`` as memory_viz's trace page computes them.
+
+    Its rules: an ``alloc`` adds an element; a free of an address the trace allocated removes it, a
+    free of an address it never saw is memory allocated before the trace; blocks still allocated at
+    the end that the trace did not allocate are too (their ``requested_size``, their addresses
+    counted from the segment's). The peak is the largest total after any action.
+    """
+    live: dict[int, int] = {}
+    before = 0
+    actions: list[int] = []
+    for e in snapshot["device_traces"][device]:
+        if e["action"] == "alloc":
+            live[e["addr"]] = e["size"]
+            actions.append(e["size"])
+        elif e["action"] == "free_completed":
+            if e["addr"] in live:
+                actions.append(-live.pop(e["addr"]))
+            else:
+                before += e["size"]
+                actions.append(-e["size"])
+    for seg in snapshot["segments"]:
+        if seg.get("device", 0) != device:
+            continue
+        addr = seg["address"]
+        for b in seg["blocks"]:
+            if b["state"] == "active_allocated" and addr not in live:
+                before += b.get("requested_size", b["size"])
+            addr += b["size"]
+    total, peak = before, 0
+    for change in actions:
+        total += change
+        peak = max(peak, total)
+    return before, peak
+
+
+@pytest.fixture(scope="session")
+def memviz_replay() -> Callable[..., tuple[int, int]]:
+    """``memviz_replay(snapshot, device=0)``: (in use before the trace, peak) by memory_viz's page's rules."""
+    return _memviz_replay
 
 
 def _build(out: Path, *defines: str) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import pickle
 import subprocess
@@ -34,7 +35,7 @@ def test_summarize_prints_peak_stacks_windows_trend(snap_file: Path) -> None:
     assert result.exit_code == 0, result.output
     out = result.output
     assert "peak in use: 4.00 MiB at 3.000s" in out
-    stacks = out.split("allocation stacks by bytes still live at the end (3 shown):")[1].splitlines()[2:5]
+    stacks = out.split("allocation stacks by bytes still live at the end (3 of 3 shown;")[1].splitlines()[2:5]
     assert stacks[2].split() == ["0", "B", "2.00", "MiB", "2.00", "MiB", "1", "0", "B", "mlp", "(model.py:3)"]
     assert out.count("window ") == 4 and "trend:" in out
 
@@ -147,5 +148,62 @@ def test_names_from_the_file_cannot_rewrite_the_terminal(tmp_path: Path, hand_sn
     out = result.output
     assert "\x1b" not in out and "\r" not in out and "\u2028" not in out
     assert [line for line in out.splitlines() if line.startswith("peak in use")] == ["peak in use: 4.00 MiB at 3.000s"]
-    (line,) = [line for line in out.splitlines() if "evil" in line]
-    assert "evil\\r\\x1b[2Jpeak in use: 0 B\\n| `x` <img src=x onerror=alert(1)>\\u2028end (m.py:1)" in line
+    lines = [line for line in out.splitlines() if "evil" in line]
+    assert len(lines) == 2  # the stacks live at the end, and those live at the peak
+    for line in lines:
+        assert "evil\\r\\x1b[2Jpeak in use: 0 B\\n| `x` <img src=x onerror=alert(1)>\\u2028end (m.py:1)" in line
+
+
+def test_profile_made_snapshot_reports_no_reserved_memory(tmp_path: Path) -> None:
+    """The input that printed "reserved at the end: 41888.16 GiB": a CPU profile turned into a snapshot, whose one
+    segment spans from the heap's lowest address to the highest mmap'd tensor, terabytes apart."""
+    from torch.cuda._memory_viz import _profile_to_snapshot
+
+    small, big = torch.nn.Linear(64, 256), torch.nn.Linear(2048, 2048)  # 16 MiB of weights: mmap'd, not the heap
+    with torch.profiler.profile(record_shapes=True, profile_memory=True, with_stack=True) as prof:
+        (small(torch.randn(32, 64)).sum() + big(torch.randn(512, 2048)).sum()).backward()
+    snap = _profile_to_snapshot(prof)
+    (seg,) = snap["segments"]
+    assert seg["total_size"] > 1 << 40  # what the old summary printed as reserved memory
+    path = save_snapshot(tmp_path / "profile.pickle", snap)
+    out_json = tmp_path / "s.json"
+    result = _run("memory", "summarize", str(path), "--json", str(out_json))
+    assert result.exit_code == 0, result.output
+    assert "reserved: not recorded (segments made from a CPU profile)" in result.output
+    assert " GiB" not in result.output.split("allocation stacks")[0].split("in use:")[1]
+    data = json.loads(out_json.read_text())
+    assert data["reserved_bytes"] is None and data["allocator"]["recorded"] is False
+    assert {f["kind"] for f in data["findings"]} == {"not_recorded", "no_times"}
+
+
+def test_json_keeps_every_frame_of_each_listed_stack(tmp_path: Path, hand_snapshot: dict[str, Any]) -> None:
+    deep = [{"name": "torch::unwind::unwind()", "filename": "??", "line": 0},
+            {"name": "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(int)",
+             "filename": "CUDACachingAllocator.cpp", "line": 0},
+            {"name": "forward", "filename": "/home/me/model.py", "line": 7},
+            {"name": "_PyEval_EvalFrameDefault", "filename": "??", "line": 0},
+            {"name": "<module>", "filename": "/home/me/train.py", "line": 1}]
+    hand_snapshot["device_traces"][0][3]["frames"] = deep
+    path = save_snapshot(tmp_path / "deep.pickle", hand_snapshot)
+    out_json = tmp_path / "deep.json"
+    result = _run("memory", "summarize", str(path), "--json", str(out_json), "--full-stacks")
+    assert result.exit_code == 0, result.output
+    data = json.loads(out_json.read_text())
+    assert (data["format"], data["schema_version"], data["frames_view"]) == ("my_utils.memory.summary", 1, "user")
+    (stack,) = [st for st in data["top_stacks"] if st["frames"] == ["forward (me/model.py:7)",
+                                                                    "<module> (me/train.py:1)"]]
+    assert stack["full_stack"] == deep and stack["live_end_bytes"] == MiB
+    assert data["allocator"]["reserved_bytes"] == 4 * MiB and data["peak_bytes"] == 4 * MiB
+    # --full-stacks prints every recorded frame under the stack's line, the allocator's too
+    lines = result.output.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.endswith("forward (me/model.py:7) <- <module> (me/train.py:1)"))
+    assert [line.strip() for line in lines[at + 1:at + 6]] == [
+        "torch::unwind::unwind()", "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(int) "
+        "(CUDACachingAllocator.cpp)", "forward (me/model.py:7)", "_PyEval_EvalFrameDefault",
+        "<module> (me/train.py:1)"]
+
+
+def test_bad_frames_option_and_outputs_that_would_replace_the_input(snap_file: Path) -> None:
+    _one_line_exit_2(_run("memory", "summarize", str(snap_file), "--frames", "mine"), "--frames 'mine'",
+                     "user, python, all")
+    _one_line_exit_2(_run("memory", "summarize", str(snap_file), "--json", str(snap_file)), "would replace the input")

@@ -50,3 +50,30 @@ def test_real_history_and_snapshot_files(tmp_path: Path) -> None:
     # the last stop turned history off and freed it
     assert all(len(t) == 0 for t in torch.cuda.memory._snapshot()["device_traces"])
     del a
+
+
+@pytest.mark.cuda
+def test_a_gpu_snapshot_with_cpp_stacks_is_named_by_this_file(tmp_path: Path) -> None:
+    """stacks="all" on a GPU: every listed stack is named by this test's frames or an ATen operator, never the
+    allocator; the totals equal memory_viz's stats on the same dict."""
+    from torch.cuda import _memory_viz
+
+    model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 512)).cuda()
+    torch.cuda.memory._record_memory_history(max_entries=100_000, stacks="all")
+    try:
+        for _ in range(3):
+            model(torch.randn(256, 512, device="cuda")).sum().backward()
+        data = torch.cuda.memory._snapshot()
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    s = summarize_snapshot(data, top=50)
+    assert s.allocator is not None and s.allocator.recorded
+    for st in s.top_stacks:
+        first = st.operation or st.frames[0]
+        assert "unwind" not in first and "CachingAllocator" not in first, first
+    assert any(f.startswith("test_a_gpu_snapshot_with_cpp_stacks_is_named_by_this_file (tests/test_cuda_memory.py:")
+               for st in s.top_stacks for f in st.frames)
+    assert any(st.operation.startswith("aten::") and not st.frames for st in s.top_stacks)  # the backward pass
+    text = _memory_viz.segsum(data)
+    assert f"total_reserved: {_memory_viz._format_size(s.allocator.reserved_bytes)}" in text
+    assert f"total_allocated: {_memory_viz._format_size(s.allocator.allocated_bytes)}" in text

@@ -215,3 +215,26 @@ def test_largest_blocks_are_listed_largest_first(tmp_path: Path) -> None:
     summary = (bundle / "summary.txt").read_text().splitlines()
     rows = summary[summary.index("largest live blocks (20):") + 1:]
     assert [row.split()[-2] for row in rows] == [f"alloc{size}" for size in expected]
+
+
+def test_summary_names_the_users_code_not_the_allocator(tmp_path: Path, hand_snapshot: dict[str, Any]) -> None:
+    """On a GPU the recorder records C++ stacks too: each starts with the allocator's frames, which name nothing."""
+    cxx = [{"name": "torch::unwind::unwind()", "filename": "??", "line": 0},
+           {"name": "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(int)",
+            "filename": "CUDACachingAllocator.cpp", "line": 0},
+           {"name": "at::native::mm(at::Tensor const&, at::Tensor const&)", "filename": "??", "line": 0}]
+    python = [{"name": "forward", "filename": "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py",
+               "line": 125},
+              {"name": "_PyEval_EvalFrameDefault", "filename": "??", "line": 0},
+              {"name": "train_step", "filename": "/home/me/train.py", "line": 40}]
+    hand_snapshot["segments"][0]["blocks"][0]["frames"] = cxx + python
+    recorder = OomRecorder(tmp_path, cuda=RecordingCudaMemory(state=hand_snapshot))
+    with pytest.raises(torch.OutOfMemoryError), recorder.guard():
+        raise torch.OutOfMemoryError(MESSAGE)
+    (bundle,) = recorder.bundles
+    listed = json.loads((bundle / "largest_blocks.json").read_text())
+    (block,) = [b for b in listed if b["frames"] == cxx + python]
+    assert block["stack"] == "forward (torch/nn/modules/linear.py:125) <- train_step (me/train.py:40)"
+    summary = (bundle / "summary.txt").read_text()
+    assert "forward (torch/nn/modules/linear.py:125) <- train_step (me/train.py:40)" in summary
+    assert "unwind" not in summary

@@ -16,12 +16,12 @@ BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), 
 
 
 def test_readme_has_examples() -> None:
-    assert len(BLOCKS) == 4
+    assert len(BLOCKS) == 5
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_example_runs(index: int, tmp_path: Path) -> None:
-    if index == 3:
+    if index == 4:
         pytest.importorskip("matplotlib", reason="the monitor example draws its PNG (the [charts] extra)")
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "MYUTILS_OOM_RECORDER")}
     proc = subprocess.run([sys.executable, "-c", BLOCKS[index]], cwd=tmp_path, capture_output=True, text=True,
@@ -35,6 +35,8 @@ def test_readme_example_runs(index: int, tmp_path: Path) -> None:
         assert lines == ["True", "True"] and (tmp_path / "cpu_profile.pt").read_bytes()[:2] == b"PK"
         assert (tmp_path / "cpu_profile.pickle").read_bytes()[:2] == b"\x80\x04"
     elif index == 2:
+        assert lines == ["12 12 11 ('train_step (me/train.py:12)',)", "[('churn', 'warning')]"]
+    elif index == 3:
         assert lines == ["OutOfMemoryError True"]
         assert len(list((tmp_path / "oom_reports").iterdir())) == 1
     else:

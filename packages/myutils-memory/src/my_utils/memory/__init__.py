@@ -15,6 +15,7 @@ _EXPORTS = {
     "MonitorSamplesMetricsProvider": "my_utils.memory.samples_provider",
     "load_snapshot": "my_utils.memory.snapshot_io",
     "summarize_snapshot": "my_utils.memory.snapshot_summary",
+    "allocator_findings": "my_utils.memory.allocator_advice",
     "cut_snapshot": "my_utils.memory.snapshot_cut",
     "read_samples": "my_utils.memory.samples_file",
 }

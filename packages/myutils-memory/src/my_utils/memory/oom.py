@@ -40,6 +40,7 @@ from my_utils.core.safe_io import strict_json
 from my_utils.memory.cuda_memory import CudaMemory, default_cuda_memory
 from my_utils.memory.snapshot import DEFAULT_MAX_ENTRIES, save_snapshot
 from my_utils.memory.snapshot_io import block_addresses
+from my_utils.memory.stack_frames import StackNamer
 from my_utils.memory.summary_render import format_bytes, terminal_text
 
 __all__ = ["ENV_VAR", "OomRecorder", "install_oom_recorder", "is_oom_error", "requested_bytes"]
@@ -67,13 +68,16 @@ def requested_bytes(message: str) -> int | None:
 
 
 def largest_blocks(snapshot: dict[str, Any], n: int = LARGEST_BLOCKS) -> list[dict[str, Any]]:
-    """The ``n`` largest live blocks of a snapshot, with device, address, size and stack."""
+    """The ``n`` largest live blocks of a snapshot, with device, address, size, every recorded frame and ``stack``:
+    the operation and the user's frames that allocated it (``stack_frames``; the allocator's own frames open every
+    stack recorded with C++ frames), ``""`` without frames."""
     blocks = [{"device": seg.get("device", 0), "address": addr, "size": int(b.get("size", 0)),
                "requested_size": b.get("requested_size"), "frames": b.get("frames", [])}
               for seg in snapshot.get("segments", []) for addr, b in block_addresses(seg)
               if b.get("state") == "active_allocated"]
     blocks.sort(key=lambda b: -b["size"])
-    return blocks[:n]
+    namer = StackNamer()
+    return [{**b, "stack": namer.identify(b["frames"]).text()} for b in blocks[:n]]
 
 
 class OomRecorder:
@@ -219,9 +223,7 @@ def _summary_text(rank: int, exc: BaseException | None, requested: int | None, f
     lines += [f"note: {n}" for n in notes]
     lines.append(f"largest live blocks ({len(blocks)}):")
     for b in blocks:
-        top = b["frames"][0] if b["frames"] else {}
-        where = terminal_text(f"{top.get('name', '?')} ({top.get('filename', '?')}:{top.get('line', '?')})") \
-            if top else "no stack"
+        where = terminal_text(b["stack"]) if b["stack"] else "no stack"
         lines.append(f"  {format_bytes(b['size']):>12}  device {b['device']}  {where}")
     return "\n".join(lines) + "\n"
 

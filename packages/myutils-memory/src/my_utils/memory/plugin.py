@@ -46,16 +46,52 @@ def myutils_cli(app: "typer.Typer") -> None:
     def summarize(
         snapshot: Annotated[Path, typer.Argument(help="a snapshot: snapshotter .pt or .pickle, _dump_snapshot")],
         top: Annotated[int, typer.Option(help="how many allocation stacks to list")] = 10,
-        stack_depth: Annotated[int, typer.Option(help="innermost frames that identify a stack")] = 4,
+        stack_depth: Annotated[int, typer.Option(help="frames that identify a stack (after --frames filters)")] = 4,
         windows: Annotated[int, typer.Option(help="time windows when the file records no regions")] = 10,
+        frames: Annotated[str, typer.Option(
+            help="what names a stack: user (the operation and the user's frames, skipping the allocator and "
+                 "PyTorch), python (every Python frame), all (the frames as recorded)")] = "user",
+        full_stacks: Annotated[bool, typer.Option(
+            "--full-stacks", help="print every recorded frame under each listed stack")] = False,
+        json_out: Annotated[Path | None, typer.Option(
+            "--json", help="also write the summary as JSON (with each stack's full stack)")] = None,
+        html_out: Annotated[Path | None, typer.Option(
+            "--html", help="also write an offline page: memory over time, stacks, segments (needs plotly)")] = None,
     ) -> None:
-        """Peak, top allocation stacks, per-region deltas and the growth trend of SNAPSHOT."""
+        """Peak, top allocation stacks, per-region deltas, growth trend and allocator state of SNAPSHOT."""
+        from my_utils.core.errors import UsageError
+        from my_utils.core.safe_io import refuse_overwriting_inputs
         from my_utils.memory.snapshot_io import load_snapshot
-        from my_utils.memory.snapshot_summary import summarize_snapshot
+        from my_utils.memory.snapshot_summary import FrameView, summarize_snapshot
         from my_utils.memory.summary_render import render_summary
 
-        summary = summarize_snapshot(load_snapshot(snapshot), top=top, stack_depth=stack_depth, windows=windows)
-        typer.echo(render_summary(summary, str(snapshot)))
+        try:
+            view = FrameView(frames)
+        except ValueError:
+            raise UsageError(f"--frames {frames!r}: expected one of user, python, all") from None
+        outputs = [p for p in (json_out, html_out) if p is not None]
+        refuse_overwriting_inputs(outputs, [snapshot])
+        points = 0
+        if html_out is not None:
+            from my_utils.memory.charts import ChartUnavailable
+            from my_utils.memory.summary_html import TIMELINE_POINTS, require_plotly
+
+            try:
+                require_plotly()  # before any work: a missing extra is said at once
+            except ChartUnavailable as exc:
+                raise UsageError(f"--html {html_out}: {exc}") from None
+            points = TIMELINE_POINTS
+        summary = summarize_snapshot(load_snapshot(snapshot), top=top, stack_depth=stack_depth, windows=windows,
+                                     frames=view, timeline_points=points)
+        typer.echo(render_summary(summary, str(snapshot), full_stacks=full_stacks))
+        if json_out is not None:
+            from my_utils.memory.summary_json import write_summary_json
+
+            typer.echo(f"wrote {write_summary_json(json_out, summary, str(snapshot))}")
+        if html_out is not None:
+            from my_utils.memory.summary_html import write_summary_html
+
+            typer.echo(f"wrote {write_summary_html(html_out, summary, str(snapshot))}")
 
     @exit_on_error
     def cut(

@@ -11,11 +11,13 @@ frames list shared by many entries (torch shares them) is checked once.
 The fields (others are kept and ignored):
 
 - ``segments``: a list of dicts with ``address`` and ``total_size`` (ints), optional
-  ``device`` (0..1023) and ``blocks`` (dicts with ``size``; optional ``address``,
-  ``requested_size``, ``state`` and ``frames``);
+  ``device`` (0..1023), ``stream`` (an int), ``segment_type`` (text), ``is_expandable`` (a
+  bool) and ``blocks`` (dicts with ``size``; optional ``address``, ``requested_size``,
+  ``state`` and ``frames``);
 - ``device_traces``: a list (one per device) of lists of entries: dicts with ``action``
   (str), optional ``size`` and ``addr`` (ints), ``frames``, and ``time_us`` (a finite
-  number) on every entry when the first entry has one;
+  number) on every entry when the first entry has one; an ``oom`` entry's optional
+  ``device_free`` is an int;
 - ``frames``: a list of dicts whose ``name``/``filename`` are text and ``line`` an int;
 - ``my_utils_regions`` (optional): dicts with finite ``start_us`` and ``stop_us``.
 """
@@ -146,6 +148,12 @@ def _segments(c: _Checker, segments: Any) -> None:
         c.integer(seg["total_size"], f"{place}.total_size", "a size in bytes", MAX_SIZE)
         if "device" in seg:
             c.integer(seg["device"], f"{place}.device", "a device index", MAX_DEVICES - 1)
+        if "stream" in seg:
+            c.integer(seg["stream"], f"{place}.stream", "a stream handle", MAX_ADDRESS)
+        if "segment_type" in seg and not isinstance(seg["segment_type"], str):
+            raise c.fail(f"{place}.segment_type", f"expected text (large or small), got {_shown(seg['segment_type'])}")
+        if "is_expandable" in seg and type(seg["is_expandable"]) is not bool:
+            raise c.fail(f"{place}.is_expandable", f"expected true or false, got {_shown(seg['is_expandable'])}")
         if "frames" in seg:
             c.frames(seg["frames"], f"{place}.frames")
         blocks = seg.get("blocks", [])
@@ -201,6 +209,9 @@ def _traces(c: _Checker, traces: Any) -> None:
                 c.integer(size, f"device_traces[{d}][{i}].size", "a size in bytes", MAX_SIZE)
             if action == "alloc":
                 allocated += size
+            elif action == "oom" and e.get("device_free") is not None:
+                c.integer(e["device_free"], f"device_traces[{d}][{i}].device_free", "bytes free on the device",
+                          MAX_TOTAL)
             addr = e.get("addr")
             if addr is not None and (type(addr) is not int or not 0 <= addr <= MAX_ADDRESS):
                 c.integer(addr, f"device_traces[{d}][{i}].addr", "an address", MAX_ADDRESS)

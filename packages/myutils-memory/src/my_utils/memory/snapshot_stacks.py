@@ -5,7 +5,8 @@ its time, its size (+ alloc, - free) and the number of the stack that allocated 
 (0: memory live before the trace). One pass over those arrays gives each stack's live bytes
 at the peak and at ``TREND_POINTS`` times; the growth of a stack is the Theil-Sen slope of
 that series, the same estimator as the whole snapshot's trend, so a stack's growth and the
-total's can be compared.
+total's can be compared. ``stack_timeline`` samples the shown stacks' live bytes for a chart
+in one more pass, only when a page asks for it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["StackRanking", "StackTotal", "attribute_stacks", "theil_sen_slope"]
+from my_utils.memory.stack_frames import Frame, StackIdentity, frame_label
+
+__all__ = ["StackRanking", "StackTotal", "Timeline", "attribute_stacks", "full_stack", "stack_timeline",
+           "theil_sen_slope"]
 
 # stacks whose growth is estimated: the shown ones and those whose live bytes change most
 # (the slope costs TREND_POINTS² / 2 operations per stack)
@@ -23,7 +27,12 @@ _GROWTH_CANDIDATES = 50
 
 @dataclass(frozen=True)
 class StackTotal:
-    """One call stack (its innermost frames): bytes allocated over the trace, live at the end and at the peak."""
+    """One call stack: bytes allocated over the trace, live at the end and at the peak.
+
+    ``frames`` are the frames that name it (``stack_frames``), as ``name (file:line)``;
+    ``operation`` what allocated (a PyTorch function, an ATen operator) or ``""``;
+    ``full_stack`` every frame of its first allocation as recorded (name, filename, line).
+    """
 
     frames: tuple[str, ...]
     total_bytes: int
@@ -31,15 +40,32 @@ class StackTotal:
     live_end_bytes: int = 0
     live_at_peak_bytes: int = 0
     growth_bytes_per_s: float = 0.0
+    operation: str = ""
+    full_stack: tuple[Frame, ...] = ()
 
 
 @dataclass(frozen=True)
 class StackRanking:
-    """What ``attribute_stacks`` returns."""
+    """What ``attribute_stacks`` returns; ``chart_numbers`` are the numbers of the stacks in ``at_peak`` then ``top``
+    (each once): those a chart draws."""
 
     top: tuple[StackTotal, ...]
     growing: tuple[StackTotal, ...]
     baseline_end_bytes: int
+    at_peak: tuple[StackTotal, ...] = ()
+    chart_numbers: tuple[int, ...] = ()
+    chart: tuple[StackTotal, ...] = ()
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Memory over the trace at ``times``: in use, reserved, and each shown stack's live bytes (same order)."""
+
+    times: tuple[float, ...]
+    in_use: tuple[int, ...]
+    reserved: tuple[int, ...]
+    before_trace: tuple[int, ...]
+    stacks: tuple[tuple[int, ...], ...]
 
 
 def theil_sen_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
@@ -53,24 +79,21 @@ def theil_sen_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     return slopes[mid] if len(slopes) % 2 else (slopes[mid - 1] + slopes[mid]) / 2
 
 
-def frame_label(frame: Any) -> str:
-    """``name (file:line)`` of a (name, filename, line) key; profile-made frames carry the place in the name."""
-    if isinstance(frame, tuple) and len(frame) == 3:
-        name, filename, line = frame
-        if filename in (None, "none", "") and not line:
-            return str(name if name is not None else "?")
-        return f"{name if name is not None else '?'} ({filename if filename is not None else '?'}:" \
-               f"{line if line is not None else '?'})"
-    return str(frame)
+def full_stack(frames: Any) -> tuple[Frame, ...]:
+    """Every frame of a snapshot entry's ``frames`` as (name, filename, line)."""
+    return tuple((f.get("name"), f.get("filename"), f.get("line")) for f in frames or ())
 
 
-def attribute_stacks(keys: Sequence[tuple[Any, ...]], allocated: Sequence[int], counts: Sequence[int],
+def attribute_stacks(keys: Sequence[StackIdentity], allocated: Sequence[int], counts: Sequence[int],
                      times: Sequence[float], deltas: Sequence[int], owners: Sequence[int], *, baseline: int,
-                     peak_index: int, trend_xs: Sequence[float], peak_bytes: int, top: int) -> StackRanking:
-    """Rank the stacks ``keys`` (stack ``k`` is ``keys[k - 1]``; 0 is memory live before the trace).
+                     peak_index: int, trend_xs: Sequence[float], peak_bytes: int, top: int,
+                     examples: Sequence[Any] = ()) -> StackRanking:
+    """Rank the stacks ``keys`` (stack ``k`` is ``keys[k - 1]``; 0 is memory live before the trace): by bytes live
+    at the end (``top``), by bytes live at the peak (``at_peak``, those holding any), and by growth.
 
     ``times``/``deltas``/``owners`` are the changes in time order; ``peak_index`` is the change
-    at the peak (-1: the peak is the baseline); ``trend_xs`` the times the trend samples.
+    at the peak (-1: the peak is the baseline); ``trend_xs`` the times the trend samples;
+    ``examples[k]`` the frames list of stack ``k``'s first allocation.
     """
     n = len(allocated)
     live = [0] * n
@@ -96,9 +119,66 @@ def attribute_stacks(keys: Sequence[tuple[Any, ...]], allocated: Sequence[int], 
     duration = trend_xs[-1] if trend_xs else 0.0
 
     def total(k: int) -> StackTotal:
-        return StackTotal(tuple(frame_label(f) for f in keys[k - 1]), allocated[k], counts[k], live[k],
-                          peak_live[k], growth.get(k, 0.0))
+        ident = keys[k - 1]
+        return StackTotal(tuple(frame_label(f) for f in ident.frames), allocated[k], counts[k], live[k],
+                          peak_live[k], growth.get(k, 0.0), ident.operation,
+                          full_stack(examples[k]) if k < len(examples) else ())
 
     threshold = 0.05 * max(peak_bytes, 1)
     growing = sorted((k for k, g in growth.items() if g * duration > threshold), key=lambda k: -growth[k])
-    return StackRanking(tuple(total(k) for k in ranked[:top]), tuple(total(k) for k in growing[:top]), live[0])
+    shown = ranked[:top]
+    by_peak = [k for k in sorted(range(1, n), key=lambda k: (-peak_live[k], -live[k], -allocated[k]))[:top]
+               if peak_live[k] > 0]
+    chart = list(dict.fromkeys(by_peak + [k for k in shown if live[k] > 0]))
+    return StackRanking(tuple(total(k) for k in shown), tuple(total(k) for k in growing[:top]), live[0],
+                        tuple(total(k) for k in by_peak), tuple(chart), tuple(total(k) for k in chart))
+
+
+def stack_timeline(times: Sequence[float], deltas: Sequence[int], owners: Sequence[int], shown: Sequence[int], *,
+                   baseline: int, duration: float, points: int,
+                   reserved: Sequence[tuple[float, int]]) -> Timeline:
+    """Memory in use, reserved (steps of (time, bytes)) and the ``shown`` stacks' live bytes at about ``points``
+    times: the trace is cut into that many equal intervals and each gives the state at the moment its total in
+    use was highest, so the peak (and every interval's high) is drawn exactly, not sampled past."""
+    n = max(1, points)
+    edges = [duration * (i + 1) / n for i in range(n)] if duration > 0 else [0.0]
+    slot = {k: i for i, k in enumerate(shown)}
+    live = [0] * len(shown)
+    total = before = baseline
+    xs: list[float] = [0.0]  # the state before the first change
+    in_use: list[int] = [baseline]
+    early: list[int] = [baseline]
+    series: list[list[int]] = [[0] for _ in shown]
+    j, m = 0, len(times)
+    for edge in edges:
+        best, at, best_before, best_live = total, (times[j - 1] if j else 0.0), before, list(live)
+        moved = False
+        while j < m and (times[j] <= edge or edge == edges[-1]):
+            d, k = deltas[j], owners[j]
+            total += d
+            if k == 0:
+                before += d
+            else:
+                i = slot.get(k)
+                if i is not None:
+                    live[i] += d
+            if not moved or total > best:
+                best, at, best_before, best_live = total, times[j], before, list(live)
+                moved = True
+            j += 1
+        if not moved:  # nothing changed in this interval: its end, at the level carried over
+            at = edge
+        xs.append(at)
+        in_use.append(best)
+        early.append(best_before)
+        for i, v in enumerate(best_live):
+            series[i].append(v)
+    held: list[int] = []
+    r, steps = 0, list(reserved)
+    level = steps[0][1] if steps else 0
+    for x in xs:
+        while r < len(steps) and steps[r][0] <= x:
+            level = steps[r][1]
+            r += 1
+        held.append(level)
+    return Timeline(tuple(xs), tuple(in_use), tuple(held), tuple(early), tuple(tuple(v) for v in series))

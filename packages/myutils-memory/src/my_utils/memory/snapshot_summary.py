@@ -10,7 +10,13 @@ Each change of memory in use is owned by the stack that allocated the block (a
 ``free_completed`` is matched to its ``alloc`` by device and address; a free whose alloc
 the trace never saw releases memory live before the trace). So stacks are ranked by what
 they still hold at the end, not by what they once allocated: a buffer allocated and freed
-every step is not a leak, whatever its size (``snapshot_stacks``).
+every step is not a leak, whatever its size (``snapshot_stacks``). A stack is named by the
+user's frames and the operation that allocated, not by the allocator's own frames that open
+every C++-recorded stack (``stack_frames``).
+
+Memory live before the trace is counted in requested bytes (``requested_size``), the unit of
+the trace's own sizes, as memory_viz counts it. The same pass collects the allocator's
+segment entries and failed requests for ``allocator_state``.
 """
 
 from __future__ import annotations
@@ -22,12 +28,27 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
+from my_utils.memory.allocator_state import (
+    SEGMENT_ACTIONS,
+    AllocatorState,
+    allocator_state,
+    requested_bytes,
+    reserved_steps,
+)
 from my_utils.memory.range_max import RangeMax
 from my_utils.memory.snapshot import REGIONS_KEY
 from my_utils.memory.snapshot_io import has_times, trace_origin_us
-from my_utils.memory.snapshot_stacks import StackTotal, attribute_stacks, theil_sen_slope
+from my_utils.memory.snapshot_stacks import (
+    StackTotal,
+    Timeline,
+    attribute_stacks,
+    stack_timeline,
+    theil_sen_slope,
+)
+from my_utils.memory.stack_frames import FrameView, StackNamer
 
-__all__ = ["MemorySummary", "RegionDelta", "StackTotal", "summarize_snapshot", "theil_sen_slope"]
+__all__ = ["FrameView", "MemorySummary", "RegionDelta", "StackTotal", "Timeline", "summarize_snapshot",
+           "theil_sen_slope"]
 
 TREND_POINTS = 20
 
@@ -54,9 +75,12 @@ class MemorySummary:
     """The summary of one snapshot (all devices together).
 
     ``top_stacks`` are ranked by bytes still live at the end, then live at the peak, then
-    allocated; ``growing_stacks`` are those whose live bytes grow by more than 5 % of the peak
-    over the trace, fastest first; ``baseline_end_bytes`` is the memory live before the trace
-    that is still live at its end.
+    allocated; ``peak_stacks`` by bytes live at the peak; ``growing_stacks`` are those whose
+    live bytes grow by more than 5 % of the peak over the trace, fastest first;
+    ``baseline_end_bytes`` is the memory live before the trace that is still live at its end;
+    ``stacks_seen`` counts the distinct stacks (as ``frames_view`` names them); ``allocator``
+    is the allocator's state (``allocator_state``); ``timeline`` (when asked for) samples
+    memory over the trace, with ``chart_stacks`` the stacks it follows, in its order.
     """
 
     entries: int
@@ -74,6 +98,12 @@ class MemorySummary:
     time_unit: str = "s"
     growing_stacks: tuple[StackTotal, ...] = ()
     baseline_end_bytes: int = 0
+    allocator: AllocatorState | None = None
+    frames_view: str = FrameView.USER.value
+    stacks_seen: int = 0
+    timeline: Timeline | None = None
+    peak_stacks: tuple[StackTotal, ...] = ()
+    chart_stacks: tuple[StackTotal, ...] = ()
 
     @property
     def trend(self) -> str:
@@ -90,27 +120,37 @@ class MemorySummary:
 
 
 def _live_at_end(snapshot: dict[str, Any]) -> tuple[int, int]:
+    """(requested bytes of the blocks allocated at the end, reserved bytes)."""
     allocated = reserved = 0
     for seg in snapshot.get("segments", []):
         reserved += int(seg.get("total_size", 0) or 0)
         for block in seg.get("blocks", []):
             if block.get("state") == "active_allocated":
-                allocated += int(block.get("size", 0) or 0)
+                allocated += requested_bytes(block)
     return allocated, reserved
 
 
-def summarize_snapshot(snapshot: dict[str, Any], *, top: int = 10, stack_depth: int = 4,
-                       windows: int = 10) -> MemorySummary:
-    """Replay the trace of ``snapshot`` (checked by ``load_snapshot``) and summarise it."""
+def summarize_snapshot(snapshot: dict[str, Any], *, top: int = 10, stack_depth: int = 4, windows: int = 10,
+                       frames: FrameView | str = FrameView.USER, timeline_points: int = 0) -> MemorySummary:
+    """Replay the trace of ``snapshot`` (checked by ``load_snapshot``) and summarise it.
+
+    ``frames`` chooses what names a stack (``stack_frames.FrameView``); ``stack_depth`` how many
+    of those frames; ``timeline_points`` > 0 also samples memory in use, reserved and the top
+    stacks' live bytes at that many times (the page draws them).
+    """
     # Hot loop over millions of entries: times, byte changes and the owning stack's number go
-    # into flat arrays (8 bytes each, not a tuple per entry); stacks are keyed by raw frame
-    # fields and only the ones shown are formatted.
+    # into flat arrays (8 bytes each, not a tuple per entry); a stack's identity is computed once
+    # per frames list (torch shares them) and only the stacks shown are formatted.
+    namer = StackNamer(frames, stack_depth)
     stamps, deltas, owners = array("d"), array("q"), array("q")
-    stack_ids: dict[tuple[Any, ...], int] = {}
+    examples: list[Any] = [None]  # per stack: the frames of its first allocation, for the full stack
     allocated: list[int] = [0]  # per stack; number 0 is "live before the trace"
     counts: list[int] = [0]
     live_owner: dict[tuple[int, int], int] = {}
     actions: dict[str, int] = defaultdict(int)
+    segment_events: list[tuple[int, float, int]] = []
+    ooms: list[tuple[int, float, dict[str, Any]]] = []
+    largest_request = 0
     timed = has_times(snapshot)
     traces = snapshot.get("device_traces", [])
     for device, trace in enumerate(traces):
@@ -119,15 +159,16 @@ def summarize_snapshot(snapshot: dict[str, Any], *, top: int = 10, stack_depth: 
             actions[action] += 1
             if action == "alloc":
                 size = e.get("size", 0)
-                key = tuple([(f.get("name"), f.get("filename"), f.get("line"))
-                             for f in (e.get("frames") or ())[:stack_depth]])
-                k = stack_ids.get(key)
-                if k is None:
-                    k = stack_ids[key] = len(allocated)
+                entry_frames = e.get("frames")
+                k = namer.number(entry_frames)
+                if k == len(allocated):  # numbers come in order: a new stack
                     allocated.append(0)
                     counts.append(0)
+                    examples.append(entry_frames)
                 allocated[k] += size
                 counts[k] += 1
+                if size > largest_request:
+                    largest_request = size
                 live_owner[(device, e.get("addr", -1))] = k
                 stamps.append(e["time_us"] if timed else i * 1e6)
                 deltas.append(size)
@@ -136,6 +177,11 @@ def summarize_snapshot(snapshot: dict[str, Any], *, top: int = 10, stack_depth: 
                 stamps.append(e["time_us"] if timed else i * 1e6)
                 deltas.append(-e.get("size", 0))
                 owners.append(live_owner.pop((device, e.get("addr", -1)), 0))
+            elif action in SEGMENT_ACTIONS:
+                segment_events.append((device, e["time_us"] if timed else i * 1e6,
+                                       SEGMENT_ACTIONS[action] * e.get("size", 0)))
+            elif action == "oom":
+                ooms.append((device, e["time_us"] if timed else i * 1e6, e))
     if sum(1 for t in traces if t) > 1:  # devices are merged on one time axis
         order = sorted(range(len(stamps)), key=stamps.__getitem__)
         stamps = array("d", (stamps[i] for i in order))
@@ -157,14 +203,25 @@ def summarize_snapshot(snapshot: dict[str, Any], *, top: int = 10, stack_depth: 
     duration = max(times[-1], 0.0) if times else 0.0
     regions, are_windows = _regions(snapshot, t0, times, levels, baseline, duration, windows)
     xs, ys = _trend_points(times, levels, baseline, duration)
-    stacks = attribute_stacks(list(stack_ids), allocated, counts, times, deltas, owners, baseline=baseline,
-                              peak_index=peak_index, trend_xs=xs, peak_bytes=peak, top=top)
+    keys = namer.identities
+    stacks = attribute_stacks(keys, allocated, counts, times, deltas, owners, baseline=baseline,
+                              peak_index=peak_index, trend_xs=xs, peak_bytes=peak, top=top, examples=examples)
+    state = allocator_state(snapshot, [(d, (t - t0) / 1e6, b) for d, t, b in segment_events],
+                            [(d, (t - t0) / 1e6, e) for d, t, e in ooms], largest_request,
+                            lambda t: _level_at(times, levels, baseline, t))
+    timeline = None
+    if timeline_points > 0:
+        timeline = stack_timeline(times, deltas, owners, stacks.chart_numbers, baseline=baseline, duration=duration,
+                                  points=timeline_points,
+                                  reserved=reserved_steps(state.reserved_before_bytes, segment_events, t0))
     return MemorySummary(
         entries=sum(actions.values()), duration_s=duration, baseline_bytes=baseline, peak_bytes=peak,
         peak_at_s=peak_at, end_bytes=levels[-1] if levels else baseline, reserved_bytes=reserved,
         top_stacks=stacks.top, regions=tuple(regions), regions_are_windows=are_windows,
         slope_bytes_per_s=theil_sen_slope(xs, ys), actions=dict(actions), time_unit="s" if timed else "entry",
-        growing_stacks=stacks.growing, baseline_end_bytes=stacks.baseline_end_bytes,
+        growing_stacks=stacks.growing, baseline_end_bytes=stacks.baseline_end_bytes, allocator=state,
+        frames_view=FrameView(frames).value, stacks_seen=len(keys), timeline=timeline, peak_stacks=stacks.at_peak,
+        chart_stacks=stacks.chart if timeline is not None else (),
     )
 
 
