@@ -7,6 +7,7 @@ control/test pair, or small hand-written traces where a case needs impossible nu
 from __future__ import annotations
 
 import gzip
+import html
 import json
 import random
 import re
@@ -205,7 +206,9 @@ def test_a_25_percent_speed_up_passes_the_gate(tmp_path: Path) -> None:
     backward = next(c for c in data["changes"] if c["name"] == "backward")
     assert backward["significant"] and backward["delta_pct"] == pytest.approx(-25, abs=1)
     assert data["step_time"]["significant"] and data["step_time"]["delta_pct"] < -20
+    message = data["gate"].pop("message")
     assert data["gate"] == {"threshold_pct": 5.0, "passed": True, "regressions": []}
+    assert message.startswith("passed. Step time 135.0 → 102.6 ms") and message.endswith(data["headline"])
     assert "regression gate (5%): passed" in res.stdout
     # and the same run the other way round is a 33 % slow-down that fails it
     back = CliRunner().invoke(app, ["diff", "--base-report", str(faster), "--target-report", str(base),
@@ -260,9 +263,11 @@ def test_nested_names_are_folded_under_their_parent_and_counted_once(real_diff: 
 def test_markdown_cuts_long_names_with_an_ellipsis_and_puts_units_on_both_sides(real_diff: Any) -> None:
     _, _, md, _ = real_diff
     rows = [line for line in md.splitlines() if line.startswith("| ") and "significant" not in line][2:]
-    long_kernel = next(line for line in rows if "split\\_embedding\\_backward" in line)
-    name_cell = long_kernel.split(" | ")[0]
-    assert name_cell.endswith("…") and len(name_cell.replace("\\", "")) <= 82
+    long_kernels = [line for line in rows if "split\\_embedding\\_backward" in line]
+    cells = [html.unescape(line.split(" | ")[0].replace("\\", "")) for line in long_kernels]
+    assert cells and all("…" in c and len(c) <= 82 for c in cells)
+    # cut in the middle and around where they differ: no two rows of different names read alike (issue 34)
+    assert len(set(cells)) == len(cells) >= 2
     changed = next(line for line in rows if "| changed |" in line)
     cells = changed.split(" | ")
     assert re.fullmatch(r"[\d,.]+ ± [\d,.]+ ms", cells[2]) and re.fullmatch(r"[\d,.]+ ± [\d,.]+ ms", cells[3])

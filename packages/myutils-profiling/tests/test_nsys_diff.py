@@ -79,9 +79,11 @@ def test_a_5_percent_change_stays_under_a_10_percent_gate(real_fixtures: Any, tm
 def test_before_and_after_of_a_real_fix(real_fixtures: Any) -> None:
     result = diff_exports([real_fixtures / BEFORE], [real_fixtures / AFTER])
     by = {c.name: c for c in result.changes}
-    kinds = {n for n in by if n.startswith("category:")}
-    assert kinds == {"category:computation", "category:communication", "category:memory"}
-    assert by["category:computation"].base is not None and by["category:computation"].base.unit == "ms/s"
+    # without NVTX iterations the GPU time per kind is the GPU-level table (one capture a side), not a name
+    assert not [n for n in by if n.startswith("category:")]
+    rows = {r.key: r for r in result.gpu_rows}
+    assert {"busy", "idle", "compute", "communication", "overlap"} <= set(rows)
+    assert result.accounting is not None and not result.accounting.measured
     # per-call numbers are stripped: the same operator matches across the two runs
     assert not [n for n in by if "op_id =" in n]
     assert by["nvtx:ncclGroupEnd"].status in ("changed", "unchanged")
