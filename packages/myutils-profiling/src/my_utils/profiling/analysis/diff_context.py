@@ -76,6 +76,7 @@ class Similarity:
     target_time_shared: float
     base_kernels: int = 0
     shared_kernels: int = 0
+    time_of: str = "operator"  # what the time shares are of
 
     @property
     def jaccard(self) -> float:
@@ -94,13 +95,14 @@ class Similarity:
                 "jaccard": self.jaccard, "base_time_shared": self.base_time_shared,
                 "target_time_shared": self.target_time_shared, "base_kernels": self.base_kernels,
                 "shared_kernels": self.shared_kernels, "little_in_common": self.little_in_common,
+                "time_of": self.time_of,
                 "threshold": LITTLE_IN_COMMON}
 
     def describe(self) -> str:
         """``52 of 448 names in common (Jaccard 0.12), 28% of the base's time in shared names``."""
         kernels = f", {self.shared_kernels} of {self.base_kernels} base kernel names" if self.base_kernels else ""
         return (f"{self.shared_names} of {self.base_names + self.target_names - self.shared_names} names in common "
-                f"(Jaccard {self.jaccard:.2f}{kernels}), {100 * self.base_time_shared:.0f}% of the base's operator "
+                f"(Jaccard {self.jaccard:.2f}{kernels}), {100 * self.base_time_shared:.0f}% of the base's {self.time_of} "
                 "time in shared names")
 
 
@@ -109,7 +111,7 @@ HOST_PREFIXES = ("cpu_op:", "annotation:", "nvtx:")
 
 
 def similarity(base: Mapping[str, float], target: Mapping[str, float], kernel_prefix: str = "kernel:",
-               time_prefixes: tuple[str, ...] = HOST_PREFIXES) -> Similarity:
+               time_prefixes: tuple[str, ...] = HOST_PREFIXES, time_of: str = "operator") -> Similarity:
     """Names and time in common between two ``{name: time}`` maps (times on any one scale per side).
 
     The time share is over the names starting with ``time_prefixes`` (operators and user
@@ -126,7 +128,7 @@ def similarity(base: Mapping[str, float], target: Mapping[str, float], kernel_pr
 
     kernels = {n for n in base if n.startswith(kernel_prefix)}
     return Similarity(len(base), len(target), len(shared), share(base), share(target), len(kernels),
-                      len(kernels & shared))
+                      len(kernels & shared), time_of)
 
 
 def little_in_common_warning(s: Similarity) -> str | None:
@@ -162,16 +164,32 @@ def gpu_from_kernel_names(names: Iterable[str]) -> tuple[str, str, str] | None:
 
 def gpu_warnings(base_hw: Mapping[str, Any], target_hw: Mapping[str, Any], base_kernels: Iterable[str],
                  target_kernels: Iterable[str]) -> list[str]:
-    """A warning per side whose GPU model is unknown: the model read from its kernel names, or "may differ"."""
+    """A warning when a side's GPU model is unknown: the architecture its kernel names state, or "may differ".
+
+    Both sides unknown and built for one architecture is one warning (the model may still differ).
+    """
+    ka, kb = list(base_kernels), list(target_kernels)
+    ga, gb = gpu_from_kernel_names(ka), gpu_from_kernel_names(kb)
+    known_a, known_b = bool(base_hw.get("gpu")), bool(target_hw.get("gpu"))
+    if known_a and known_b:
+        return []
+    if not known_a and not known_b and ka and kb:
+        if ga is not None and gb is not None and ga[0] == gb[0]:
+            return [f"GPU model unknown on both sides; the kernel names of both are built for {ga[0]} ({ga[1]}, "
+                    f"e.g. {ga[2][:80]!r}): the model (memory, clocks, SM count) may still differ"]
+        if ga is not None and gb is not None:
+            return [f"GPU unknown on both sides, but the kernel names are built for {ga[0]} ({ga[1]}) on the base "
+                    f"and {gb[0]} ({gb[1]}) on the target: the GPUs differ, so kernel times mix the code change "
+                    "with the GPU's speed"]
+        return ["GPU unknown on both sides (no GPU model in them, and the kernel names do not all state an "
+                "architecture): the GPUs may differ, and kernel times would then mix code and machine"]
     out = []
-    sides = (("base", base_hw, list(base_kernels), target_hw), ("target", target_hw, list(target_kernels), base_hw))
-    inferred = {side: gpu_from_kernel_names(kernels) for side, _, kernels, _ in sides}
-    for side, hw, kernels, other in sides:
-        if hw.get("gpu") or not kernels:
+    for side, known, kernels, guess, other_hw, other_guess in (("base", known_a, ka, ga, target_hw, gb),
+                                                               ("target", known_b, kb, gb, base_hw, ga)):
+        if known or not kernels:
             continue
-        guess = inferred[side]
-        other_arch = (gpu_architecture(str(other["gpu"])) if other.get("gpu")
-                      else (inferred["target" if side == "base" else "base"] or (None,))[0])
+        other_arch = gpu_architecture(str(other_hw["gpu"])) if other_hw.get("gpu") else (
+            other_guess[0] if other_guess else None)
         if guess is None:
             out.append(f"GPU unknown on the {side} side (no GPU model in it, and no kernel name states an "
                        "architecture): the GPUs may differ, and kernel times would then mix code and machine")
@@ -181,8 +199,8 @@ def gpu_warnings(base_hw: Mapping[str, Any], target_hw: Mapping[str, Any], base_
                        "times mix the code change with the GPU's speed")
         else:
             out.append(f"GPU unknown on the {side} side; its kernel names are built for {guess[0]} ({guess[1]}, "
-                       f"e.g. {guess[2][:80]!r}), {'like the other side' if other_arch else 'the other side unknown'}"
-                       ": the GPU model (memory, clocks, SM count) may still differ")
+                       f"e.g. {guess[2][:80]!r}){', like the other side' if other_arch else ''}: the GPU model "
+                       "(memory, clocks, SM count) may still differ")
     return out
 
 
@@ -238,12 +256,18 @@ class WindowDifference:
     base: tuple[int, int]
     target: tuple[int, int]
 
+    @property
+    def what(self) -> str:
+        """What the indices count: the word before the index (``blocks`` of ``blocks.#``), else ``indices``."""
+        m = re.search(r"([A-Za-z_]\w*)\.#", self.families[0])
+        return m.group(1) if m else "indices"
+
     def describe(self) -> str:
         """One warning line."""
         (a0, a1), (b0, b1) = self.base, self.target
         example = self.families[0]
         more = f" and {len(self.families) - 1} more" if len(self.families) > 1 else ""
-        return (f"the captures cover different windows: indices {a0}–{a1} against {b0}–{b1} of {example!r}{more}; "
+        return (f"the captures cover different windows: {self.what} {a0}–{a1} against {b0}–{b1} ({example!r}{more}); "
                 "the numbered ranges are compared as one name per family (not as added and removed ranges), and "
                 "totals per capture include different work")
 

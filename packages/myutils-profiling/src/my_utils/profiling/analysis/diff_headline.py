@@ -15,6 +15,7 @@ page, the JSON and the CI gate's message all print this same string. It reads, i
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -81,10 +82,18 @@ def _total_delta(c: OpChange) -> float:
     return c.delta
 
 
+def kernel_label(name: str) -> str:
+    """A kernel's identifier for prose: no return type, namespace or parameters, templates as ``<…>``."""
+    text = name.removeprefix("void ").strip()
+    m = re.match(r"(?:[\w]+::|\(anonymous namespace\)::)*([A-Za-z_]\w*)(<)?", text)
+    if m is None:
+        return text if len(text) <= 60 else f"{text[:40]}…{text[-19:]}"
+    return m.group(1) + ("<…>" if m.group(2) else "")
+
+
 def _kernel_text(c: OpChange) -> str:
     assert c.base is not None and c.target is not None
-    name = c.name.split(":", 1)[1]
-    short = name if len(name) <= 60 else f"{name[:40]}…{name[-19:]}"
+    short = kernel_label(c.name.split(":", 1)[1])
     if c.base.source == "nsys":  # per-launch samples: the mean is per launch, the count is launches
         verdict = "changed" if c.significant else "unchanged" if c.measured else "not judged"
         return (f"{short} {c.base.mean:,.3f} → {c.target.mean:,.3f} ms per launch ({verdict}), "
@@ -149,15 +158,18 @@ def caveats(result: DiffResult) -> list[str]:
     if rest:
         out.append("different " + ", ".join(k.replace("_", " ") for k in rest[:3]))
     for w in result.warnings:
-        if w.startswith("GPU unknown"):
-            side = "base" if "base side" in w else "target"
-            out.append(f"{side} GPU unknown" + (", the GPUs differ" if "the GPUs differ" in w else ""))
+        if w.startswith("GPU unknown"):  # "GPU model unknown on both sides" (one architecture) is no caveat
+            side = "both GPUs" if "both sides" in w else f"{'base' if 'base side' in w else 'target'} GPU"
+            differ = "differ" if "the GPUs differ" in w else "may differ" if "may differ" in w else ""
+            out.append(f"{side} unknown" + (f", the GPUs {differ}" if differ.endswith("differ") and
+                                            "GPUs" in w else ""))
         elif w.startswith("the precision differs"):
             out.append("different precision")
     sim = result.similarity
     if sim is not None and sim.little_in_common:
-        out.append(f"little in common: {100 * sim.base_time_shared:.0f}% of the base's operator time in shared names")
+        out.append(f"little in common: {100 * sim.base_time_shared:.0f}% of the base's {sim.time_of} time in shared "
+                   "names")
     if result.window is not None:
         (a0, a1), (b0, b1) = result.window.base, result.window.target
-        out.append(f"different capture windows: indices {a0}–{a1} vs {b0}–{b1}")
+        out.append(f"different capture windows: {result.window.what} {a0}–{a1} vs {b0}–{b1}")
     return out

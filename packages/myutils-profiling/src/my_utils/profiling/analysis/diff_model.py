@@ -149,6 +149,8 @@ class DiffResult:
     window: WindowDifference | None = None
     notes: list[str] = field(default_factory=list)  # how the figures were sampled (what could not be judged)
     sampling: str = "per step"  # what one sample of a name is, for the pages
+    summary_rows: tuple[GpuRow, ...] = ()  # the before -> after table when there is no GPU timeline (ncu)
+    headline_text: str = ""  # a headline built by the tool's own diff (ncu), else the one of ``diff_headline``
 
     @property
     def significant(self) -> list[OpChange]:
@@ -180,7 +182,7 @@ class DiffResult:
         from my_utils.profiling.analysis.diff_gpu import gpu_rows
 
         if self.gpu is None or not self.gpu[0].lanes or not self.gpu[1].lanes:
-            return []
+            return list(self.summary_rows)
         return gpu_rows(*self.gpu, step=self._step_pair())
 
     @property
@@ -202,7 +204,7 @@ class DiffResult:
         """One line: what changed at the GPU level and why, the like-for-like caveat first (``diff_headline``)."""
         from my_utils.profiling.analysis.diff_headline import headline
 
-        return headline(self)
+        return self.headline_text or headline(self)
 
     def regressions(self, pct: float) -> list[OpChange]:
         """Significant slow-downs of at least ``pct`` % (the step time first when it is one of them)."""

@@ -11,6 +11,7 @@ warnings and the GPU-level table; ``nsys diff`` and ``ncu diff`` draw the same p
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,16 @@ if TYPE_CHECKING:
     from my_utils.profiling.analysis.diff import DiffResult, OpChange
 
 TEMPLATE = "diff.html.j2"
+
+
+@dataclass(frozen=True)
+class ExtraTable:
+    """A table a tool's page adds below the rows (``ncu diff``: every metric of every kernel)."""
+
+    title: str
+    headers: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+
 HTML_ROWS = 60  # the page stays readable; the JSON holds every row
 TOP_BARS = 15
 LABEL_CHARS = 48
@@ -75,15 +86,22 @@ def build_diff_charts(result: DiffResult) -> list[Chart]:
     return charts
 
 
-def render_diff_html(result: DiffResult, fail_on_regression: float | None = None, tool: str = "Profile") -> str:
-    """The page as text; ``tool`` names the command in the title (``Profile``, ``nsys``)."""
+def render_diff_html(result: DiffResult, fail_on_regression: float | None = None, tool: str = "Profile",
+                     extra: ExtraTable | None = None, gate: tuple[bool, str, str] | None = None) -> str:
+    """The page as text; ``tool`` names the command in the title (``Profile``, ``nsys``, ``ncu``).
+
+    ``extra`` adds a table below the rows (its first :data:`HTML_ROWS` rows); ``gate`` is a
+    gate judged by the tool itself, ``(passed, threshold, text)``, instead of ``result.gate``.
+    """
     from markupsafe import Markup
 
     from my_utils.profiling.reports.environment import environment
     from my_utils.profiling.reports.render import json_for_script, plotly_js
 
     shown, top, nested = rows(result, HTML_ROWS)
-    gate = result.gate(fail_on_regression) if fail_on_regression is not None else None
+    judged = result.gate(fail_on_regression) if fail_on_regression is not None else None
+    if judged is not None:
+        gate = (judged.passed, f"{judged.threshold:g}", judged.describe())
     charts = build_diff_charts(result)
     context = {
         "title": f"{tool} diff: {short_name(result.base, 120)} → {short_name(result.target, 120)}", "tool": tool,
@@ -92,8 +110,9 @@ def render_diff_html(result: DiffResult, fail_on_regression: float | None = None
         "per": "step" if result.sampling == "per step" else "sample",
         "base": result.base, "target": result.target, "warnings": [short_name(w, 600) for w in result.warnings],
         "hardware": hardware_rows(result), "step": step_line(result),
-        "gate": None if gate is None else {"threshold": f"{gate.threshold:g}", "passed": gate.passed,
-                                           "text": short_name(gate.describe(), 400)},
+        "gate": None if gate is None else {"threshold": gate[1], "passed": gate[0], "text": short_name(gate[2], 400)},
+        "extra": None if extra is None else {"title": extra.title, "headers": extra.headers,
+                                             "rows": extra.rows[:HTML_ROWS], "more": len(extra.rows) - HTML_ROWS},
         "hardware_differs": any("different hardware" in w for w in result.warnings),
         "rows": shown, "descriptive": result.descriptive, "top": top, "nested": nested, "names": len(result.changes),
         "more": top + nested - len(shown),
