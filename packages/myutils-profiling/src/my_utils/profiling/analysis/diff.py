@@ -348,8 +348,8 @@ def diff_traces(base: Sequence[str | Path], target: Sequence[str | Path], *, sig
         notes.append(f"no ProfilerStep markers in {which}: each side is one capture, one sample, so the diff is "
                      "descriptive (its changes are listed, not judged; record at least 2 steps to judge them)")
     elif sa.steps < MIN_SAMPLES or sb.steps < MIN_SAMPLES:
-        notes.append(f"{sa.steps} and {sb.steps} step(s): a side with one step has no spread, so its changes are "
-                     "listed, not judged")
+        notes.append(f"{sa.steps} and {sb.steps} step(s): a side with one step is one sample, with no spread, so the "
+                     "changes are listed, not judged (descriptive)")
     else:
         notes.append(f"samples: {sa.steps} and {sb.steps} ProfilerSteps; a change is significant above "
                      f"{sigmas:g} standard errors of the per-step spread and {min_pct:g}% of the base")

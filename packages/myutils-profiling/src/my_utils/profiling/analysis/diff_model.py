@@ -306,10 +306,14 @@ def spread(values: list[float]) -> tuple[float, float]:
 
 def compare(base: Mapping[str, OpStats], target: Mapping[str, OpStats], *, sigmas: float = 3.0,
             min_pct: float = 5.0, base_step_mean: float | None = None,
-            parents: Mapping[str, tuple[str, float]] | None = None, where: str = "<diff>") -> list[OpChange]:
+            parents: Mapping[str, tuple[str, float]] | None = None, where: str = "<diff>",
+            capture_totals: bool = False) -> list[OpChange]:
     """One :class:`OpChange` per name of either side, sorted by name (see the module doc for the test).
 
-    ``parents`` maps a name to its dominant parent and the share of its time inside it.
+    A name on one side only is significant when it has repeated samples and its time is at
+    least ``min_pct`` % of ``base_step_mean``: its per-sample mean, or with
+    ``capture_totals`` its mean times its count (per-launch samples, compared with a
+    capture's time). ``parents`` maps a name to its dominant parent and the share of its time inside it.
     Numbers too large to compare (a delta or noise that overflows) raise ``InputError``
     naming ``where`` and the name.
     """
@@ -335,7 +339,8 @@ def compare(base: Mapping[str, OpStats], target: Mapping[str, OpStats], *, sigma
             only = a if a is not None else b
             assert only is not None  # one side holds every name of the union
             sign = 1.0 if b is not None else -1.0
-            significant = only.steps >= MIN_SAMPLES and abs(only.mean) >= floor
+            size = abs(only.mean) * (only.count if capture_totals else 1.0)
+            significant = only.steps >= MIN_SAMPLES and size >= floor
             out.append(OpChange(name, "added" if b is not None else "removed", a, b, sign * only.mean, None,
                                 sign * only.count_per_step, floor, significant, parent, share))
     return out

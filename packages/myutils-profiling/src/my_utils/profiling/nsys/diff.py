@@ -218,7 +218,9 @@ def diff_exports(base: Sequence[str | Path], target: Sequence[str | Path], *, it
     warnings += _range_warnings(iteration_range, sa, sb, sa_, sb_)
     notes = _notes(sa, sb, sigmas, min_pct)
     step = compare({STEP_TIME: sa}, {STEP_TIME: sb}, sigmas=sigmas, min_pct=min_pct)[0] if sa and sb else None
-    changes = compare(a, b, sigmas=sigmas, min_pct=min_pct)
+    # a name on one side only counts when its time over the capture is min_pct % of the base's GPU span
+    span = GpuSide(tuple(sa_.lanes)).total("span_ms") or None
+    changes = compare(a, b, sigmas=sigmas, min_pct=min_pct, base_step_mean=span, capture_totals=True)
     label = lambda ps: ", ".join(p.name for p in ps)  # noqa: E731
     return DiffResult(label(a_paths), label(b_paths), changes, step, warnings,
                       {"sigmas": sigmas, "min_pct": min_pct}, hw_a, hw_b,
