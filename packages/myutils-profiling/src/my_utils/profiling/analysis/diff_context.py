@@ -39,12 +39,12 @@ DTYPE_DOMINANT = 0.5
 DTYPE_READ = 0.2
 
 _ARCH = (  # (pattern on a kernel name, architecture, compute capability)
-    (re.compile(r"(?:^|[^a-z0-9])sm_?100|blackwell", re.I), "Blackwell", "sm100"),
-    (re.compile(r"(?:^|[^a-z0-9])sm_?90|hopper|cutlass_90|nvjet", re.I), "Hopper", "sm90"),
-    (re.compile(r"(?:^|[^a-z0-9])sm_?89|ada_", re.I), "Ada", "sm89"),
-    (re.compile(r"(?:^|[^a-z0-9])sm_?8[06]|ampere_|cutlass_80|cutlass_86", re.I), "Ampere", "sm80"),
-    (re.compile(r"(?:^|[^a-z0-9])sm_?75|turing_|cutlass_75", re.I), "Turing", "sm75"),
-    (re.compile(r"(?:^|[^a-z0-9])sm_?7[02]|volta_|cutlass_70", re.I), "Volta", "sm70"),
+    (re.compile(r"(?:^|[^a-z0-9])sm_?100(?!\d)|blackwell", re.I), "Blackwell", "sm100"),
+    (re.compile(r"(?:^|[^a-z0-9])sm_?90a?(?!\d)|hopper|cutlass_90(?!\d)|nvjet", re.I), "Hopper", "sm90"),
+    (re.compile(r"(?:^|[^a-z0-9])sm_?89(?!\d)|ada_", re.I), "Ada", "sm89"),
+    (re.compile(r"(?:^|[^a-z0-9])sm_?8[06](?!\d)|ampere_|cutlass_8[06](?!\d)", re.I), "Ampere", "sm80"),
+    (re.compile(r"(?:^|[^a-z0-9])sm_?75(?!\d)|turing_|cutlass_75(?!\d)", re.I), "Turing", "sm75"),
+    (re.compile(r"(?:^|[^a-z0-9])sm_?7[02](?!\d)|volta_|cutlass_70(?!\d)", re.I), "Volta", "sm70"),
 )
 _GPU_ARCH = (  # (pattern on a GPU model name, architecture)
     (re.compile(r"B200|B100|GB200", re.I), "Blackwell"), (re.compile(r"H100|H200|H800|GH200", re.I), "Hopper"),
@@ -291,17 +291,19 @@ def window_difference(base: Iterable[str], target: Iterable[str]) -> WindowDiffe
 _MEANINGS = {
     "gpu": "kernel times mix the code change with the GPU's speed, and kernels built per architecture show as "
            "added and removed",
-    "gpu_count": "per-process GPU totals cover a different number of devices",
     "world_size": "communication time and each rank's share of the work change with the number of ranks",
-    "gpu_memory_gib": "batch sizes and caching may differ with the memory",
-    "compute_capability": "kernels are built for another architecture",
+    "gpu_count": "per-process GPU totals cover a different number of devices",
     "sms": "kernel times change with the SM count",
+    "gpu_memory_gib": "batch sizes and caching may differ with the memory",
 }
+# fields whose meaning the GPU model's already says
+_PART_OF_GPU = frozenset({"compute_capability", "sms", "gpu_memory_gib"})
 
 
 def hardware_meanings(base: Mapping[str, Any], target: Mapping[str, Any], keys: Iterable[str]) -> str:
-    """What the differing hardware fields mean for the numbers (a clause per known field)."""
-    said = [m for k in keys if (m := _MEANINGS.get(k))]
+    """What the differing hardware fields mean for the numbers (a clause per known field, none repeated)."""
+    keys = list(keys)
+    said = [m for k in keys if (m := _MEANINGS.get(k)) and not ("gpu" in keys and k in _PART_OF_GPU)]
     return "; ".join(dict.fromkeys(said))
 
 

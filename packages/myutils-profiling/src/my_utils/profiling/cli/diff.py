@@ -93,7 +93,7 @@ def diff(
 
 def echo_result(result: DiffResult) -> None:
     """The headline, the warnings and notes (stderr), and the GPU level before → after: what every diff prints first."""
-    from my_utils.profiling.reports.diff_rows import accounting_rows, gpu_table
+    from my_utils.profiling.reports.diff_rows import accounting_rows, accounting_title, gpu_table
 
     typer.echo(result.headline)
     for warning in result.warnings:
@@ -108,7 +108,7 @@ def echo_result(result: DiffResult) -> None:
             typer.echo(f"  {label:<{width}}  {a} -> {b}  ({d})")
     acc = accounting_rows(result)
     if acc:
-        typer.echo("step-time change by cause (ms):")
+        typer.echo(f"{accounting_title(result)} (ms):")
         for part, a, b, d, judged in acc:
             typer.echo(f"  {part}: {a or '.'} -> {b or '.'}  {d}  {judged}".rstrip())
 

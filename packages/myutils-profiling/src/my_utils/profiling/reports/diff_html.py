@@ -19,6 +19,7 @@ from my_utils.core.atomic import atomic_write
 from my_utils.profiling.reports.charts import Chart, plot_text
 from my_utils.profiling.reports.diff_rows import (
     accounting_rows,
+    accounting_title,
     gpu_table,
     hardware_rows,
     listing_line,
@@ -106,9 +107,10 @@ def render_diff_html(result: DiffResult, fail_on_regression: float | None = None
     context = {
         "title": f"{tool} diff: {short_name(result.base, 120)} → {short_name(result.target, 120)}", "tool": tool,
         "headline": short_name(result.headline, 1500), "notes": [short_name(n, 600) for n in result.notes],
-        "gpu": gpu_table(result), "accounting": accounting_rows(result), "listing": listing_line(result, top, nested),
+        "gpu": gpu_table(result), "accounting": accounting_rows(result),
+        "accounting_title": accounting_title(result), "listing": listing_line(result, top, nested),
         "per": "step" if result.sampling == "per step" else "sample",
-        "base": result.base, "target": result.target, "warnings": [short_name(w, 600) for w in result.warnings],
+        "base": result.base, "target": result.target, "warnings": [short_name(w, 1200) for w in result.warnings],
         "hardware": hardware_rows(result), "step": step_line(result),
         "gate": None if gate is None else {"threshold": gate[1], "passed": gate[0], "text": short_name(gate[2], 400)},
         "extra": None if extra is None else {"title": extra.title, "headers": extra.headers,

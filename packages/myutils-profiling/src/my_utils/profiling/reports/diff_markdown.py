@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from my_utils.profiling.reports.diff_rows import (
     accounting_rows,
+    accounting_title,
     gpu_table,
     hardware_rows,
     listing_line,
@@ -40,7 +41,7 @@ def render_markdown(result: DiffResult, fail_on_regression: float | None = None)
     lines = [f"### Profile diff: {md_text(result.base, 120)} → {md_text(result.target, 120)}", "",
              f"**{md_text(result.headline, 1200)}**", ""]
     for warning in result.warnings:
-        lines += [f"> **Warning:** {md_text(warning, 600)}", ""]
+        lines += [f"> **Warning:** {md_text(warning, 1200)}", ""]
     for note in result.notes:
         lines += [f"> **Note:** {md_text(note, 600)}", ""]
     gpu = gpu_table(result)
@@ -50,7 +51,8 @@ def render_markdown(result: DiffResult, fail_on_regression: float | None = None)
         lines.append("")
     account = accounting_rows(result)
     if account:
-        lines += ["| step-time change by cause | base | target | Δ (ms) | judged |", "|---|---:|---:|---:|---|"]
+        lines += [f"| {md_text(accounting_title(result), 80)} | base | target | Δ (ms) | judged |",
+                  "|---|---:|---:|---:|---|"]
         lines += [f"| {md_text(part, 80)} | {md_text(a)} | {md_text(b)} | {md_text(d)} | {md_text(j, 60)} |"
                   for part, a, b, d, j in account]
         lines.append("")

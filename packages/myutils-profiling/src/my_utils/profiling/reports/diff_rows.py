@@ -181,11 +181,23 @@ def accounting_rows(result: DiffResult) -> list[tuple[str, str, str, str, str]]:
     for c in acc.causes:
         judged = ("significant" if c.significant else "within noise") if acc.measured else "not judged"
         out.append((c.label, _ms(c.base.mean), _ms(c.target.mean), f"{c.delta:+,.1f}", judged))
+    if acc.window == "capture":
+        out.append(("GPU span (the capture, summed over GPUs)", _ms(acc.base), _ms(acc.target), f"{acc.delta:+,.1f}",
+                    "one capture per side"))
+        return out
     out.append(("remainder (step time measured elsewhere minus the GPU windows)", "", "", f"{acc.remainder:+,.1f}",
                 ""))
-    out.append((f"step time ({acc.unit})", _ms(acc.base), _ms(acc.target), f"{acc.delta:+,.1f}",
-                f"{acc.samples[0]} and {acc.samples[1]} {acc.window}(s)" if acc.measured else "one capture per side"))
+    out.append((f"{acc.window} time ({acc.unit})", _ms(acc.base), _ms(acc.target), f"{acc.delta:+,.1f}",
+                f"{acc.samples[0]} and {acc.samples[1]} {acc.window}s" if acc.measured else "one sample per side"))
     return out
+
+
+def accounting_title(result: DiffResult) -> str:
+    """The heading of the accounting table: per step or iteration, or the capture's GPU span by part."""
+    acc = result.accounting
+    if acc is None or acc.window == "capture":
+        return "The GPU span by part (one capture per side: not judged)"
+    return f"The {acc.window}-time change by cause"
 
 
 def step_line(result: DiffResult) -> str | None:
