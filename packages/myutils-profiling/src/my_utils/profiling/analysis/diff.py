@@ -219,6 +219,7 @@ def diff_reports(base: AnalysisReport, target: AnalysisReport, *, base_label: st
 
     A report with neither an operation nor a step is refused (``InputError`` naming it).
     """
+    from my_utils.profiling.analysis.diff_gpu import side_from_tables
     from my_utils.profiling.analysis.kineto.compare import COMPARED, compare_kineto
 
     a = _stats_from_rows(base.tables.get("operations", []), base_label)
@@ -250,8 +251,14 @@ def diff_reports(base: AnalysisReport, target: AnalysisReport, *, base_label: st
     step = (compare({STEP_TIME: sa}, {STEP_TIME: sb}, sigmas=sigmas, min_pct=min_pct, where=where)[0]
             if sa and sb else None)
     changes = compare(a, b, sigmas=sigmas, min_pct=min_pct, base_step_mean=sa.mean if sa else None, where=where)
+    gpu = (side_from_tables(base.tables), side_from_tables(target.tables))
+    notes = []
+    if gpu[0].lanes and gpu[1].lanes:
+        notes.append("GPU level from the reports' Kineto tables: one capture per side, compared descriptively (a "
+                     "report keeps no per-step GPU split; diff the traces for the step-time change by cause)")
     return DiffResult(base_label, target_label, changes, step, warnings, {"sigmas": sigmas, "min_pct": min_pct},
-                      dict(base.hardware), dict(target.hardware), compare_kineto(base.tables, target.tables))
+                      dict(base.hardware), dict(target.hardware), compare_kineto(base.tables, target.tables),
+                      gpu=gpu if gpu[0].lanes and gpu[1].lanes else None, notes=notes)
 
 
 def stats_from_events(events: Iterable[MetricEvent]) -> tuple[dict[str, OpStats], OpStats | None]:

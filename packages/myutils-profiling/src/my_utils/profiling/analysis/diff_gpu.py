@@ -295,15 +295,32 @@ class GpuPass:
                    tid if isinstance(tid, (int, str)) or tid is None else str(tid), float(ts), float(dur), corr)
 
     def add_batch(self, events: list[Any]) -> None:
-        """``add`` for a run of typed events (``trace_events.KinetoLaneEvent``; a missing ``ts`` is NaN)."""
-        keep, group_of_cat = self._keep, self._group
+        """``add`` for a run of typed events (``trace_events.KinetoLaneEvent``; a missing ``ts`` is NaN).
+
+        Host ranges are most of a trace and only ``ProfilerStep#N`` among them matters: they
+        are passed over before any call.
+        """
+        keep, groups, group_of_cat = self._keep, self._groups, self._group
+        rt_ts, rt_corr, rel = self.rt_ts, self.rt_corr, self._rel
         for ev in events:
             if ev.ph != "X":
                 continue
-            group = group_of_cat(ev.cat)
-            if group is None or ev.ts != ev.ts:
+            cat = ev.cat
+            group = groups.get(cat, "")
+            if group == "":
+                group = group_of_cat(cat)
+            if group is None or ((group == "cpu_op" or group == "annotation") and ev.name[:1] != "P"):
                 continue
-            keep(group, ev.name, ev.pid, ev.tid, ev.ts, ev.dur, ev.args.correlation)
+            ts = ev.ts
+            if ts != ts:
+                continue
+            if group == "runtime":
+                corr = ev.args.correlation
+                if corr != -1:
+                    rt_ts.append(rel(ts))
+                    rt_corr.append(corr)
+                continue
+            keep(group, ev.name, ev.pid, ev.tid, ts, ev.dur, ev.args.correlation)
 
     def finish(self, metadata: Mapping[str, Any], event_count: int, rank: int | None) -> list[LaneFacts]:
         """One :class:`LaneFacts` per device, windows the ``ProfilerStep`` spans (the capture without them)."""
@@ -508,3 +525,34 @@ def account(base: GpuSide, target: GpuSide, step: tuple[float, float] | None = N
         notes.append(f"the sides' windows differ ({base.window} vs {target.window}): compared per capture")
     busy = (_pct(base.total("busy_ms"), base.total("span_ms")), _pct(target.total("busy_ms"), target.total("span_ms")))
     return StepAccount(window, sa, sb, tuple(causes), remainder, (wa.n, wb.n), measured, busy, tuple(notes))
+
+
+def side_from_tables(tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> GpuSide:
+    """A side from an analysis report's Kineto tables (``kineto_temporal``, ``kineto_overlap``, ``kineto_idle_device``).
+
+    One lane per rank, its capture the one window (a report keeps no per-step GPU split): the
+    figures are the report's own, compared descriptively.
+    """
+    def num(value: Any) -> float:
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+    overlap = {r.get("rank"): r for r in tables.get("kineto_overlap", ())}
+    causes: dict[Any, dict[str, float]] = {}
+    for r in tables.get("kineto_idle_device", ()):
+        per = causes.setdefault(r.get("rank"), {})
+        per[str(r.get("category"))] = per.get(str(r.get("category")), 0.0) + num(r.get("idle_us")) / 1e3
+    lanes = []
+    temporal = list(tables.get("kineto_temporal", ()))
+    ranked = [r for r in temporal if r.get("rank") is not None]
+    for row in ranked or temporal:  # a row with rank None covers all ranks when others exist: not a lane
+        rank = row.get("rank")
+        span, idle, comp = num(row.get("span_us")), num(row.get("idle_us")), num(row.get("compute_us"))
+        if span <= 0:
+            continue
+        o = overlap.get(rank, {})
+        comm, both = num(o.get("communication_us")), num(o.get("overlap_us"))
+        busy = span - idle
+        window = (span / 1e3, comp / 1e3, (comm - both) / 1e3, (busy - comp - comm + both) / 1e3, idle / 1e3)
+        lanes.append(LaneFacts(f"rank {rank}", span / 1e3, busy / 1e3, comp / 1e3, comm / 1e3, both / 1e3,
+                               tuple((c, causes.get(rank, {}).get(c, 0.0)) for c in IDLE_CAUSES), (window,)))
+    return GpuSide(tuple(lanes))

@@ -7,12 +7,17 @@ bad input (one line naming the file and place; a ``.ncu-rep`` without NVIDIA's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from my_utils.core.cli.guard import exit_on_error
 from my_utils.profiling.cli._app import app
+
+if TYPE_CHECKING:
+    from my_utils.profiling.ncu.diff import NcuDiff, NcuDiffRow
 
 ncu_app = typer.Typer(name="ncu", help="Analyse Nsight Compute exports (CSV of any layout; .ncu-rep with ncu_report).",
                       no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -128,12 +133,10 @@ def diff(
         typer.echo(f"regression gate ({fail_on_regression:g}%): passed. {d.headline}")
 
 
-def _html(d: object, fail_on_regression: float | None, bad: list[object]) -> str:
+def _html(d: NcuDiff, fail_on_regression: float | None, bad: Sequence[NcuDiffRow]) -> str:
     """The ``ncu diff`` page: the diff page of its kernels, the metric rows below, the gate on the metrics."""
-    from my_utils.profiling.ncu.diff import NcuDiff
     from my_utils.profiling.reports.diff_html import ExtraTable, render_diff_html
 
-    assert isinstance(d, NcuDiff)
     ordered = [*d.significant, *(r for r in d.rows if not r.significant)]
     table = ExtraTable("Metrics per kernel (significant first)",
                        ("kernel", "metric", "verdict", "better", "base", "target", "unit", "Δ %"),
@@ -141,7 +144,7 @@ def _html(d: object, fail_on_regression: float | None, bad: list[object]) -> str
                          "" if r.delta_pct is None else f"{r.delta_pct:+.1f}%") for r in ordered])
     gate = None
     if fail_on_regression is not None:
-        names = ", ".join(f"{getattr(r, 'kernel', '')[:60]} {getattr(r, 'metric', '')}" for r in bad[:5])
+        names = ", ".join(f"{r.kernel[:60]} {r.metric}" for r in bad[:5])
         gate = (not bad, f"{fail_on_regression:g}", "passed" if not bad else f"FAILED: {names}")
     return render_diff_html(d.as_result(), None, tool="ncu", extra=table, gate=gate)
 
