@@ -501,6 +501,8 @@ def account(base: GpuSide, target: GpuSide, step: tuple[float, float] | None = N
     significant when both sides have repeated windows and its change exceeds ``sigmas``
     standard errors and ``min_pct`` % of the base step.
     """
+    from my_utils.profiling.analysis.diff_model import standard_error
+
     if not base.lanes or not target.lanes:
         return None
     window = base.window if base.window == target.window else "capture"
@@ -514,7 +516,7 @@ def account(base: GpuSide, target: GpuSide, step: tuple[float, float] | None = N
         noise = None
         significant = False
         if measured:
-            se = math.hypot(ma.std / math.sqrt(ma.n), mb.std / math.sqrt(mb.n))
+            se = standard_error(ma.std, ma.n, mb.std, mb.n)
             noise = max(sigmas * se, floor)
             significant = abs(mb.mean - ma.mean) > noise
         causes.append(Cause(key, label, ma, mb, significant, noise))

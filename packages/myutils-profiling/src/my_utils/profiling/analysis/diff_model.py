@@ -6,7 +6,8 @@ per-iteration totals where NVTX iterations exist). :func:`compare` judges a chan
 where both sides have repeated samples (at least :data:`MIN_SAMPLES`): it is *significant*
 when it exceeds ``sigmas`` standard errors of the difference of the means *and* ``min_pct`` %
 of the base. A name seen once on a side (one step, one launch, one capture) has no spread to
-judge against: its change is ``unmeasured`` and never significant, whatever its size. A diff
+judge against: its change is ``unmeasured`` and never significant, whatever its size. The
+standard error uses ``n - 1`` degrees of freedom, so few samples give a wide noise band. A diff
 where nothing could be judged is *descriptive*: it lists the largest changes and says so,
 and a regression gate refuses it (a gate that sees no repeated sample must not pass).
 
@@ -304,6 +305,15 @@ def spread(values: list[float]) -> tuple[float, float]:
     return mean, math.hypot(*(v - mean for v in values)) / math.sqrt(len(values))
 
 
+def standard_error(std_a: float, n_a: int, std_b: float, n_b: int) -> float:
+    """The standard error of the difference of two means, from each side's population std and sample count.
+
+    The population std of n samples underestimates the spread they come from; ``n - 1`` in
+    the denominator is the unbiased estimate (two samples count as one degree of freedom).
+    """
+    return math.hypot(std_a / math.sqrt(max(n_a - 1, 1)), std_b / math.sqrt(max(n_b - 1, 1)))
+
+
 def compare(base: Mapping[str, OpStats], target: Mapping[str, OpStats], *, sigmas: float = 3.0,
             min_pct: float = 5.0, base_step_mean: float | None = None,
             parents: Mapping[str, tuple[str, float]] | None = None, where: str = "<diff>",
@@ -325,7 +335,7 @@ def compare(base: Mapping[str, OpStats], target: Mapping[str, OpStats], *, sigma
         parent, share = parents.get(name, (None, None))
         if a is not None and b is not None:
             delta = b.mean - a.mean
-            se = math.hypot(a.std / math.sqrt(max(a.steps, 1)), b.std / math.sqrt(max(b.steps, 1)))
+            se = standard_error(a.std, a.steps, b.std, b.steps)
             noise = max(sigmas * se, abs(a.mean) * min_pct / 100)
             pct = delta / a.mean * 100 if a.mean else None
             for value, what in ((delta, "a delta"), (noise, "a noise level"), (pct or 0.0, "a percentage")):

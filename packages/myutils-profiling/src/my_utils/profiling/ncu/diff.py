@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from my_utils.profiling.analysis.diff_model import MIN_SAMPLES, DiffResult, OpStats, compare
+from my_utils.profiling.analysis.diff_model import MIN_SAMPLES, DiffResult, OpStats, compare, standard_error
 from my_utils.profiling.ncu.launches import NcuLaunch, read_launches
 
 _LOWER = re.compile(r"(gpu__time_duration|^Duration$|cycles|Cycles|bytes|Bytes|inst_executed|Executed Instructions|"
@@ -272,7 +272,7 @@ def diff_launches(base: Sequence[NcuLaunch], target: Sequence[NcuLaunch], *, sig
         ma, sa = _moments(va)
         mb, sb = _moments(vb)
         delta = mb - ma
-        se = math.sqrt(sa * sa / len(va) + sb * sb / len(vb))
+        se = standard_error(sa, len(va), sb, len(vb))
         measured = len(va) >= MIN_SAMPLES and len(vb) >= MIN_SAMPLES  # one launch has no spread
         significant = measured and abs(delta) > max(sigmas * se, abs(ma) * min_pct / 100)
         pct = 100.0 * delta / ma if ma else None
@@ -319,7 +319,7 @@ def _kernel_times(base: Sequence[NcuLaunch], target: Sequence[NcuLaunch], sigmas
         measured = len(va) >= MIN_SAMPLES and len(vb) >= MIN_SAMPLES
         significant = False
         if measured and mean_a is not None and mean_b is not None:
-            se = math.sqrt(std_a ** 2 / len(va) + std_b ** 2 / len(vb))
+            se = standard_error(std_a, len(va), std_b, len(vb))
             significant = abs(mean_b - mean_a) > max(sigmas * se, abs(mean_a) * min_pct / 100)
         out.append(KernelTime(kernel, len(va), len(vb), mean_a, mean_b, std_a, std_b, significant, measured))
     out.sort(key=lambda k: -abs(k.delta_ms))
