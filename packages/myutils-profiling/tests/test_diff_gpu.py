@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from my_utils.core.errors import InputError
 from my_utils.profiling.analysis.diff import diff_traces
-from my_utils.profiling.analysis.diff_gpu import GpuPass, GpuSide, account, lane_facts
+from my_utils.profiling.analysis.diff_gpu import GpuSide, account, lane_facts
+from my_utils.profiling.analysis.diff_gpu_read import GpuPass
 from my_utils.profiling.providers.kineto import read_trace
 
 CONTROL = "kineto/hta/trace_diff__control.json.gz"

@@ -6,7 +6,7 @@ and the mean and spread (population std) of the per-step total, per rank. The in
 either two analysis reports (their ``operations`` table already holds those numbers,
 computed per step by the analyzer) or two Kineto traces (streamed by the Kineto provider
 into per-step events, never held as raw events, in one pass that also reads the trace's
-context, its call nesting and its GPU timeline: ``diff_gpu.GpuPass``).
+context, its call nesting and its GPU timeline: ``diff_gpu_read.GpuPass``).
 
 What a diff refuses (``InputError``, exit 2 in the CLI): a side with nothing to compare (no
 operation and no step: an empty trace, a report whose ``operations`` table is empty), numbers
@@ -219,7 +219,7 @@ def diff_reports(base: AnalysisReport, target: AnalysisReport, *, base_label: st
 
     A report with neither an operation nor a step is refused (``InputError`` naming it).
     """
-    from my_utils.profiling.analysis.diff_gpu import side_from_tables
+    from my_utils.profiling.analysis.diff_gpu_read import side_from_tables
     from my_utils.profiling.analysis.kineto.compare import COMPARED, compare_kineto
 
     a = _stats_from_rows(base.tables.get("operations", []), base_label)
@@ -327,11 +327,12 @@ def diff_traces(base: Sequence[str | Path], target: Sequence[str | Path], *, sig
     """Compare two runs' Kineto traces (one file per rank each), each read once by the Kineto provider.
 
     The same pass reads each trace's context (its ``hardware``), call nesting and GPU
-    timeline (``diff_gpu.GpuPass``). A side whose traces hold no operation and no step is
+    timeline (``diff_gpu_read.GpuPass``). A side whose traces hold no operation and no step is
     refused (``InputError`` naming its files).
     """
     from my_utils.profiling.analysis.diff_context import context_warnings
-    from my_utils.profiling.analysis.diff_gpu import GpuPass, GpuSide
+    from my_utils.profiling.analysis.diff_gpu import GpuSide
+    from my_utils.profiling.analysis.diff_gpu_read import GpuPass
     from my_utils.profiling.providers.kineto import read_trace
     from my_utils.profiling.providers.kineto_context import run_hardware
     from my_utils.profiling.providers.kineto_nesting import NestingPass
