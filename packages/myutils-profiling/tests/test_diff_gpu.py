@@ -255,3 +255,15 @@ def test_two_unrelated_traces_always_warn(tmp_path: Path, a: Any, b: Any) -> Non
 
 def test_account_without_gpu_activity_is_none() -> None:
     assert account(GpuSide(()), GpuSide(())) is None
+
+
+def test_gpu_activity_on_one_side_only_is_warned(tmp_path: Path) -> None:
+    gpu = _write(tmp_path / "gpu.json", [[("gemm_a", 10.0)], [("gemm_a", 10.0)]])
+    data = json.loads(gpu.read_text())
+    data["traceEvents"] = [e for e in data["traceEvents"] if e.get("cat") not in ("kernel", "cuda_runtime")]
+    cpu = tmp_path / "cpu.json"
+    cpu.write_text(json.dumps(data))
+    r = diff_traces([cpu], [gpu])
+    assert any(w.startswith("GPU activity on the target side only") for w in r.warnings)
+    assert r.gpu_rows == [] and r.accounting is None
+    assert not any("GPU activity" in w for w in diff_traces([gpu], [gpu]).warnings)

@@ -350,6 +350,10 @@ def diff_traces(base: Sequence[str | Path], target: Sequence[str | Path], *, sig
         sides.append((stats, side_step, run_hardware([r.context for r in side]), gpu))
     (a, sa, hw_a, gpu_a), (b, sb, hw_b, gpu_b) = sides
     warnings, similarity, window = context_warnings(a, b, hw_a, hw_b)
+    if bool(gpu_a.lanes) != bool(gpu_b.lanes):
+        warnings.append(f"GPU activity on the {'base' if gpu_a.lanes else 'target'} side only: the other ran no "
+                        "kernel, copy or set in its trace (a CPU run, or a capture without CUDA activities), so no "
+                        "GPU-level figure compares and kernels show as added or removed")
     notes = []
     if not sa or not sb:
         which = "either trace" if not sa and not sb else "the base" if not sa else "the target"
