@@ -63,3 +63,23 @@ def test_a_gate_on_kineto_figures_alone_is_refused(pair: tuple[AnalysisReport, A
     assert any(w.startswith("the base and target reports have neither") for w in result.warnings)
     with pytest.raises(InputError, match="found only Kineto analysis figures"):
         result.gate(5.0)
+
+
+def test_report_diffs_show_the_gpu_level_from_the_kineto_tables(pair: tuple[AnalysisReport, AnalysisReport]) -> None:
+    """Issue 34: every diff leads with the GPU level; for reports it is their temporal/overlap/idle tables' figures."""
+    a, b = pair
+    result = diff_reports(a, b)
+    rows = {r.key: r for r in result.gpu_rows}
+    for report, col in ((a, "base"), (b, "target")):
+        (temporal,) = [r for r in report.tables["kineto_temporal"]]
+        span, idle = temporal["span_us"] / 1e3, temporal["idle_us"] / 1e3
+        assert getattr(rows["span"], col) == pytest.approx(span)
+        assert getattr(rows["idle"], col) == pytest.approx(idle)
+        assert getattr(rows["busy"], col) == pytest.approx(span - idle)
+        causes = sum(r["idle_us"] for r in report.tables["kineto_idle_device"]) / 1e3
+        assert sum(getattr(rows[f"idle.{c}"], col) for c in ("host_wait", "kernel_wait", "other")) == \
+            pytest.approx(causes)
+    acc = result.accounting
+    assert acc is not None and acc.window == "capture" and not acc.measured  # one capture a side: descriptive
+    assert any("report keeps no per-step GPU split" in n for n in result.notes)
+    assert result.headline.startswith("GPU idle ")

@@ -1,21 +1,12 @@
-"""Compare two runs: per-name count and duration deltas that rise above the run-to-run noise.
+"""Compare two runs: read both sides (analysis reports or Kineto traces) into a :class:`DiffResult`.
 
-Both sides become one :class:`OpStats` per name: the count of occurrences and the mean and
-spread (population std) of the per-step total. The inputs are either two analysis reports
-(their ``operations`` table already holds those numbers, computed per step by the analyzer)
-or two Kineto traces (streamed by the Kineto provider into per-step events, never held as
-raw events, in one pass that also reads the trace's context and its call nesting).
-
-Why per step: a slower operation shows up as a larger per-step total, and the steps of
-one run give its spread for free. A change is *significant* only when both hold:
-
-- it exceeds ``sigmas`` standard errors of the difference of the two means
-  (``sqrt(std_a²/n_a + std_b²/n_b)``), so jitter that the steps themselves show is ignored;
-- it exceeds ``min_pct`` % of the base mean, so a tiny but very stable change does not
-  drown the real ones (one step each: only this test applies).
-
-Names present on one side only are ``added`` / ``removed`` (significant when their
-per-step time is at least ``min_pct`` % of the base step time, or always without it).
+What a change is and when it counts lives in ``diff_model`` (re-exported here); this module
+reads the inputs. Both sides become one :class:`OpStats` per name: the count of occurrences
+and the mean and spread (population std) of the per-step total, per rank. The inputs are
+either two analysis reports (their ``operations`` table already holds those numbers,
+computed per step by the analyzer) or two Kineto traces (streamed by the Kineto provider
+into per-step events, never held as raw events, in one pass that also reads the trace's
+context, its call nesting and its GPU timeline: ``diff_gpu_read.GpuPass``).
 
 What a diff refuses (``InputError``, exit 2 in the CLI): a side with nothing to compare (no
 operation and no step: an empty trace, a report whose ``operations`` table is empty), numbers
@@ -23,11 +14,12 @@ that are not finite or overflow a float, and reports that are not strict JSON. A
 gate that sees no data must not pass, so the diff itself refuses it.
 
 Context: the ``hardware`` of both sides (a report's, or each trace's ``deviceProperties`` and
-``distributedInfo``, see ``providers.kineto_context``) is kept in the result, and a warning
-names every field that differs (GPU model, device count, world size, CUDA/torch versions).
-Nesting: for traces, each host range's dominant parent (``providers.kineto_nesting``) is kept,
-so a renderer can fold ``aten::_local_scalar_dense`` under ``aten::item`` instead of counting
-the same milliseconds twice (:meth:`DiffResult.folded`).
+``distributedInfo``, see ``providers.kineto_context``) is kept in the result, and the
+like-for-like checks of ``diff_context`` (GPU, world size, workload in common, dtype,
+capture window) become warnings that say what each difference means for the numbers.
+Nesting: for traces, each host range's dominant parent (``providers.kineto_nesting``) is kept
+with the share of its time inside it, so a renderer can list ``aten::_local_scalar_dense``
+under ``aten::item`` instead of counting the same milliseconds twice (:meth:`DiffResult.folded`).
 """
 
 from __future__ import annotations
@@ -36,22 +28,34 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from my_utils.core.errors import InputError, one_line
+from my_utils.core.errors import InputError
 from my_utils.core.events import MetricEvent
+from my_utils.profiling.analysis.diff_model import (
+    DIFF_SCHEMA_VERSION,
+    FOLD_SHARE,
+    MIN_SAMPLES,
+    STEP_TIME,
+    DiffResult,
+    GateResult,
+    OpChange,
+    OpStats,
+    compare,
+    spread,
+)
+from my_utils.profiling.analysis.diff_model import _finite as _finite
 from my_utils.profiling.analysis.model import REPORT_FILE_NAME, AnalysisReport
 from my_utils.profiling.providers.kineto_context import PLACE_KEYS
 from my_utils.profiling.providers.parallel import (
     pool_for,  # the one home of the rule (cli.analyze imports it here)
 )
 
-DIFF_SCHEMA_VERSION = "1.1"
-STEP_TIME = "step_time"
-#: A name is folded under its parent when at least this share of its time runs inside it.
-FOLD_SHARE = 0.5
+__all__ = ["DIFF_SCHEMA_VERSION", "FOLD_SHARE", "MIN_SAMPLES", "STEP_TIME", "DiffResult", "GateResult", "OpChange",
+           "OpStats", "compare", "diff_reports", "diff_traces", "hardware_warning", "load_report", "pool_for",
+           "stats_from_events"]
+
 #: Deepest nesting accepted in a report file (a deeper one is not a report this package wrote).
 MAX_REPORT_NESTING = 64
 # aggregate names the Kineto provider emits beside the per-name ones: not operations
@@ -59,213 +63,7 @@ _TRACE_TOTALS = frozenset({"gpu.kernel_time", "gpu.kernel_count", "gpu.comm_time
                            "gpu.memset_time", "device.op_time", "trace.events", "memory.allocated_peak",
                            "memory.reserved_peak"})
 _FLOAT_MAX = 1.7976931348623157e308
-
-
-@dataclass(frozen=True)
-class OpStats:
-    """One name on one side: occurrences, steps seen and the per-step total's mean and std."""
-
-    name: str
-    count: float
-    steps: int
-    mean: float
-    std: float
-    unit: str = "ms"
-    source: str = ""
-
-    @property
-    def count_per_step(self) -> float:
-        """Occurrences per step (the count delta compares these: runs of different lengths stay comparable)."""
-        return self.count / self.steps if self.steps else float(self.count)
-
-
-@dataclass(frozen=True)
-class OpChange:
-    """How one name changed between base and target; ``status`` is changed/unchanged/added/removed.
-
-    ``parent`` is the name under which most of its time runs (traces only), else None.
-    """
-
-    name: str
-    status: str
-    base: OpStats | None
-    target: OpStats | None
-    delta: float  # target mean - base mean, per step, in the unit
-    delta_pct: float | None  # of the base mean; None when the base is absent or zero
-    count_delta: float  # occurrences per step
-    noise: float  # the smallest |delta| that would have been significant
-    significant: bool
-    parent: str | None = None
-
-    @property
-    def unit(self) -> str:
-        """The unit of both sides' means."""
-        side = self.base or self.target
-        return side.unit if side is not None else ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON row of this change."""
-        def side(s: OpStats | None) -> dict[str, Any] | None:
-            return None if s is None else {"count": s.count, "steps": s.steps, "mean": s.mean, "std": s.std,
-                                           "unit": s.unit, "source": s.source}
-
-        return {"name": self.name, "status": self.status, "significant": self.significant, "delta": self.delta,
-                "delta_pct": self.delta_pct, "count_delta": self.count_delta, "noise": self.noise,
-                "parent": self.parent, "base": side(self.base), "target": side(self.target)}
-
-
-@dataclass(frozen=True)
-class GateResult:
-    """The verdict of ``--fail-on-regression PCT``: the significant slow-downs of at least ``threshold`` %."""
-
-    threshold: float
-    regressions: tuple[OpChange, ...]
-
-    @property
-    def passed(self) -> bool:
-        """True when no significant slow-down reaches the threshold (speed-ups never fail the gate)."""
-        return not self.regressions
-
-    def describe(self, limit: int = 5) -> str:
-        """One line: ``passed`` or ``FAILED: name +12.3%, ...``."""
-        if self.passed:
-            return "passed"
-        shown = ", ".join(f"{one_line(c.name)} {c.delta_pct:+.1f}%" if c.delta_pct is not None
-                          else f"{one_line(c.name)} (new)" for c in self.regressions[:limit])
-        more = f" and {len(self.regressions) - limit} more" if len(self.regressions) > limit else ""
-        return f"FAILED: {shown}{more}"
-
-
-@dataclass(frozen=True)
-class DiffResult:
-    """Every name's change, the step-time change, both sides' hardware, and the warnings a reader must see first."""
-
-    base: str
-    target: str
-    changes: list[OpChange]
-    step_time: OpChange | None = None
-    warnings: list[str] = field(default_factory=list)
-    settings: dict[str, float] = field(default_factory=dict)
-    base_hardware: dict[str, Any] = field(default_factory=dict)
-    target_hardware: dict[str, Any] = field(default_factory=dict)
-    kineto: list[dict[str, Any]] = field(default_factory=list)  # Kineto figures that changed (kineto.compare)
-
-    @property
-    def significant(self) -> list[OpChange]:
-        """Significant changes, largest |delta| first."""
-        return sorted((c for c in self.changes if c.significant), key=lambda c: -abs(c.delta))
-
-    def regressions(self, pct: float) -> list[OpChange]:
-        """Significant slow-downs of at least ``pct`` % (the step time first when it is one of them)."""
-        step = self.step_time
-        same = {step.name, *(s.name for s in (step.base, step.target) if s is not None)} if step else set()
-        pool = ([step] if step else []) + [c for c in self.significant if c.name not in same]  # the step once
-        return [c for c in pool if c.significant and c.delta > 0
-                and (c.delta_pct is None or c.delta_pct >= pct)]
-
-    def gate(self, pct: float) -> GateResult:
-        """The regression gate at ``pct`` %: its regressions list nested names after the others.
-
-        Refused (``InputError``) when nothing it gates was compared: reports with only Kineto
-        tables carry no operation or step time, and a gate that sees no data must not pass.
-        """
-        if not self.changes and self.step_time is None:
-            raise InputError(f"{self.base} vs {self.target}", None,
-                             "operations or step times for the regression gate; found only Kineto analysis "
-                             "figures, which the gate does not judge (drop --fail-on-regression, or compare "
-                             "reports with an operations table or steps)")
-        folded = self.folded()
-        found = self.regressions(pct)
-        return GateResult(pct, tuple(sorted(found, key=lambda c: c.name in folded)))
-
-    def folded(self) -> dict[str, str]:
-        """Significant names that run inside another significant name changing the same way: name → that ancestor.
-
-        The ancestor's inclusive time already holds the name's change; a renderer lists
-        the name under it (and counts it once). Follows the dominant-parent chain.
-        """
-        sig = {c.name: c for c in self.changes if c.significant}
-        parents = {c.name: c.parent for c in self.changes if c.parent}
-        out: dict[str, str] = {}
-        for name, change in sig.items():
-            seen = {name}
-            up = parents.get(name)
-            while up is not None and up not in seen:
-                seen.add(up)
-                ancestor = sig.get(up)
-                if ancestor is not None and (ancestor.delta > 0) == (change.delta > 0):
-                    out[name] = up
-                    break
-                up = parents.get(up)
-        return out
-
-    def to_dict(self, fail_on_regression: float | None = None) -> dict[str, Any]:
-        """The JSON object written by ``myutils-profile diff --output`` (with the gate's verdict when asked)."""
-        counts: dict[str, int] = defaultdict(int)
-        for c in self.changes:
-            counts[c.status] += 1
-        folded = self.folded()
-        out: dict[str, Any] = {
-            "schema_version": DIFF_SCHEMA_VERSION, "base": self.base, "target": self.target,
-            "settings": dict(self.settings), "warnings": list(self.warnings),
-            "hardware": {"base": dict(self.base_hardware), "target": dict(self.target_hardware)},
-            "step_time": None if self.step_time is None else self.step_time.to_dict(),
-            "summary": {"names": len(self.changes), "significant": len(self.significant),
-                        "folded": len(folded), **counts},
-            "changes": [{**c.to_dict(), "folded_into": folded.get(c.name)} for c in self.changes],
-            "kineto": [dict(k) for k in self.kineto]}
-        if fail_on_regression is not None:
-            gate = self.gate(fail_on_regression)
-            out["gate"] = {"threshold_pct": fail_on_regression, "passed": gate.passed,
-                           "regressions": [c.name for c in gate.regressions]}
-        return out
-
-
-def _finite(value: float, where: str, name: str, what: str) -> float:
-    if not math.isfinite(value):
-        raise InputError(where, f"name {name!r}", f"{what} within the range of a 64-bit float (got {value}); "
-                                                  "a duration this large is not a measurement")
-    return value
-
-
-def _spread(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and population std without overflow (``hypot`` scales; squares of 1e200 would not fit)."""
-    mean = math.fsum(values) / len(values)
-    if not math.isfinite(mean):
-        return mean, math.nan
-    return mean, math.hypot(*(v - mean for v in values)) / math.sqrt(len(values))
-
-
-def compare(base: Mapping[str, OpStats], target: Mapping[str, OpStats], *, sigmas: float = 3.0,
-            min_pct: float = 5.0, base_step_mean: float | None = None,
-            parents: Mapping[str, str] | None = None, where: str = "<diff>") -> list[OpChange]:
-    """One :class:`OpChange` per name of either side, sorted by name (see the module doc for the test).
-
-    Numbers too large to compare (a delta or noise that overflows) raise ``InputError``
-    naming ``where`` and the name.
-    """
-    out: list[OpChange] = []
-    parents = parents or {}
-    floor = base_step_mean * min_pct / 100 if base_step_mean else 0.0
-    for name in sorted(set(base) | set(target)):
-        a, b = base.get(name), target.get(name)
-        if a is not None and b is not None:
-            delta = b.mean - a.mean
-            se = math.hypot(a.std / math.sqrt(max(a.steps, 1)), b.std / math.sqrt(max(b.steps, 1)))
-            noise = max(sigmas * se, abs(a.mean) * min_pct / 100)
-            pct = delta / a.mean * 100 if a.mean else None
-            for value, what in ((delta, "a delta"), (noise, "a noise level"), (pct or 0.0, "a percentage")):
-                _finite(value, where, name, what)
-            significant = abs(delta) > noise
-            out.append(OpChange(name, "changed" if significant else "unchanged", a, b, delta, pct,
-                                b.count_per_step - a.count_per_step, noise, significant, parents.get(name)))
-        else:
-            only = a if a is not None else b
-            assert only is not None  # one side holds every name of the union
-            sign = 1.0 if b is not None else -1.0
-            out.append(OpChange(name, "added" if b is not None else "removed", a, b, sign * only.mean, None,
-                                sign * only.count_per_step, floor, abs(only.mean) >= floor, parents.get(name)))
-    return out
+_spread = spread
 
 
 # -- reports -------------------------------------------------------------------------------
@@ -391,11 +189,13 @@ def _step_stats(report: AnalysisReport) -> OpStats | None:
 
 
 def hardware_warning(base: Mapping[str, Any], target: Mapping[str, Any]) -> str | None:
-    """A warning naming the hardware/software fields that differ, or None.
+    """A warning naming the hardware/software fields that differ and what that means for the numbers, or None.
 
     Unknown is not a difference (a field known on one side only proves nothing), and
     fields that say where a trace was taken (rank, host) are not compared.
     """
+    from my_utils.profiling.analysis.diff_context import hardware_meanings
+
     if not base or not target:
         return None
     keys = [k for k in dict.fromkeys([*base, *target]) if k in base and k in target
@@ -403,7 +203,9 @@ def hardware_warning(base: Mapping[str, Any], target: Mapping[str, Any]) -> str 
     if not keys:
         return None
     parts = "; ".join(f"{k}: {base[k]!r} vs {target[k]!r}" for k in keys[:8])
-    return f"the two runs used different hardware or software ({parts}): deltas mix code and machine effects"
+    meaning = hardware_meanings(base, target, keys)
+    return (f"the two runs used different hardware or software ({parts}): deltas mix code and machine effects"
+            + (f" ({meaning})" if meaning else ""))
 
 
 def _nothing(where: str, what: str) -> InputError:
@@ -417,6 +219,7 @@ def diff_reports(base: AnalysisReport, target: AnalysisReport, *, base_label: st
 
     A report with neither an operation nor a step is refused (``InputError`` naming it).
     """
+    from my_utils.profiling.analysis.diff_gpu_read import side_from_tables
     from my_utils.profiling.analysis.kineto.compare import COMPARED, compare_kineto
 
     a = _stats_from_rows(base.tables.get("operations", []), base_label)
@@ -448,42 +251,54 @@ def diff_reports(base: AnalysisReport, target: AnalysisReport, *, base_label: st
     step = (compare({STEP_TIME: sa}, {STEP_TIME: sb}, sigmas=sigmas, min_pct=min_pct, where=where)[0]
             if sa and sb else None)
     changes = compare(a, b, sigmas=sigmas, min_pct=min_pct, base_step_mean=sa.mean if sa else None, where=where)
+    gpu = (side_from_tables(base.tables), side_from_tables(target.tables))
+    notes = []
+    if gpu[0].lanes and gpu[1].lanes:
+        notes.append("GPU level from the reports' Kineto tables: one capture per side, compared descriptively (a "
+                     "report keeps no per-step GPU split; diff the traces for the step-time change by cause)")
     return DiffResult(base_label, target_label, changes, step, warnings, {"sigmas": sigmas, "min_pct": min_pct},
-                      dict(base.hardware), dict(target.hardware), compare_kineto(base.tables, target.tables))
+                      dict(base.hardware), dict(target.hardware), compare_kineto(base.tables, target.tables),
+                      gpu=gpu if gpu[0].lanes and gpu[1].lanes else None, notes=notes)
 
 
 def stats_from_events(events: Iterable[MetricEvent]) -> tuple[dict[str, OpStats], OpStats | None]:
-    """Per-name stats from per-step duration events (one trace), and the step-time stats.
+    """Per-name stats from per-step duration events (one side: one trace per rank), and the step-time stats.
 
-    Per-step totals are summed over ranks; a step where a name did not run counts as 0,
-    and events outside every step form one extra bucket only when the trace has no steps.
+    Per-step totals are per rank (the sum over the side's traces divided by their number),
+    so the names and the step time share one scale whatever the rank count; the step time of
+    a step is its mean over the ranks that recorded it. A step where a name did not run
+    counts as 0, and events outside every step form one extra bucket only when the trace
+    has no steps.
     """
     totals: dict[str, dict[int | None, float]] = defaultdict(lambda: defaultdict(float))
     counts: dict[str, float] = defaultdict(float)
     steps: set[int] = set()
-    step_values: dict[int, float] = defaultdict(float)
+    step_values: dict[int, list[float]] = defaultdict(list)
+    files: set[Any] = set()
     for e in events:
         if e.kind != "duration" or e.name in _TRACE_TOTALS:
             continue
+        files.add((e.attrs.get("file"), e.rank))
         if e.name == STEP_TIME:
             if e.step is not None:
                 steps.add(e.step)
-                step_values[e.step] += e.value
+                step_values[e.step].append(e.value)
             continue
         totals[e.name][e.step] += e.value
         n = e.attrs.get("count", 1)
         counts[e.name] += n if isinstance(n, (int, float)) else 1
+    ranks = max(len(files), 1)
     buckets: list[int | None] = list(sorted(steps)) if steps else [None]
     out: dict[str, OpStats] = {}
     for name, per_step in totals.items():
-        values = [per_step.get(s, 0.0) for s in buckets]
+        values = [per_step.get(s, 0.0) / ranks for s in buckets]
         if steps and None in per_step:  # outside every step: spread evenly, the total stays right
-            values = [v + per_step[None] / len(values) for v in values]
+            values = [v + per_step[None] / ranks / len(values) for v in values]
         mean, std = _spread(values)
-        out[name] = OpStats(name, counts[name], len(values), mean, std, "ms", "torch_profiler")
+        out[name] = OpStats(name, counts[name] / ranks, len(values), mean, std, "ms", "torch_profiler")
     step_stats = None
     if step_values:
-        vals = list(step_values.values())
+        vals = [math.fsum(v) / len(v) for _, v in sorted(step_values.items())]
         m, s = _spread(vals)
         step_stats = OpStats(STEP_TIME, len(vals), len(vals), m, s, "ms", "torch_profiler")
     return out, step_stats
@@ -495,45 +310,61 @@ def _check_stats(stats: Mapping[str, OpStats], step: OpStats | None, where: str)
         _finite(s.std, where, s.name, "a per-step spread")
 
 
-def _parents(reads: Sequence[Any]) -> dict[str, str]:
-    """Each name's dominant parent when it holds at least ``FOLD_SHARE`` of the name's time in every trace."""
+def _parents(reads: Sequence[Any]) -> dict[str, tuple[str, float]]:
+    """Each name's dominant parent and the smallest share of its time inside it, when every trace names the same one."""
     found: dict[str, set[str]] = defaultdict(set)
+    share: dict[str, float] = {}
     for read in reads:
         nesting = read.results[0] if read.results else {}
         for name, parent in nesting.items():
-            found[name].add(parent.name if parent.share >= FOLD_SHARE else "")
-    return {n: p.pop() for n, p in found.items() if len(p) == 1 and "" not in p}
+            found[name].add(parent.name)
+            share[name] = min(share.get(name, 1.0), parent.share)
+    return {n: (next(iter(p)), share[n]) for n, p in found.items() if len(p) == 1}
 
 
 def diff_traces(base: Sequence[str | Path], target: Sequence[str | Path], *, sigmas: float = 3.0,
                 min_pct: float = 5.0, executor: Any = None) -> DiffResult:
     """Compare two runs' Kineto traces (one file per rank each), each read once by the Kineto provider.
 
-    The same pass reads each trace's context (its ``hardware``) and call nesting. A side
-    whose traces hold no operation and no step is refused (``InputError`` naming its files).
+    The same pass reads each trace's context (its ``hardware``), call nesting and GPU
+    timeline (``diff_gpu_read.GpuPass``). A side whose traces hold no operation and no step is
+    refused (``InputError`` naming its files).
     """
+    from my_utils.profiling.analysis.diff_context import context_warnings
+    from my_utils.profiling.analysis.diff_gpu import GpuSide
+    from my_utils.profiling.analysis.diff_gpu_read import GpuPass
     from my_utils.profiling.providers.kineto import read_trace
     from my_utils.profiling.providers.kineto_context import run_hardware
     from my_utils.profiling.providers.kineto_nesting import NestingPass
     from my_utils.profiling.providers.parallel import run_many
 
     files = [str(p) for p in base] + [str(p) for p in target]
-    reads = run_many(read_trace, [(f, None, (NestingPass,)) for f in files], executor or pool_for(files))
+    reads = run_many(read_trace, [(f, None, (NestingPass, GpuPass)) for f in files], executor or pool_for(files))
     sides = []
     for label, side in ((_label(base), reads[:len(base)]), (_label(target), reads[len(base):])):
         stats, side_step = stats_from_events(e for r in side for e in r.events)
         if not stats and side_step is None:
             raise _nothing(label, "kernels, operators or ProfilerStep markers")
         _check_stats(stats, side_step, label)
-        sides.append((stats, side_step, run_hardware([r.context for r in side])))
-    (a, sa, hw_a), (b, sb, hw_b) = sides
-    warnings = []
-    hw = hardware_warning(hw_a, hw_b)
-    if hw:
-        warnings.append(hw)
+        gpu = GpuSide(tuple(lane for r in side for lane in r.results[1]))
+        sides.append((stats, side_step, run_hardware([r.context for r in side]), gpu))
+    (a, sa, hw_a, gpu_a), (b, sb, hw_b, gpu_b) = sides
+    warnings, similarity, window = context_warnings(a, b, hw_a, hw_b)
+    if bool(gpu_a.lanes) != bool(gpu_b.lanes):
+        warnings.append(f"GPU activity on the {'base' if gpu_a.lanes else 'target'} side only: the other ran no "
+                        "kernel, copy or set in its trace (a CPU run, or a capture without CUDA activities), so no "
+                        "GPU-level figure compares and kernels show as added or removed")
+    notes = []
     if not sa or not sb:
-        warnings.append("a trace has no ProfilerStep markers: each trace counts as one step, so the spread "
-                        "(noise) is unknown and only the --min-pct threshold applies")
+        which = "either trace" if not sa and not sb else "the base" if not sa else "the target"
+        notes.append(f"no ProfilerStep markers in {which}: each side is one capture, one sample, so the diff is "
+                     "descriptive (its changes are listed, not judged; record at least 2 steps to judge them)")
+    elif sa.steps < MIN_SAMPLES or sb.steps < MIN_SAMPLES:
+        notes.append(f"{sa.steps} and {sb.steps} step(s): a side with one step is one sample, with no spread, so the "
+                     "changes are listed, not judged (descriptive)")
+    else:
+        notes.append(f"samples: {sa.steps} and {sb.steps} ProfilerSteps; a change is significant above "
+                     f"{sigmas:g} standard errors of the per-step spread and {min_pct:g}% of the base")
     where = f"{_label(base)} vs {_label(target)}"
     parents = _parents(reads)
     step = (compare({STEP_TIME: sa}, {STEP_TIME: sb}, sigmas=sigmas, min_pct=min_pct, where=where)[0]
@@ -541,7 +372,7 @@ def diff_traces(base: Sequence[str | Path], target: Sequence[str | Path], *, sig
     changes = compare(a, b, sigmas=sigmas, min_pct=min_pct, base_step_mean=sa.mean if sa else None,
                       parents=parents, where=where)
     return DiffResult(_label(base), _label(target), changes, step, warnings, {"sigmas": sigmas, "min_pct": min_pct},
-                      hw_a, hw_b)
+                      hw_a, hw_b, gpu=(gpu_a, gpu_b), similarity=similarity, window=window, notes=notes)
 
 
 def _label(paths: Sequence[str | Path]) -> str:

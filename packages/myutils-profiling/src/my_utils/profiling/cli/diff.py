@@ -43,7 +43,11 @@ def diff(
                                  "per-step spread to be significant."),
     min_pct: float = typer.Option(5.0, "--min-pct", help="...and this percentage of the base value."),
 ) -> None:
-    """Compare two runs by name: count and duration deltas, flagging only changes above the noise."""
+    """Compare two runs: the GPU-level before → after and the step-time change by cause, then per name.
+
+    A change is judged only where both runs have repeated steps (significant: beyond the
+    step-to-step spread and --min-pct); runs of one step each are compared descriptively.
+    """
     import math
 
     from my_utils.core.errors import UsageError
@@ -79,20 +83,46 @@ def diff(
                                   target_label=str(report_b), sigmas=sigmas, min_pct=min_pct)
         with outputs:
             _stage(outputs, result, output, markdown, html, fail_on_regression)
-    for warning in result.warnings:
-        typer.echo(f"warning: {warning}", err=True)
+    echo_result(result)
     for path in outputs.written:
         typer.echo(f"wrote {path}")
     typer.echo(_summary_line(result))
     if fail_on_regression is not None:
-        gate = result.gate(fail_on_regression)
-        caveat = " (the runs' hardware or software differ: see the warning)" if any(
-            "different hardware" in w for w in result.warnings) else ""
-        if not gate.passed:
-            typer.echo(f"regression over {fail_on_regression:g}%: {gate.describe().removeprefix('FAILED: ')}"
-                       f"{caveat}", err=True)
-            raise typer.Exit(1)
-        typer.echo(f"regression gate ({fail_on_regression:g}%): passed{caveat}")
+        echo_gate(result, fail_on_regression)
+
+
+def echo_result(result: DiffResult) -> None:
+    """The headline, the warnings and notes (stderr), and the GPU level before → after: what every diff prints first."""
+    from my_utils.profiling.reports.diff_rows import accounting_rows, accounting_title, gpu_table
+
+    typer.echo(result.headline)
+    for warning in result.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
+    gpu = gpu_table(result)
+    if gpu:
+        width = max(len(label) for label, *_ in gpu)
+        typer.echo("GPU level (base -> target, change):")
+        for label, a, b, d in gpu:
+            typer.echo(f"  {label:<{width}}  {a} -> {b}  ({d})")
+    acc = accounting_rows(result)
+    if acc:
+        typer.echo(f"{accounting_title(result)} (ms):")
+        for part, a, b, d, judged in acc:
+            typer.echo(f"  {part}: {a or '.'} -> {b or '.'}  {d}  {judged}".rstrip())
+
+
+def echo_gate(result: DiffResult, fail_on_regression: float) -> None:
+    """The gate's line, its headline included; exit 1 when it failed."""
+    gate = result.gate(fail_on_regression)
+    caveat = " (the runs' hardware or software differ: see the warning)" if any(
+        "different hardware" in w for w in result.warnings) else ""
+    if not gate.passed:
+        typer.echo(f"regression over {fail_on_regression:g}%: {gate.describe().removeprefix('FAILED: ')}"
+                   f"{caveat}. {result.headline}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"regression gate ({fail_on_regression:g}%): passed{caveat}. {result.headline}")
 
 
 def _stage(outputs: StagedOutputs, result: DiffResult, output: Path | None, markdown: Path | None, html: Path | None,
@@ -133,12 +163,13 @@ def _summary_line(result: DiffResult) -> str:
     from my_utils.profiling.reports.diff_rows import pct_text, rows
 
     s = result.step_time
-    head = (f"step time {s.base.mean:.3f} -> {s.target.mean:.3f} {s.base.unit} "
-            f"({pct_text(s)}, {'significant' if s.significant else 'within noise'}); "
+    verdict = ("significant" if s.significant else "within noise") if s and s.measured else "not judged"
+    head = (f"step time {s.base.mean:.3f} -> {s.target.mean:.3f} {s.base.unit} ({pct_text(s)}, {verdict}); "
             if s and s.base and s.target else "")
     _, top, nested = rows(result, 0)
     folded = f" (+{nested} nested in them)" if nested else ""
-    return f"{head}{top} significant change(s){folded} among {len(result.changes)} names"
+    what = "largest unjudged change(s) (one sample per side)" if result.descriptive else "significant change(s)"
+    return f"{head}{top} {what}{folded} among {len(result.changes)} names"
 
 
 def render_markdown(result: DiffResult, fail_on_regression: float | None = None) -> str:

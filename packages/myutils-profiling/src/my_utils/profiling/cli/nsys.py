@@ -204,54 +204,70 @@ def _render_iterations(it: Any) -> str:
 def diff(
     base: str = typer.Argument(..., help="The base run: an export, folder, glob or %q{RANK} template."),
     target: str = typer.Argument(..., help="The target run, same forms."),
-    iteration_range: str | None = typer.Option(None, "--iteration-range", help="NVTX range of one iteration: "
-                                               "categories per iteration, and the iteration time compared."),
+    iteration_range: str | None = typer.Option(None, "--iteration-range", help="NVTX range of one iteration "
+                                               "(default: train_step, ProfilerStep#*, step, iteration, iter): "
+                                               "GPU figures, categories and the iteration time per iteration."),
     output: Path | None = typer.Option(None, "--output", help="Write the full diff as JSON here."),
     markdown: Path | None = typer.Option(None, "--markdown", help="Write a pull-request-ready Markdown summary."),
+    html: Path | None = typer.Option(None, "--html", help="Write an offline HTML page (headline, GPU level before "
+                                     "-> after, charts of the largest changes) here."),
     fail_on_regression: float | None = typer.Option(
         None, "--fail-on-regression", metavar="PCT",
         help="Exit 1 when a significant slow-down of at least PCT percent is found (CI gate)."),
     sigmas: float = typer.Option(3.0, "--sigmas", help="A change must exceed this many standard errors."),
     min_pct: float = typer.Option(5.0, "--min-pct", help="...and this percentage of the base value."),
-    rows: int = typer.Option(20, "--rows", min=1, help="Significant changes to print."),
+    rows: int = typer.Option(20, "--rows", min=1, help="Changes to print."),
 ) -> None:
-    """Compare two runs per kernel, NVTX scope and category; only changes above the noise count."""
-    import json
+    """Compare two runs: GPU busy/idle before -> after first, then per kernel, NVTX scope and category.
+
+    Only repeated samples are judged (each launch of a kernel, each NVTX range, each NVTX
+    iteration); a name seen once per side is listed as not judged, never as significant.
+    """
+    import math
 
     from my_utils.core.errors import UsageError
-    from my_utils.profiling.cli.diff import render_markdown
+    from my_utils.core.safe_io import strict_json
+    from my_utils.profiling.cli._outputs import StagedOutputs
+    from my_utils.profiling.cli.diff import echo_gate, echo_result
     from my_utils.profiling.nsys.diff import diff_exports
     from my_utils.profiling.nsys.render import text_table
+    from my_utils.profiling.reports.diff_markdown import render_markdown
 
-    if sigmas < 0 or min_pct < 0 or (fail_on_regression is not None and fail_on_regression < 0):
-        raise UsageError("--sigmas, --min-pct and --fail-on-regression take numbers >= 0")
+    numbers = [sigmas, min_pct] + ([fail_on_regression] if fail_on_regression is not None else [])
+    if any(not math.isfinite(x) or x < 0 for x in numbers):
+        raise UsageError("--sigmas, --min-pct and --fail-on-regression take finite numbers >= 0")
+    outputs = StagedOutputs([Path(p) for p in (base, target) if Path(p).exists()])
+    outputs.check(p for p in (output, markdown, html) if p is not None)
     result = diff_exports([base], [target], iteration_range=iteration_range, sigmas=sigmas, min_pct=min_pct)
-    for warning in result.warnings:
-        typer.echo(f"warning: {warning}", err=True)
-    if output is not None:
-        _write(output, json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n")
-    if markdown is not None:
-        _write(markdown, render_markdown(result, fail_on_regression))
-    sig = result.significant
+    with outputs:
+        if output is not None:
+            outputs.write_text(output, strict_json(result.to_dict(fail_on_regression), indent=2) + "\n")
+        if markdown is not None:
+            outputs.write_text(markdown, render_markdown(result, fail_on_regression))
+        if html is not None:
+            from my_utils.profiling.reports.diff_html import render_diff_html
+
+            outputs.write_text(html, render_diff_html(result, fail_on_regression, tool="nsys"))
+    echo_result(result)
+    for path in outputs.written:
+        typer.echo(f"wrote {path}")
+    listed = result.largest()
     step = result.step_time
     if step is not None and step.base and step.target:
+        verdict = ("significant" if step.significant else "within noise") if step.measured else "not judged"
         typer.echo(f"iteration time {step.base.mean:.3f} -> {step.target.mean:.3f} ms "
-                   f"({'n/a' if step.delta_pct is None else f'{step.delta_pct:+.1f}%'}, "
-                   f"{'significant' if step.significant else 'within noise'})")
-    typer.echo(f"{len(sig)} significant change(s) among {len(result.changes)} names")
-    if sig:
+                   f"({'n/a' if step.delta_pct is None else f'{step.delta_pct:+.1f}%'}, {verdict})")
+    what = "largest unjudged change(s)" if result.descriptive else "significant change(s)"
+    typer.echo(f"{len(listed)} {what} among {len(result.changes)} names "
+               f"({sum(1 for c in result.changes if not c.measured)} seen once on a side: not judged)")
+    if listed:
         typer.echo(text_table(
             ["name", "status", "base", "target", "unit", "delta_pct", "count_base", "count_target"],
             [[c.name, c.status, c.base.mean if c.base else None, c.target.mean if c.target else None,
               _unit(c), c.delta_pct,
-              c.base.count if c.base else None, c.target.count if c.target else None] for c in sig[:rows]]))
+              c.base.count if c.base else None, c.target.count if c.target else None] for c in listed[:rows]]))
     if fail_on_regression is not None:
-        bad = result.regressions(fail_on_regression)
-        if bad:
-            names = ", ".join(f"{c.name} {c.delta_pct:+.1f}%" if c.delta_pct is not None else f"{c.name} (new)"
-                              for c in bad[:5])
-            typer.echo(f"regression over {fail_on_regression:g}%: {names}", err=True)
-            raise typer.Exit(1)
+        echo_gate(result, fail_on_regression)
 
 
 def _unit(change: Any) -> str:

@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from my_utils.profiling.reports.diff_rows import hardware_rows, rows, short_name, step_line
+from my_utils.profiling.reports.diff_rows import (
+    accounting_rows,
+    accounting_title,
+    gpu_table,
+    hardware_rows,
+    listing_line,
+    rows,
+    short_name,
+    step_line,
+)
 from my_utils.profiling.reports.environment import md_escape
 
 if TYPE_CHECKING:
@@ -29,9 +38,24 @@ def md_text(value: Any, limit: int = 200) -> str:
 
 def render_markdown(result: DiffResult, fail_on_regression: float | None = None) -> str:
     """The Markdown summary of ``result`` (the gate's verdict when ``fail_on_regression`` is given)."""
-    lines = [f"### Profile diff: {md_text(result.base, 120)} → {md_text(result.target, 120)}", ""]
+    lines = [f"### Profile diff: {md_text(result.base, 120)} → {md_text(result.target, 120)}", "",
+             f"**{md_text(result.headline, 1200)}**", ""]
     for warning in result.warnings:
-        lines += [f"> **Warning:** {md_text(warning, 600)}", ""]
+        lines += [f"> **Warning:** {md_text(warning, 1200)}", ""]
+    for note in result.notes:
+        lines += [f"> **Note:** {md_text(note, 600)}", ""]
+    gpu = gpu_table(result)
+    if gpu:
+        lines += ["| GPU level | base | target | change |", "|---|---:|---:|---:|"]
+        lines += [f"| {md_text(label, 80)} | {md_text(a)} | {md_text(b)} | {md_text(d)} |" for label, a, b, d in gpu]
+        lines.append("")
+    account = accounting_rows(result)
+    if account:
+        lines += [f"| {md_text(accounting_title(result), 80)} | base | target | Δ (ms) | judged |",
+                  "|---|---:|---:|---:|---|"]
+        lines += [f"| {md_text(part, 80)} | {md_text(a)} | {md_text(b)} | {md_text(d)} | {md_text(j, 60)} |"
+                  for part, a, b, d, j in account]
+        lines.append("")
     hardware = hardware_rows(result)
     if hardware:
         lines += ["| | base | target |", "|---|---|---|"]
@@ -47,14 +71,11 @@ def render_markdown(result: DiffResult, fail_on_regression: float | None = None)
             "different hardware" in w for w in result.warnings) else ""
         lines += [f"**Regression gate ({fail_on_regression:g}%):** {md_text(gate.describe(), 400)}{caveat}", ""]
     shown, top, nested = rows(result, MARKDOWN_ROWS)
-    settings = result.settings
-    nested_text = f", {nested} more nested in them (listed under their parent, counted once)" if nested else ""
-    lines.append(f"{top} significant change(s) among {len(result.changes)} names{nested_text} "
-                 f"(> {settings.get('sigmas', 3):g} standard errors of the per-step spread and "
-                 f"> {settings.get('min_pct', 5):g}% of the base).")
+    lines.append(md_text(listing_line(result, top, nested), 600))
     lines.append("")
     if shown:
-        lines += ["| name | status | base / step | target / step | Δ / step | Δ % | Δ count / step |",
+        per = "step" if result.sampling == "per step" else "sample"
+        lines += [f"| name | status | base / {per} | target / {per} | Δ / {per} | Δ % | Δ count / {per} |",
                   "|---|---|---:|---:|---:|---:|---:|"]
         for r in shown:
             nest = f"{_INDENT * (r.depth - 1)}↳ " if r.depth else ""

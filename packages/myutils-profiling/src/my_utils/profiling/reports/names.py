@@ -143,6 +143,42 @@ def ellipsize(text: str, limit: int = MAX_LABEL) -> str:
     return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
 
 
+def distinct_cuts(names: Sequence[str], limit: int = MAX_LABEL) -> list[str]:
+    """Each name cut in the middle to ``limit`` characters, and cut around where it differs when two cuts match.
+
+    Display labels for full names that must stay told apart (a diff lists
+    ``…adagrad_unweighted_kernel_cta_per_row_1<float, float, float, 2ul>(…`` removed and the
+    same with ``5ul`` added): a label equal to another one's keeps its start and the part
+    from just before its first difference with the closest other name; numbered as a last resort.
+    """
+    out = [ellipsize(n, limit) for n in names]
+    groups: dict[str, list[int]] = {}
+    for i, s in enumerate(out):
+        groups.setdefault(s, []).append(i)
+    for members in groups.values():
+        if len(members) < 2 or len({names[i] for i in members}) < len(members):
+            continue
+        for i in members:
+            at = _first_difference(names[i], [names[j] for j in members if j != i])
+            out[i] = _window_at(names[i], at, limit)
+    return _numbered(out, limit)
+
+
+def _window_at(text: str, at: int, limit: int) -> str:
+    """``text`` cut to ``limit``: its first half, then the part from just before ``at`` (ellipses where cut)."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 2) // 2
+    start = max(head, at - 12)
+    if start <= head:
+        return ellipsize(text, limit)
+    room = limit - head - 1
+    piece = text[start:start + room]
+    if start + room < len(text):
+        piece = piece[:-1] + ELLIPSIS
+    return text[:head] + ELLIPSIS + piece
+
+
 def short_kernel_name(name: str, limit: int = MAX_LABEL) -> str:
     """A GPU kernel's display name: no return type, namespaces or parameters, templates folded.
 
