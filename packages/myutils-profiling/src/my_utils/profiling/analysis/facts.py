@@ -42,6 +42,9 @@ From the registered Kineto analyses (``kineto_critical_path``, ``kineto_idle_hos
     least 1 MiB under a quarter of the link's speed).
 ``queue.full``
     time a stream's launch queue was full (ms, summed over streams).
+``gpu.mix`` / ``gpu.gemm_share``
+    the share of GPU work in elementwise kernels and copies (``detail``: the whole mix in words)
+    and in matrix products, from ``kineto_op_categories`` (``ops.facts``).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from typing import Any
 
 from my_utils.profiling.analysis.kineto.contract_facts import contract_facts
 from my_utils.profiling.analysis.model import EvidenceRow, Fact, NotMeasured
+from my_utils.profiling.analysis.ops.facts import mix_facts
 from my_utils.profiling.analysis.rules._series import STEP_TIME, Series, step_ranges
 from my_utils.profiling.analysis.rules._stats import quantile
 
@@ -440,6 +444,7 @@ def build_facts(series: Mapping[Any, Series], tables: Mapping[str, Rows], hardwa
     facts.extend(gpu_facts(tables))
     facts.extend(kineto_facts(tables))
     facts.extend(contract_facts(tables))  # the Kineto side of the diagnosis contract (kineto.contract_facts)
+    facts.extend(mix_facts(tables))  # the GPU-time mix by operator category (ops.facts)
     facts.extend(context_facts(hardware, sorted({r for (_n, r, _s) in series if r is not None})))
     facts.append(cpu_only_fact(series, tables, hardware))
     return facts

@@ -18,7 +18,9 @@ Capture validity comes first (``diagnosis/CASES.md``, principle 1), then the bou
 
 The first line starts with a keyword an automatic check can read (:data:`KEYWORDS`). The path is
 quoted only when it covers the step; otherwise its coverage is stated instead. On a compute-bound
-run the kernel with the largest share of kernel time (``kernels.top``) is named in the first line.
+run the kernel with the largest share of kernel time (``kernels.top``) is named in the first line, and
+the GPU-time mix by operator category (``gpu.mix``), saying when elementwise kernels and copies
+outweigh the GEMMs.
 """
 
 from __future__ import annotations
@@ -233,7 +235,22 @@ def _first_line(bound: str, p: Mapping[str, float] | None, facts: Mapping[str, F
     if mfu is not None and mfu.number is not None:
         line += f"; MFU {mfu.number:.0f}%"
         used.append(mfu.id)
-    return line
+    return line + _mix_text(facts, used)
+
+
+def _mix_text(facts: Mapping[str, Fact], used: list[str]) -> str:
+    """"; GPU time: 31% elementwise and copies, 23% GEMM, ..." (``gpu.mix``), saying when elementwise kernels and
+    copies outweigh the GEMMs: a compute-bound verdict must not read as "the matrix units are the limit" then."""
+    mix, gemm = facts.get("gpu.mix"), facts.get("gpu.gemm_share")
+    if mix is None or not mix.detail:
+        return ""
+    used.append(mix.id)
+    text = f"; GPU time: {mix.detail}"
+    if gemm is not None and mix.number is not None and gemm.number is not None and mix.number > gemm.number:
+        used.append(gemm.id)
+        text += (f" (elementwise kernels and copies outweigh the GEMMs: {mix.number:.0f}% against "
+                 f"{gemm.number:.0f}%)")
+    return text
 
 
 def _setup_line(facts: Mapping[str, Fact]) -> str:

@@ -17,7 +17,10 @@ Analysis' event index, so results can name an event and be written back into the
 CPU operators (``cpu_op``) land in ``op_*`` columns; the few arguments later analyses read
 are kept beside them in small dicts keyed by row: NCCL kernels' collective arguments,
 copies' bytes and bandwidth, the ``wait_on_*`` arguments of event syncs, the input shapes of
-the operators whose FLOPs can be counted (:data:`SHAPED_OPS`). ``gpu_user_annotation``
+the operators whose FLOPs can be counted (:data:`SHAPED_OPS`). Every operator's recorded
+arguments (:data:`SIG_ARGS`: shapes, types, strides, concrete inputs, Inductor's FLOPs) are kept
+once per distinct value (``sigs``, the row's id in ``op_sig``): a model repeats a few hundred
+shapes thousands of times. The allocator's ``[memory]`` instant events land in ``mem_*`` columns. ``gpu_user_annotation``
 spans, ``cuda_profiler_range`` events (CUPTI counters) and the ``ProfilerStep`` events
 themselves (for call stacks) are kept as short lists.
 """
@@ -52,6 +55,9 @@ _NCCL_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "In msg size
               "In split size", "Out split size", "Seq")
 _COPY_ARGS = ("bytes", "memory bandwidth (GB/s)")
 _OP_ARGS = ("Input Dims", "Input type", "Concrete Inputs")
+#: The recorded arguments the operation model reads (``analysis.ops``), kept once per distinct value.
+SIG_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs", "kernel_flop", "kernel_num_gb",
+            "kernel_backend", "kernel_name")
 
 
 class Names:
@@ -106,6 +112,17 @@ class Columns:
     op_name: array[int] = field(default_factory=lambda: array("i"))
     op_index: array[int] = field(default_factory=lambda: array("q"))
     op_args: dict[int, dict[str, Any]] = field(default_factory=dict)  # row -> input shapes (SHAPED_OPS only)
+    op_sig: array[int] = field(default_factory=lambda: array("i"))  # row -> its recorded arguments in sigs, -1: none
+    sigs: list[dict[str, Any]] = field(default_factory=list)  # each distinct (operator, recorded arguments) once
+    # "[memory]" instant events (the allocator's, with record_memory / profile_memory)
+    mem_ts: array[float] = field(default_factory=lambda: array("d"))
+    mem_thread: array[int] = field(default_factory=lambda: array("i"))
+    mem_bytes: array[int] = field(default_factory=lambda: array("q"))  # > 0 allocated, < 0 freed
+    mem_total: array[int] = field(default_factory=lambda: array("q"))  # "Total Allocated" after it, -1: absent
+    mem_reserved: array[int] = field(default_factory=lambda: array("q"))  # "Total Reserved" after it, -1: absent
+    mem_device: array[int] = field(default_factory=lambda: array("i"))  # Device Type * 1000 + Device Id
+    mem_addr: array[int] = field(default_factory=lambda: array("q"))
+    mem_index: array[int] = field(default_factory=lambda: array("q"))
     # record_function ranges (ProfilerStep#N excluded: those are steps)
     ann_thread: array[int] = field(default_factory=lambda: array("i"))
     ann_ts: array[float] = field(default_factory=lambda: array("d"))
@@ -140,6 +157,7 @@ class TraceCollector:
         # times are kept relative to the first one: at unix-epoch µs (1.6e15) a float64 step is
         # 0.25 µs, so ``ts + dur`` there would lose the sub-µs part that Kineto writes
         self.base: float | None = None
+        self._sig_ids: dict[tuple[int, str], int] = {}
 
     def _rel(self, ts: Any) -> float:
         if self.base is None:
@@ -161,6 +179,8 @@ class TraceCollector:
             self._metadata(ev)
             return
         if ph != "X":
+            if ph == "i" and self.keep_ops and ev.get("name") == "[memory]":
+                self._memory(ev, index)
             return
         cat = ev.get("cat")
         group = group_of(cat)
@@ -241,15 +261,48 @@ class TraceCollector:
                     nid = self.names.ids.get(name)
                     c.op_name.append(nid if nid is not None else self.names.id(name))
                     c.op_index.append(index)
-                    if name in SHAPED_OPS:
-                        args = ev.get("args")
-                        if isinstance(args, dict):
+                    args = ev.get("args")
+                    if isinstance(args, dict) and ("Input Dims" in args or "kernel_flop" in args):
+                        c.op_sig.append(self._sig(c.op_name[-1], args))
+                        if name in SHAPED_OPS:
                             c.op_args[len(c.op_index) - 1] = {k: args[k] for k in _OP_ARGS if k in args}
+                    else:
+                        c.op_sig.append(-1)
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise InputError(
                 self.path, f"traceEvents[{index}]",
                 f"numeric 'ts'/'dur' (µs) on a {ev.get('cat')!r} event ({type(exc).__name__}: {exc})",
             ) from None
+
+    def _sig(self, name_id: int, args: dict[str, Any]) -> int:
+        """The id of this operator's recorded arguments, each distinct value stored once (a model has few)."""
+        values = tuple(args.get(k) for k in SIG_ARGS)
+        key = (name_id, repr(values))  # lists do not hash; their repr is cheap and exact for JSON values
+        sid = self._sig_ids.get(key)
+        if sid is None:
+            sid = self._sig_ids[key] = len(self.columns.sigs)
+            self.columns.sigs.append({k: v for k, v in zip(SIG_ARGS, values, strict=True) if v is not None})
+        return sid
+
+    def _memory(self, ev: dict[str, Any], index: int) -> None:
+        """A ``[memory]`` event: bytes allocated (> 0) or freed (< 0), and the allocator's totals after it."""
+        args = ev.get("args")
+        if not isinstance(args, dict):
+            return
+        nbytes = args.get("Bytes")
+        if not isinstance(nbytes, int) or isinstance(nbytes, bool) or not isinstance(ev.get("ts"), (int, float)):
+            return
+        c = self.columns
+        c.mem_ts.append(float(self._rel(ev["ts"])))
+        c.mem_thread.append(self._lane(self.threads, (ev.get("pid"), ev.get("tid"))))
+        c.mem_bytes.append(nbytes)
+        for column, key in ((c.mem_total, "Total Allocated"), (c.mem_reserved, "Total Reserved"),
+                            (c.mem_addr, "Addr")):
+            v = args.get(key)
+            column.append(v if isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63 else -1)
+        dtype, did = args.get("Device Type"), args.get("Device Id")
+        c.mem_device.append((dtype if isinstance(dtype, int) else -1) * 1000 + (did if isinstance(did, int) else -1))
+        c.mem_index.append(index)
 
     def _sync(self, ev: dict[str, Any], index: int) -> None:
         """A ``cuda_sync`` event: GPU time on its stream, or host wait when it has none."""

@@ -200,7 +200,7 @@ class Keep:
             rt_index=_sel(d.rt_index, self.rt),
             op_thread=_sel(d.op_thread, self.op), op_ts=_sel(d.op_ts, self.op), op_dur=_sel(d.op_dur, self.op),
             op_end=_sel(d.op_end, self.op), op_name=_sel(d.op_name, self.op), op_index=_sel(d.op_index, self.op),
-            op_args=_remap(d.op_args, self.op),
+            op_args=_remap(d.op_args, self.op), op_sig=_sel(d.op_sig, self.op),
             ann_thread=d.ann_thread[self.ann], ann_ts=d.ann_ts[self.ann], ann_end=d.ann_end[self.ann],
             ann_name=d.ann_name[self.ann], ann_index=_sel(d.ann_index, self.ann),
             hsync_ts=_sel(d.hsync_ts, self.hsync), hsync_dur=_sel(d.hsync_dur, self.hsync),
@@ -208,7 +208,20 @@ class Keep:
             hsync_index=_sel(d.hsync_index, self.hsync), hsync_device=_sel(d.hsync_device, self.hsync),
             hsync_args=_remap(d.hsync_args, self.hsync),
             step_events=kept_steps, steps=[s for s in d.steps if s in step_keys],
+            **_memory_kept(d, self.op),
         )
+
+
+def _memory_kept(d: RankData, op: Any) -> dict[str, Any]:
+    """The ``[memory]`` events inside the span of the operators kept (they belong to no other table)."""
+    if d.mem_ts is None or not len(d.mem_ts):
+        return {}
+    if d.op_ts is None or not len(d.op_ts) or not op.any():
+        keep = np.zeros(len(d.mem_ts), bool)
+    else:
+        keep = (d.mem_ts >= d.op_ts[op].min()) & (d.mem_ts <= d.op_end[op].max())
+    return {k: getattr(d, k)[keep] for k in ("mem_ts", "mem_thread", "mem_bytes", "mem_total", "mem_reserved",
+                                             "mem_device", "mem_addr", "mem_index")}
 
 
 def _us(t: float) -> str:

@@ -42,6 +42,8 @@ class RankData:
     ``i``; ``base_us`` the trace time that relative times count from (absolute = relative +
     base); ``step_events``, ``gpu_annotations`` and ``counters`` are short lists (``collect``);
     ``context`` the trace's description of the run (GPU model, world size...: ``kineto.context``).
+    ``op_sig`` / ``sigs``: each operator's recorded arguments, stored once per distinct value;
+    ``mem_*``: the allocator's ``[memory]`` events (the operation model: ``analysis.ops``).
     """
 
     rank: int | None
@@ -95,6 +97,16 @@ class RankData:
     gpu_annotations: list[tuple[float, float, int, tuple[Any, Any], int]] = field(default_factory=list)
     counters: list[tuple[float, float, int, int, dict[str, float]]] = field(default_factory=list)
     context: dict[str, Any] = field(default_factory=dict)  # the trace's own description (kineto.context)
+    op_sig: Any = None  # each operator row's recorded arguments: an index into ``sigs``, -1 when none
+    sigs: list[dict[str, Any]] = field(default_factory=list)
+    mem_ts: Any = None  # the allocator's "[memory]" events (``collect``), times relative like the rest
+    mem_thread: Any = None
+    mem_bytes: Any = None
+    mem_total: Any = None
+    mem_reserved: Any = None
+    mem_device: Any = None
+    mem_addr: Any = None
+    mem_index: Any = None
 
     @property
     def stream_count(self) -> int:
@@ -153,6 +165,10 @@ def build(col: TraceCollector, rank: int | None) -> RankData:
         hsync_corr=_np(c.hsync_corr), hsync_index=_np(c.hsync_index), hsync_device=_np(c.hsync_device),
         hsync_args=dict(c.hsync_args), threads=list(col.threads), step_events=list(c.step_events),
         gpu_annotations=list(c.gpu_annotations), counters=list(c.counters),
+        op_sig=_np(c.op_sig) if len(c.op_sig) == len(c.op_ts) else np.full(len(c.op_ts), -1, np.int32),
+        sigs=list(c.sigs), mem_ts=_np(c.mem_ts), mem_thread=_np(c.mem_thread), mem_bytes=_np(c.mem_bytes),
+        mem_total=_np(c.mem_total), mem_reserved=_np(c.mem_reserved), mem_device=_np(c.mem_device),
+        mem_addr=_np(c.mem_addr), mem_index=_np(c.mem_index),
     )
 
 

@@ -111,6 +111,13 @@ ANALYSES: tuple[KinetoAnalysisSpec, ...] = (
         "beyond HTA (no setup analysis there); diagnosis/CASES.md principle 1",
         ("setup", "setup_kinds")),
     KinetoAnalysisSpec(
+        "ops", "my_utils.profiling.analysis.ops.tables:ops_tables",
+        "operations against the roofline: GPU time by category, operator and argument shapes, FLOPs and bytes per "
+        "call, percent of the roof; memory per operator",
+        "beyond HTA (no operation model there); TraceLens's perf model answers the same question (ops.flops, "
+        "ops.norms, ops.traffic cite each formula)",
+        ("op_categories", "op_operators", "op_shapes", "op_coverage", "op_memory", "memory_peaks")),
+    KinetoAnalysisSpec(
         "idle_explained", f"{_K}.idle_explained:idle_explained_tables",
         "idle explained: the CPU operator running during each host-wait gap of the compute stream",
         "beyond HTA (its idle breakdown gives the cause, not the host operator)",

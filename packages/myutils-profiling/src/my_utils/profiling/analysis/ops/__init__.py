@@ -1,0 +1,32 @@
+"""The operation model: FLOPs and bytes per operator and shape, breakdowns down to argument shapes, the roofline,
+an operation-matched diff, per-operation memory and replay scripts (issue 38).
+
+``op_cost(name, args)`` models one call (``cost``, ``flops``, ``norms``, ``traffic``); ``ops_tables``
+is the registered Kineto analysis (``ops``) giving every table of a rank; ``op_frames`` and
+``roofline_figure`` give them as DataFrames and a plotly figure; ``write_tables`` writes CSV and
+an Excel workbook; ``replay_script`` writes a standalone script that re-runs one operation.
+Light to import: names resolve on first access.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from my_utils.core.lazy import lazy_exports
+
+_EXPORTS: dict[str, str] = {
+    "Cost": "my_utils.profiling.analysis.ops.cost",
+    "op_cost": "my_utils.profiling.analysis.ops.cost",
+    "OpArgs": "my_utils.profiling.analysis.ops.args",
+    "ops_tables": "my_utils.profiling.analysis.ops.tables",
+}
+
+__all__ = list(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from my_utils.profiling.analysis.ops.args import OpArgs as OpArgs
+    from my_utils.profiling.analysis.ops.cost import Cost as Cost
+    from my_utils.profiling.analysis.ops.cost import op_cost as op_cost
+    from my_utils.profiling.analysis.ops.tables import ops_tables as ops_tables

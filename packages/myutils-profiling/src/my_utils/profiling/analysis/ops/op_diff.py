@@ -1,0 +1,260 @@
+"""A diff that matches operations, not kernel names: operator + argument shapes + call stack, then looser keys.
+
+Across GPU models or vendors the kernels of one operation have different names (``sm80_…`` against
+``volta_…``, CUDA against ROCm), so a kernel-name diff pairs little of the work. The CPU dispatch
+is the same on both sides: each GPU activity is tied to the operator that launched it
+(``ops.attribution``), and each side becomes, per (operator, recorded shapes and types, call
+stack), the GPU time per step, the calls per step and the roofline time of the modelled cost
+(``ops.cost``, ``ops.roofline``). The call stack is the names of the operators and annotations
+above the operator, ``ProfilerStep#N`` left out.
+
+Pairing goes down a ladder of keys, each level pairing what the previous ones left:
+operator + shapes + stack, operator + stack (the same code at another batch size), operator +
+shapes, operator alone. Kernels replayed from CUDA graphs have no operator on either side: they
+pair by category only, and the note says so. ``paired_pct`` is the share of the base's GPU time
+paired; ``name_paired_pct`` the share a kernel-name match would pair, for comparison. Within
+one GPU model kernel names still pair (``kernel_fallback``): the result says which key paired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from my_utils.profiling.analysis.kineto.call_stacks import ANNOTATION, OP
+from my_utils.profiling.analysis.kineto.rank_data import RankData
+from my_utils.profiling.analysis.ops.args import OpArgs
+from my_utils.profiling.analysis.ops.attribution import attribute
+from my_utils.profiling.analysis.ops.breakdown import inductor_cost
+from my_utils.profiling.analysis.ops.categories import CATEGORIES
+from my_utils.profiling.analysis.ops.cost import op_cost
+from my_utils.profiling.analysis.ops.roofline import ceiling
+
+LEVELS = ("operator, shapes and stack", "operator and stack", "operator and shapes", "operator")
+TOP_ROWS = 40
+GRAPH = "(CUDA graph replay)"
+
+
+@dataclass
+class OpProfile:
+    """One trace's GPU work per operation key, small and picklable (what a worker sends back).
+
+    ``ops``: (operator, shapes text, stack text) → [GPU µs, calls, roofline µs or -1 when not modelled];
+    ``kernels``: kernel name → GPU µs; ``steps``: profiled steps (1 without any).
+    """
+
+    gpu: str
+    steps: int
+    total_us: float
+    ops: dict[tuple[str, str, str], list[float]] = field(default_factory=dict)
+    kernels: dict[str, float] = field(default_factory=dict)
+
+
+def _stacks_text(d: RankData, a: Any) -> dict[int, str]:
+    """The call stack (operator and annotation names, top first, steps left out) above each operator row used."""
+    s = a.stacks
+    memo: dict[int, str] = {-1: ""}
+    kinds = s.kind
+    out: dict[int, str] = {}
+    for op in np.unique(a.op[a.op >= 0]).tolist():
+        chain = []
+        row = int(s.parent[op])
+        while row not in memo:
+            chain.append(row)
+            row = int(s.parent[row])
+        text = memo[row]
+        for r in reversed(chain):
+            if kinds[r] in (OP, ANNOTATION):
+                name = d.names[int(s.name[r])]
+                text = f"{text} > {name}" if text else name
+            memo[r] = text
+        out[op] = text
+    return out
+
+
+def profile(d: RankData) -> OpProfile:
+    """The :class:`OpProfile` of one rank's data."""
+    steps = max(len({s[2] for s in d.step_events}), 1)
+    if not len(d.gpu_ts):
+        return OpProfile(str(d.context.get("gpu") or ""), steps, 0.0)
+    a = attribute(d)
+    gpu = str(d.context.get("gpu") or "")
+    prof = OpProfile(gpu, steps, a.total_us)
+    names = d.gpu_name[a.rows]
+    per_kernel = np.bincount(names.astype(np.int64), weights=a.dur)
+    for k in np.flatnonzero(per_kernel).tolist():
+        prof.kernels[d.names[k]] = float(per_kernel[k])
+    stacks = _stacks_text(d, a)
+    costs: dict[tuple[int, int], Any] = {}
+    calls_seen: set[int] = set()
+    for i in range(len(a.rows)):
+        op = int(a.op[i])
+        us = float(a.dur[i])
+        if op < 0:
+            key = (GRAPH if a.graph[i] else "(no operator)", CATEGORIES[int(a.category[i])], "")
+            roof_us = -1.0
+        else:
+            nid = int(d.op_name[op])
+            sid = int(d.op_sig[op]) if d.op_sig is not None else -1
+            raw = d.sigs[sid] if sid >= 0 else {}
+            key = (d.names[nid], f"{raw.get('Input Dims', '')} {raw.get('Input type', '')}" if raw else "",
+                   stacks.get(op, ""))
+            if (nid, sid) not in costs:
+                args = OpArgs.from_args(raw) if raw else None
+                costs[(nid, sid)] = (inductor_cost(args, d.names[nid]) or op_cost(d.names[nid], args)) if args else None
+            cost = costs[(nid, sid)]
+            roof_us = -1.0
+            if cost is not None and op not in calls_seen:
+                roof = ceiling(gpu, cost.dtype, cost.matrix)
+                if not roof.missing and roof.flops and roof.bandwidth:
+                    roof_us = 1e6 * max(cost.flops_low / roof.flops, cost.bytes_low / roof.bandwidth)
+        entry = prof.ops.setdefault(key, [0.0, 0.0, 0.0])
+        entry[0] += us
+        if op >= 0 and op not in calls_seen:
+            calls_seen.add(op)
+            entry[1] += 1
+            entry[2] = entry[2] + roof_us if roof_us >= 0 and entry[2] >= 0 else -1.0
+        elif op < 0:
+            entry[1] += 1
+            entry[2] = -1.0
+    return prof
+
+
+class OpsPass:
+    """A ``providers.kineto.read_trace`` pass: the trace's operators and GPU work → its :class:`OpProfile`."""
+
+    def __init__(self, path: Path) -> None:
+        from my_utils.profiling.analysis.kineto.run import KinetoPass
+
+        self.inner = KinetoPass(path, keep_ops=True)
+        self.add = self.inner.add
+
+    def finish(self, metadata: Any, event_count: int, rank: int | None) -> OpProfile:
+        """The profile of the trace read."""
+        from my_utils.profiling.analysis.kineto import call_stacks
+
+        d, _source, _host = self.inner.columns(metadata, rank)
+        try:
+            return profile(d)
+        finally:
+            call_stacks.forget()
+
+
+@dataclass(frozen=True)
+class OpPair:
+    """One paired (or unpaired) operation: per-step GPU time and percent of the roofline on each side."""
+
+    operator: str
+    shapes: str
+    stack: str
+    level: str
+    base_us: float | None
+    target_us: float | None
+    base_calls: float | None
+    target_calls: float | None
+    base_roofline_pct: float | None
+    target_roofline_pct: float | None
+
+    @property
+    def delta_us(self) -> float:
+        """Target minus base, µs per step (a missing side counts 0)."""
+        return (self.target_us or 0.0) - (self.base_us or 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of this row."""
+        return {"operator": self.operator, "shapes": self.shapes, "stack": self.stack, "level": self.level,
+                "base_us_per_step": self.base_us, "target_us_per_step": self.target_us, "delta_us": self.delta_us,
+                "base_calls_per_step": self.base_calls, "target_calls_per_step": self.target_calls,
+                "base_roofline_pct": self.base_roofline_pct, "target_roofline_pct": self.target_roofline_pct}
+
+
+@dataclass(frozen=True)
+class OpDiff:
+    """The operation-matched diff of two sides (module docstring)."""
+
+    paired_pct: float
+    name_paired_pct: float
+    by_level: dict[str, float]
+    rows: tuple[OpPair, ...]
+    notes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``operations`` section of a diff's JSON."""
+        return {"paired_pct": self.paired_pct, "name_paired_pct": self.name_paired_pct,
+                "paired_pct_by_level": dict(self.by_level), "rows": [r.to_dict() for r in self.rows],
+                "notes": list(self.notes)}
+
+
+def merge(profiles: Sequence[OpProfile]) -> OpProfile:
+    """One side's ranks as one profile: times per rank (summed over ranks, divided by their number) and per step."""
+    n = max(len(profiles), 1)
+    out = OpProfile(" / ".join(sorted({p.gpu for p in profiles if p.gpu})), 1, 0.0)
+    for p in profiles:
+        out.total_us += p.total_us / p.steps / n
+        for k, (us, calls, roof) in p.ops.items():
+            e = out.ops.setdefault(k, [0.0, 0.0, 0.0])
+            e[0] += us / p.steps / n
+            e[1] += calls / p.steps / n
+            e[2] = e[2] + roof / p.steps / n if roof >= 0 and e[2] >= 0 else -1.0
+        for name, us in p.kernels.items():
+            out.kernels[name] = out.kernels.get(name, 0.0) + us / p.steps / n
+    return out
+
+
+def _level_key(key: tuple[str, str, str], level: int) -> tuple[str, ...]:
+    op, shapes, stack = key
+    return ((op, shapes, stack), (op, stack), (op, shapes), (op,))[level]
+
+
+def op_diff(base: Sequence[OpProfile], target: Sequence[OpProfile], top: int = TOP_ROWS) -> OpDiff:
+    """Pair the operations of ``base`` and ``target`` (per-rank profiles of each side) down the ladder of keys."""
+    a, b = merge(base), merge(target)
+    left_a, left_b = dict(a.ops), dict(b.ops)
+    pairs: list[OpPair] = []
+    by_level: dict[str, float] = {}
+    for level, label in enumerate(LEVELS):
+        groups_a: dict[tuple[str, ...], list[tuple[str, str, str]]] = {}
+        groups_b: dict[tuple[str, ...], list[tuple[str, str, str]]] = {}
+        for k in left_a:
+            groups_a.setdefault(_level_key(k, level), []).append(k)
+        for k in left_b:
+            groups_b.setdefault(_level_key(k, level), []).append(k)
+        paired = 0.0
+        for lk in groups_a.keys() & groups_b.keys():
+            ea = [left_a.pop(k) for k in groups_a[lk]]
+            eb = [left_b.pop(k) for k in groups_b[lk]]
+            paired += sum(e[0] for e in ea)
+            first = groups_a[lk][0]
+            pairs.append(OpPair(first[0], lk[1] if level in (0, 2) else "", lk[-1] if level in (0, 1) else "", label,
+                                sum(e[0] for e in ea), sum(e[0] for e in eb), sum(e[1] for e in ea),
+                                sum(e[1] for e in eb), _roof_pct(ea), _roof_pct(eb)))
+        by_level[label] = 100.0 * paired / a.total_us if a.total_us else 0.0
+    for side, left in (("base", left_a), ("target", left_b)):
+        for k, e in left.items():
+            pairs.append(OpPair(k[0], k[1], k[2], f"{side} only", e[0] if side == "base" else None,
+                                e[0] if side == "target" else None, e[1] if side == "base" else None,
+                                e[1] if side == "target" else None, _roof_pct([e]) if side == "base" else None,
+                                _roof_pct([e]) if side == "target" else None))
+    paired_pct = sum(by_level.values())
+    name_total = sum(a.kernels.values())
+    name_paired = sum(us for k, us in a.kernels.items() if k in b.kernels)
+    notes = [f"GPU time per step per rank; the base's {a.total_us / 1e3:,.2f} ms per step is the denominator"]
+    if any(k[0] == GRAPH for k in a.ops):
+        notes.append("kernels replayed from CUDA graphs have no operator in either trace: they pair by category only")
+    if a.gpu and b.gpu and a.gpu != b.gpu:
+        notes.append(f"different GPUs ({a.gpu} → {b.gpu}): kernel names are not compared, operations are")
+    pairs.sort(key=lambda p: -abs(p.delta_us))
+    return OpDiff(paired_pct, 100.0 * name_paired / name_total if name_total else 0.0, by_level, tuple(pairs[:top]),
+                  tuple(notes))
+
+
+def _roof_pct(entries: list[list[float]]) -> float | None:
+    """Percent of the roofline of paired entries: their roofline time over their GPU time, when all are modelled."""
+    us = sum(e[0] for e in entries)
+    if us <= 0 or any(e[2] < 0 for e in entries):
+        return None
+    return 100.0 * sum(e[2] for e in entries) / us
