@@ -152,6 +152,7 @@ class DiffResult:
     sampling: str = "per step"  # what one sample of a name is, for the pages
     summary_rows: tuple[GpuRow, ...] = ()  # the before -> after table when there is no GPU timeline (ncu)
     headline_text: str = ""  # a headline built by the tool's own diff (ncu), else the one of ``diff_headline``
+    operations: Any = None  # the operation-matched diff (``ops.op_diff.OpDiff``) of two traces' operators
 
     @property
     def significant(self) -> list[OpChange]:
@@ -282,7 +283,8 @@ class DiffResult:
             "summary": {"names": len(self.changes), "significant": len(self.significant),
                         "measured": sum(1 for c in self.changes if c.measured), "folded": len(folded), **counts},
             "changes": [{**c.to_dict(), "folded_into": folded.get(c.name)} for c in self.changes],
-            "kineto": [dict(k) for k in self.kineto]}
+            "kineto": [dict(k) for k in self.kineto],
+            "operations": None if self.operations is None else self.operations.to_dict()}
         if fail_on_regression is not None:
             gate = self.gate(fail_on_regression)
             out["gate"] = {"threshold_pct": fail_on_regression, "passed": gate.passed,

@@ -84,6 +84,13 @@ def render_markdown(result: DiffResult, fail_on_regression: float | None = None)
         left = top + nested - len(shown)
         if left > 0:
             lines += ["", f"…and {left} more in the JSON output."]
+    if result.operations is not None:  # the operation-matched diff (analysis.ops.op_diff)
+        from my_utils.profiling.reports import ops_diff_rows
+
+        lines += ["", f"**{ops_diff_rows.TITLE}:** {md_text(ops_diff_rows.summary_line(result.operations), 1200)}", "",
+                  "| " + " | ".join(ops_diff_rows.HEADERS) + " |", "|---|---|---|---:|---:|---:|---:|---:|"]
+        lines += ["| " + " | ".join(md_text(c, 160) for c in row) + " |"
+                  for row in ops_diff_rows.table_rows(result.operations, MARKDOWN_ROWS)]
     if result.kineto:  # figures of the Kineto analyses that changed (critical path, MFU, queues, collectives...)
         lines += ["", "| Kineto table | key | figure | base | target | Δ % |", "|---|---|---|---:|---:|---:|"]
         for k in result.kineto[:MARKDOWN_ROWS]:

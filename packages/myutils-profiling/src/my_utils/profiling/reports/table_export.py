@@ -31,7 +31,7 @@ def _records(table: Any) -> tuple[list[str], list[Mapping[str, Any]]]:
     """(columns, rows) of a list of dicts or a DataFrame."""
     if hasattr(table, "to_dict") and hasattr(table, "columns"):
         return [str(c) for c in table.columns], table.to_dict("records")
-    rows = [dict(r) for r in table]
+    rows: list[Mapping[str, Any]] = [dict(r) for r in table]
     cols: dict[str, None] = {}
     for r in rows:
         cols.update(dict.fromkeys(r))

@@ -36,7 +36,7 @@ from my_utils.profiling.analysis.ops.args import OpArgs
 from my_utils.profiling.analysis.ops.attribution import Attribution, attribute, graph_note
 from my_utils.profiling.analysis.ops.categories import CATEGORIES, LABELS, operator_category
 from my_utils.profiling.analysis.ops.cost import Cost, op_cost
-from my_utils.profiling.analysis.ops.roofline import ceiling, judge
+from my_utils.profiling.analysis.ops.roofline import HOST_COPY, HOST_LINK, ceiling, judge
 
 #: ``op_shapes`` keeps the rows with the most GPU time (the JSON report holds them all up to this).
 TOP_SHAPES = 300
@@ -249,7 +249,7 @@ def _shapes(d: RankData, a: Attribution, total: float, top: int) -> tuple[list[S
     members = np.argsort(back, kind="stable")  # each key's kernels are one slice of this
     starts = np.searchsorted(back[members], np.arange(len(keys) + 1))
     gpu = str(d.context.get("gpu") or "")
-    rows = []
+    rows: list[ShapeRow] = []
     modelled_us = triton_us = triton_flops_us = 0.0
     for kidx in np.argsort(-per_key_us, kind="stable").tolist():
         nid, sid = (int(x) for x in keys[kidx])
@@ -270,34 +270,31 @@ def _shapes(d: RankData, a: Attribution, total: float, top: int) -> tuple[list[S
             modelled_us += gpu_us
         if len(rows) >= top:
             continue
+        under_names = [d.names[k] for k in np.unique(kernels[mine]).tolist()]
         tensor_core = cost is not None and cost.matrix and cost.dtype == "fp32" and any(
-            TENSOR_CORE.search(d.names[k]) for k in np.unique(kernels[mine]).tolist())
+            TENSOR_CORE.search(n) for n in under_names)
+        host = any(HOST_COPY.match(n) for n in under_names)
         example = int(d.op_index[int(ops[mine][int(np.argmax(durs[mine]))])])
-        rows.append(_shape_row(d, opname, raw, args, cost, calls, gpu_us, total, gpu, tensor_core, example))
+        rows.append(_shape_row(d, opname, raw, args, cost, calls, gpu_us, total, gpu, tensor_core, host, example))
     return rows, modelled_us, triton_us, triton_flops_us
 
 
 def _shape_row(d: RankData, opname: str, raw: dict[str, Any], args: OpArgs | None, cost: Cost | None, calls: int,
-               gpu_us: float, total: float, gpu: str, tensor_core: bool, example: int) -> ShapeRow:
+               gpu_us: float, total: float, gpu: str, tensor_core: bool, host: bool, example: int) -> ShapeRow:
     category = operator_category(opname) or (cost.family if cost is not None and cost.family in CATEGORIES
                                              else "other")
-    base = dict(rank=d.rank, operator=opname, category=category, input_dims=_text(raw.get("Input Dims")),
-                input_types=_text(raw.get("Input type")), input_strides=_text(raw.get("Input Strides")),
-                concrete_inputs=_text(raw.get("Concrete Inputs")), calls=calls, gpu_us=gpu_us,
-                us_per_call=gpu_us / calls if calls else 0.0, pct=pct(gpu_us, total), replay=replay_readiness(args),
-                example_index=example)
     if cost is None:
         why = "no shapes recorded" if args is None or not args.dims else "no model for this operator or these shapes"
-        return ShapeRow(**base, flops_low=None, flops_high=None, bytes_low=None, bytes_high=None, intensity_low=None,
-                        intensity_high=None, tflops=None, gbps=None, bound="", roofline_pct_low=None,
-                        roofline_pct_high=None, roof="", peak_tflops=None, bandwidth_gbps=None, formula="",
-                        not_measured=why)
-    roof = ceiling(gpu, cost.dtype, cost.matrix, tensor_core)
+        return ShapeRow(d.rank, opname, category, _text(raw.get("Input Dims")), _text(raw.get("Input type")),
+                        _text(raw.get("Input Strides")), _text(raw.get("Concrete Inputs")), calls, gpu_us,
+                        gpu_us / calls if calls else 0.0, pct(gpu_us, total), None, None, None, None, None, None, None,
+                        None, "", None, None, "", None, None, "", why, replay_readiness(args), example)
+    roof = HOST_LINK if host else ceiling(gpu, cost.dtype, cost.matrix, tensor_core)
     j = judge(cost, calls, gpu_us, roof)
-    return ShapeRow(**base, flops_low=cost.flops_low, flops_high=cost.flops_high, bytes_low=cost.bytes_low,
-                    bytes_high=cost.bytes_high, intensity_low=j.intensity_low, intensity_high=j.intensity_high,
-                    tflops=j.tflops, gbps=j.gbps, bound=j.bound, roofline_pct_low=j.roofline_pct_low,
-                    roofline_pct_high=j.roofline_pct_high, roof=roof.label,
-                    peak_tflops=roof.flops / 1e12 if roof.flops else None,
-                    bandwidth_gbps=roof.bandwidth / 1e9 if roof.bandwidth else None, formula=cost.formula,
-                    not_measured=j.not_measured)
+    return ShapeRow(d.rank, opname, category, _text(raw.get("Input Dims")), _text(raw.get("Input type")),
+                    _text(raw.get("Input Strides")), _text(raw.get("Concrete Inputs")), calls, gpu_us,
+                    gpu_us / calls if calls else 0.0, pct(gpu_us, total), cost.flops_low, cost.flops_high,
+                    cost.bytes_low, cost.bytes_high, j.intensity_low, j.intensity_high, j.tflops, j.gbps, j.bound,
+                    j.roofline_pct_low, j.roofline_pct_high, roof.label,
+                    roof.flops / 1e12 if roof.flops else None, roof.bandwidth / 1e9 if roof.bandwidth else None,
+                    cost.formula, j.not_measured, replay_readiness(args), example)

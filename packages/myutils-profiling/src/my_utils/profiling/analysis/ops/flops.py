@@ -336,6 +336,8 @@ def attention_model(name: str) -> Callable[[OpArgs], Cost | None]:
         if q is None or k is None or v is None:
             return None
         varlen = len(q) == 3 and cum_at >= 0 and a.shape(cum_at) is not None
+        pairs_low: float
+        pairs_high: float
         if varlen:  # packed: T×H×E with cumulative sequence lengths
             batch = max(numel(a.shape(cum_at) or (2,)) - 1, 1)
             heads, e, ev = q[1], q[2], v[2]

@@ -11,13 +11,15 @@ Ceilings come from the one hardware table (``hardware.table``): the dense peak f
 dtype when it runs on matrix units (an fp32 product whose kernels are tensor-core kernels ran in
 TF32, as ``kineto.mfu`` decides), the fp32 vector peak for everything else (the table has no
 vector rates for narrower types, and such work is almost always memory-bound), and the device
-memory bandwidth. A GPU the table lacks gives no ceiling: the throughput is still stated, the
-percent is "not measured" with the reason.
+memory bandwidth. A GPU the table lacks gives no ceiling, nor does a copy to or from the host
+(:data:`HOST_COPY`: its roof is a link the trace does not name): the throughput is still stated,
+the percent is "not measured" with the reason.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 from my_utils.profiling.analysis.ops.cost import Cost
@@ -51,6 +53,12 @@ def ceiling(gpu: str, dtype: str, matrix: bool, tensor_core: bool = False) -> Ce
     label = f"{model}: {use} {'' if peak is None else f'{peak.value / 1e12:g} TFLOP/s'}" + \
         ("" if bw is None else f", {bw.value / 1e9:g} GB/s")
     return Ceiling(None if peak is None else peak.value, None if bw is None else bw.value, label, missing)
+
+
+#: Copies that cross the host link, not device memory: their roof is the link, which the trace does not name.
+HOST_COPY = re.compile(r"^Memcpy (?:HtoD|DtoH|HtoH|PtoP)")
+HOST_LINK = Ceiling(None, None, "", "a copy between host and device (or devices): its roof is the link (PCIe, NVLink), "
+                                    "which the trace does not name")
 
 
 @dataclass(frozen=True)

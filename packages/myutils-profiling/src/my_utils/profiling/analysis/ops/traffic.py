@@ -135,7 +135,8 @@ def reduction(name: str) -> Callable[[OpArgs], Cost | None]:
             return None
         n, s = numel(x), a.itemsize(0) or 0
         dims = a.ints(dim_at) if len(a) > 2 or base in ("amax", "amin", "logsumexp") else []
-        if dims is None and a.text(dim_at) is not None and a.text(dim_at).strip() in ("[]", "None"):
+        text = a.text(dim_at)
+        if dims is None and text is not None and text.strip() in ("[]", "None"):
             dims = []
         if dims is None:
             out_low, out_high = 1, n
@@ -170,8 +171,8 @@ def to_copy(a: OpArgs) -> Cost | None:
     if x is None:
         return None
     n, s = numel(x), a.itemsize(0) or 0
-    code = (a.ints(1) or [None])[0] if len(a) > 1 else None
-    out = SCALAR_TYPE_BYTES.get(code, s) if code is not None else s
+    codes = a.ints(1) if len(a) > 1 else None
+    out = SCALAR_TYPE_BYTES.get(codes[0], s) if codes else s
     return Cost(0.0, 0.0, float(n * (s + out)), float(n * (s + out)), a.dtype(0) or "", False, "copy",
                 f"{n} elements read and written")
 
