@@ -85,7 +85,7 @@ def test_mfu_not_measured_without_shapes(real_fixtures: Any) -> None:
     ("aten::_scaled_dot_product_flash_attention", {"Input Dims": [[2, 4, 16, 8], [2, 4, 16, 8], [2, 4, 16, 8]],
                                                    "Input type": ["c10::BFloat16"] * 3,
                                                    "Concrete Inputs": ["", "", "", "0.", "True"]},
-     (4.0 * 2 * 4 * 16 * 16 * 8 / 2, "bf16")),
+     (4.0 * 2 * 4 * 8 * (16 * 17 / 2), "bf16")),  # causal: the 16·17/2 query–key pairs a causal mask keeps
     ("aten::mm", {"Input Dims": [[2, 3], [3, 4]], "Input type": ["c10::ComplexFloat"] * 2}, None),
 ])
 def test_flops_of_one_call(name: str, args: dict[str, Any], expected: Any) -> None:

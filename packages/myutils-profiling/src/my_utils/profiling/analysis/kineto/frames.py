@@ -34,7 +34,8 @@ capture_us, setup_us, setup_pct, gpu_span_us, gpu_idle_us, setup_idle_us, steps,
 ``setup_kinds`` rank, kind, events, us, longest, longest_us · ``collective_wait`` rank, host, step, collectives,
 comm_us, wait_us, working_us, waited_for, waited_for_us, last_count, mean_lateness_us · ``collective_wait_regions``
 rank, host, region, collectives, comm_us, wait_us, working_us, waited_for · ``host_arrivals`` host,
-ranks, collectives, mean_lag_us, mean_spread_us, straggler.
+ranks, collectives, mean_lag_us, mean_spread_us, straggler · ``op_categories``, ``op_operators``, ``op_shapes``,
+``op_coverage``, ``op_memory``, ``memory_peaks``: the operation model (``analysis.ops``, its modules say each column).
 
 Times are µs (``_us``), bandwidths GB/s (10⁹ B/s), shares % (``_pct``); ``ts_us`` counts from the
 trace's first event. Each module of ``my_utils.profiling.analysis.kineto`` documents its tables' meaning.
@@ -108,6 +109,11 @@ def columns(table: str) -> dict[str, str]:
         "collective_wait_regions": arrivals.RegionWaitRow,
         "host_arrivals": arrivals.HostArrivalRow,
     }
+    from my_utils.profiling.analysis.ops import breakdown, op_memory
+
+    rows.update({"op_categories": breakdown.CategoryRow, "op_operators": breakdown.OperatorRow,
+                 "op_shapes": breakdown.ShapeRow, "op_coverage": breakdown.CoverageRow,
+                 "op_memory": op_memory.OpMemoryRow, "memory_peaks": op_memory.MemoryPeakRow})
     cls = rows.get(table)
     if cls is None:
         return {}

@@ -7,7 +7,9 @@ Dims`` / ``Input type``), for the operators whose FLOPs the shapes fix, each cou
 level that calls the kernels: ``aten::mm`` 2·M·K·N, ``aten::addmm`` 2·M·K·N, ``aten::bmm`` and
 ``aten::baddbmm`` 2·B·M·K·N, ``aten::convolution`` 2·N·O·(C/groups)·kh·kw·H'·W' (the output size
 needs the stride/padding/dilation of ``Concrete Inputs``, written by newer torch), and the flash /
-efficient attention kernels 4·B·H·L·S·D (halved when ``is_causal`` is set). Other operators are
+efficient attention kernels as ``ops.flops`` counts them (4·B·H·L·S·D, the causal pairs only when
+``is_causal`` is set), and Triton launches with the FLOPs Inductor recorded for them
+(``kernel_flop``, written with ``torch._inductor.config.benchmark_kernel``). Other operators are
 not counted and are listed (``uncounted``); ``coverage_pct`` is the share of computation-kernel
 time launched under counted operators, so a reader sees how much of the GPU's work the figure
 covers. The dtype is the first tensor input's (``float`` → fp32, ``c10::Half`` → fp16,
@@ -132,12 +134,36 @@ def op_flops(name: str, args: dict[str, Any]) -> tuple[float, str] | None:
         out = [(x[2 + i] + 2 * pad[i] - dil[i] * (w[2 + i] - 1) - 1) // st[i] + 1 for i in range(spatial)]
         g = groups[0] if groups else 1
         return 2.0 * x[0] * w[0] * (x[1] // g) * math.prod(w[2:]) * math.prod(out), dtype
-    if name in ATTENTION and len(shapes) >= 2 and shapes[0] and shapes[1] and len(shapes[0]) == 4:
-        b, h, length, dim = shapes[0]
-        keys = shapes[1][2]
-        flops = 4.0 * b * h * length * keys * dim
-        return (flops / 2 if _flag(args, 4 if "flash" in name else 5) else flops), dtype
+    if name in ATTENTION:  # the operation model knows each variant's layout and causal argument (ops.flops)
+        from my_utils.profiling.analysis.ops.args import OpArgs
+        from my_utils.profiling.analysis.ops.cost import op_cost
+
+        cost = op_cost(name, OpArgs.from_args(args))
+        return (cost.flops_low, dtype) if cost is not None else None
     return None
+
+
+def inductor_rows(d: RankData, in_window: Any) -> dict[int, tuple[str, str, float]]:
+    """Triton launches whose record carries Inductor's FLOPs (``kernel_flop``): row → (name, dtype, FLOPs).
+
+    The dtype is the first tensor input's (Inductor records the launch's tensors); a launch
+    without a known dtype is left out (its peak would be a guess).
+    """
+    out: dict[int, tuple[str, str, float]] = {}
+    if d.op_sig is None or not d.sigs:
+        return out
+    flop_sigs = {i: s for i, s in enumerate(d.sigs) if isinstance(s.get("kernel_flop"), (int, float))
+                 and s["kernel_flop"] > 0}
+    if not flop_sigs:
+        return out
+    for row in np.flatnonzero(np.isin(d.op_sig, list(flop_sigs))).tolist():
+        if not in_window[row]:
+            continue
+        sig = flop_sigs[int(d.op_sig[row])]
+        dtype = next((DTYPES[t] for t in sig.get("Input type") or [] if t in DTYPES), None)
+        if dtype is not None:
+            out[row] = (d.names[int(d.op_name[row])], dtype, float(sig["kernel_flop"]))
+    return out
 
 
 def _window(d: RankData) -> tuple[float, str, Any]:
@@ -178,6 +204,7 @@ def mfu_tables(d: RankData) -> Tables:
             uncounted[name] = uncounted.get(name, 0) + 1
             continue
         per_op_rows[row] = (name, got[1], got[0])
+    per_op_rows.update(inductor_rows(d, in_window))  # torch.compile's Triton kernels, with Inductor's FLOPs
     stacks = build_stacks(d) if per_op_rows else None
     coverage = _coverage(d, stacks, per_op_rows) if stacks is not None else None
     if stacks is not None:
@@ -195,7 +222,7 @@ def mfu_tables(d: RankData) -> Tables:
     peaks = {dtype: peak_flops(gpu, dtype) for _n, dtype in counted} if gpu else {}
     if not gpu:
         reason = "the trace names no GPU (no deviceProperties)"
-    elif not shaped:
+    elif not shaped and not counted:
         reason = "no operator shapes in the trace (record_shapes was off)"
     elif not counted:
         reason = "no operator whose FLOPs its shapes fix ran in the window"

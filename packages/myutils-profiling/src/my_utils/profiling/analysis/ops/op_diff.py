@@ -163,7 +163,9 @@ class OpsPass:
 
         d, _source, _host = self.inner.columns(metadata, rank)
         try:
-            return profile(d)
+            # durations near 1e308 overflow to inf here: the diff refuses them itself, naming the kernel
+            with np.errstate(over="ignore", invalid="ignore"):
+                return profile(d)
         finally:
             call_stacks.forget()
 

@@ -1,4 +1,9 @@
-"""The operation model as one registered Kineto analysis (``kineto.registry``: ``ops``): every table of one rank."""
+"""The operation model as one registered Kineto analysis (``kineto.registry``: ``ops``): every table of one rank.
+
+Beyond Holistic Trace Analysis (HTA has no operation model: its kernel breakdown stops at kernel
+names); the question it answers is the one AMD's TraceLens perf model answers, with the formulas
+derived and cited in ``ops.flops``, ``ops.norms`` and ``ops.traffic``.
+"""
 
 from __future__ import annotations
 
