@@ -30,9 +30,10 @@ and each result written once unless a range says otherwise):
   ``Σᵢ min(i+1, S)`` pairs of a top-left mask (``custom_mask_type`` 2: bottom-right), about half.
   The softmax's ~5 FLOPs per score (max, subtract, exponent, sum, divide) are the high end only:
   they do not run on matrix units and counters leave them out. Backward: four products
-  (dV, dP, dQ, dK: ``torch.utils.flop_counter.sdpa_backward_flop_count``) is the low end; the
-  fused kernels recompute ``Q·Kᵀ`` (a fifth product, FlashAttention-2, Dao 2023, arXiv:2307.08691,
-  §3.1.2: backward 2.5× forward) for the high end. Bytes: Q, K, V, O (and the log-sum-exp) once
+  (dV, dP, dQ, dK), twice the forward, is the low end (the model-FLOPs convention); the fused
+  kernels also recompute ``Q·Kᵀ`` (a fifth product, FlashAttention-2, Dao 2023, arXiv:2307.08691,
+  §3.1.2: backward 2.5× forward; ``torch.utils.flop_counter.sdpa_backward_flop_count`` counts the
+  five), plus the softmax's, for the high end. Bytes: Q, K, V, O (and the log-sum-exp) once
   for a fused kernel (low); an unfused one writes and reads the scores and probabilities,
   ``4·B·H·L·S`` elements more (high). Variable-length (packed) batches record the total tokens and
   the longest sequence only: equal lengths (low) to every sequence at the longest (high).
