@@ -1,4 +1,4 @@
-"""What this folder's test modules share: ``nsys_real.py``, registered as the module ``nsys_real``.
+"""What this folder's test modules share: ``nsys_real.py`` and ``ops_recorded.py``, registered as modules.
 
 Tests run in importlib mode (pyproject.toml), where test modules cannot import each other; pytest
 imports this conftest before them, so ``import nsys_real`` works in every one.
@@ -23,3 +23,4 @@ def _register(name: str) -> None:
 
 
 _register("nsys_real")
+_register("ops_recorded")

@@ -19,41 +19,16 @@ import random
 from pathlib import Path
 from typing import Any
 
+import ops_recorded  # ops_recorded.py beside this file, registered by conftest.py
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count  # noqa: E402
 
-from my_utils.profiling.analysis.kineto.run import read_rank  # noqa: E402
 from my_utils.profiling.analysis.ops import flops as model  # noqa: E402
 from my_utils.profiling.analysis.ops.args import OpArgs  # noqa: E402
 from my_utils.profiling.analysis.ops.cost import op_cost  # noqa: E402
-
-
-def _record(tmp_path: Path, cases: list[Any]) -> list[list[tuple[str, OpArgs]]]:
-    """Run each case under the profiler (one ``case<i>`` range each); per case, every recorded op with its args."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        for i, run in enumerate(cases):
-            with record_function(f"case{i}"):
-                run()
-    path = tmp_path / "trace.json"
-    prof.export_chrome_trace(str(path))
-    d = read_rank(path).data
-    ranges = {d.names[int(n)]: (float(t), float(e)) for n, t, e in zip(d.ann_name, d.ann_ts, d.ann_end, strict=True)}
-    out: list[list[tuple[str, OpArgs]]] = []
-    for i in range(len(cases)):
-        start, end = ranges[f"case{i}"]
-        ops = []
-        for row in range(len(d.op_ts)):
-            if start <= d.op_ts[row] <= end and d.op_sig[row] >= 0:
-                args = OpArgs.from_args(d.sigs[int(d.op_sig[row])])
-                assert args is not None
-                ops.append((d.names[int(d.op_name[row])], args))
-        out.append(ops)
-    return out
 
 
 def _counted(run: Any) -> int:
@@ -72,20 +47,20 @@ def test_matrix_products_match_flop_counter_mode(tmp_path: Path) -> None:
     cases, expected = [], []
     for (m, k, n), (b,) in zip(_shapes(1, 6, 3), _shapes(2, 6, 1, 1, 5), strict=True):
         x, w, xb, wb = torch.randn(m, k), torch.randn(k, n), torch.randn(b, m, k), torch.randn(b, k, n)
-        bias, lin_w = torch.randn(n), torch.randn(n, k)
+        bias, lin_w, c = torch.randn(n), torch.randn(n, k), torch.randn(b, m, n)
         for name, run, extra in (
                 ("aten::mm", lambda x=x, w=w: torch.mm(x, w), 0),
                 ("aten::bmm", lambda xb=xb, wb=wb: torch.bmm(xb, wb), 0),
                 ("aten::addmm", lambda bias=bias, x=x, w=w: torch.addmm(bias, x, w), m * n),
-                ("aten::baddbmm", lambda c=torch.randn(b, m, n), xb=xb, wb=wb: torch.baddbmm(c, xb, wb), b * m * n),
+                ("aten::baddbmm", lambda c=c, xb=xb, wb=wb: torch.baddbmm(c, xb, wb), b * m * n),
                 ("aten::matmul", lambda xb=xb, w=w: torch.matmul(xb, w), 0),
                 ("aten::linear", lambda x=x, lin_w=lin_w, bias=bias: torch.nn.functional.linear(x, lin_w, bias),
                  m * n)):
             cases.append(run)
             expected.append((name, _counted(run) + extra))
-    recorded = _record(tmp_path, cases)
+    _path, recorded = ops_recorded.record(tmp_path, cases)
     for (name, want), ops in zip(expected, recorded, strict=True):
-        args = next(a for n, a in ops if n == name)
+        args = ops_recorded.first(ops, name)
         cost = op_cost(name, args)
         assert cost is not None and cost.flops_low == want, (name, args.dims, cost)
         assert cost.flops_high == cost.flops_low  # alpha and beta were recorded as 1: nothing assumed
@@ -129,7 +104,7 @@ def test_convolutions_match_flop_counter_mode(tmp_path: Path, transposed: bool) 
             assert total - fwd + bias_terms == by_hand
         cases.append(both)
         expected.append((fwd + bias_terms, by_hand))
-    for (want_fwd, want_bwd), ops in zip(expected, _record(tmp_path, cases), strict=True):
+    for (want_fwd, want_bwd), ops in zip(expected, ops_recorded.record(tmp_path, cases)[1], strict=True):
         forward_ops = [(n, a) for n, a in ops if n in model._CONV_ARGS]
         assert forward_ops, [n for n, _a in ops]
         for name, args in forward_ops:  # conv2d, convolution, _convolution, the backend's own: all the same count

@@ -4,11 +4,12 @@ Derivations (``n`` elements of the input, ``s`` bytes per element; an exponent, 
 other special function counts as one FLOP, as FLOP counters count it):
 
 * **Layer, group, batch normalisation (training)**: statistics then ``(x − μ)·rstd``, then ``·γ + β``.
-  One pass of ``Σx`` and ``Σx²`` is 3 FLOPs per element, Welford's update 6; normalising is 2 and
-  the affine 2 more: ``5n`` (low) to ``8n`` (high), ``+2n`` with weight and bias. Batch norm in
+  One pass of ``Σx`` and ``Σx²`` is 3 FLOPs per element, Welford's update 6; normalising is 2:
+  ``5n`` (low) to ``8n`` (high), ``+n`` for a weight and ``+n`` for a bias. Batch norm in
   evaluation uses the running statistics: ``2n`` (folded scale) to ``4n`` (+ the affine). Bytes:
   read ``x`` once and write ``y`` (low), read ``x`` twice when a row does not stay on chip (high),
-  plus the weight, bias and the saved statistics (two fp32 values per normalised row).
+  plus the weight, bias and the saved statistics (a mean and an rstd in fp32 per normalised row;
+  the rstd alone for RMS norm).
   *Backward* (``g = dy·γ``, ``x̂ = (x − μ)·rstd``, ``dx = rstd·(g − mean(g) − x̂·mean(g·x̂))``):
   x̂ 2, two sums 2, the products 2, the combination 3 = ``9n`` for ``dx``, ``+n`` for ``g`` with a
   weight; ``dγ = Σ dy·x̂`` is ``2n`` and ``dβ = Σ dy`` is ``n``, each counted when ``output_mask``
@@ -67,7 +68,9 @@ def _norm_forward(name: str) -> Callable[[OpArgs], Cost | None]:
         n = numel(x)
         s = a.itemsize(xi) or 0
         weight = a.shape(wi)
+        bias = a.shape(wi + 1) if kind == "norm" else None
         affine = weight is not None
+        extra = (numel(x) if weight is not None else 0) + (numel(x) if bias is not None else 0)
         if shape_at >= 0:
             dims = a.ints(shape_at)
             width = math.prod(dims) if dims else (numel(weight) if weight else 0)
@@ -76,15 +79,15 @@ def _norm_forward(name: str) -> Callable[[OpArgs], Cost | None]:
             rows = x[1] if len(x) > 1 else 1
         training = True if train_at == -1 else False if train_at == -2 else a.flag(train_at)
         if kind == "rms":
-            low = high = 3.0 * n + (n if affine else 0)
+            low = high = 3.0 * n + extra
         elif training is False:
             low, high = 2.0 * n, 4.0 * n
         else:
-            low, high = 5.0 * n + (2 * n if affine else 0), 8.0 * n + (2 * n if affine else 0)
+            low, high = 5.0 * n + extra, 8.0 * n + extra
             if training is None:  # batch norm without its flag recorded: evaluation is the low end
                 low = 2.0 * n
-        params = 2 * numel(weight) * (a.itemsize(wi) or s) if weight else 0
-        stats = rows * _STATS_BYTES if training is not False else 0
+        params = (numel(weight) + (numel(bias) if bias is not None else 0)) * (a.itemsize(wi) or s) if weight else 0
+        stats = rows * (_STATS_BYTES // 2 if kind == "rms" else _STATS_BYTES) if training is not False else 0
         return Cost(low, high, 2.0 * n * s + params + stats, 3.0 * n * s + params + stats, a.dtype(xi) or "", False,
                     "norm", f"{'RMS' if kind == 'rms' else 'statistics + normalise'}"
                             f"{' + affine' if affine else ''} over {n} elements")

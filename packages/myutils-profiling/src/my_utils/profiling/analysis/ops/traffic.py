@@ -133,6 +133,8 @@ def reduction(name: str) -> Callable[[OpArgs], Cost | None]:
         x = a.shape(0)
         if x is None:
             return None
+        if base in ("max", "min") and a.shape(1) is not None:  # max(a, b): the elementwise overload
+            return elementwise(f"aten::{base}imum")(a)
         n, s = numel(x), a.itemsize(0) or 0
         dims = a.ints(dim_at) if len(a) > 2 or base in ("amax", "amin", "logsumexp") else []
         text = a.text(dim_at)
