@@ -120,7 +120,7 @@ class Columns:
     mem_bytes: array[int] = field(default_factory=lambda: array("q"))  # > 0 allocated, < 0 freed
     mem_total: array[int] = field(default_factory=lambda: array("q"))  # "Total Allocated" after it, -1: absent
     mem_reserved: array[int] = field(default_factory=lambda: array("q"))  # "Total Reserved" after it, -1: absent
-    mem_device: array[int] = field(default_factory=lambda: array("i"))  # Device Type * 1000 + Device Id
+    mem_device: array[int] = field(default_factory=lambda: array("i"))  # (Device Type + 1) * 1000 + Device Id + 1
     mem_addr: array[int] = field(default_factory=lambda: array("q"))
     mem_index: array[int] = field(default_factory=lambda: array("q"))
     # record_function ranges (ProfilerStep#N excluded: those are steps)
@@ -301,7 +301,9 @@ class TraceCollector:
             v = args.get(key)
             column.append(v if isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63 else -1)
         dtype, did = args.get("Device Type"), args.get("Device Id")
-        c.mem_device.append((dtype if isinstance(dtype, int) else -1) * 1000 + (did if isinstance(did, int) else -1))
+        # (type + 1) * 1000 + (id + 1): a CPU's id is -1, an unknown type 0
+        c.mem_device.append(((dtype + 1) * 1000 if isinstance(dtype, int) and 0 <= dtype < 999 else 0)
+                            + (did + 1 if isinstance(did, int) and -1 <= did < 998 else 999))
         c.mem_index.append(index)
 
     def _sync(self, ev: dict[str, Any], index: int) -> None:

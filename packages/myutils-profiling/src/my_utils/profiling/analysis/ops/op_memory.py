@@ -61,9 +61,13 @@ class MemoryPeakRow(Row):
 
 
 def device_name(code: int) -> str:
-    """``cuda:0`` / ``cpu`` from ``Device Type * 1000 + Device Id`` (``collect``)."""
-    kind, index = divmod(int(code), 1000) if code >= 0 else (-1, -1)
-    return {0: "cpu", 1: f"cuda:{index}"}.get(kind, f"device type {kind}:{index}" if kind >= 0 else "unknown")
+    """``cuda:0`` / ``cpu`` from ``(Device Type + 1) * 1000 + Device Id + 1`` (``kineto.collect``)."""
+    kind, index = int(code) // 1000 - 1, int(code) % 1000 - 1
+    if kind == 0:
+        return "cpu"
+    if kind == 1:
+        return f"cuda:{index}" if 0 <= index < 998 else "cuda"
+    return f"device type {kind}:{index}" if kind > 0 else "unknown device"
 
 
 def owners(d: RankData) -> Any:
