@@ -21,6 +21,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -245,3 +246,25 @@ def main():
 if __name__ == "__main__":
     main()
 '''
+
+
+def replay_from_trace(path: str | Path, operator: str | None = None, top: int = 1) -> str:
+    """The replay script of the ``top`` operations of one trace file (``operator`` only, when given).
+
+    ``InputError`` names the trace and the fix when it holds no call to replay (no shapes recorded,
+    or no call of ``operator``).
+    """
+    from my_utils.core.errors import InputError
+    from my_utils.profiling.analysis.kineto.run import read_rank
+
+    d = read_rank(path).data
+    ops = pick_ops(d, operator, top)
+    if not ops:
+        shaped = sorted({d.names[int(n)] for n in d.op_name[d.op_sig >= 0].tolist()}) if d.op_sig is not None else []
+        if operator is None or not shaped:
+            raise InputError(path, None, "an operator call with recorded shapes (record the trace with "
+                                         "torch.profiler's record_shapes=True)")
+        want = operator if "::" in operator else f"aten::{operator}"
+        raise InputError(path, None, f"a call of {want} with recorded shapes; its operators with shapes are "
+                                     f"{', '.join(shaped[:8])}{', ...' if len(shaped) > 8 else ''}")
+    return replay_script(ops, Path(path).name)
