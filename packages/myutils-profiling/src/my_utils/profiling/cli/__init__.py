@@ -10,6 +10,7 @@ from my_utils.profiling.cli import diff as _diff  # noqa: F401
 from my_utils.profiling.cli import ingest as _ingest  # noqa: F401
 from my_utils.profiling.cli import ncu as _ncu  # noqa: F401
 from my_utils.profiling.cli import nsys as _nsys  # noqa: F401
+from my_utils.profiling.cli import ops as _ops  # noqa: F401
 from my_utils.profiling.cli import trace as _trace  # noqa: F401
 from my_utils.profiling.cli._app import app, main
 

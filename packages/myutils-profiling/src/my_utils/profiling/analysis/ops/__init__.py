@@ -3,8 +3,10 @@ an operation-matched diff, per-operation memory and replay scripts (issue 38).
 
 ``op_cost(name, args)`` models one call (``cost``, ``flops``, ``norms``, ``traffic``); ``ops_tables``
 is the registered Kineto analysis (``ops``) giving every table of a rank; ``op_frames`` and
-``roofline_figure`` give them as DataFrames and a plotly figure; ``write_tables`` writes CSV and
-an Excel workbook; ``replay_script`` writes a standalone script that re-runs one operation.
+``reports.roofline_chart.roofline_figure`` give them as DataFrames and a plotly figure;
+``reports.table_export.write_tables`` writes CSV and an Excel workbook; ``replay_script`` /
+``replay_from_trace`` write a standalone script that re-runs one operation; ``op_diff`` pairs the
+operations of two runs.
 Light to import: names resolve on first access.
 """
 
@@ -19,6 +21,10 @@ _EXPORTS: dict[str, str] = {
     "op_cost": "my_utils.profiling.analysis.ops.cost",
     "OpArgs": "my_utils.profiling.analysis.ops.args",
     "ops_tables": "my_utils.profiling.analysis.ops.tables",
+    "op_frames": "my_utils.profiling.analysis.ops.frames",
+    "op_diff": "my_utils.profiling.analysis.ops.op_diff",
+    "replay_script": "my_utils.profiling.analysis.ops.replay",
+    "replay_from_trace": "my_utils.profiling.analysis.ops.replay",
 }
 
 __all__ = list(_EXPORTS)
@@ -29,4 +35,8 @@ if TYPE_CHECKING:
     from my_utils.profiling.analysis.ops.args import OpArgs as OpArgs
     from my_utils.profiling.analysis.ops.cost import Cost as Cost
     from my_utils.profiling.analysis.ops.cost import op_cost as op_cost
+    from my_utils.profiling.analysis.ops.frames import op_frames as op_frames
+    from my_utils.profiling.analysis.ops.op_diff import op_diff as op_diff
+    from my_utils.profiling.analysis.ops.replay import replay_from_trace as replay_from_trace
+    from my_utils.profiling.analysis.ops.replay import replay_script as replay_script
     from my_utils.profiling.analysis.ops.tables import ops_tables as ops_tables

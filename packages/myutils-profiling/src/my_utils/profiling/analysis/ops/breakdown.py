@@ -146,7 +146,7 @@ def inductor_cost(args: OpArgs, name: str) -> Cost | None:
 def replay_readiness(args: OpArgs | None) -> str:
     """``ready`` when a replay script can rebuild the call, else what the trace lacks."""
     if args is None or not args.dims:
-        return "no shapes recorded (record_shapes=False)"
+        return "no shapes recorded for this call"
     missing = [w for w, gone in (("strides", args.strides is None), ("concrete inputs", args.concrete is None))
                if gone]
     return "ready" if not missing else f"no {' and no '.join(missing)} recorded (older torch): contiguous tensors " \
@@ -235,9 +235,9 @@ def _operators(d: RankData, a: Attribution, total: float) -> tuple[list[Operator
 
 def _shapes(d: RankData, a: Attribution, total: float, top: int) -> tuple[list[ShapeRow], float, float, float]:
     """The ``op_shapes`` rows, and the µs under modelled operators, under Triton launches, and of those with FLOPs."""
-    if d.op_sig is None or not len(a.op) or not (a.op >= 0).any():
+    under = (a.op >= 0) & ~a.graph  # a graph's replay is no work of the operator that launched the graph
+    if d.op_sig is None or not under.any():
         return [], 0.0, 0.0, 0.0
-    under = a.op >= 0
     ops = a.op[under]
     sig = d.op_sig[ops].astype(np.int64)
     name = d.op_name[ops].astype(np.int64)
