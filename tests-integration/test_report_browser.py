@@ -84,7 +84,7 @@ def test_report_loads_offline_with_every_chart_drawn(report_html: tuple[Analysis
     _open(p, path)
     assert (log.console_errors, log.page_errors, log.blocked) == ([], [], [])
     charts = p.locator("div.plot").all()
-    assert int(p.get_attribute("body", "data-charts-drawn")) == len(charts) == 10
+    assert int(p.get_attribute("body", "data-charts-drawn")) == len(charts) == 11
     drawn: dict[str, int] = {}
     for div in charts:
         selector = ".point" if div.get_attribute("data-mark") == "bar" else ".scatterlayer .trace path.js-line"
@@ -114,6 +114,9 @@ def test_report_loads_offline_with_every_chart_drawn(report_html: tuple[Analysis
     assert drawn["chart-critical-path"] == len({r["bound_by"] for r in path_rows}) * len({r["rank"] for r in path_rows})
     streams = {(r["rank"], r["device"], r["stream"]) for r in report.tables["kineto_queue_length_series"]}
     assert drawn["chart-queue-length"] == min(8, len(streams))
+    shapes = report.tables["kineto_op_shapes"]  # one point per operation and shape with FLOPs and GPU time
+    assert drawn["chart-roofline"] == len([r for r in shapes if (r["intensity_low"] or 0) > 0 and (r["tflops"] or 0)
+                                           > 0]) > 0
     # the kernel names in the margin are short, the full ones in the hover text
     ticks = p.locator("#chart-kernels .ytick text").all_text_contents()
     assert ticks and max(len(t) for t in ticks) <= 56 and not any(t.startswith("void ") for t in ticks)

@@ -3,7 +3,8 @@
 Each reads one table of the report and computes nothing new: the CUDA queue length over time
 per stream (``kineto_queue_length_series``, already bounded to 400 points per stream with every
 extreme kept), the critical path's breakdown per rank (``kineto_critical_path_breakdown``), and
-the bus bandwidth of each kind of collective against its link (``kineto_collectives``). The
+the bus bandwidth of each kind of collective against its link (``kineto_collectives``), and the
+operations against the roofline (``kineto_op_shapes``: ``reports.roofline_chart``). The
 kernel-sequence table is a table (``kineto_kernel_sequences``), drawn with the others.
 """
 
@@ -95,4 +96,10 @@ def collectives_chart(report: AnalysisReport) -> Chart | None:
                        colour, note, "GB/s")
 
 
-MAKERS = (critical_path_chart, queue_length_chart, collectives_chart)
+def _roofline(report: AnalysisReport) -> Chart | None:
+    from my_utils.profiling.reports.roofline_chart import roofline_chart
+
+    return roofline_chart(report)
+
+
+MAKERS = (critical_path_chart, queue_length_chart, collectives_chart, _roofline)

@@ -66,7 +66,8 @@ def roofline_chart_from_rows(rows: Sequence[Mapping[str, Any]], chart_id: str = 
     figure = {"data": traces, "layout": layout(
         title, value_axis("arithmetic intensity (FLOP per byte, modelled)", type="log"),
         value_axis("achieved TFLOP/s", type="log"), showlegend=True, height=460)}
-    return Chart(chart_id, title, figure, "line", len(traces), note, tuple(order))
+    # marks: the points a browser draws (plotly's ``.point`` elements, counted as for bars); the roofs are lines
+    return Chart(chart_id, title, figure, "bar", len(shown), note, tuple(order))
 
 
 def _hover(r: Mapping[str, Any]) -> str:
