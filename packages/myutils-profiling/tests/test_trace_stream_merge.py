@@ -313,6 +313,13 @@ def test_without_torch_trace_the_traces_the_events_name_beside_them_are_merged(r
     res = _run("trace", "--events", str(events), "--output", str(out), "--executor", "serial")
     assert res.exit_code == 0, res.output
     doc = _load(out)
-    assert doc["otherData"]["ranks"][0]["torch_traces"] == [str(traces[0])]  # the one that exists, by name
+    # the one that exists, by name; written as its file name (it lies outside the working folder)
+    assert doc["otherData"]["ranks"][0]["torch_traces"] == [traces[0].name]
+    # before: every input's absolute path, the user's folders in a trace shared outside the team
+    assert str(tmp_path) not in json.dumps(doc["otherData"])
     assert _merged(doc) == _expected(events, traces)
     assert "'/elsewhere/not_here.json'" in res.stderr  # the other one is said, not dropped silently
+    full = tmp_path / "full.json"
+    res = _run("trace", "--events", str(events), "--output", str(full), "--executor", "serial", "--full-paths")
+    assert res.exit_code == 0, res.output
+    assert _load(full)["otherData"]["ranks"][0]["torch_traces"] == [str(traces[0])]  # asked for: as given

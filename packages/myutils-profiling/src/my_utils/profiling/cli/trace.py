@@ -48,6 +48,9 @@ def trace(
     workers: int | None = typer.Option(None, "--workers", help="Processes (or Dask workers of a local cluster) "
                                        "to use; default: one per CPU."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr."),
+    full_paths: bool = typer.Option(False, "--full-paths", help="Write the inputs' paths into otherData as given "
+                                    "(default: relative to the working folder, or the file name alone for a file "
+                                    "outside it, so that a shared trace shows no one's folders)."),
 ) -> None:
     """Merge every rank's MyTimer regions and torch traces into one timeline, one process per rank.
 
@@ -59,11 +62,12 @@ def trace(
 
     with sigterm_exits():  # SIGTERM cleans up as Ctrl-C does: no temporary output, no scratch folder left
         _trace(events, output, auto_align_ranks, reference_rank, torch_trace, max_mb, overflow, executor, workers,
-               quiet)
+               quiet, full_paths)
 
 
 def _trace(events: Path | None, output: Path, auto_align_ranks: bool, reference_rank: int, torch_trace: list[Path],
-           max_mb: float | None, overflow: str, executor: str | None, workers: int | None, quiet: bool) -> None:
+           max_mb: float | None, overflow: str, executor: str | None, workers: int | None, quiet: bool,
+           full_paths: bool = False) -> None:
     from my_utils.core.errors import InputError, UsageError
     from my_utils.core.progress import progress
     from my_utils.core.safe_io import check_regular
@@ -106,7 +110,7 @@ def _trace(events: Path | None, output: Path, auto_align_ranks: bool, reference_
             planned(_jsonl_events(source), [str(p.absolute()) for p in torch_trace], reference_rank=reference_rank,
                     auto_align=auto_align_ranks, sources=[str(p) for p in ([source] if source else csvs)],
                     executor=executor, max_workers=workers, traces_beside=beside,
-                    csvs=[str(p.absolute()) for p in csvs]) as plan:
+                    csvs=[str(p.absolute()) for p in csvs], full_paths=full_paths) as plan:
         bar.advance()
         if not plan.events:
             raise InputError(str(events or torch_trace[0]), None, "MyTimer regions (source 'mytimer', kind "

@@ -154,7 +154,7 @@ class Plan:
 def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, reference_rank: int = 0,
             auto_align: bool = True, sources: Sequence[str] = (), executor: Any = None,
             max_workers: int | None = None, generator: str = "my_utils.profiling.trace.merge_trace",
-            traces_beside: Path | None = None, csvs: Sequence[str] = ()) -> Iterator[Plan]:
+            traces_beside: Path | None = None, csvs: Sequence[str] = (), full_paths: bool = False) -> Iterator[Plan]:
     """Lay the merge out in a temporary folder; the :class:`Plan` is valid inside the block.
 
     ``torch_traces`` are paths (read by the tasks) or already read ``TorchTrace`` objects (laid out
@@ -163,7 +163,10 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
     ``traces_beside``, the torch traces the events name (``attrs.file``)
     are added, found in that folder or below it in the same pass over the events
     (:func:`~my_utils.profiling.trace.discover.find_named_traces`; those not found are warned about). The folder and
-    every spill file are removed when the block ends, however.
+    every spill file are removed when the block ends, however. The input paths written into
+    ``otherData`` (``sources``, each rank's ``torch_traces``) are relative to the working folder, or
+    the file's name for one outside it, so that a trace shared outside the team shows no one's
+    folders (:func:`shown_path`); ``full_paths`` keeps them as given.
     """
     from my_utils.profiling.providers.parallel import runner
 
@@ -220,6 +223,11 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
             del calls  # what the tasks were given is not kept for the merge (nor the ranks' region files)
             for r in ranks.values():
                 r.regions = []
+            if not full_paths:
+                torch_paths, sources = [shown_path(p) for p in torch_paths], [shown_path(p) for p in sources]
+                if traces_beside is not None:  # the folder searched, as the trace (and the terminal) show it
+                    where = str(traces_beside)
+                    found_warnings = [w.replace(where, shown_path(where)) for w in found_warnings]
             plan = _plan(ranks, syncs, units, totals, torch_paths, reference_rank, auto_align, sources, generator,
                          folder, found_warnings)
             plan.folder, plan.fan_in, plan.run = folder, fan_in, run
@@ -318,6 +326,15 @@ class _AlignedStarts(Mapping[int, dict[int, float]]):
 
     def __len__(self) -> int:
         return len(self.ranks)
+
+
+def shown_path(path: str) -> str:
+    """``path`` as written into a merged trace: relative to the working folder when inside it, else its file name."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return p.name
 
 
 def _plan(ranks: dict[int, RankRegions], syncs: list[ClockSync], units: list[Unit], totals: _Totals,
