@@ -82,3 +82,14 @@ def test_the_trace_diff_has_an_operations_section(real_fixtures: Any, tmp_path: 
     text = md.read_text()
     assert "Operations matched across the runs" in text and "matching kernel names would pair" in text
     assert "Operations matched across the runs" in html.read_text()
+
+
+def test_the_typed_read_gives_the_profile_the_dict_read_gives(real_fixtures: Any, monkeypatch: Any) -> None:
+    """The diff keeps msgspec's typed decoding with the shapes (``needs_shapes``); the dict path is the reference."""
+    pytest.importorskip("msgspec")
+    path = str(real_fixtures / TEST)
+    typed = read_trace(path, None, (OpsPass,), events=False).results[0]
+    monkeypatch.setenv("MYUTILS_TYPED_TRACE", "0")
+    plain = read_trace(path, None, (OpsPass,), events=False).results[0]
+    assert typed.ops == plain.ops and typed.kernels == plain.kernels and typed.total_us == plain.total_us
+    assert any(k[1] for k in typed.ops)  # shapes made it through the typed decoding

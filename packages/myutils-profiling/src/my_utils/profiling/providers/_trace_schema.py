@@ -47,9 +47,31 @@ class KinetoLaneEvent(KinetoEvent, gc=False):
     pid: _Scalar = None
     tid: _Scalar = None
 
-#: decode(text) per lanes flag; decoding pid/tid of every event costs ~8% of the decode: only passes that ask get them
+class ShapeArgs(EventArgs, frozen=True, gc=False):
+    """:class:`EventArgs` and an operator's recorded arguments, as JSON values (for the operation model)."""
+
+    input_dims: Any = _msgspec.field(default=None, name="Input Dims")
+    input_type: Any = _msgspec.field(default=None, name="Input type")
+    input_strides: Any = _msgspec.field(default=None, name="Input Strides")
+    concrete_inputs: Any = _msgspec.field(default=None, name="Concrete Inputs")
+    kernel_flop: Any = None
+    kernel_num_gb: Any = None
+    kernel_backend: Any = None
+    kernel_name: Any = None
+    stream: Any = None
+
+NO_SHAPE_ARGS = ShapeArgs()
+
+class KinetoShapeEvent(KinetoLaneEvent, gc=False):
+    """A :class:`KinetoLaneEvent` whose ``args`` also hold the recorded shapes (``shapes`` decoding only)."""
+
+    args: ShapeArgs = NO_SHAPE_ARGS
+
+#: decode(text) per lanes flag; decoding pid/tid of every event costs ~8% of the decode: only passes that ask get them;
+#: "shapes" (a pass with ``needs_shapes``) adds the operators' recorded arguments
 DECODERS = {False: _msgspec.json.Decoder(list[KinetoEvent]).decode,
-             True: _msgspec.json.Decoder(list[KinetoLaneEvent]).decode}
+             True: _msgspec.json.Decoder(list[KinetoLaneEvent]).decode,
+             "shapes": _msgspec.json.Decoder(list[KinetoShapeEvent]).decode}
 #: What a slice that is not a run of typed events raises: wrong types, JSON msgspec does not
 #: read (``NaN``, lone surrogates), or nesting deeper than its recursion allows.
 REFUSED: tuple[type[Exception], ...] = (_msgspec.ValidationError, _msgspec.DecodeError, RecursionError)

@@ -61,7 +61,8 @@ class TracePass(Protocol):
     (``trace_events.KinetoEvent``: only the fields that schema names) exactly as ``add`` takes
     each one's dict. When every pass of a read has it (and msgspec is installed), the trace
     is decoded into typed runs, ~3x faster; otherwise every event reaches ``add`` as a dict.
-    A pass whose class sets ``needs_lanes = True`` gets ``pid``/``tid`` on the typed events too.
+    A pass whose class sets ``needs_lanes = True`` gets ``pid``/``tid`` on the typed events too, one that sets
+    ``needs_shapes = True`` the operators' recorded shapes as well (``trace_events.KinetoShapeEvent``).
     Either way a pass sees every event once, in file order.
     """
 
@@ -111,7 +112,9 @@ def read_trace(path: str | Path, rank: int | None = None,
             # the compiled scanner fills the aggregator's columns from the text: only when no other pass
             # needs the events themselves (the check of finite times only counts a run)
             scan = agg.scanner() if events and not extra else None
-            for item in stream.items(lanes=any(getattr(x, "needs_lanes", False) for x in consumers), scan=scan):
+            lanes: bool | str = "shapes" if any(getattr(x, "needs_shapes", False) for x in consumers) else \
+                any(getattr(x, "needs_lanes", False) for x in consumers)
+            for item in stream.items(lanes=lanes, scan=scan):
                 if item.__class__ is list or item.__class__ is ScannedRun:
                     for add_batch in batch_adds:
                         add_batch(item)

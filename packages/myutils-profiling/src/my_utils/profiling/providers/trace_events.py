@@ -60,10 +60,11 @@ def __getattr__(name: str) -> Any:
     return getattr(_trace_schema, name)
 
 
-def typed_decoder(lanes: bool = False) -> Any:
+def typed_decoder(lanes: bool | str = False) -> Any:
     """``decode(text) -> list[KinetoEvent]`` for a JSON list of events, or None when typed decoding is off.
 
-    ``lanes``: :class:`KinetoLaneEvent` instead (``pid``/``tid`` too). Off when msgspec is not
+    ``lanes``: :class:`KinetoLaneEvent` instead (``pid``/``tid`` too); ``"shapes"``: ``KinetoShapeEvent``
+    (the operators' recorded shapes too). Off when msgspec is not
     installed or ``MYUTILS_TYPED_TRACE=0``. ``decode`` raises one of :data:`REFUSED` for a
     slice that does not fit the schema.
     """
@@ -79,7 +80,7 @@ def typed_enabled() -> bool:
     return os.environ.get(ENV_SWITCH, "1").strip() != "0" and _msgspec_installed()
 
 
-def lazy_typed_decoder(lanes: bool = False) -> Any:
+def lazy_typed_decoder(lanes: bool | str = False) -> Any:
     """:func:`typed_decoder`, but msgspec is imported at the first decode: for readers that may never need it."""
     if not typed_enabled():
         return None

@@ -174,11 +174,11 @@ class TraceStream:
         """Yield every trace event (a dict), in file order; validates the whole structure."""
         return self._walk(None)  # no typed decoder and no scanner: dicts only
 
-    def items(self, lanes: bool = False, scan: ScanRun | None = None) -> Iterator[Any]:
+    def items(self, lanes: bool | str = False, scan: ScanRun | None = None) -> Iterator[Any]:
         """Every trace event in file order: runs of typed events as lists, the others as dicts.
 
         A list holds ``trace_events.KinetoEvent`` structs (``KinetoLaneEvent`` with ``lanes``:
-        ``pid``/``tid`` too); ``event_count`` counts the events
+        ``pid``/``tid`` too; ``KinetoShapeEvent`` with ``lanes="shapes"``: the recorded shapes too); ``event_count`` counts the events
         inside lists too. Without msgspec (or with ``MYUTILS_TYPED_TRACE=0``) this is
         ``events()``. The structure is validated, and refused, exactly as by ``events()``.
 

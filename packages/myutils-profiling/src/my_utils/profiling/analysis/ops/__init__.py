@@ -5,8 +5,8 @@ an operation-matched diff, per-operation memory and replay scripts (issue 38).
 is the registered Kineto analysis (``ops``) giving every table of a rank; ``op_frames`` and
 ``reports.roofline_chart.roofline_figure`` give them as DataFrames and a plotly figure;
 ``reports.table_export.write_tables`` writes CSV and an Excel workbook; ``replay_script`` /
-``replay_from_trace`` write a standalone script that re-runs one operation; ``op_diff`` pairs the
-operations of two runs.
+``replay_from_trace`` write a standalone script that re-runs one operation; ``ops.op_diff.op_diff``
+pairs the operations of two runs (not re-exported here: the name is its module's).
 Light to import: names resolve on first access.
 """
 
@@ -22,7 +22,6 @@ _EXPORTS: dict[str, str] = {
     "OpArgs": "my_utils.profiling.analysis.ops.args",
     "ops_tables": "my_utils.profiling.analysis.ops.tables",
     "op_frames": "my_utils.profiling.analysis.ops.frames",
-    "op_diff": "my_utils.profiling.analysis.ops.op_diff",
     "replay_script": "my_utils.profiling.analysis.ops.replay",
     "replay_from_trace": "my_utils.profiling.analysis.ops.replay",
 }
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
     from my_utils.profiling.analysis.ops.cost import Cost as Cost
     from my_utils.profiling.analysis.ops.cost import op_cost as op_cost
     from my_utils.profiling.analysis.ops.frames import op_frames as op_frames
-    from my_utils.profiling.analysis.ops.op_diff import op_diff as op_diff
     from my_utils.profiling.analysis.ops.replay import replay_from_trace as replay_from_trace
     from my_utils.profiling.analysis.ops.replay import replay_script as replay_script
     from my_utils.profiling.analysis.ops.tables import ops_tables as ops_tables

@@ -148,14 +148,45 @@ def profile(d: RankData) -> OpProfile:
     return prof
 
 
+#: The typed shape arguments (``providers._trace_schema.ShapeArgs``) and their keys in a trace's ``args``.
+_SHAPE_FIELDS = (("input_dims", "Input Dims"), ("input_type", "Input type"), ("input_strides", "Input Strides"),
+                 ("concrete_inputs", "Concrete Inputs"), ("kernel_flop", "kernel_flop"),
+                 ("kernel_num_gb", "kernel_num_gb"), ("kernel_backend", "kernel_backend"),
+                 ("kernel_name", "kernel_name"), ("stream", "stream"))
+
+
 class OpsPass:
-    """A ``providers.kineto.read_trace`` pass: the trace's operators and GPU work → its :class:`OpProfile`."""
+    """A ``providers.kineto.read_trace`` pass: the trace's operators and GPU work → its :class:`OpProfile`.
+
+    It takes the typed runs with shapes (``needs_shapes``), so a diff keeps msgspec's fast decoding:
+    each complete event (``ph`` X) is handed to the Kineto collector as the few keys it reads;
+    metadata and instant events are not needed here (the GPU's name comes from ``deviceProperties``).
+    """
+
+    needs_lanes = True
+    needs_shapes = True
 
     def __init__(self, path: Path) -> None:
         from my_utils.profiling.analysis.kineto.run import KinetoPass
 
         self.inner = KinetoPass(path, keep_ops=True)
         self.add = self.inner.add
+
+    def add_batch(self, events: list[Any]) -> None:
+        """``add`` for a run of ``KinetoShapeEvent`` structs (a missing ``ts`` is NaN: such an event is skipped)."""
+        add = self.add
+        for ev in events:
+            ts = ev.ts
+            if ev.ph != "X" or ts != ts:
+                continue
+            a = ev.args
+            if a.input_dims is not None or a.kernel_flop is not None:  # an operator with recorded arguments
+                args: dict[str, Any] = {key: v for attr, key in _SHAPE_FIELDS if (v := getattr(a, attr)) is not None}
+            else:
+                args = {"correlation": a.correlation} if a.stream is None else {"correlation": a.correlation,
+                                                                                "stream": a.stream}
+            add({"ph": "X", "cat": ev.cat, "name": ev.name, "ts": ts, "dur": ev.dur, "pid": ev.pid, "tid": ev.tid,
+                 "args": args})
 
     def finish(self, metadata: Any, event_count: int, rank: int | None) -> OpProfile:
         """The profile of the trace read."""
