@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.ops.op_diff import LEVELS, OpProfile, OpsPass, op_diff
+from my_utils.profiling.analysis.ops.op_diff import LEVELS, OpProfile, op_diff
+from my_utils.profiling.analysis.ops.op_profile import OpsPass
 from my_utils.profiling.providers.kineto import read_trace
 
 HTA = "kineto/hta"

@@ -7,7 +7,7 @@ either two analysis reports (their ``operations`` table already holds those numb
 computed per step by the analyzer) or two Kineto traces (streamed by the Kineto provider
 into per-step events, never held as raw events, in one pass that also reads the trace's
 context, its call nesting, its GPU timeline (``diff_gpu_read.GpuPass``) and its operators
-(``ops.op_diff.OpsPass``: the operation-matched diff, ``DiffResult.operations``).
+(``ops.op_profile.OpsPass``: the operation-matched diff, ``DiffResult.operations``).
 
 What a diff refuses (``InputError``, exit 2 in the CLI): a side with nothing to compare (no
 operation and no step: an empty trace, a report whose ``operations`` table is empty), numbers
@@ -334,14 +334,16 @@ def diff_traces(base: Sequence[str | Path], target: Sequence[str | Path], *, sig
     from my_utils.profiling.analysis.diff_context import context_warnings
     from my_utils.profiling.analysis.diff_gpu import GpuSide
     from my_utils.profiling.analysis.diff_gpu_read import GpuPass
-    from my_utils.profiling.analysis.ops.op_diff import OpsPass, op_diff
+    from my_utils.profiling.analysis.ops.op_diff import op_diff
+    from my_utils.profiling.analysis.ops.op_profile import OpsPass
     from my_utils.profiling.providers.kineto import read_trace
     from my_utils.profiling.providers.kineto_context import run_hardware
     from my_utils.profiling.providers.kineto_nesting import NestingPass
     from my_utils.profiling.providers.parallel import run_many
 
     files = [str(p) for p in base] + [str(p) for p in target]
-    reads = run_many(read_trace, [(f, None, (NestingPass, GpuPass, OpsPass)) for f in files], executor or pool_for(files))
+    reads = run_many(read_trace, [(f, None, (NestingPass, GpuPass, OpsPass)) for f in files],
+                     executor or pool_for(files))
     sides = []
     for label, side in ((_label(base), reads[:len(base)]), (_label(target), reads[len(base):])):
         stats, side_step = stats_from_events(e for r in side for e in r.events)

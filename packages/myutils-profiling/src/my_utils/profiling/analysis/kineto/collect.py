@@ -274,6 +274,72 @@ class TraceCollector:
                 f"numeric 'ts'/'dur' (µs) on a {ev.get('cat')!r} event ({type(exc).__name__}: {exc})",
             ) from None
 
+    def add_typed(self, events: list[Any]) -> None:
+        """``add`` for a run of typed events with shapes (``trace_events.KinetoShapeEvent``), without a dict each.
+
+        Operators, annotations, steps, runtime calls and GPU activities land in the same columns as
+        through ``add``; any other complete event is handed to ``add`` as the dict of the fields a typed
+        event holds, and the others (flows, instants, metadata) are counted only. Typed events carry
+        only the correlation, stream and recorded-argument ``args``: a collector whose analyses read
+        more (NCCL arguments, copy sizes, lane labels, ``[memory]`` events) is fed dicts instead
+        (``needs_shapes`` passes only take this path).
+        """
+        c, names, rel, lane = self.columns, self.names, self._rel, self._lane
+        streams, threads, keep_ops = self.streams, self.threads, self.keep_ops
+        for ev in events:
+            ph = ev.ph
+            if ph != "X":  # flows, instants, metadata: a typed event holds none of what add() reads of them
+                self.count += 1
+                continue
+            group = _TYPED_GROUP.get(ev.cat, "")
+            ts = ev.ts
+            if not group or ts != ts:  # a rarer category, or no ts: the dict path keeps (or refuses) it as ever
+                self.add(_typed_dict(ev))
+                continue
+            index = self.count
+            self.count += 1
+            name, dur, a = ev.name, ev.dur, ev.args
+            if group == "gpu":
+                c.gpu_dur.append(dur)
+                c.gpu_ts.append(rel(ts))
+                c.gpu_stream.append(lane(streams, (ev.pid, a.stream if a.stream is not None else ev.tid)))
+                c.gpu_name.append(names.id(name))
+                c.gpu_corr.append(a.correlation)
+                c.gpu_sync.append(0)
+                c.gpu_index.append(index)
+                continue
+            self.host_events += 1
+            if group == "runtime":
+                c.rt_dur.append(dur)
+                c.rt_ts.append(rel(ts))
+                c.rt_thread.append(lane(threads, (ev.pid, ev.tid)))
+                c.rt_name.append(names.id(name))
+                c.rt_corr.append(a.correlation)
+                c.rt_index.append(index)
+            elif name[:1] == "P" and _STEP_NAME.match(name):
+                self.count -= 1  # add() counts it again
+                self.add(_typed_dict(ev))
+            elif group == "annotation":
+                c.ann_dur.append(dur)
+                c.ann_ts.append(rel(ts))
+                c.ann_thread.append(lane(threads, (ev.pid, ev.tid)))
+                c.ann_name.append(names.id(name))
+                c.ann_index.append(index)
+            elif keep_ops:
+                c.op_dur.append(dur)
+                c.op_ts.append(rel(ts))
+                c.op_thread.append(lane(threads, (ev.pid, ev.tid)))
+                nid = names.id(name)
+                c.op_name.append(nid)
+                c.op_index.append(index)
+                if a.input_dims is not None or a.kernel_flop is not None:
+                    args = _typed_args(a)
+                    c.op_sig.append(self._sig(nid, args))
+                    if name in SHAPED_OPS:
+                        c.op_args[len(c.op_index) - 1] = {k: args[k] for k in _OP_ARGS if k in args}
+                else:
+                    c.op_sig.append(-1)
+
     def _sig(self, name_id: int, args: dict[str, Any]) -> int:
         """The id of this operator's recorded arguments, each distinct value stored once (a model has few)."""
         values = tuple(args.get(k) for k in SIG_ARGS)
@@ -352,3 +418,30 @@ def _corr(args: dict[str, Any]) -> int:
     """The ``correlation`` argument as an int, -1 when absent or not an integer."""
     corr = args.get("correlation")
     return corr if isinstance(corr, int) and not isinstance(corr, bool) else -1
+
+
+#: Categories whose typed events ``add_typed`` keeps itself (the common ones), by their ``add`` group.
+_TYPED_GROUP = {"kernel": "gpu", "Kernel": "gpu", "gpu_memcpy": "gpu", "Memcpy": "gpu", "gpu_memset": "gpu",
+                "Memset": "gpu", "cuda_runtime": "runtime", "Runtime": "runtime", "cuda_driver": "runtime",
+                "cpu_op": "cpu_op", "Operator": "cpu_op", "user_annotation": "annotation"}
+#: The recorded-argument fields of a typed event's ``args`` and their keys in a trace.
+_TYPED_ARGS = (("input_dims", "Input Dims"), ("input_type", "Input type"), ("input_strides", "Input Strides"),
+               ("concrete_inputs", "Concrete Inputs"), ("kernel_flop", "kernel_flop"),
+               ("kernel_num_gb", "kernel_num_gb"), ("kernel_backend", "kernel_backend"), ("kernel_name", "kernel_name"))
+
+
+def _typed_args(a: Any) -> dict[str, Any]:
+    """A typed event's recorded arguments as the trace's ``args`` keys (the absent ones left out)."""
+    return {key: v for attr, key in _TYPED_ARGS if (v := getattr(a, attr)) is not None}
+
+
+def _typed_dict(ev: Any) -> dict[str, Any]:
+    """The dict of what a typed event holds (``add``'s input); a NaN ``ts`` (absent) is left out, as it was."""
+    a = ev.args
+    args: dict[str, Any] = {"correlation": a.correlation, **_typed_args(a)}
+    if a.stream is not None:
+        args["stream"] = a.stream
+    out = {"ph": ev.ph, "cat": ev.cat, "name": ev.name, "dur": ev.dur, "pid": ev.pid, "tid": ev.tid, "args": args}
+    if ev.ts == ev.ts:
+        out["ts"] = ev.ts
+    return out

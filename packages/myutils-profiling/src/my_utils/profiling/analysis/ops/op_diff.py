@@ -19,26 +19,15 @@ run eagerly). Kernels launched
 outside any operator pair by category; within one GPU model they pair by kernel name instead,
 the only place kernel names are compared. ``paired_pct`` is the share of the base's GPU time
 paired (``paired_pct_by_level`` per level); ``name_paired_pct`` the share a kernel-name match
-would pair, for comparison.
+would pair, for comparison. Each side's profile is read by ``ops.op_profile`` in the trace's one pass;
+this module only pairs (no numpy: the diff's own process stays light).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-import numpy as np
-
-from my_utils.profiling.analysis.kineto.call_stacks import ANNOTATION, OP
-from my_utils.profiling.analysis.kineto.rank_data import RankData
-from my_utils.profiling.analysis.ops.args import OpArgs
-from my_utils.profiling.analysis.ops.attribution import attribute
-from my_utils.profiling.analysis.ops.breakdown import inductor_cost
-from my_utils.profiling.analysis.ops.categories import CATEGORIES
-from my_utils.profiling.analysis.ops.cost import op_cost
-from my_utils.profiling.analysis.ops.roofline import HOST_COPY, ceiling
 
 LEVELS = ("operator, shapes and stack", "operator and stack", "operator and shapes", "operator", "annotated scope")
 NO_OPERATOR = "(no operator)"
@@ -61,144 +50,6 @@ class OpProfile:
     total_us: float
     ops: dict[Key, list[float]] = field(default_factory=dict)
     kernels: dict[str, float] = field(default_factory=dict)
-
-
-def _stacks_text(d: RankData, a: Any) -> dict[int, tuple[str, str]]:
-    """Per operator row used: the call stack above it (operator and annotation names, top first, steps left out)
-    and its annotated scope, the path down to the innermost annotation above it ("" when none)."""
-    s = a.stacks
-    memo: dict[int, tuple[str, str]] = {-1: ("", "")}
-    kinds = s.kind
-    out: dict[int, tuple[str, str]] = {}
-
-    def walk(row: int) -> tuple[str, str]:
-        chain = []
-        while row not in memo:
-            chain.append(row)
-            row = int(s.parent[row])
-        text, scope = memo[row]
-        for r in reversed(chain):
-            if kinds[r] in (OP, ANNOTATION):
-                name = d.names[int(s.name[r])]
-                text = f"{text} > {name}" if text else name
-                if kinds[r] == ANNOTATION:
-                    scope = text
-            memo[r] = (text, scope)
-        return text, scope
-
-    for op in np.unique(a.op[a.op >= 0]).tolist():
-        out[op] = walk(int(s.parent[op]))
-    return out
-
-
-def profile(d: RankData) -> OpProfile:
-    """The :class:`OpProfile` of one rank's data."""
-    steps = max(len({s[2] for s in d.step_events}), 1)
-    gpu = str(d.context.get("gpu") or "")
-    if not len(d.gpu_ts):
-        return OpProfile(gpu, steps, 0.0)
-    a = attribute(d)
-    prof = OpProfile(gpu, steps, a.total_us)
-    names = d.gpu_name[a.rows]
-    per_kernel = np.bincount(names.astype(np.int64), weights=a.dur)
-    for k in np.flatnonzero(per_kernel).tolist():
-        prof.kernels[d.names[k]] = float(per_kernel[k])
-    stacks = _stacks_text(d, a)
-    costs: dict[tuple[int, int], Any] = {}
-    seen: set[int] = set()
-    for i in range(len(a.rows)):
-        op = int(a.op[i])
-        us = float(a.dur[i])
-        roof_us = -1.0
-        first_call = op >= 0 and op not in seen
-        if op < 0 or a.graph[i]:
-            kernel = d.names[int(names[i])]
-            cat = CATEGORIES[int(a.category[i])]
-            if op < 0:
-                key: Key = (NO_OPERATOR, cat, "", "", kernel)
-            else:  # a graph replay: keyed under the operator that launched the graph, in its scope
-                above, scope = stacks.get(op, ("", ""))
-                opname = d.names[int(d.op_name[op])]
-                key = (GRAPH, cat, f"{above} > {opname}" if above else opname, scope, kernel)
-            first_call = False
-        else:
-            nid = int(d.op_name[op])
-            sid = int(d.op_sig[op]) if d.op_sig is not None else -1
-            raw = d.sigs[sid] if sid >= 0 else {}
-            above, scope = stacks.get(op, ("", ""))
-            key = (d.names[nid], f"{raw.get('Input Dims', '')} {raw.get('Input type', '')}" if raw else "", above,
-                   scope, "")
-            if (nid, sid) not in costs:
-                args = OpArgs.from_args(raw) if raw else None
-                costs[(nid, sid)] = (inductor_cost(args, d.names[nid]) or op_cost(d.names[nid], args)) if args else None
-            cost = costs[(nid, sid)]
-            if cost is not None and first_call and not HOST_COPY.match(d.names[int(names[i])]):
-                roof = ceiling(gpu, cost.dtype, cost.matrix)
-                if not roof.missing and roof.flops and roof.bandwidth:
-                    roof_us = 1e6 * max(cost.flops_low / roof.flops, cost.bytes_low / roof.bandwidth)
-        entry = prof.ops.setdefault(key, [0.0, 0.0, 0.0])
-        entry[0] += us
-        if first_call:
-            seen.add(op)
-            entry[1] += 1
-            entry[2] = entry[2] + roof_us if roof_us >= 0 and entry[2] >= 0 else -1.0
-        elif op < 0 or a.graph[i]:
-            entry[1] += 1
-            entry[2] = -1.0
-    return prof
-
-
-#: The typed shape arguments (``providers._trace_schema.ShapeArgs``) and their keys in a trace's ``args``.
-_SHAPE_FIELDS = (("input_dims", "Input Dims"), ("input_type", "Input type"), ("input_strides", "Input Strides"),
-                 ("concrete_inputs", "Concrete Inputs"), ("kernel_flop", "kernel_flop"),
-                 ("kernel_num_gb", "kernel_num_gb"), ("kernel_backend", "kernel_backend"),
-                 ("kernel_name", "kernel_name"), ("stream", "stream"))
-
-
-class OpsPass:
-    """A ``providers.kineto.read_trace`` pass: the trace's operators and GPU work → its :class:`OpProfile`.
-
-    It takes the typed runs with shapes (``needs_shapes``), so a diff keeps msgspec's fast decoding:
-    each complete event (``ph`` X) is handed to the Kineto collector as the few keys it reads;
-    metadata and instant events are not needed here (the GPU's name comes from ``deviceProperties``).
-    """
-
-    needs_lanes = True
-    needs_shapes = True
-
-    def __init__(self, path: Path) -> None:
-        from my_utils.profiling.analysis.kineto.run import KinetoPass
-
-        self.inner = KinetoPass(path, keep_ops=True)
-        self.add = self.inner.add
-
-    def add_batch(self, events: list[Any]) -> None:
-        """``add`` for a run of ``KinetoShapeEvent`` structs (a missing ``ts`` is NaN: such an event is skipped)."""
-        add = self.add
-        for ev in events:
-            ts = ev.ts
-            if ev.ph != "X" or ts != ts:
-                continue
-            a = ev.args
-            if a.input_dims is not None or a.kernel_flop is not None:  # an operator with recorded arguments
-                args: dict[str, Any] = {key: v for attr, key in _SHAPE_FIELDS if (v := getattr(a, attr)) is not None}
-            else:
-                args = {"correlation": a.correlation} if a.stream is None else {"correlation": a.correlation,
-                                                                                "stream": a.stream}
-            add({"ph": "X", "cat": ev.cat, "name": ev.name, "ts": ts, "dur": ev.dur, "pid": ev.pid, "tid": ev.tid,
-                 "args": args})
-
-    def finish(self, metadata: Any, event_count: int, rank: int | None) -> OpProfile:
-        """The profile of the trace read."""
-        from my_utils.profiling.analysis.kineto import call_stacks
-
-        d, _source, _host = self.inner.columns(metadata, rank)
-        try:
-            # durations near 1e308 overflow to inf here: the diff refuses them itself, naming the kernel
-            with np.errstate(over="ignore", invalid="ignore"):
-                return profile(d)
-        finally:
-            call_stacks.forget()
 
 
 @dataclass(frozen=True)
