@@ -333,9 +333,11 @@ class TraceCollector:
                 c.op_name.append(nid)
                 c.op_index.append(index)
                 if a.input_dims is not None or a.kernel_flop is not None:
-                    args = _typed_args(a)
-                    c.op_sig.append(self._sig(nid, args))
+                    c.op_sig.append(self._sig_of((nid, repr(values := (
+                        a.input_dims, a.input_type, a.input_strides, a.concrete_inputs, a.kernel_flop,
+                        a.kernel_num_gb, a.kernel_backend, a.kernel_name))), values))
                     if name in SHAPED_OPS:
+                        args = _typed_args(a)
                         c.op_args[len(c.op_index) - 1] = {k: args[k] for k in _OP_ARGS if k in args}
                 else:
                     c.op_sig.append(-1)
@@ -343,7 +345,10 @@ class TraceCollector:
     def _sig(self, name_id: int, args: dict[str, Any]) -> int:
         """The id of this operator's recorded arguments, each distinct value stored once (a model has few)."""
         values = tuple(args.get(k) for k in SIG_ARGS)
-        key = (name_id, repr(values))  # lists do not hash; their repr is cheap and exact for JSON values
+        return self._sig_of((name_id, repr(values)), values)  # lists do not hash; their repr is exact for JSON
+
+    def _sig_of(self, key: tuple[int, str], values: tuple[Any, ...]) -> int:
+        """The id of ``values`` (in :data:`SIG_ARGS` order) under ``key`` (the operator and the values' repr)."""
         sid = self._sig_ids.get(key)
         if sid is None:
             sid = self._sig_ids[key] = len(self.columns.sigs)
