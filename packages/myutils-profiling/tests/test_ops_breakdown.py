@@ -79,7 +79,7 @@ def test_the_v100_mm_rows_equal_hand_checked_values(real_fixtures: Any) -> None:
     m, k, n = 1024, 1024, 1705
     flops, nbytes = 2 * m * k * n, (m * k + k * n + m * n) * 4
     (row,) = [r for r in _tables(path)["op_shapes"] if r["operator"] == "aten::mm"
-              and r["input_dims"] == "[[1024,1024],[1024,1705]]"]
+              and r["input_dims"] == "[[1024, 1024], [1024, 1705]]"]
     assert row["calls"] == len(calls) == 12
     assert row["gpu_us"] == us > 0
     assert row["flops_low"] == row["flops_high"] == flops == 3_575_644_160

@@ -46,6 +46,11 @@ MAX_OTHER_TABLES = 20
 #: Characters of a name in a table cell; longer names are cut, the full name in the cell's title.
 MAX_NAME_CHARS = 80
 _OPERATION_COLUMNS = ("name", "source", "unit", "count", "steps", "total", "mean", "p90", "cv", "share")
+#: Kineto tables shown with fewer columns than they hold (the operation model's are wide; the JSON has every one).
+KINETO_COLUMNS: dict[str, tuple[str, ...]] = {
+    "kineto_op_shapes": ("rank", "operator", "input_dims", "calls", "gpu_us", "pct", "tflops", "gbps", "bound",
+                         "roofline_pct_low", "roofline_pct_high"),
+}
 #: Tables whose ``name`` column holds GPU kernel names (shortened like the charts' labels).
 _KERNEL_TABLES = frozenset({"kineto_top_kernels", "kineto_launch_outliers", "nsys_top_kernels"})
 #: The Nsight tables (``analysis.nsight``) in display order: title and the columns shown (every column is in the JSON).
@@ -321,7 +326,8 @@ def build_context(report: AnalysisReport) -> dict[str, Any]:
                                  ["series", "source", "steps", "unit", "median", "p90", "max", "mean", "min", "cv"]))
     if report.tables.get("ranks"):
         tables.append(table_view("Ranks", report.tables["ranks"], name="ranks", pinned=sorted(pinned.get("ranks", ()))))
-    kineto = [table_view(_title_of(name), rows, name=name, pinned=sorted(pinned.get(name, ())))
+    kineto = [table_view(_title_of(name), rows, KINETO_COLUMNS.get(name), name=name,
+                         pinned=sorted(pinned.get(name, ())))
               for name, rows in report.tables.items() if name.startswith("kineto_") and rows]
     nsight = [table_view(title, report.tables[name], [c for c in cols if any(c in r for r in report.tables[name])],
                          name=name, pinned=sorted(pinned.get(name, ())))

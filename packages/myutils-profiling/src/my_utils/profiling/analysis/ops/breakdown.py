@@ -77,37 +77,41 @@ class OperatorRow(Row):
 
 @dataclass(frozen=True)
 class ShapeRow(Row):
-    """One operator with one set of recorded arguments: its GPU time, modelled cost and place under the roofline."""
+    """One operator with one set of recorded arguments: its GPU time, modelled cost and place under the roofline.
+
+    The first twelve fields are what a report page shows (its generic tables show twelve columns); the
+    JSON, CSV and DataFrames hold them all.
+    """
 
     rank: int | None
     operator: str
-    category: str
     input_dims: str
+    calls: int
+    gpu_us: float
+    pct: float
+    tflops: float | None
+    gbps: float | None
+    bound: str
+    roofline_pct_low: float | None
+    roofline_pct_high: float | None
+    example_index: int
+    category: str
     input_types: str
     input_strides: str
     concrete_inputs: str
-    calls: int
-    gpu_us: float
     us_per_call: float
-    pct: float
     flops_low: float | None
     flops_high: float | None
     bytes_low: float | None
     bytes_high: float | None
     intensity_low: float | None
     intensity_high: float | None
-    tflops: float | None
-    gbps: float | None
-    bound: str
-    roofline_pct_low: float | None
-    roofline_pct_high: float | None
     roof: str
     peak_tflops: float | None
     bandwidth_gbps: float | None
     formula: str
     not_measured: str
     replay: str
-    example_index: int
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,8 @@ class CoverageRow(Row):
 
 
 def _text(v: Any) -> str:
-    return "" if v is None else json.dumps(v, separators=(",", ":"))
+    """A recorded argument list as JSON text, spaced so that a page can wrap it."""
+    return "" if v is None else json.dumps(v)
 
 
 def inductor_cost(args: OpArgs, name: str) -> Cost | None:
@@ -283,18 +288,18 @@ def _shape_row(d: RankData, opname: str, raw: dict[str, Any], args: OpArgs | Non
                gpu_us: float, total: float, gpu: str, tensor_core: bool, host: bool, example: int) -> ShapeRow:
     category = operator_category(opname) or (cost.family if cost is not None and cost.family in CATEGORIES
                                              else "other")
+    dims, types = _text(raw.get("Input Dims")), _text(raw.get("Input type"))
+    strides, concrete = _text(raw.get("Input Strides")), _text(raw.get("Concrete Inputs"))
+    per_call, share, replay = gpu_us / calls if calls else 0.0, pct(gpu_us, total), replay_readiness(args)
     if cost is None:
         why = "no shapes recorded" if args is None or not args.dims else "no model for this operator or these shapes"
-        return ShapeRow(d.rank, opname, category, _text(raw.get("Input Dims")), _text(raw.get("Input type")),
-                        _text(raw.get("Input Strides")), _text(raw.get("Concrete Inputs")), calls, gpu_us,
-                        gpu_us / calls if calls else 0.0, pct(gpu_us, total), None, None, None, None, None, None, None,
-                        None, "", None, None, "", None, None, "", why, replay_readiness(args), example)
+        return ShapeRow(d.rank, opname, dims, calls, gpu_us, share, None, None, "", None, None, example, category,
+                        types, strides, concrete, per_call, None, None, None, None, None, None, "", None, None, "",
+                        why, replay)
     roof = HOST_LINK if host else ceiling(gpu, cost.dtype, cost.matrix, tensor_core)
     j = judge(cost, calls, gpu_us, roof)
-    return ShapeRow(d.rank, opname, category, _text(raw.get("Input Dims")), _text(raw.get("Input type")),
-                    _text(raw.get("Input Strides")), _text(raw.get("Concrete Inputs")), calls, gpu_us,
-                    gpu_us / calls if calls else 0.0, pct(gpu_us, total), cost.flops_low, cost.flops_high,
-                    cost.bytes_low, cost.bytes_high, j.intensity_low, j.intensity_high, j.tflops, j.gbps, j.bound,
-                    j.roofline_pct_low, j.roofline_pct_high, roof.label,
+    return ShapeRow(d.rank, opname, dims, calls, gpu_us, share, j.tflops, j.gbps, j.bound, j.roofline_pct_low,
+                    j.roofline_pct_high, example, category, types, strides, concrete, per_call, cost.flops_low,
+                    cost.flops_high, cost.bytes_low, cost.bytes_high, j.intensity_low, j.intensity_high, roof.label,
                     roof.flops / 1e12 if roof.flops else None, roof.bandwidth / 1e9 if roof.bandwidth else None,
-                    cost.formula, j.not_measured, replay_readiness(args), example)
+                    cost.formula, j.not_measured, replay)
