@@ -94,3 +94,17 @@ def test_the_typed_read_gives_the_profile_the_dict_read_gives(real_fixtures: Any
     plain = read_trace(path, None, (OpsPass,), events=False).results[0]
     assert typed.ops == plain.ops and typed.kernels == plain.kernels and typed.total_us == plain.total_us
     assert any(k[1] for k in typed.ops)  # shapes made it through the typed decoding
+
+
+def test_no_operations_reads_without_the_operation_pass(real_fixtures: Any, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from my_utils.profiling.cli import app
+
+    base = target = real_fixtures / f"{HTA}/critical_path__cuda_event_sync.json.gz"  # small: the flag is the point
+    for flag, out in (([], tmp_path / "on.json"), (["--no-operations"], tmp_path / "off.json")):
+        res = CliRunner().invoke(app, ["diff", "--base-trace", str(base), "--target-trace", str(target), "--output",
+                                       str(out), *flag])
+        assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "on.json").read_text())["operations"]["rows"]
+    assert json.loads((tmp_path / "off.json").read_text())["operations"] is None

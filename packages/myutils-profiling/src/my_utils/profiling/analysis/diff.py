@@ -324,11 +324,12 @@ def _parents(reads: Sequence[Any]) -> dict[str, tuple[str, float]]:
 
 
 def diff_traces(base: Sequence[str | Path], target: Sequence[str | Path], *, sigmas: float = 3.0,
-                min_pct: float = 5.0, executor: Any = None) -> DiffResult:
+                min_pct: float = 5.0, executor: Any = None, operations: bool = True) -> DiffResult:
     """Compare two runs' Kineto traces (one file per rank each), each read once by the Kineto provider.
 
     The same pass reads each trace's context (its ``hardware``), call nesting and GPU
-    timeline (``diff_gpu_read.GpuPass``). A side whose traces hold no operation and no step is
+    timeline (``diff_gpu_read.GpuPass``) and, with ``operations``, its operators for the operation-matched
+    section (``ops.op_profile.OpsPass``). A side whose traces hold no operation and no step is
     refused (``InputError`` naming its files).
     """
     from my_utils.profiling.analysis.diff_context import context_warnings
@@ -342,8 +343,8 @@ def diff_traces(base: Sequence[str | Path], target: Sequence[str | Path], *, sig
     from my_utils.profiling.providers.parallel import run_many
 
     files = [str(p) for p in base] + [str(p) for p in target]
-    reads = run_many(read_trace, [(f, None, (NestingPass, GpuPass, OpsPass)) for f in files],
-                     executor or pool_for(files))
+    passes: tuple[Any, ...] = (NestingPass, GpuPass, OpsPass) if operations else (NestingPass, GpuPass)
+    reads = run_many(read_trace, [(f, None, passes) for f in files], executor or pool_for(files))
     sides = []
     for label, side in ((_label(base), reads[:len(base)]), (_label(target), reads[len(base):])):
         stats, side_step = stats_from_events(e for r in side for e in r.events)
@@ -375,10 +376,11 @@ def diff_traces(base: Sequence[str | Path], target: Sequence[str | Path], *, sig
             if sa and sb else None)
     changes = compare(a, b, sigmas=sigmas, min_pct=min_pct, base_step_mean=sa.mean if sa else None,
                       parents=parents, where=where)
-    operations = op_diff([r.results[2] for r in reads[:len(base)]], [r.results[2] for r in reads[len(base):]])
+    matched = op_diff([r.results[2] for r in reads[:len(base)]], [r.results[2] for r in reads[len(base):]]) \
+        if operations else None
     return DiffResult(_label(base), _label(target), changes, step, warnings, {"sigmas": sigmas, "min_pct": min_pct},
                       hw_a, hw_b, gpu=(gpu_a, gpu_b), similarity=similarity, window=window, notes=notes,
-                      operations=operations)
+                      operations=matched)
 
 
 def _label(paths: Sequence[str | Path]) -> str:

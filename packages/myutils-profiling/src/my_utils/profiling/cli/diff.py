@@ -42,6 +42,9 @@ def diff(
     sigmas: float = typer.Option(3.0, "--sigmas", help="A change must exceed this many standard errors of the "
                                  "per-step spread to be significant."),
     min_pct: float = typer.Option(5.0, "--min-pct", help="...and this percentage of the base value."),
+    operations: bool = typer.Option(True, "--operations/--no-operations", help="For traces: also match the "
+                                    "operations (operator, shapes, call stack) across the runs; off, the traces "
+                                    "are read faster and the diff has no operations section."),
 ) -> None:
     """Compare two runs: the GPU-level before → after and the step-time change by cause, then per name.
 
@@ -74,7 +77,7 @@ def diff(
         if bases or targets:
             if not bases or not targets:
                 raise UsageError("--base-trace and --target-trace are both needed to compare traces")
-            result = diff_traces(bases, targets, sigmas=sigmas, min_pct=min_pct)
+            result = diff_traces(bases, targets, sigmas=sigmas, min_pct=min_pct, operations=operations)
         else:
             if report_a is None or report_b is None:
                 raise UsageError("--base-report and --target-report are both needed "
