@@ -209,8 +209,44 @@ def pytest_runtest_call(item: pytest.Item) -> None:
             skip_or_fail_unavailable(HTA_MISSING)
 
 
+#: scopes whose fixture instance is shared by the tests of one module (or class, or package)
+_SHARED_SCOPES = ("module", "class", "package")
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """The worker group of ``item`` under ``pytest -n N --dist loadgroup`` (README's test command), or None.
+
+    Tests run on any worker unless they share something costly or exclusive:
+    - ``browser`` tests share one headless Chromium (the session fixture ``chromium``): one worker
+      starts it once, instead of one browser per worker;
+    - a test that uses a module-, class- or package-scoped fixture, or a session-scoped one its own
+      module defines (a venv, a demo run, a cluster), runs beside the other tests of its module, so
+      the fixture is built once, not once per worker.
+    Anything else a test shares (a port, a folder, the cwd, the environment) is its own and safe in
+    parallel: ports are free ones, folders come from ``tmp_path``, and the rest is per process.
+    """
+    if item.get_closest_marker("browser") is not None:
+        return "browser"
+    module = item.nodeid.split("::", 1)[0]
+    info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        defs = info.name2fixturedefs.get(name) if info is not None else None
+        if not defs:
+            continue
+        fixture = defs[-1]  # the definition this test gets (the closest one)
+        if fixture.scope in _SHARED_SCOPES or (fixture.scope == "session" and fixture.baseid == module):
+            return module
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its worker hook turns them into node ids)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip hardware- and service-bound tests with a reason where the machine lacks them."""
+    """Skip hardware- and service-bound tests with a reason where the machine lacks them; group for xdist."""
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            group = xdist_group(item)
+            if group is not None and item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group(group))
     import shutil
 
     checks = {
