@@ -391,3 +391,24 @@ def test_every_flow_keeps_its_ids_times_lanes_and_binding(real_fixtures: Any, tm
     assert _output_flows(doc) == want
     ids = [e["id"] for e in doc["traceEvents"] if e.get("ph") == "s"]
     assert len(set(ids)) == len(ids) and all(int(i) == i and 0 <= i < 2**53 for i in ids)
+
+
+def test_trim_keeps_the_events_exactly_at_its_threshold(tmp_path: Path) -> None:
+    """Half the slices last 1 µs, half 2 µs, and only the 2 µs half fits: trim's threshold is 2 µs, and the
+    slices of exactly 2 µs are kept (``dur >= threshold``), every one of them."""
+    t0 = 1_700_000_000e6  # unix µs: placed without baseTimeNanoseconds
+    slices = [{"ph": "X", "name": f"op{i % 7}", "cat": "cpu_op", "ts": t0 + 10 * i, "dur": 1 + i % 2, "pid": 1,
+               "tid": 1} for i in range(4000)]
+    trace = tmp_path / "trace_rank_0.json"
+    trace.write_text(json.dumps({"traceEvents": slices}))
+    write_events(tmp_path / "metrics_events.jsonl", [])
+    args = ["--events", str(tmp_path / "metrics_events.jsonl"), "--torch-trace", str(trace), "--executor", "serial"]
+    whole = tmp_path / "whole.json"
+    assert _run("trace", *args, "--output", str(whole)).exit_code == 0
+    out = tmp_path / "trimmed.json"
+    res = _run("trace", *args, "--output", str(out), "--max-mb", f"{0.75 * whole.stat().st_size / (1 << 20):.4f}",
+               "--overflow", "trim")
+    assert res.exit_code == 0, res.output
+    doc = _load(out)
+    assert doc["otherData"]["trimmed"]["torch_min_duration_us"] == 2.0
+    assert sorted(e["dur"] for e in doc["traceEvents"] if e.get("ph") == "X") == [2] * 2000
