@@ -7,6 +7,7 @@ import os
 import posixpath
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
@@ -109,6 +110,26 @@ def repo_root() -> Path:
 def real_fixtures() -> RealFixtures:
     """The real third-party files of ``fixtures/registry.toml``, fetched lazily (see :class:`RealFixtures`)."""
     return RealFixtures(load_real_fixtures_module())
+
+
+@pytest.fixture
+def short_tmp_path() -> Iterator[Path]:
+    """A fresh empty folder with a short path (``/tmp/mu-XXXXXXXX``), removed after the test.
+
+    For ``$TMPDIR`` of a command that starts a multiprocessing fork server or a local Dask cluster:
+    the server's unix socket lives in ``$TMPDIR``, and a socket's path holds at most 107 bytes.
+    ``tmp_path`` is ``/tmp/pytest-of-<user>/pytest-<n>/<test name, 30 characters>``, and 10
+    characters longer under pytest-xdist (``popen-gw<n>/``): enough to pass that limit
+    ("AF_UNIX path too long").
+    """
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="mu-", dir="/tmp" if os.path.isdir("/tmp") else None))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
