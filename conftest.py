@@ -268,6 +268,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             group = xdist_group(item)
             if group is not None and item.get_closest_marker("xdist_group") is None:
                 item.add_marker(pytest.mark.xdist_group(group))
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            # xdist hands out work in this order (groups first, the largest first): the slow tests of no
+            # group start early, so that the run does not end with one worker busy on a long test. The
+            # same order on every worker (a stable sort), as xdist requires
+            items.sort(key=lambda item: item.get_closest_marker("slow") is None
+                       or item.get_closest_marker("xdist_group") is not None)
     import shutil
 
     checks = {
