@@ -14,6 +14,8 @@ nox.options.sessions = ["tests", "lint"]
 
 MEMBERS = ["core", "tracing", "hooks", "distributed", "memory", "profiling", "legacy"]
 TORCH = "torch==2.13.0"
+#: the README's test command: one xdist worker per CPU, grouped tests kept together (conftest.py)
+PARALLEL = ("-n", "auto", "--dist", "loadgroup")
 # Each member's own distributions of my_utils: core + itself (+ what it declares).
 MEMBER_DEPS = {
     "core": ["core"],
@@ -42,8 +44,8 @@ def _pytest_in_dev_env(session: nox.Session, *args: str) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The whole suite, all seven distributions installed editable (what CI runs)."""
-    _pytest_in_dev_env(session)
+    """The whole suite, all seven distributions installed editable, in parallel (what CI runs)."""
+    _pytest_in_dev_env(session, *PARALLEL)
 
 
 @nox.session

@@ -1223,8 +1223,16 @@ static struct PyModuleDef module_def = {
  * install not rebuilt after a pull) is then ignored instead of called with other arguments. */
 #define SCAN_ABI 3
 
+/* The sha256 of this file as it was compiled (hatch_build.py passes it): the tests compare it with the
+ * source beside the module, so that an edit not followed by a reinstall fails instead of testing the
+ * old binary. Empty when compiled by hand. */
+#ifndef MYUTILS_SCAN_SOURCE_SHA256
+#define MYUTILS_SCAN_SOURCE_SHA256 ""
+#endif
+
 PyMODINIT_FUNC PyInit__kineto_scan(void) {
     PyObject *m = PyModule_Create(&module_def);
     if (m != NULL && PyModule_AddIntConstant(m, "ABI", SCAN_ABI) < 0) Py_CLEAR(m);
+    if (m != NULL && PyModule_AddStringConstant(m, "SOURCE_SHA256", MYUTILS_SCAN_SOURCE_SHA256) < 0) Py_CLEAR(m);
     return m;
 }
