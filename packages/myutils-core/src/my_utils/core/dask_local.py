@@ -52,7 +52,7 @@ from my_utils.core.scratch import make_scratch, owner_token
 if TYPE_CHECKING:
     import logging
 
-__all__ = ["QUIET_LOOP", "QUIET_WORKERS", "LocalDask", "frozen_gc", "local_cluster", "no_task_failures",
+__all__ = ["LOOPBACK_HTTP", "QUIET_LOOP", "QUIET_WORKERS", "LocalDask", "frozen_gc", "local_cluster", "no_task_failures",
            "quiet_distributed"]
 
 #: the periodic work of a process's event loop, slowed down: the scheduler's (in this process) for a local cluster
@@ -63,6 +63,8 @@ QUIET_LOOP = {"distributed.admin.system-monitor.gil.enabled": False,
 QUIET_WORKERS = {**QUIET_LOOP,
                  "distributed.worker.profile.enabled": False,
                  "distributed.worker.memory.monitor-interval": "1s"}
+#: where the local scheduler serves its HTTP routes: a free port on loopback (never a host-less ":0")
+LOOPBACK_HTTP = "127.0.0.1:0"
 _AF_UNIX_PATH_MAX = 100  # a unix socket's path (the fork server's) is at most 104-108 bytes, whatever the OS
 
 
@@ -199,11 +201,13 @@ def local_cluster(workers: int | None, preload: Sequence[str] = (), scratch: str
                 # scheduler interrupted half-way is never closed: its loop thread outlives the call)
                 with signals_deferred():
                     started.enter_context(dask.config.set({**QUIET_LOOP, "temporary-directory": space}))
-                    # loopback only; ":0": the scheduler's HTTP routes bind a free port (None still binds the
-                    # fixed 8787); silence_logs: its INFO lines stay quiet. QUIET_LOOP: the scheduler's system
-                    # monitor (every 0.5 s) and tick (20 ms) took 2.6 % of a core while idle, 0.75 % with these
+                    # loopback only, its HTTP routes too: a dashboard address without a host (":0") binds
+                    # 0.0.0.0, where /info and /json/identity.json list the workers, folders and logs to any
+                    # host; port 0 is a free one (None binds the fixed 8787). silence_logs: its INFO lines
+                    # stay quiet. QUIET_LOOP: the scheduler's system monitor (every 0.5 s) and tick (20 ms)
+                    # took 2.6 % of a core while idle, 0.75 % with these
                     cluster = started.enter_context(LocalCluster(
-                        n_workers=0, host="127.0.0.1", dashboard_address=":0", silence_logs=40,
+                        n_workers=0, host="127.0.0.1", dashboard_address=LOOPBACK_HTTP, silence_logs=40,
                         local_directory=space))
                 starter.join()
                 if failed:
