@@ -5,7 +5,8 @@
 - ``refuse_overwriting_inputs``: an output never replaces an input (also through a link,
   a hard link, or a sibling file the writer derives from the output's name).
 - ``csv_text_cell`` / ``csv_text_value``: a text cell a spreadsheet would run as a formula
-  is written with a leading apostrophe, and read back exactly.
+  is written with a leading apostrophe, and read back exactly (from :mod:`.csv_safe`, the one
+  CSV writer).
 - ``utf8_text``: a name that cannot be written as UTF-8 (a lone surrogate from
   ``os.fsdecode`` of a non-UTF-8 byte) keeps its information as a ``\\xNN`` escape.
 - ``strict_json``: JSON without bare ``NaN``/``Infinity`` (other tools refuse them).
@@ -103,29 +104,10 @@ def refuse_overwriting_inputs(outputs: Iterable[str | Path], inputs: Iterable[st
 
 
 # -- CSV --------------------------------------------------------------------------------
+# one home for the formula guard, with the one CSV writer (csv_safe); kept importable from here
 
-#: First characters a spreadsheet (Excel, LibreOffice, Google Sheets) evaluates as a formula.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
-
-
-def csv_text_cell(text: str) -> str:
-    """``text`` safe in a CSV text cell: a leading apostrophe where a spreadsheet would see a formula.
-
-    Reversible with ``csv_text_value``: a text that itself starts with apostrophes followed by
-    a formula character gets one more, so every text reads back exactly.
-    """
-    body = text.lstrip("'")
-    if body.startswith(_FORMULA_START):
-        return "'" + text
-    return text
-
-
-def csv_text_value(cell: str) -> str:
-    """The text ``csv_text_cell`` wrote (drops the one apostrophe it added)."""
-    if cell.startswith("'") and cell.lstrip("'").startswith(_FORMULA_START):
-        return cell[1:]
-    return cell
-
+from my_utils.core.csv_safe import csv_text_cell as csv_text_cell  # noqa: E402
+from my_utils.core.csv_safe import csv_text_value as csv_text_value  # noqa: E402
 
 # -- text -------------------------------------------------------------------------------
 
