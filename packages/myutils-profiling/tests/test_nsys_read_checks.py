@@ -264,3 +264,16 @@ def test_the_real_exports_pass_every_check(real_fixtures: Any) -> None:
         with NsysExport(real_fixtures / name) as db:
             db.ensure_views()
             assert json.dumps(db.query("SELECT COUNT(*) FROM nsys_gpu_op")[0][0]) is not None
+
+
+def test_an_export_without_gpu_tables_is_summarised(real_fixtures: Any, tmp_path: Path) -> None:
+    """Found by the corpus fuzz: with no kernel, copy or set table, ``summary --json`` raised ValueError (an empty
+    busy table has no columns)."""
+    path = altered(real_fixtures, tmp_path, "cpu_only.sqlite", f"DROP TABLE {KERNEL};",
+                   "DROP TABLE IF EXISTS CUPTI_ACTIVITY_KIND_MEMCPY;", "DROP TABLE IF EXISTS CUPTI_ACTIVITY_KIND_MEMSET;")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["nsys", "summary", str(path), "--json", str(out / "s.json")])
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+    assert res.exit_code == 0, res.output
+    data = json.loads((out / "s.json").read_text())
+    assert data["exports"][0]["tables"]["nsys_busy_device"] == []
