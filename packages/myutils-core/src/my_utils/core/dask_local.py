@@ -154,12 +154,12 @@ def _answers(address: str, timeout: float, where: str) -> None:
     probe.start()
     probe.join(timeout + 5)
     if probe.is_alive() or failed:
-        exc = failed[0] if failed else None
-        if exc is None or isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        error = failed[0] if failed else None
+        if error is None or isinstance(error, (TimeoutError, asyncio.TimeoutError)):
             raise UsageError(_no_answer(address, timeout, where, ""))
         # something answered, but not Dask's handshake (another service on that port)
         raise UsageError(_no_answer(address, None, where, f"something answered, but not as a Dask scheduler: "
-                                                          f"{type(exc).__name__}: {str(exc)[:120]}"))
+                                                          f"{type(error).__name__}: {str(error)[:120]}"))
 
 
 def _no_answer(address: str, timeout: float | None, where: str, reason: str) -> str:

@@ -86,7 +86,8 @@ def field_at_fault(ev: dict[str, Any], cat: Any, exc: BaseException) -> str:
     on = f"on a {cat!r} event"
     if "ts" not in ev:
         return f"'ts' {on} as a finite number (µs); found none"
-    args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+    raw_args = ev.get("args")
+    args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
     checks: list[tuple[str, Any, bool, str]] = [
         ("ts", ev.get("ts"), number(ev.get("ts")), "a finite number (µs)"),
         ("dur", ev.get("dur", 0), number(ev.get("dur", 0)), "a finite number (µs)"),
