@@ -101,7 +101,7 @@ def summary(
             out.write_text(json_out, strict_json(run.to_dict(), indent=2) + "\n")
         for path, t in csvs.items():
             out.write_text(path, csv_text(t.columns, t.rows))
-    if csv_dir is not None:
+    if csv_dir is not None and csv_dir.is_dir():
         _drop_stale_tables(csv_dir, set(csvs))
     typer.echo(render_run(run, top))
 

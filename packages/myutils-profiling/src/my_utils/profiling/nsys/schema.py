@@ -111,6 +111,8 @@ class NsysExport:
         self.rank = rank
         self.label = label or self.path.name
         check_header(self.path)
+        self.step_budget = step_budget(self.path.stat().st_size)  # before connecting: a bad setting leaks nothing
+        self._steps = 0
         uri = self.path.resolve().as_uri() + "?mode=ro&immutable=1"
         try:
             self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
@@ -118,8 +120,6 @@ class NsysExport:
             raise InputError(self.path, None, f"a readable SQLite database ({exc})") from None
         self.conn.text_factory = _text
         _math_functions(self.conn)
-        self.step_budget = step_budget(self.path.stat().st_size)
-        self._steps = 0
         self.conn.set_progress_handler(self._progress, PROGRESS_STEP)
         try:
             rows = self.conn.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
