@@ -20,13 +20,13 @@ PIECES = st.lists(st.sampled_from(["=", "+", "-", "@", "\t", "\r", "\n", "\r\n",
                                    "'", "a", " ", "\uff20"]), max_size=10).map("".join)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=1000, deadline=None, derandomize=True)
 @given(text=PIECES)
 def test_every_text_reads_back_exactly(text: str) -> None:
     assert csv_text_value(csv_text_cell(text)) == text
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500, deadline=None, derandomize=True)
 @given(row=st.lists(PIECES, min_size=1, max_size=4))
 def test_no_reader_splits_a_row_into_a_formula(row: list[str]) -> None:
     text = csv_table(["h"], [[*row, 1], ["=x", 1]])

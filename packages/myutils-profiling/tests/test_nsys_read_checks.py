@@ -211,7 +211,7 @@ VALUES = st.sampled_from(["X'00ff'", "X''", "'text'", "''", "'12'", "1.5", "1e30
                           "9223372036854775807", "0", "'k\r=x'"])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_every_storage_class_change_is_read_or_refused_naming_its_column(data: st.DataObject, real_fixtures: Any,
                                                                          tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -233,12 +233,10 @@ def test_every_storage_class_change_is_read_or_refused_naming_its_column(data: s
         assume(False)
     kind = COLUMN_KINDS[table][col]
     conn = sqlite3.connect(path)
-    conn.text_factory = bytes
+    conn.text_factory = lambda raw: raw.decode("utf-8", "replace")  # TEXT as str, a BLOB stays bytes
     stored = [r[0] for r in conn.execute(f'SELECT "{col}" FROM "{table}" WHERE rowid % {every} = 0')]
     conn.close()
-    if isinstance(stored[0] if stored else None, bytes) and kind.classes != ("blob",):  # TEXT came back as bytes
-        stored = [v.decode("utf-8", "replace") if isinstance(v, bytes) and value.startswith("'") else v for v in stored]
-    acceptable = all(kind.accepts(v) for v in stored)
+    acceptable = all(kind.accepts(v) for v in stored)  # what SQLite stored (a column's affinity converts)
     for run in (lambda: analyze_run([str(path)]), lambda: write_timeline([str(path)], folder / "t.json")):
         try:
             run()

@@ -133,7 +133,7 @@ def test_plugins_run_writes_them_on_every_path(tmp_path: Path) -> None:
 BAD = [b"\xff", b"\xc3(", b"\xe2\x82(", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x80"]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(where=st.floats(0.0, 1.0), bad=st.sampled_from(BAD), gz=st.booleans(), path=st.sampled_from(sorted(PATHS)),
        chunk=st.sampled_from([4096, 65536, 1 << 20]))
 def test_a_byte_that_is_not_utf8_is_placed_at_its_offset(where: float, bad: bytes, gz: bool, path: str, chunk: int,
