@@ -283,5 +283,5 @@ def _export_table(db: NsysExport) -> None:
     db.query("CREATE TEMP TABLE nsys_export (label TEXT, rank INTEGER, epoch_offset_ns INTEGER, "
              "product_version TEXT, schema_version TEXT, family TEXT)", place="temp")
     m = db.meta
-    db.conn.execute("INSERT INTO temp.nsys_export VALUES (?, ?, ?, ?, ?, ?)",
-                    (db.label, db.rank, db.epoch_offset_ns, m.product_version, m.schema_version, m.family))
+    db.query("INSERT INTO temp.nsys_export VALUES (?, ?, ?, ?, ?, ?)",
+             (db.label, db.rank, db.epoch_offset_ns, m.product_version, m.schema_version, m.family), place="temp")
