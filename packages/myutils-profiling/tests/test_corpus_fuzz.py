@@ -35,7 +35,9 @@ from my_utils.profiling.examples import example_config_path
 MUTATIONS = 200
 _DATA = example_config_path().parent / "data"
 _JUNK = (b",", b'"', b"{", b"}", b"[", b"]", b"\n", b"\x00", b"NaN", b"-1", b"1e999", b"\xff\xfe", b":", b"\\",
-         b'"ph":"X"', b";", b"=", b"\r")
+         b'"ph":"X"', b";", b"=", b"\r",
+         # hostile names: a formula after a carriage return, a lone surrogate (JSON escape and CESU bytes)
+         b"\r=HYPERLINK(", b"@SUM(", b"\\ud800", b"\xed\xa0\x80")
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,8 @@ def summary(
     gpu: str | None = typer.Option(None, "--gpu", help="The GPU, as tools name it, for exports without a GPU table "
                                    "(e.g. 'NVIDIA H100 80GB HBM3')."),
     json_out: Path | None = typer.Option(None, "--json", help="Write every table, iteration and fact as JSON."),
-    csv_dir: Path | None = typer.Option(None, "--csv-dir", help="Write each table as <name>.csv in this folder."),
+    csv_dir: Path | None = typer.Option(None, "--csv-dir", help="Write each table as <name>.csv in this folder "
+                                        "(the tables of an earlier run there are replaced, all together)."),
     detail: bool = typer.Option(False, "--detail", help="With several ranks, also print every export's own tables "
                                 "(the default is one row per rank and what holds across them)."),
 ) -> None:
@@ -85,6 +86,7 @@ def summary(
     With several ranks the output leads with one row per rank (``--detail`` adds each export's tables);
     with one, it prints that export's tables."""
     from my_utils.core.safe_io import refuse_overwriting_inputs, strict_json
+    from my_utils.profiling.cli._outputs import StagedOutputs
     from my_utils.profiling.nsys.mfu import ModelFlops
     from my_utils.profiling.nsys.ranks import expand_inputs
     from my_utils.profiling.nsys.render import csv_text
@@ -92,15 +94,37 @@ def summary(
 
     message = parse_bytes(nccl_bytes) if nccl_bytes is not None else None
     model = ModelFlops.parse(flops=flops, params=params, tokens=tokens, dtype=dtype, gpu=gpu)
-    refuse_overwriting_inputs([p for p in (json_out,) if p], [i.path for i in expand_inputs(inputs)])
+    sources = [i.path for i in expand_inputs(inputs)]
+    refuse_overwriting_inputs([p for p in (json_out,) if p], sources)
     run = analyze_run(inputs, iteration_range=iteration_range, top=top, message_bytes=message, model=model)
     tables = run.tables()
-    if json_out is not None:
-        _write(json_out, strict_json(run.to_dict(), indent=2) + "\n")
-    if csv_dir is not None:
-        for name, t in tables.items():
-            _write(csv_dir / f"{name}.csv", csv_text(t.columns, t.rows))
+    csvs = {csv_dir / f"{name}.csv": t for name, t in tables.items()} if csv_dir is not None else {}
+    # the JSON and every table land together or not at all: a run failing part-way leaves the earlier set
+    with StagedOutputs(sources) as out:
+        out.check([*([json_out] if json_out is not None else []), *csvs])
+        if json_out is not None:
+            out.write_text(json_out, strict_json(run.to_dict(), indent=2) + "\n")
+        for path, t in csvs.items():
+            out.write_text(path, csv_text(t.columns, t.rows))
+    if csv_dir is not None and csv_dir.is_dir():
+        _drop_stale_tables(csv_dir, set(csvs))
     typer.echo(render_run(run, top, detail=detail))
+
+
+_TABLE_CSV = re.compile(r"nsys_[a-z0-9_]+\.csv")
+
+
+def _drop_stale_tables(folder: Path, written: set[Path]) -> None:
+    """Remove the tables an earlier ``--csv-dir`` run left in ``folder`` that this one did not write."""
+    import contextlib
+    import os
+
+    with os.scandir(folder) as entries:
+        stale = [Path(e.path) for e in entries if _TABLE_CSV.fullmatch(e.name) and e.is_file(follow_symlinks=False)
+                 and folder / e.name not in written]
+    for path in stale:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
 
 
 def render_run(run: RunSummary, top: int = 10, *, detail: bool = False) -> str:

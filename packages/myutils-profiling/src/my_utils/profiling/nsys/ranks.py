@@ -17,6 +17,7 @@ Two files of one run with the same rank are refused.
 from __future__ import annotations
 
 import glob
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -90,6 +91,10 @@ def expand_inputs(specs: Sequence[str | Path]) -> list[RankInput]:
             found += [(p, None, "none") for p in files]
         else:
             matches = sorted(Path(p) for p in glob.glob(pattern) if Path(p).is_file())
+            if not matches and regex is None and os.path.lexists(text):  # a path that is there, but no file
+                from my_utils.core.safe_io import path_problem
+
+                raise InputError(path, None, path_problem(path))
             if not matches:
                 raise UsageError(f"{text}: no file matches (nsys exports: a file, a folder, a glob, or a "
                                  "template like report_%q{RANK}.sqlite)")

@@ -1134,7 +1134,7 @@ static PyObject *group_rows(PyObject *module, PyObject *const *args, Py_ssize_t 
     if (next == NULL) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t u = 0, at = 0; u < used; u++) { groups[u].first = next[u] = at; at += groups[u].count; }
     for (Py_ssize_t k = 0; k < n; k++) run[next[which[k]]++] = dur[k];
-    qsort(groups, (size_t)used, sizeof(Group), group_cmp);
+    if (used > 1) qsort(groups, (size_t)used, sizeof(Group), group_cmp);  /* groups is NULL when there are none */
     out = PyList_New(used);
     if (out == NULL) goto done;
     for (Py_ssize_t u = 0; u < used; u++) {
@@ -1177,7 +1177,7 @@ static PyObject *peak_rows(PyObject *module, PyObject *const *args, Py_ssize_t n
     RowKey *keys = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(RowKey));
     if (keys == NULL) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t k = 0; k < n; k++) { keys[k].g = si[k]; keys[k].n = dev[k]; keys[k].si = 0; keys[k].at = k; }
-    qsort(keys, (size_t)n, sizeof(RowKey), row_cmp);
+    if (n > 1) qsort(keys, (size_t)n, sizeof(RowKey), row_cmp);
     out = PyList_New(0);
     if (out == NULL) goto done;
     for (Py_ssize_t lo = 0; lo < n;) {

@@ -246,10 +246,9 @@ class TraceCollector:
                         if isinstance(args, dict):
                             c.op_args[len(c.op_index) - 1] = {k: args[k] for k in _OP_ARGS if k in args}
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise InputError(
-                self.path, f"traceEvents[{index}]",
-                f"numeric 'ts'/'dur' (µs) on a {ev.get('cat')!r} event ({type(exc).__name__}: {exc})",
-            ) from None
+            from my_utils.profiling.providers.trace_aggregate import field_at_fault
+
+            raise InputError(self.path, f"traceEvents[{index}]", field_at_fault(ev, ev.get("cat"), exc)) from None
 
     def _sync(self, ev: dict[str, Any], index: int) -> None:
         """A ``cuda_sync`` event: GPU time on its stream, or host wait when it has none."""
