@@ -1,8 +1,8 @@
 """What a stored run was: workload, config, commit and branch, host, hardware, world size, tool, time.
 
 A run's context comes, item by item, from what the caller gives (``--commit``, ``--workload``...),
-then the CI environment (the commit and branch variables of GitHub Actions, GitLab CI, Buildkite,
-Jenkins, CircleCI, or ``MYUTILS_GIT_COMMIT`` / ``MYUTILS_GIT_BRANCH``), then ``git`` in the current
+then the CI environment (``MYUTILS_GIT_COMMIT`` / ``MYUTILS_GIT_BRANCH``, else the variables of
+GitLab CI, Jenkins and GitHub Actions: :func:`from_environment`), then ``git`` in the current
 folder, then the report itself (its headline's context facts: GPU, GPUs per process, world size,
 host). What none of them says stays None ("unknown"), never a guess.
 
@@ -27,11 +27,6 @@ from my_utils.core.errors import InputError
 if TYPE_CHECKING:
     from my_utils.profiling.analysis.model import AnalysisReport
 
-#: CI variables that carry the commit, first found wins (GitHub's pull-request head before its merge ref).
-COMMIT_VARIABLES = ("MYUTILS_GIT_COMMIT", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "CIRCLE_SHA1", "GIT_COMMIT",
-                    "GITHUB_SHA")
-BRANCH_VARIABLES = ("MYUTILS_GIT_BRANCH", "GITHUB_HEAD_REF", "CI_COMMIT_REF_NAME", "BUILDKITE_BRANCH",
-                    "CIRCLE_BRANCH", "GIT_BRANCH", "BRANCH_NAME", "GITHUB_REF_NAME")
 CPU_ONLY = "CPU only"
 UNKNOWN_HARDWARE = "unknown hardware"
 #: Longest text kept for one context item (a branch name, a host list): the store's columns are bounded.
@@ -117,13 +112,22 @@ def _headline_values(report: AnalysisReport) -> dict[str, Any]:
     return out
 
 
-def from_environment(env: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> dict[str, str | None]:
-    """The commit and branch the CI variables name, else what ``git`` says in ``cwd`` (None when neither does)."""
-    env = os.environ if env is None else env
-    commit = next((_text(env[v]) for v in COMMIT_VARIABLES if _text(env.get(v))), None)
-    branch = next((_text(env[v]) for v in BRANCH_VARIABLES if _text(env.get(v))), None)
-    if branch and branch.startswith("refs/heads/"):
-        branch = branch.removeprefix("refs/heads/")
+def _first(*values: str | None) -> str | None:
+    return next((t for t in map(_text, values) if t), None)
+
+
+def from_environment(environ: Mapping[str, str] | None = None,
+                     cwd: str | Path | None = None) -> dict[str, str | None]:
+    """The commit and branch the CI variables name, else what ``git`` says in ``cwd`` (None when neither does).
+
+    First found wins: ours, then GitLab CI, Jenkins, and GitHub Actions (a pull request's branch,
+    ``GITHUB_HEAD_REF``, before the ref that triggered the job).
+    """
+    environ = os.environ if environ is None else environ
+    commit = _first(environ.get("MYUTILS_GIT_COMMIT"), environ.get("CI_COMMIT_SHA"), environ.get("GIT_COMMIT"),
+                    environ.get("GITHUB_SHA"))
+    branch = _first(environ.get("MYUTILS_GIT_BRANCH"), environ.get("CI_COMMIT_REF_NAME"),
+                    environ.get("GIT_BRANCH"), environ.get("GITHUB_HEAD_REF"), environ.get("GITHUB_REF_NAME"))
     if commit is None or branch is None:
         git_commit, git_branch = _git(cwd)
         commit = commit or git_commit
@@ -154,7 +158,7 @@ def config_hash_of(path: str | Path) -> str:
 
 
 def context_of(report: AnalysisReport, given: Mapping[str, Any] | None = None, *,
-               env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
+               environ: Mapping[str, str] | None = None, cwd: str | Path | None = None,
                file_time: float | None = None) -> RunContext:
     """The context of ``report``: what is ``given`` first, then the CI environment and git, then the report.
 
@@ -165,7 +169,7 @@ def context_of(report: AnalysisReport, given: Mapping[str, Any] | None = None, *
     from my_utils.profiling._version import __version__
 
     seen = _headline_values(report)
-    found = {} if "git_commit" in given and "git_branch" in given else from_environment(env, cwd)
+    found = {} if "git_commit" in given and "git_branch" in given else from_environment(environ, cwd)
     cpu = seen.get("cpu_only")
     ctx = RunContext(
         workload=_text(report.workload) or "unnamed",

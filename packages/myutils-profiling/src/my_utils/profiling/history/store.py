@@ -123,10 +123,11 @@ class RunStore:
 
     ``RunStore()`` opens (creating or upgrading) the store of ``$MYUTILS_HISTORY_STORE`` or the
     user's data folder; ``RunStore("runs.sqlite")`` or ``RunStore("postgresql://...")`` another.
-    Use it as a context manager, or call :meth:`close`.
+    Use it as a context manager, or call :meth:`close`. ``upgrade=False`` opens the database as it
+    is (for migration tests and tools: ``history.migrate.upgrade``).
     """
 
-    def __init__(self, location: str | Any = None) -> None:
+    def __init__(self, location: str | Any = None, upgrade: bool = True) -> None:
         self.url = resolve(location)
         path = sqlite_path(self.url)
         if path is not None:
@@ -146,9 +147,10 @@ class RunStore:
         if self.is_sqlite:
             _sqlite_setup(self.engine)
         self._metric_ids: dict[str, int] = {}
-        from my_utils.profiling.history.migrate import ensure_schema
+        if upgrade:
+            from my_utils.profiling.history.migrate import ensure_schema
 
-        ensure_schema(self)
+            ensure_schema(self)
 
     @property
     def where(self) -> str:
@@ -178,11 +180,18 @@ class RunStore:
 
     def add(self, report: AnalysisReport, context: RunContext, source: str | None = None) -> AddResult:
         """Store ``report``'s metrics with ``context``; the same report again finds its first run (``added`` False)."""
-        values = report_metrics(report)
-        fingerprint = report_fingerprint(report)
+        return self.add_many([(report, context, source)])[0]
+
+    def add_many(self, items: Sequence[tuple[AnalysisReport, RunContext, str | None]]) -> list[AddResult]:
+        """Store several reports in one transaction (all or none); each as :meth:`add` would."""
+        prepared = [(report_fingerprint(r), report_metrics(r), c, s) for r, c, s in items]
         for attempt in range(_RETRIES):
             try:
-                return self._add(fingerprint, values, context, source)
+                fresh: dict[str, int] = {}  # metric ids known only once this transaction commits
+                with self.connect(write=True) as conn, conn.begin():
+                    results = [self._add(conn, fresh, *p) for p in prepared]
+                self._metric_ids.update(fresh)
+                return results
             except OperationalError as exc:  # a PostgreSQL deadlock or serialization failure: run it again
                 if attempt == _RETRIES - 1 or not _retryable(exc):
                     raise InputError(self.where, None, f"a history store that accepts the run ({_reason(exc)})"
@@ -190,7 +199,7 @@ class RunStore:
                 time.sleep(0.05 * (attempt + 1))
         raise AssertionError("unreachable")
 
-    def _add(self, fingerprint: str, values: Sequence[MetricValue], context: RunContext,
+    def _add(self, conn: sa.Connection, fresh: dict[str, int], fingerprint: str, values: Sequence[MetricValue], context: RunContext,
              source: str | None) -> AddResult:
         row = {"fingerprint": fingerprint, "workload": context.workload, "hardware": context.hardware,
                "world_size": context.world_size, "config_hash": context.config_hash,
@@ -198,17 +207,16 @@ class RunStore:
                "gpu_model": context.gpu_model, "gpu_count": context.gpu_count,
                "tool_version": context.tool_version, "run_time": float(context.run_time),
                "added_time": time.time(), "source": source}
-        with self.connect(write=True) as conn, conn.begin():
-            insert = self._insert(schema.runs).values(**row).on_conflict_do_nothing(index_elements=["fingerprint"])
-            run_id = conn.execute(insert.returning(schema.runs.c.id)).scalar()
-            if run_id is None:
-                existing = conn.execute(sa.select(schema.runs.c.id).where(
-                    schema.runs.c.fingerprint == fingerprint)).scalar_one()
-                return AddResult(int(existing), False, 0)
-            ids = self._ensure_metrics(conn, {v.name: v.unit for v in values})
-            if values:
-                conn.execute(schema.facts.insert(), [{"metric_id": ids[v.name], "run_id": run_id, "value": v.value}
-                                                     for v in values])
+        insert = self._insert(schema.runs).values(**row).on_conflict_do_nothing(index_elements=["fingerprint"])
+        run_id = conn.execute(insert.returning(schema.runs.c.id)).scalar()
+        if run_id is None:
+            existing = conn.execute(sa.select(schema.runs.c.id).where(
+                schema.runs.c.fingerprint == fingerprint)).scalar_one()
+            return AddResult(int(existing), False, 0)
+        ids = self._ensure_metrics(conn, {v.name: v.unit for v in values}, fresh)
+        if values:
+            conn.execute(schema.facts.insert(), [{"metric_id": ids[v.name], "run_id": run_id, "value": v.value}
+                                                 for v in values])
         return AddResult(int(run_id), True, len(values))
 
     def _insert(self, table: sa.Table) -> Any:
@@ -220,17 +228,20 @@ class RunStore:
 
         return pg_insert(table)
 
-    def _ensure_metrics(self, conn: sa.Connection, units: dict[str, str]) -> dict[str, int]:
-        """The ids of these metric names, adding the new ones (sorted: one lock order for every writer)."""
-        missing = sorted(n for n in units if n not in self._metric_ids)
+    def _ensure_metrics(self, conn: sa.Connection, units: dict[str, str], fresh: dict[str, int]) -> dict[str, int]:
+        """Every id of these metric names (``fresh`` gets the ones looked up now), adding new names.
+
+        Names are inserted sorted: every writer takes the name locks in one order.
+        """
+        missing = sorted(n for n in units if n not in self._metric_ids and n not in fresh)
         if missing:
             stmt = self._insert(schema.metrics).on_conflict_do_nothing(index_elements=["name"])
             conn.execute(stmt, [{"name": n, "unit": units[n][:32]} for n in missing])
             m = schema.metrics.c
             for chunk in _chunks(missing, 500):
                 for name, metric_id in conn.execute(sa.select(m.name, m.id).where(m.name.in_(chunk))):
-                    self._metric_ids[name] = int(metric_id)
-        return self._metric_ids
+                    fresh[name] = int(metric_id)
+        return {**self._metric_ids, **fresh}
 
     # -- reading --------------------------------------------------------------------------
 
