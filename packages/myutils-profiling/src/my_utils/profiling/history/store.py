@@ -150,7 +150,11 @@ class RunStore:
         if upgrade:
             from my_utils.profiling.history.migrate import ensure_schema
 
-            ensure_schema(self)
+            try:
+                ensure_schema(self)
+            except BaseException:
+                self.engine.dispose()  # no connection of a store that failed to open outlives it
+                raise
 
     @property
     def where(self) -> str:
@@ -284,7 +288,7 @@ class RunStore:
     def metric_names(self) -> dict[str, str]:
         """Every metric any run stored, with its unit."""
         with self.connect() as conn:
-            return dict(conn.execute(sa.select(schema.metrics.c.name, schema.metrics.c.unit)).tuples().all())
+            return {name: unit for name, unit in conn.execute(sa.select(schema.metrics.c.name, schema.metrics.c.unit))}
 
     def series(self, metric: str, workload: str | None = None, hardware: str | None = None,
                world_size: int | None = None, last: int | None = None, before_run: int | None = None) -> list[Series]:
