@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import click
 import typer
 from typer.core import TyperCommand
 
@@ -235,11 +234,12 @@ def overview(
 class _GateCommand(TyperCommand):
     """``history gate``: a wrong option exits 3 (could not judge), never 2 (which means a regression here)."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
-        except click.UsageError as exc:
-            exc.exit_code = EXIT_NOT_JUDGED
+        except Exception as exc:  # typer's own (vendored) click raises its UsageError: exit code 2
+            if getattr(exc, "exit_code", None) == 2:
+                exc.exit_code = EXIT_NOT_JUDGED  # type: ignore[attr-defined]
             raise
 
 
