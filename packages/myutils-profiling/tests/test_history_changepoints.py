@@ -66,9 +66,18 @@ def test_the_statistic_is_the_mann_whitney_z_computed_by_hand() -> None:
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000), scale=st.floats(0.01, 1000), shift=st.floats(-1e3, 1e3))
-def test_any_increasing_transform_finds_the_same_changes(seed: int, scale: float, shift: float) -> None:
+def test_units_and_offsets_do_not_move_the_changes(seed: int, scale: float, shift: float) -> None:
+    # ranks decide whether; least absolute deviations decide where: both ignore the unit and the origin
     rng = np.random.default_rng(seed)
     x = np.concatenate([rng.normal(0, 1, 60), rng.normal(1.5, 1, 60), rng.normal(-1, 1, 60)])
     base = [c.index for c in change_points(x + 10, min_change_pct=0)]
-    moved = [c.index for c in change_points(np.exp((x + 10) / 5) * scale + shift + 1e6, min_change_pct=0)]
+    moved = [c.index for c in change_points((x + 10) * scale + shift, min_change_pct=0)]
     assert moved == base
+
+
+def test_a_large_move_is_placed_at_its_first_run() -> None:
+    # two high runs just before a +10% step: the rank split alone put the change 2 runs early (28)
+    rng = np.random.default_rng(0)
+    before = list(100 + rng.normal(0, 0.8, 28)) + [101.4, 102.4]
+    after = list(110 + rng.normal(0, 0.8, 10))
+    assert [c.index for c in change_points(before + after)] == [30]
