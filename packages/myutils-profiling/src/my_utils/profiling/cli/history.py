@@ -163,7 +163,7 @@ def show(
 
 def _detect(alpha: float, min_size: int, min_change: float) -> Any:
     from my_utils.core.errors import UsageError
-    from my_utils.profiling.history.trends import DetectSettings
+    from my_utils.profiling.history.trend_model import DetectSettings
 
     if not 0 < alpha < 1 or min_size < 2 or min_change < 0:
         raise UsageError("--alpha takes a number in (0, 1), --min-size an integer >= 2, --min-change a number >= 0")
@@ -189,7 +189,7 @@ def trend(
     from my_utils.core.errors import InputError
     from my_utils.profiling.history.pages import render_page, write_page
     from my_utils.profiling.history.text import trend_lines
-    from my_utils.profiling.history.trends import NOT_COMPARED, trends
+    from my_utils.profiling.history.trend_model import NOT_COMPARED, trends
 
     settings = _detect(alpha, min_size, min_change)
     with open_store(store) as s:
@@ -219,7 +219,7 @@ def overview(
 ) -> None:
     """Write the team page: every workload's key metrics over time, regressions still in force on top."""
     from my_utils.profiling.history.pages import MAX_OVERVIEW_CHARTS, render_page, write_page
-    from my_utils.profiling.history.trends import overview as build
+    from my_utils.profiling.history.trend_model import overview as build
 
     with open_store(store) as s:
         found = build(s, last=last)

@@ -15,7 +15,8 @@ _HOMES = {
     "RunContext": "context", "SeriesKey": "context", "context_of": "context",
     "MetricValue": "metrics", "report_metrics": "metrics", "higher_is_better": "metrics",
     "ChangePoint": "changepoints", "change_points": "changepoints",
-    "Trend": "trends", "Change": "trends", "trends": "trends", "overview": "trends", "DetectSettings": "trends",
+    "Trend": "trend_model", "Change": "trend_model", "trends": "trend_model", "overview": "trend_model",
+    "DetectSettings": "trend_model",
     "GateSettings": "gate", "GateResult": "gate", "MetricVerdict": "gate",
     "judge_run": "judge", "trend_figures": "api", "overview_figures": "api", "write_trend_page": "api",
 }

@@ -12,7 +12,7 @@ from typing import Any
 from my_utils.profiling.history.figures import to_figures
 from my_utils.profiling.history.location import resolve, shown
 from my_utils.profiling.history.store import RunStore
-from my_utils.profiling.history.trends import DetectSettings, Trend, overview, trends
+from my_utils.profiling.history.trend_model import DetectSettings, Trend, overview, trends
 
 
 def _trends(metric: str, store: str | RunStore | None, workload: str | None, hardware: str | None,

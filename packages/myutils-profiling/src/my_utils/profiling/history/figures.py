@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from my_utils.profiling.history.trends import Trend
+from my_utils.profiling.history.trend_model import Trend
 from my_utils.profiling.reports.plot import Chart, layout, plot_text, value_axis
 
 RUNS_COLOUR, LEVEL_COLOUR, WORSE_COLOUR, BETTER_COLOUR = "#4E79A7", "#9C755F", "#E15759", "#59A14F"

@@ -2,7 +2,7 @@
 
 Both are one jinja2 template (``templates/history.html.j2``, autoescaped) with the charts of
 ``history.figures`` embedded as JSON and plotly.js inlined once: the file opens without a network.
-Pages only draw what ``history.trends`` computed; nothing here detects or judges.
+Pages only draw what ``history.trend_model`` computed; nothing here detects or judges.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from my_utils.profiling.history.figures import change_label, short, trend_charts, when
-from my_utils.profiling.history.trends import NOT_COMPARED, Trend
+from my_utils.profiling.history.trend_model import NOT_COMPARED, Trend
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: Charts the overview draws at most (regressions first); the table lists every trend.

@@ -12,7 +12,7 @@ import math
 from my_utils.profiling.history.figures import change_label, short, when
 from my_utils.profiling.history.gate import GateResult, MetricVerdict
 from my_utils.profiling.history.store import StoredRun
-from my_utils.profiling.history.trends import Trend
+from my_utils.profiling.history.trend_model import Trend
 from my_utils.profiling.reports.environment import md_escape
 
 
