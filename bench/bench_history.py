@@ -30,7 +30,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from _report import Report, at_least, at_most, at_most_above, common_args, interleave, interpreter_label, require
+from _report import (
+    Report,
+    at_least,
+    at_most,
+    at_most_above,
+    common_args,
+    interleave,
+    interpreter_label,
+    require,
+)
 from _temp import bench_tempdir
 
 HERE = Path(__file__).resolve().parent
@@ -88,7 +97,7 @@ def pelt(x: np.ndarray) -> list[int]:
 def detection(report: Report, seeds: int, runs: int) -> None:
     detectors: dict[str, Callable[[np.ndarray], list[int]]] = {"history": ours}
     try:
-        import ruptures  # noqa: F401
+        import ruptures
 
         detectors["ruptures PELT"] = pelt
         report.label("anchor", f"ruptures {ruptures.__version__} PELT (l2, pen = 2 sigma^2 ln n)")

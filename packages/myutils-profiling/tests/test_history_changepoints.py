@@ -78,6 +78,6 @@ def test_units_and_offsets_do_not_move_the_changes(seed: int, scale: float, shif
 def test_a_large_move_is_placed_at_its_first_run() -> None:
     # two high runs just before a +10% step: the rank split alone put the change 2 runs early (28)
     rng = np.random.default_rng(0)
-    before = list(100 + rng.normal(0, 0.8, 28)) + [101.4, 102.4]
+    before = [*(100 + rng.normal(0, 0.8, 28)), 101.4, 102.4]
     after = list(110 + rng.normal(0, 0.8, 10))
-    assert [c.index for c in change_points(before + after)] == [30]
+    assert [c.index for c in change_points([*before, *after])] == [30]
