@@ -180,5 +180,5 @@ def context_of(report: AnalysisReport, given: Mapping[str, Any] | None = None, *
         world_size=_count(seen.get("world_size")), tool_version=__version__,
         cpu_only=isinstance(cpu, (int, float)) and not isinstance(cpu, bool) and cpu == 1,
     )
-    fields = {k: (_text(v) if isinstance(v, str) else v) for k, v in given.items()}
+    fields: dict[str, Any] = {k: (_text(v) if isinstance(v, str) else v) for k, v in given.items()}
     return replace(ctx, **fields)

@@ -349,7 +349,7 @@ class RunStore:
                 pivot = conn.execute(sa.select(r.run_time).where(r.id == before_run)).scalar()
                 if pivot is not None:
                     query = query.where(sa.or_(r.run_time < pivot, sa.and_(r.run_time == pivot, r.id < before_run)))
-            rows = conn.execute(query.order_by(r.run_time.desc(), r.id.desc()).limit(last)).all()
+            rows = list(conn.execute(query.order_by(r.run_time.desc(), r.id.desc()).limit(last)).all())
         rows.reverse()
         return [int(i) for i, _ in rows], [float(v) for _, v in rows]
 
