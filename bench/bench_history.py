@@ -165,21 +165,23 @@ def command() -> list[str]:
 
 def speed(report: Report, samples: int, quick: bool) -> None:
     series_runs = 200 if quick else 5000
-    store = OUT / f"history_{20 * series_runs}.sqlite"
-    if not store.exists():
-        OUT.mkdir(exist_ok=True)
-        partial = store.with_suffix(".partial")
-        partial.unlink(missing_ok=True)
-        t0 = time.perf_counter()
-        build_store(partial, series_runs)
-        for suffix in ("-wal", "-shm"):
-            Path(str(partial) + suffix).unlink(missing_ok=True)
-        partial.rename(store)
-        report.note(f"built {store.name} ({20 * series_runs:,} runs) in {time.perf_counter() - t0:.0f} s")
-    report.label("store", f"{store} ({store.stat().st_size / 2**20:.0f} MB, {20 * series_runs:,} runs)")
-    cmd = command()
-    report.label("command", " ".join(cmd))
     with bench_tempdir("bench_history_") as tmp:
+        # the full store is kept in bench/out for the next run; a quick run's lives in its temp folder
+        store = (Path(tmp) if quick else OUT) / f"history_{20 * series_runs}.sqlite"
+        if not store.exists():
+            store.parent.mkdir(exist_ok=True)
+            partial = store.with_suffix(".partial")
+            partial.unlink(missing_ok=True)
+            t0 = time.perf_counter()
+            build_store(partial, series_runs)
+            for suffix in ("-wal", "-shm"):
+                Path(str(partial) + suffix).unlink(missing_ok=True)
+            partial.rename(store)
+            report.note(f"built {store.name} ({20 * series_runs:,} runs) in {time.perf_counter() - t0:.0f} s")
+        report.label("store", f"{store} ({store.stat().st_size / 2**20:.0f} MB, {20 * series_runs:,} runs)")
+        cmd = command()
+        report.label("command", " ".join(cmd))
+
         def run(*args: str) -> Callable[[], tuple[float, float]]:
             def timed() -> tuple[float, float]:
                 t0 = time.perf_counter()
