@@ -205,6 +205,17 @@ def test_migrations_build_the_schema_the_code_declares(store_url: str) -> None:
     assert diff == []
 
 
+def test_the_shipped_revisions_are_the_ones_the_code_knows() -> None:
+    from alembic.script import ScriptDirectory
+
+    from my_utils.profiling.history.migrate import alembic_config
+    from my_utils.profiling.history.schema import REVISIONS
+
+    scripts = ScriptDirectory.from_config(alembic_config())
+    assert scripts.get_heads() == [HEAD]
+    assert [s.revision for s in reversed(list(scripts.walk_revisions()))] == list(REVISIONS)
+
+
 def test_a_newer_store_is_refused(store_url: str) -> None:
     RunStore(store_url).close()
     if store_url.startswith("postgresql"):

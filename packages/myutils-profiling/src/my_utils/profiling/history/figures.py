@@ -86,6 +86,6 @@ def to_figures(trends: Sequence[Trend]) -> list[Any]:
     out = []
     for chart in trend_charts(trends):
         fig = go.Figure(chart.figure)
-        fig.update_layout(title={"text": chart.title})
+        fig.update_layout(title={"text": plot_text(chart.title)})
         out.append(fig)
     return out
