@@ -48,5 +48,5 @@ def test_report_context_and_what_is_given() -> None:
 def test_config_hash_is_the_file_sha256(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_bytes(b"lr: 3e-4\n")
     assert config_hash_of(tmp_path / "c.yaml") == hashlib.sha256(b"lr: 3e-4\n").hexdigest()[:16]
-    with pytest.raises(InputError, match="missing.yaml"):
+    with pytest.raises(InputError, match=r"missing\.yaml"):
         config_hash_of(tmp_path / "missing.yaml")
