@@ -1,4 +1,4 @@
-"""What this folder's test modules share: ``nsys_real.py``, registered as the module ``nsys_real``.
+"""What this folder's test modules share: ``nsys_real.py`` and ``history_support.py``, registered as modules.
 
 Tests run in importlib mode (pyproject.toml), where test modules cannot import each other; pytest
 imports this conftest before them, so ``import nsys_real`` works in every one.
@@ -23,3 +23,6 @@ def _register(name: str) -> None:
 
 
 _register("nsys_real")
+_register("history_support")
+
+from history_support import postgres_server, store_url  # noqa: E402, F401  (the history's store fixtures)

@@ -68,6 +68,9 @@ def analyze(
     trace_filter: str | None = typer.Option(
         None, "--filter", help="Part of each trace the Kineto analyses read, ';'-separated: first_iteration, "
                                "iterations=N[,N], time=START:END, device=gpu|cpu, name=REGEX, under=NAME[#POS]."),
+    record: bool = typer.Option(False, "--record", help="Also store the run in the run history (`history add`)."),
+    store: str | None = typer.Option(None, "--store", help="With --record: the run store (default: "
+                                     "$MYUTILS_HISTORY_STORE, else history.sqlite in the user's data folder)."),
 ) -> None:
     """Analyse metric events or Kineto traces and write <output-dir>/analysis_report.json (and .md/.html).
 
@@ -85,6 +88,10 @@ def analyze(
                                 iteration_range=iteration_range, gpu=gpu, trace_filter=trace_filter, model=model)
     for path in report_paths:
         typer.echo(f"wrote {path}")
+    if record:  # after the reports: a store that refuses the run loses none of them
+        from my_utils.profiling.cli.history import record_report
+
+        typer.echo(record_report(output_dir / "analysis_report.json", store))
 
 
 def report_formats(formats: str) -> list[str]:
