@@ -45,7 +45,7 @@ class MainlessSpawnProcess(SpawnProcess):
 
 
 class _MainlessContext(SpawnContext):
-    Process = MainlessSpawnProcess  # type: ignore[assignment]
+    Process = MainlessSpawnProcess
 
 
 _CONTEXT = _MainlessContext()
