@@ -68,6 +68,10 @@ def _fresh(export: Path, report: Path) -> bool:
         return False
 
 
+def _writable(folder: Path) -> bool:
+    return os.access(folder, os.W_OK)
+
+
 def find_export(report: Path, nsys: str | None = None) -> RepExport:
     """The SQLite export of ``report`` (module docstring); ``nsys`` defaults to the one on ``PATH``."""
     beside, cached = _beside(report), _cached(report)
@@ -79,7 +83,7 @@ def find_export(report: Path, nsys: str | None = None) -> RepExport:
     binary = nsys or shutil.which("nsys")
     if binary is None:
         return RepExport(report, None, "", command)
-    target = beside if os.access(report.parent, os.W_OK) else cached
+    target = beside if _writable(report.parent) else cached
     if target is None:
         return RepExport(report, None, "", command)
     target.parent.mkdir(parents=True, exist_ok=True)
