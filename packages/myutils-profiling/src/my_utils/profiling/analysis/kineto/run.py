@@ -116,9 +116,13 @@ class KinetoPass:
         if found is None:
             warnings = (f"{p.name}: no rank found (no distributedInfo.rank in the trace, no rank in the file name, "
                         "none given): analysed as the one process of a single-rank run, its rank shown as unknown",)
+        full = d
         if trace_filter is not None and trace_filter.active:
             d = trace_filter.apply(d)
         tables, failed = run_registered(d, p.name, self.analyses, self.options)
+        from my_utils.profiling.analysis.kineto.step_scope import step_scope_rows
+
+        tables["steps"] = tuple(step_scope_rows(full, d, trace_filter.describe() if trace_filter is not None else ""))
         warnings += failed
         launch, outliers = launch_stats(d)
         return RankAnalysis(
