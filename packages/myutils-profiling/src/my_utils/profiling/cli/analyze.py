@@ -12,7 +12,6 @@ reports are written together at the end, or not at all.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -196,39 +195,16 @@ def stage_reports(outputs: StagedOutputs, events: Path | Sequence[MetricEvent] |
     ``traces`` None lets the analyzer find the traces the events name, beside the events file;
     ``nsight`` (``nsys``/``ncu`` files, ``iteration_range``, ``gpu``) likewise for the Nsight exports;
     ``run`` (``cli.analyze_run.RunArgs``) the other files of the run and the table of every input.
-    Every file is read once, all of them in one pool (``run.read.read_run``).
+    Every file is read once, all of them in one pool (``run.analysis.analyse_run``, as the Python API does).
     """
     from my_utils.core.errors import UsageError
-    from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
+    from my_utils.profiling.run.analysis import analyse_run
 
     targets = {fmt: output_dir / f"analysis_report.{'md' if fmt == 'markdown' else fmt}" for fmt in wanted}
     outputs.check(targets.values())
-    options: dict[str, Any] = {}
-    source: Any = events
-    skipped: dict[Path, str] = {}
-    if traces or nsight or (run is not None and run.readers):
-        from my_utils.profiling.cli.analyze_run import read_all
-
-        read = read_all(traces or (), nsight, run, with_events=events is None, trace_filter=trace_filter,
-                        progress=not quiet)
-        if traces:  # the hardware comes from the same pass: the analyzer reads it off the Kineto contexts
-            options.update(kineto=read.kineto, traces=list(traces))
-        if nsight:
-            options["nsight"] = read.nsight.inputs
-        source = read.source(events, skipped)
-    rules = list(settings.rules) if settings is not None and settings.rules is not None else None
-    rule_options = settings.rule_options if settings is not None else None
-    report = MetricsAnalyzer(source, workload, progress=not quiet, rules=rules, rule_options=rule_options,
-                             trace_filter=trace_filter, **options).analyze()
-    report = _writable(report)
-    if events_file is not None:
-        report.inputs["events_file"] = str(events_file)
-    elif events is None and traces:
-        report.inputs["trace_files"] = [str(t) for t in traces]
-    if nsight:
-        report.inputs["nsight_paths"] = [str(p) for p in (*nsight["nsys"], *nsight["ncu"])]
-    if run is not None and run.inputs:
-        report.tables["run_inputs"] = run.table(skipped)
+    report = analyse_run(events, workload, traces, settings=settings, nsight=nsight,
+                         inputs=run.inputs if run is not None else None, trace_filter=trace_filter,
+                         progress=not quiet, events_file=events_file).report
     if nsight and nsight["nsys"] and "html" in targets:
         # an nsys report links its exports' timeline page, written beside it
         from my_utils.profiling.cli.analyze_nsight import TIMELINE_PAGE, write_timeline_page
@@ -249,16 +225,3 @@ def _write_one(report: Any, fmt: str, output_dir: Path, path: Path) -> Path:
     from my_utils.profiling.collector import write_report
 
     return write_report(report, fmt, path, output_dir)
-
-
-def _writable(report: Any) -> Any:
-    """``report`` itself, or a copy whose strings a UTF-8 file can hold (a trace's name with a lone surrogate)."""
-    from my_utils.profiling.analysis.model import AnalysisReport
-    from my_utils.profiling.cli._outputs import utf8_clean
-
-    data = report.to_dict()
-    try:
-        json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
-    except UnicodeEncodeError:
-        return AnalysisReport.from_dict(utf8_clean(data), "<report>")
-    return report

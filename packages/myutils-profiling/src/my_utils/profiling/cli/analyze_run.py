@@ -4,26 +4,24 @@ The command's flags (``--events``, ``--trace``, ``--nsys``, ``--ncu``) say what 
 positional paths leave it to ``run.inputs.collect_inputs``. :class:`RunArgs` merges both into
 what ``analyze`` already knows how to analyse (an events file, traces, Nsight exports) plus the
 files another provider's reader turns into events (MyTimer and callback CSVs, NCCL logs, perf,
-DCGM, cProfile), and keeps the table of every input for the report. :func:`read_all` reads them
-in one pass (``run.read``); :func:`say_result` prints what was written and, on a terminal, the
-headline (``views.terminal``).
+DCGM, cProfile), and keeps the table of every input for the report; ``run.analysis`` reads them
+in one pass. :func:`say_result` prints what was written and, on a terminal, the headline
+(``views.terminal``).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import typer
 
-from my_utils.core.events import MetricEvent
-from my_utils.profiling.formats.kinds import FileKind, Role
+from my_utils.profiling.formats.kinds import FileKind
 from my_utils.profiling.run.inputs import RunInputs
 
-__all__ = ["OWN_OUTPUTS", "ReadResult", "RunArgs", "read_all", "say_result"]
+__all__ = ["OWN_OUTPUTS", "RunArgs", "say_result"]
 
 #: What ``analyze`` writes into its output folder: never read back as an input of the next run.
 OWN_OUTPUTS = ("analysis_report.json", "analysis_report.md", "analysis_report.html", "nsys_timeline.html")
@@ -71,27 +69,9 @@ class RunArgs:
         return (events, all_traces or None, [*nsys, *self.inputs.nsys_specs],
                 [*ncu, *self.inputs.of(FileKind.NCU_CSV, FileKind.NCU_REP)])
 
-    @property
-    def readers(self) -> tuple[tuple[str, Path, int | None], ...]:
-        """``(provider, file, rank)`` of the files a provider's reader turns into events (several events files too)."""
-        out = [(f.kind.provider, f.path, f.rank) for f in self.inputs.by_role(Role.EVENTS)]
-        jsonl = self.inputs.of(FileKind.EVENTS_JSONL)
-        if len(jsonl) > 1:
-            out += [("metric_events", p, None) for p in jsonl]
-        return tuple(out)
-
     def other_files(self) -> list[Path]:
-        """The readers' files (an output must never replace one)."""
-        return [p for _provider, p, _rank in self.readers]
-
-    def table(self, skipped: dict[Path, str]) -> list[dict[str, Any]]:
-        """The report's ``run_inputs`` table; a file left out because its events were already counted says so."""
-        rows = self.inputs.rows()
-        for row in rows:
-            why = skipped.get(Path(row["file"]))
-            if why:
-                row.update(read=False, use=why)
-        return rows
+        """The files a provider's reader reads (an output must never replace one)."""
+        return [p for _provider, p, _rank in self.inputs.readers]
 
 
 def _say_left_out(inputs: RunInputs) -> None:
@@ -101,58 +81,6 @@ def _say_left_out(inputs: RunInputs) -> None:
     if len(left) > MAX_NOTES:
         typer.echo(f"note: {len(left) - MAX_NOTES} more files not read (each with what reads it in the report's "
                    "run_inputs table)", err=True)
-
-
-@dataclass
-class ReadResult:
-    """What :func:`read_all` gave: the Kineto and Nsight analyses' inputs, and the events for the analyzer."""
-
-    read: Any  # run.read.RunRead
-
-    @property
-    def kineto(self) -> Any:
-        """The Kineto analyses of the traces (``KinetoAnalysis``)."""
-        return self.read.kineto
-
-    @property
-    def nsight(self) -> Any:
-        """The Nsight read (``cli.analyze_nsight.NsightRead``)."""
-        return self.read.nsight
-
-    def source(self, events: Path | Sequence[MetricEvent] | None, skipped: dict[Path, str]) -> Any:
-        """What the analyzer reads: the events file (with the other files' events beside it), or the events read."""
-        from my_utils.profiling.run.read import events_beside
-
-        if events is None:
-            return self.read.events()
-        if not self.read.by_file:
-            return events
-        if isinstance(events, Path):
-            return events_beside(events, self.read.by_file, skipped)
-        return _chain(events, self.read.by_file)
-
-
-def _chain(events: Sequence[MetricEvent], by_file: dict[Path, list[MetricEvent]]) -> Iterator[MetricEvent]:
-    yield from events
-    for evs in by_file.values():
-        yield from evs
-
-
-def read_all(traces: Sequence[Path], nsight: dict[str, Any] | None, run: RunArgs | None, *, with_events: bool,
-             trace_filter: Any, progress: bool) -> ReadResult:
-    """Every file of the run read once, in one pool (``run.read.read_run``)."""
-    from my_utils.profiling.run.read import ReadPlan, read_run
-
-    nsys: tuple[str, ...] = ()
-    ncu: tuple[Path, ...] = ()
-    options: dict[str, Any] = {}
-    if nsight:
-        nsys = tuple(str(s) for s in (nsight.get("specs") or nsight["nsys"]))
-        ncu = tuple(nsight["ncu"])
-        options = {k: nsight.get(k) for k in ("iteration_range", "gpu", "model")}
-    plan = ReadPlan(tuple(traces), nsys, ncu, run.readers if run is not None else ())
-    return ReadResult(read_run(plan, with_events=with_events, trace_filter=trace_filter, nsight_options=options,
-                               progress=progress))
 
 
 def say_result(paths: Sequence[Path], headline: bool | None) -> None:

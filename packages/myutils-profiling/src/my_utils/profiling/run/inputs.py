@@ -95,6 +95,25 @@ class RunInputs:
         """The ``run_inputs`` table: one row per file, in order."""
         return [f.row() for f in self.files]
 
+    @property
+    def readers(self) -> tuple[tuple[str, Path, int | None], ...]:
+        """``(provider, file, rank)`` of the files a provider's reader turns into events (several events files too:
+        one alone is streamed into the analyzer as it is)."""
+        out = [(f.kind.provider, f.path, f.rank) for f in self.by_role(Role.EVENTS)]
+        jsonl = self.of(FileKind.EVENTS_JSONL)
+        if len(jsonl) > 1:
+            out += [("metric_events", p, None) for p in jsonl]
+        return tuple(out)
+
+    def table(self, skipped: dict[Path, str]) -> list[dict[str, Any]]:
+        """The report's ``run_inputs`` table; a file left out because its events were already counted says so."""
+        rows = self.rows()
+        for row in rows:
+            why = skipped.get(Path(row["file"]))
+            if why:
+                row.update(read=False, use=why)
+        return rows
+
     def __bool__(self) -> bool:
         return bool(self.files)
 

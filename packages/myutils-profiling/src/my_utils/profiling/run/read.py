@@ -16,14 +16,14 @@ twice what that file already holds.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from my_utils.core.events import MetricEvent
 
-__all__ = ["READERS", "ReadPlan", "RunRead", "events_beside", "read_run"]
+__all__ = ["READERS", "ReadPlan", "RunRead", "events_beside", "read_events_file", "read_run"]
 
 #: The reader of each provider's files: ``module:function`` taking ``(path, rank)`` and returning events.
 READERS: dict[str, str] = {
@@ -34,6 +34,7 @@ READERS: dict[str, str] = {
     "perf_stat": "my_utils.profiling.providers.perf_stat:read_perf_stat",
     "dcgm_dmon": "my_utils.profiling.providers.dcgm:read_dcgm_dmon",
     "cprofile": "my_utils.profiling.providers.cprofile:read_pstats",
+    "metric_events": "my_utils.profiling.run.read:read_events_file",
 }
 
 
@@ -65,6 +66,13 @@ class RunRead:
         """Every event read: the traces', the exports' (when asked for), then each other file's."""
         nsight = list(self.nsight.events) if self.nsight is not None else []
         return [*self.trace_events, *nsight, *(e for evs in self.by_file.values() for e in evs)]
+
+
+def read_events_file(path: Path, rank: int | None = None) -> list[MetricEvent]:
+    """The events of a metric-events file (one of several in a run; ``rank`` is unused: each event has its own)."""
+    from my_utils.core.events import read_events
+
+    return list(read_events(path))
 
 
 def _read_reader(provider: str, path: str, rank: int | None) -> list[MetricEvent]:
@@ -167,8 +175,3 @@ def events_beside(events_file: Path, by_file: dict[Path, list[MetricEvent]], ski
             skipped[path] = f"its events are already in {events_file.name} (same source and ranks): not counted twice"
             continue
         yield from events
-
-
-def readers_of(files: Sequence[Any]) -> tuple[tuple[str, Path, int | None], ...]:
-    """``(provider, path, rank)`` of the run inputs read by a provider's reader (``run.inputs.InputFile``)."""
-    return tuple((f.kind.provider, f.path, f.rank) for f in files)
