@@ -121,3 +121,17 @@ def test_an_nsys_report_is_told_by_its_name(tmp_path: Path) -> None:
     rep.write_bytes(b"\x00binary")
     got = sniff(rep)
     assert (got.kind, got.rank) == (FileKind.NSYS_REP, 2)
+
+
+def test_what_my_utils_itself_writes_is_named_not_analysed(tmp_path: Path) -> None:
+    from my_utils.core.trace import csv_to_trace
+
+    timeline = tmp_path / "mytimer_trace.json"
+    csv_to_trace(str(_DATA / "profile_rank_0.csv"), str(timeline))
+    assert sniff(timeline).kind is FileKind.MERGED_TRACE  # a timeline, not a rank's Kineto trace
+    log = tmp_path / "rank_3.log"
+    log.write_text("2026-12-07 13:58:25,166 [demo rank 3/8] INFO my_utils: demo: 12 steps on cpu\n")
+    assert (sniff(log).kind, sniff(log).rank) == (FileKind.RUN_LOG, 3)
+    page = tmp_path / "report.html"
+    page.write_text("<!DOCTYPE html>\n<html lang=\"en\"><head></head></html>\n")
+    assert sniff(page).kind is FileKind.WEB_PAGE

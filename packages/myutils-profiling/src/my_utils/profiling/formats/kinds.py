@@ -58,7 +58,7 @@ class FileKind(enum.Enum):
     CPROFILE = KindInfo("cProfile dump (pstats)", Role.EVENTS, "cprofile")
     MEMORY_SNAPSHOT = KindInfo("PyTorch CUDA memory snapshot (pickle)", Role.OTHER_TOOL,
                                command="myutils memory summarize {path}")
-    MERGED_TRACE = KindInfo("merged multi-rank timeline (myutils-profile trace)", Role.OTHER_TOOL,
+    MERGED_TRACE = KindInfo("timeline my_utils wrote (myutils-profile trace, csv_to_trace)", Role.OTHER_TOOL,
                             command="open it in https://ui.perfetto.dev (analyze reads the rank traces it was "
                                     "made from)")
     NSYS_CONSOLE = KindInfo("nsys console output (text, not an export)", Role.OTHER_TOOL,
@@ -72,6 +72,8 @@ class FileKind(enum.Enum):
                                        "<another run's analysis_report.json>")
     RUN_LOG = KindInfo("my_utils run log (rank_<r>.log)", Role.OTHER_TOOL,
                        use="text for people, nothing to analyse: read it for the run's own warnings")
+    WEB_PAGE = KindInfo("HTML page (a report or timeline page)", Role.OTHER_TOOL,
+                        use="open it in a browser; nothing to analyse")
     SQLITE_OTHER = KindInfo("SQLite database that is no nsys export", Role.UNKNOWN)
     UNKNOWN = KindInfo("not a profiling input analyze knows", Role.UNKNOWN)
 

@@ -41,7 +41,7 @@ NSYS_TABLES = frozenset({"StringIds", "TARGET_INFO_SESSION_START_TIME", "CUPTI_A
 _DIST_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)')
 _MERGED = re.compile(rb'"name"\s*:\s*"process_name"[^{}]*"args"\s*:\s*\{\s*"name"\s*:\s*"rank \d+')
 _MACHINE_RANK = re.compile(r"_rank(\d+)$")
-_RUN_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} \[rank (\d+)/\d+\] ")
+_RUN_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} \[(?:\S+ )?rank (\d+)/\d+\] ")
 _NSYS_CONSOLE = ("cuda_gpu_kern_sum", "cuda_api_sum", "CUDA Kernel Statistics", "CUDA API Statistics",
                  "Generating '", "nsys profile")
 
@@ -210,6 +210,8 @@ def _text_log(path: Path, text: str) -> Sniffed:
         return Sniffed(path, FileKind.NCCL_LOG, None, "per line (the ranks of each communicator)")
     if looks_like_perf_stat(text):
         return Sniffed(path, FileKind.PERF_STAT, *_name_rank(path))
+    if text.lstrip()[:14].lower().startswith(("<!doctype html", "<html")):
+        return Sniffed(path, FileKind.WEB_PAGE)
     m = _RUN_LOG.match(text)
     if m is not None:
         return Sniffed(path, FileKind.RUN_LOG, int(m.group(1)), "log prefix")
