@@ -242,3 +242,27 @@ def test_the_headline_reaches_the_terminal(real_fixtures: Any, tmp_path: Path) -
     # piped (CliRunner is no terminal) and without --headline: the output stays the written paths only
     res = CliRunner().invoke(app, ["analyze", str(trace), "--output-dir", str(tmp_path / "o2"), "-q"])
     assert [line.split(" ", 1)[0] for line in res.stdout.splitlines()] == ["wrote"] * 3
+
+
+def test_dcgm_inspector_and_cprofile_files_join_the_run(real_fixtures: Any, tmp_path: Path) -> None:
+    """The other providers' files, named by nothing but their content, reach the one report."""
+    data = Path(__file__).parent / "data"
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copyfile(data / "dcgmi_dmon_2gpu_h100.txt", run / "gpu.log")
+    inspector = sorted((data / "nccl_inspector").iterdir())[0]
+    shutil.copyfile(inspector, run / "inspector.out")
+    shutil.copyfile(real_fixtures / "cprofile/gprof2dot__print1.pstats", run / "host.bin")
+    out = tmp_path / "out"
+    res = _run(str(run), "--output-dir", str(out))
+    assert res.exit_code == 0, res.output
+    report = _report(out)
+    kinds = {Path(r["file"]).name: (r["kind"], r["read"]) for r in report["tables"]["run_inputs"]}
+    assert kinds == {"gpu.log": ("dcgm_dmon", True), "inspector.out": ("nccl_inspector", True),
+                     "host.bin": ("cprofile", True)}
+    import pstats
+
+    functions = len(pstats.Stats(str(run / "host.bin")).stats)
+    by_source = report["inputs"]["by_source"]
+    assert by_source["cprofile"] == functions + 1  # one event per function, and the total
+    assert by_source["dcgm_dmon"] > 0 and by_source["nccl_inspector"] > 0
