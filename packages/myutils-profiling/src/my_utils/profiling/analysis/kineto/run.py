@@ -119,10 +119,10 @@ class KinetoPass:
         full = d
         if trace_filter is not None and trace_filter.active:
             d = trace_filter.apply(d)
-        tables, failed = run_registered(d, p.name, self.analyses, self.options)
-        from my_utils.profiling.analysis.kineto.step_scope import step_scope_rows
-
-        tables["steps"] = tuple(step_scope_rows(full, d, trace_filter.describe() if trace_filter is not None else ""))
+        # the steps analysis compares what the filter kept with the whole trace (``step_scope``)
+        steps = {"before_filter": full, "described": trace_filter.describe() if trace_filter is not None else ""}
+        options = {**(self.options or {}), "steps": {**(self.options or {}).get("steps", {}), **steps}}
+        tables, failed = run_registered(d, p.name, self.analyses, options)
         warnings += failed
         launch, outliers = launch_stats(d)
         return RankAnalysis(

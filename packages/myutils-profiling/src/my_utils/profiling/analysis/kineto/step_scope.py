@@ -21,7 +21,7 @@ import numpy as np
 
 from my_utils.profiling.analysis.kineto.rank_data import RankData
 
-__all__ = ["before_last_step", "last_step", "step_scope_rows"]
+__all__ = ["before_last_step", "last_step", "step_scope_rows", "step_scope_tables"]
 
 
 def last_step(d: RankData) -> tuple[float, int] | None:
@@ -85,3 +85,12 @@ def step_scope_rows(full: RankData, kept: RankData, described: str) -> list[dict
         same_as_hta=same, gpu_us_left_out_by_hta=left_out,
         gpu_pct_left_out_by_hta=100.0 * left_out / total if total else None)
     return [row]
+
+
+def step_scope_tables(d: RankData, before_filter: RankData | None = None, described: str = "") -> dict[str, Any]:
+    """The registered analysis (``kineto.registry``): ``{"steps": [row]}`` of ``d`` against the whole trace.
+
+    ``before_filter`` is the rank's data before the trace filter ran (the Kineto pass passes it;
+    ``d`` itself when there was no filter), ``described`` the filter in words.
+    """
+    return {"steps": step_scope_rows(before_filter if before_filter is not None else d, d, described)}
