@@ -47,12 +47,12 @@ def open_run(*paths: str | os.PathLike[str], workload: str = "pretrain", trace_f
     """
     from my_utils.core.errors import UsageError
     from my_utils.profiling.analysis.kineto.filters import TraceFilter
-    from my_utils.profiling.cli.analyze import check_workload
+    from my_utils.profiling.analysis.workloads import get_workload
     from my_utils.profiling.run.inputs import collect_inputs
 
     if not paths:
         raise UsageError("open_run(): give the run's files or folders, e.g. open_run('traces/')")
-    check_workload(workload)
+    get_workload(workload)  # an unknown workload is refused before anything is read
     kept = TraceFilter.parse(trace_filter) if isinstance(trace_filter, str) else trace_filter
     inputs = collect_inputs([os.fspath(p) for p in paths])
     inputs.refuse_named()
