@@ -50,10 +50,32 @@ def test_an_unguarded_script_gets_a_working_pool_and_runs_once(tmp_path: Path, a
     assert runs == ["ran"]  # the workers never ran the script's body
 
 
-def test_a_guarded_script_still_works(tmp_path: Path) -> None:
-    res, runs = _run(tmp_path, guarded=True)
+def test_a_guarded_script_still_hands_its_own_functions_to_the_pool(tmp_path: Path) -> None:
+    """Guarded, the workers import the script as multiprocessing always did: a function defined in it runs."""
+    script = tmp_path / "guarded.py"
+    script.write_text(textwrap.dedent("""
+        from my_utils.core.lifecycle import spawn_pool
+
+        def square(x):
+            return x * x
+
+        if __name__ == "__main__":
+            with spawn_pool(2) as pool:
+                print(sorted(pool.map(square, range(4))))
+    """))
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
-    assert runs == ["ran"]
+    assert res.stdout.strip() == "[0, 1, 4, 9]"
+
+
+def test_the_guard_is_read_from_the_script() -> None:
+    import ast
+
+    from my_utils.core.mainless import _is_main_guard
+
+    guard, reversed_guard, other = (ast.parse(t).body[0] for t in (
+        'if __name__ == "__main__":\n    pass', 'if "__main__" == __name__:\n    pass', 'if x == "__main__":\n    pass'))
+    assert _is_main_guard(guard) and _is_main_guard(reversed_guard) and not _is_main_guard(other)
 
 
 def test_main_is_restored_after_a_worker_starts() -> None:
