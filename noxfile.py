@@ -94,6 +94,18 @@ def wheels(session: nox.Session) -> None:
 
 
 @nox.session
+def dist(session: nox.Session) -> None:
+    """Build the seven wheels into one folder (`dist/`, or the folder after `--`) for
+    `pip install --find-links dist myutils-profiling`: one part, with myutils-core from the same folder."""
+    session.install("build>=1.2", "hatchling>=1.26")
+    out = session.posargs[0] if session.posargs else "dist"
+    for member in MEMBERS:
+        session.run("python", "-m", "build", "--wheel", "--no-isolation", "--outdir", out,
+                    f"packages/myutils-{member}", silent=True)
+    session.log(f"wheels in {out}/: pip install --find-links {out} myutils-<part>")
+
+
+@nox.session
 def gpu(session: nox.Session) -> None:
     """The `cuda`-marked tests; only meaningful on a machine with a CUDA GPU and a CUDA torch."""
     _pytest_in_dev_env(session, "-m", "cuda")

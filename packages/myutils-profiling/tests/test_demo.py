@@ -41,6 +41,13 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     (torch_trace,) = (out / "torch_traces").glob("*.json")
     assert "aten::linear" in torch_trace.read_text()
     assert "written:" in proc.stdout and str(out / "metrics_events.jsonl") in proc.stdout
+    # next: the report page, the merged timeline, and the command for the whole folder
+    after = proc.stdout.split("next:\n", 1)[1].splitlines()
+    assert after[0].startswith(f"  open {out / 'analysis_report.html'}") or \
+        not (out / "analysis_report.html").exists()
+    assert any(line.startswith(f"  open {out / 'merged_trace.json'} in https://ui.perfetto.dev") for line in after) \
+        or not (out / "merged_trace.json").exists()
+    assert after[-1].startswith(f"  myutils-profile analyze {out}")
     # the seed's quick start ran: collector.analyze() then export_report() per format
     report = AnalysisReport.load(out / "analysis_report.json")
     assert report.summary["steps"]["count"] == 12 and report.summary["rule_errors"] == []

@@ -19,6 +19,9 @@ applied in its order when combined: iteration → under operator → time range 
     stream, which run on the device) or everything else (``GPUKernelFilter`` / ``CPUOperatorFilter``).
 ``name="^nccl"``
     events whose name matches the regular expression at its start (``re.match``, ``NameFilter``).
+``hta_default=True``
+    Holistic Trace Analysis' default cut, applied first: the CPU events that start before the last
+    ``ProfilerStep`` starts and the GPU activities they launched (``step_scope.before_last_step``).
 ``under="## forward ##"`` (``under_position=0``, ``include_gpu_kernels=True``)
     the ``under_position``-th occurrence (by start; negative counts from the end) of the CPU
     operator or annotation of exactly that name; kept: the CPU events of any thread inside its
@@ -57,6 +60,7 @@ class TraceFilter:
     under: str | None = None
     under_position: int = 0
     include_gpu_kernels: bool = True
+    hta_default: bool = False
 
     def __post_init__(self) -> None:
         if self.time_range is not None:
@@ -82,6 +86,7 @@ class TraceFilter:
 
         ``first_iteration`` · ``iterations=551,552`` · ``iteration_index=0`` · ``time=START:END`` (trace µs) ·
         ``device=gpu`` / ``device=cpu`` · ``name=REGEX`` · ``under=NAME`` or ``under=NAME#POSITION`` ·
+        ``hta_default`` (HTA's default: before the last ProfilerStep) ·
         ``no_gpu_kernels`` (with ``under``: leave out the GPU activities it launched). Example:
         ``--filter "first_iteration; under=## forward ##"``.
         """
@@ -94,6 +99,8 @@ class TraceFilter:
             try:
                 if key == "first_iteration" and not sep:
                     fields["first_iteration"] = True
+                elif key == "hta_default" and not sep:
+                    fields["hta_default"] = True
                 elif key == "no_gpu_kernels" and not sep:
                     fields["include_gpu_kernels"] = False
                 elif key in ("iterations", "iteration_index") and sep:
@@ -112,7 +119,7 @@ class TraceFilter:
                 else:
                     raise ValueError(part)
             except ValueError:
-                raise UsageError(f"--filter {text!r}: cannot read {part!r}; expected first_iteration, "
+                raise UsageError(f"--filter {text!r}: cannot read {part!r}; expected hta_default, first_iteration, "
                                  "iterations=N[,N], iteration_index=I[,I], time=START:END, device=gpu|cpu, "
                                  "name=REGEX, under=NAME[#POSITION], no_gpu_kernels, separated by ';'") from None
         return cls(**fields)
@@ -125,6 +132,8 @@ class TraceFilter:
     def describe(self) -> str:
         """The filter in words, for reports (``"first iteration; under '## forward ##' #0"``)."""
         parts: list[str] = []
+        if self.hta_default:
+            parts.append("HTA's default (before the last ProfilerStep)")
         if self.first_iteration:
             parts.append("first iteration")
         if self.iterations is not None:
@@ -148,6 +157,10 @@ class TraceFilter:
             return d
         # each criterion reads what the previous ones kept (HTA chains its filters the same way: the
         # first "forward" of the second iteration, not the first "forward" of the trace)
+        if self.hta_default:  # HTA cuts at load, before any of its filters
+            from my_utils.profiling.analysis.kineto.step_scope import before_last_step
+
+            d = before_last_step(d).take(d)
         if self.first_iteration or self.iterations is not None or self.iteration_index is not None:
             d = _by_iteration(d, self).take(d)
         if self.under is not None:

@@ -111,6 +111,12 @@ ANALYSES: tuple[KinetoAnalysisSpec, ...] = (
         "beyond HTA (no setup analysis there); diagnosis/CASES.md principle 1",
         ("setup", "setup_kinds")),
     KinetoAnalysisSpec(
+        "steps", f"{_K}.step_scope:step_scope_tables",
+        "the ProfilerSteps in each trace and those analysed, and what HTA's default (no last step) would keep",
+        "HTA Trace._filter_irrelevant_gpu_kernels (include_last_profiler_step=False, tests/test_trace_analysis.py::"
+        "test_include_last_profiler_step)",
+        ("steps",)),
+    KinetoAnalysisSpec(
         "idle_explained", f"{_K}.idle_explained:idle_explained_tables",
         "idle explained: the CPU operator running during each host-wait gap of the compute stream",
         "beyond HTA (its idle breakdown gives the cause, not the host operator)",

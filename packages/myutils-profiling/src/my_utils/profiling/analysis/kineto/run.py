@@ -123,9 +123,13 @@ class KinetoPass:
         if found is None:
             warnings = (f"{p.name}: no rank found (no distributedInfo.rank in the trace, no rank in the file name, "
                         "none given): analysed as the one process of a single-rank run, its rank shown as unknown",)
+        full = d
         if trace_filter is not None and trace_filter.active:
             d = trace_filter.apply(d)
-        tables, failed = run_registered(d, p.name, self.analyses, self.options)
+        # the steps analysis compares what the filter kept with the whole trace (``step_scope``)
+        steps = {"before_filter": full, "described": trace_filter.describe() if trace_filter is not None else ""}
+        options = {**(self.options or {}), "steps": {**(self.options or {}).get("steps", {}), **steps}}
+        tables, failed = run_registered(d, p.name, self.analyses, options)
         warnings += failed
         launch, outliers = launch_stats(d)
         return RankAnalysis(
