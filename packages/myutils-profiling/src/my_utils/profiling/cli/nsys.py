@@ -101,6 +101,8 @@ def summary(
         for name, t in tables.items():
             _write(csv_dir / f"{name}.csv", csv_text(t.columns, t.rows))
     typer.echo(render_run(run, top, detail=detail))
+    for warning in run.warnings:
+        typer.echo(f"warning: {warning}", err=True)
 
 
 def render_run(run: RunSummary, top: int = 10, *, detail: bool = False) -> str:

@@ -57,6 +57,17 @@ class RunSummary:
             out["nsys_nccl_sizes"] = _rows("nsys_nccl_sizes", [asdict(r) for r in self.nccl.sizes])
         return out
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the numbers cannot show: ranks of the job's world that no export holds (``rank_coverage``)."""
+        from my_utils.profiling.analysis.rank_coverage import rank_coverage
+
+        sources = sorted({i.world_source for i in self.inputs if i.world_size is not None})
+        cov = rank_coverage((i.rank for i in self.inputs), (i.world_size for i in self.inputs),
+                            "the launch environment nsys recorded (" + ", ".join(sources) + ")")
+        text = cov.warning("export") if cov is not None else None
+        return (text,) if text else ()
+
     def facts(self) -> list[Any]:
         """Every export's facts, then the NCCL facts."""
         out = [f for s in self.exports for f in s.facts()]
@@ -65,7 +76,9 @@ class RunSummary:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: inputs with their ranks, each export's summary, the NCCL analysis."""
         return {
-            "inputs": [{"path": str(i.path), "rank": i.rank, "rank_source": i.rank_source} for i in self.inputs],
+            "inputs": [{"path": str(i.path), "rank": i.rank, "rank_source": i.rank_source,
+                        "world_size": i.world_size, "world_source": i.world_source} for i in self.inputs],
+            "warnings": list(self.warnings),
             "exports": [s.to_dict() for s in self.exports],
             "nccl": None if self.nccl is None else {
                 "participants": [asdict(p) for p in self.nccl.participants],
