@@ -153,7 +153,7 @@ def read_topology(path: str | Path) -> NcclTopology:
             network[(host, pid)] = inert(g.group("net"), 40)
         elif (g := _NICS.match(msg)) is not None:
             nics.setdefault(g.group("net"), [])
-            for nic in re.findall(r"\[\d+\](\S+)", g.group("list")):
+            for nic in re.findall(r"\[\d+\]([^\s:<]+(?::\d+/\w+)?)", g.group("list")):  # the NIC, not its address
                 if nic not in nics[g.group("net")]:
                     nics[g.group("net")].append(inert(nic, 60))
         elif (g := _ENV.match(msg)) is not None and g.group("var") in ("NCCL_ALGO", "NCCL_PROTO"):
