@@ -170,3 +170,34 @@ def test_step_zero_is_setup_and_one_shot_needs_repeated_work(tmp_path: Path) -> 
     path.write_text(json.dumps({"traceEvents": [_op("aten::mm", 0, 100)]}))
     one_shot = _facts(path)["setup.one_shot"]
     assert not one_shot.measured and "repeated work cannot be told" in one_shot.value.reason
+
+
+def test_steps_holding_compilation_or_autotuning_are_named(tmp_path: Path) -> None:
+    """Dynamo compiles inside step 1 and Inductor autotunes a matmul template inside step 2 (torch 2.13's
+    ``select_algorithm`` times it as ``mm_template_autotuning (dynamo_timed)``: compilation and autotuning both);
+    steps 3-5 are the compiled steady state. The setup rows say which steps, and the warning says they are not
+    steady."""
+    events = _steady(0, 5, 100_000, 10)
+    events += [_op("entire_frame_compile", 1_000, 60_000), _op("compile_fx.<locals>.fw_compiler_base (dynamo_timed)",
+                                                                2_000, 50_000),
+               _op("mm_template_autotuning (dynamo_timed)", 101_000, 30_000)]
+    path = tmp_path / "compiled_in_window.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    result = analyze_traces(path, executor="serial", analyses=["setup"])
+    rows = result.to_rows()
+    kinds = {r["kind"]: r for r in rows["kineto_setup_kinds"]}
+    assert kinds["compilation"]["steps"] == "steps 1-2"
+    assert kinds["autotuning"]["steps"] == "step 2"
+    assert rows["kineto_setup"][0]["unsteady_steps"] == "1-2"
+    (warning,) = [w for w in result.warnings if "not steady state" in w]
+    assert warning.startswith("compiled_in_window.json: steps 1-2 hold one-off work (compilation (steps 1-2, 90.0 ms)")
+    assert "autotuning (step 2, 30.0 ms)" in warning
+
+
+def test_a_compiled_model_in_steady_state_names_no_step(tmp_path: Path) -> None:
+    """The look-alike: ``Torch-Compiled Region``/``CompiledFunction`` in every step is how a compiled model runs."""
+    path = tmp_path / "steady.json"
+    path.write_text(json.dumps({"traceEvents": _steady(0, 5, 100_000, 10)}))
+    result = analyze_traces(path, executor="serial", analyses=["setup"])
+    assert result.to_rows()["kineto_setup"][0]["unsteady_steps"] == ""
+    assert not [w for w in result.warnings if "not steady state" in w]
