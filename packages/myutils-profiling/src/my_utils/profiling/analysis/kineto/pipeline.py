@@ -21,7 +21,8 @@ the first microbatch's work to the last one's over every stage analysed (ranks o
 alone: its own), the stage's *bubble* is the window less the union of its work, and the *excess* is the
 bubble beyond the expected share of the window. ``p`` is the number of stages the names number (``PP:3F0``
 is stage 3), else the ranks that hold microbatch ranges, or the ``stages`` option; ``m`` the forward
-ranges per chunk of a stage; ``v`` the chunks (stage numbers) one rank runs. A schedule with weight-only
+ranges per chunk of a stage; ``v`` the chunks (stage numbers) one rank runs, the numbered stages being
+virtual ones (``p = (highest stage number + 1) / v``). A schedule with weight-only
 backward passes (``W``: zero-bubble) is measured but not judged: its expected bubble is not this formula.
 
 ``kineto_pipeline_bubble`` (across ranks): one row per (rank, step); ``flagged`` when the excess is at
@@ -146,7 +147,6 @@ def bubble_rows(ranges: Sequence[MicrobatchRange], step_us: Mapping[tuple[int | 
         by_step.setdefault(r.step, []).append(r)
     numbered = {r.stage for r in ranges if r.stage is not None}
     ranks = {r.rank for r in ranges}
-    p = stages or (max(numbered) + 1 if numbered else (len(ranks) if len(ranks) > 1 else None))
     rows = []
     for step, in_step in sorted(by_step.items(), key=lambda x: (x[0] is None, x[0] or 0)):
         per_rank: dict[int | None, list[MicrobatchRange]] = {}
@@ -158,6 +158,8 @@ def bubble_rows(ranges: Sequence[MicrobatchRange], step_us: Mapping[tuple[int | 
             lo, hi = (lo_all, hi_all) if one_clock else (min(r.start_us for r in own), max(r.end_us for r in own))
             window = hi - lo
             chunks = len({r.stage for r in own if r.stage is not None}) or 1
+            # stage numbers are virtual stages (v per rank): p physical stages = their count over v
+            p = stages or ((max(numbered) + 1) // chunks if numbered else (len(ranks) if len(ranks) > 1 else None))
             forwards = [r for r in own if r.kind == "F"]
             m = (len(forwards) // chunks) if forwards else 0
             busy = _union([(r.start_us, r.end_us) for r in own]) if all(r.busy_us >= r.end_us - r.start_us
@@ -188,7 +190,8 @@ def _note(p: int | None, stages: int | None, numbered: set[int], ranks: set[Any]
     if stages:
         parts.append(f"{stages} stages (given)")
     elif numbered:
-        parts.append(f"{p} stages (numbered by the range names)")
+        parts.append(f"{p} stages (the highest stage number in the range names, over the chunks per rank: give "
+                     "the stages option when the last stage's trace is not analysed)")
     elif p is not None:
         parts.append(f"{p} stages (the ranks holding microbatch ranges)")
     else:
