@@ -179,9 +179,9 @@ def _skew_rows(ops: Sequence[InspectorOp]) -> list[SkewRow]:
                 worst = (skew, seq)
             slow = max(times, key=lambda r: (times[r], -(r or 0)))
             slowest[by_rank[slow].rank] += 1
-            starts = {r: o.start_s for r, o in by_rank.items() if o.start_s is not None}
+            starts = {r: o.start_us for r, o in by_rank.items() if o.start_us is not None}
             if len(starts) >= 2:
-                spreads.append((max(starts.values()) - min(starts.values())) * 1e6)
+                spreads.append(float(max(starts.values()) - min(starts.values())))
                 late = max(starts, key=lambda r: starts[r])
                 last[by_rank[late].rank] += 1
         top_rank, top_n = slowest.most_common(1)[0]

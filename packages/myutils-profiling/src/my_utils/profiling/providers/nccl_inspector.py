@@ -197,7 +197,7 @@ class InspectorOp:
     exec_us: float
     algbw: float | None
     busbw: float | None
-    start_s: float | None
+    start_us: int | None  # the verbose trace's start (µs on the epoch, as the plugin writes it)
 
 
 def _operations(path: Path, rank: int | None) -> list[tuple[_Op, int | None]]:
@@ -224,7 +224,8 @@ def read_operations(path: str | Path, rank: int | None = None) -> list[Inspector
         out.append(InspectorOp(p.name, int(a["line"]), r, op.process[0], op.process[1], str(a["comm"]),
                                str(a.get("comm_name", "")), op.comm_rank, op.comm_ranks,
                                a.get("nnodes") if isinstance(a.get("nnodes"), int) else None, op.kind, op.op,
-                               a.get("sn"), a.get("peer"), op.size, op.exec_us, op.algbw, op.busbw, op.ts))
+                               a.get("sn"), a.get("peer"), op.size, op.exec_us, op.algbw, op.busbw,
+                               round(op.ts * 1e6) if op.ts is not None else None))
     return out
 
 
