@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import nsys_real
-import pytest
 
 from my_utils.profiling.analysis.kineto import analyze_traces
-from my_utils.profiling.analysis.rank_coverage import rank_coverage, ranges
+from my_utils.profiling.analysis.rank_coverage import ranges, rank_coverage
 from my_utils.profiling.nsys.ranks import expand_inputs, launch_environment
 from my_utils.profiling.nsys.run import analyze_run
 
