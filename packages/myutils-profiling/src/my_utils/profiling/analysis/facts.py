@@ -53,8 +53,8 @@ from dataclasses import replace
 from typing import Any
 
 from my_utils.profiling.analysis.kineto.contract_facts import contract_facts
-from my_utils.profiling.analysis.pipeline_rule import pipeline_facts
 from my_utils.profiling.analysis.model import EvidenceRow, Fact, NotMeasured
+from my_utils.profiling.analysis.pipeline_rule import pipeline_facts
 from my_utils.profiling.analysis.rules._series import STEP_TIME, Series, step_ranges
 from my_utils.profiling.analysis.rules._stats import quantile
 

@@ -5,6 +5,8 @@ the driver API, ``hipGraphLaunch`` on ROCm); CUPTI gives each of those kernels t
 correlation id, so in the trace they hang under that one runtime call. Kineto built against CUDA 12
 or newer also writes ``graph id`` and ``graph node id`` on every kernel (0 outside a graph). A kernel
 is *graph-launched* when its runtime call is a graph launch or its ``graph id`` is not 0.
+Holistic Trace Analysis has no graph view (its launch statistics join kernels to ``cudaLaunchKernel`` calls
+only, so graph kernels fall out of them silently).
 
 Why it matters: per-kernel launch cost and launch delay do not exist for these kernels (the launch
 statistics leave them out: their call is no kernel launch), and a run that already replays graphs

@@ -5,7 +5,8 @@ microbatches travel down and the last gradients travel back: with 1F1B (and GPip
 ``(p − 1) / (m + p − 1)`` of the pipeline's time; with ``v`` interleaved model chunks per stage,
 ``(p − 1) / (v·m + p − 1)`` (Narayanan et al., "Efficient Large-Scale Language Model Training on GPU
 Clusters Using Megatron-LM", 2021, §2.2). Idle beyond that is a slow stage, a late send or receive, or
-uneven stages, and is time a fix can save.
+uneven stages, and is time a fix can save. Holistic Trace Analysis has no pipeline view (its idle time is
+per stream, whatever the schedule).
 
 **Microbatch ranges** are read from the names frameworks record (one table, :data:`PATTERNS`; a run
 can add its own with the ``patterns`` option: ``{"F": "regex", "B": "regex"}``): PyTorch's
