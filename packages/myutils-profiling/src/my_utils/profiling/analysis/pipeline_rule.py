@@ -1,4 +1,5 @@
-"""The pipeline-bubble fact and finding, from the ``kineto_pipeline_bubble`` table (``kineto.pipeline``).
+"""The pipeline-bubble fact and finding, from the ``kineto_pipeline_bubble`` table (``kineto.pipeline``) or, for
+Nsight Systems exports, ``nsys_pipeline_bubble`` (``nsys.pipeline``).
 
 Fact ``pipeline.bubble_excess:rank<r>`` (and the run's, the worst rank): the bubble beyond the schedule's
 expected one, as a share of the step (median over the steps analysed), with the measured and expected
@@ -18,6 +19,7 @@ from my_utils.profiling.analysis.rules._evidence import impact
 
 Rows = Sequence[Mapping[str, Any]]
 TABLE = "kineto_pipeline_bubble"
+NSYS_TABLE = "nsys_pipeline_bubble"
 #: Advice for an excess bubble (one place to review).
 ADVICE = ("the stages idle longer between microbatches than the schedule needs: balance the layers over the "
           "stages (the busiest stage sets the pace), raise the number of microbatches per step (the bubble is "
@@ -29,9 +31,17 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else None
 
 
+def _table(tables: Mapping[str, Rows]) -> tuple[str, list[Mapping[str, Any]], str]:
+    """(table name, rows, source): the Kineto table, else the Nsight Systems one."""
+    for name, source in ((TABLE, "kineto"), (NSYS_TABLE, "nsys")):
+        if tables.get(name):
+            return name, list(tables[name]), source
+    return TABLE, [], "kineto"
+
+
 def pipeline_facts(tables: Mapping[str, Rows]) -> list[Fact]:
     """``pipeline.bubble_excess`` per rank and for the run (module docstring); none without microbatch ranges."""
-    rows = list(tables.get(TABLE) or [])
+    table, rows, source = _table(tables)
     if not rows:
         return []
     by_rank: dict[Any, list[Mapping[str, Any]]] = {}
@@ -41,13 +51,13 @@ def pipeline_facts(tables: Mapping[str, Rows]) -> list[Fact]:
     best: Fact | None = None
     for rank, own in sorted(by_rank.items(), key=lambda x: (x[0] is None, x[0] or 0)):
         tag = f":rank{rank}" if rank is not None else ":norank"
-        ev = tuple(EvidenceRow(TABLE, {"rank": r.get("rank"), "step": r.get("step")},
+        ev = tuple(EvidenceRow(table, {"rank": r.get("rank"), "step": r.get("step")},
                                {"bubble_pct": r.get("bubble_pct"), "expected_pct": r.get("expected_pct"),
                                 "excess_us": r.get("excess_us"), "window_us": r.get("window_us")}) for r in own)
         judged = [r for r in own if _num(r.get("excess_step_pct")) is not None]
         if not judged:
             facts.append(Fact(f"pipeline.bubble_excess{tag}", "pipeline bubble beyond the schedule's",
-                              NotMeasured(str(own[0].get("note") or "no expected bubble")), "%", "kineto",
+                              NotMeasured(str(own[0].get("note") or "no expected bubble")), "%", source,
                               ranks=(rank,), evidence=ev))
             continue
         excess = statistics.median(float(r["excess_step_pct"]) for r in judged)
@@ -55,7 +65,7 @@ def pipeline_facts(tables: Mapping[str, Rows]) -> list[Fact]:
         bubble = statistics.median(float(r["bubble_pct"]) for r in judged)
         expected = statistics.median(float(r["expected_pct"]) for r in judged)
         first = judged[0]
-        fact = Fact(f"pipeline.bubble_excess{tag}", "pipeline bubble beyond the schedule's", excess, "%", "kineto",
+        fact = Fact(f"pipeline.bubble_excess{tag}", "pipeline bubble beyond the schedule's", excess, "%", source,
                     "the step", step_ms, "ms", (rank,), "median over steps", len(judged), ev,
                     detail=(f"bubble {bubble:.1f}% of the pipeline window against {expected:.1f}% expected "
                             f"({first.get('schedule')}, p={first.get('stages')}, m={first.get('microbatches')}"
@@ -65,7 +75,7 @@ def pipeline_facts(tables: Mapping[str, Rows]) -> list[Fact]:
         if best is None or (fact.number or 0.0) > (best.number or 0.0):
             best = fact
     if best is not None:
-        facts.append(Fact("pipeline.bubble_excess", best.label, best.value, "%", "kineto", best.denominator,
+        facts.append(Fact("pipeline.bubble_excess", best.label, best.value, "%", source, best.denominator,
                           best.denominator_value, "ms", best.ranks, "the stage with the largest excess",
                           best.steps, best.evidence, best.detail))
     return facts
@@ -73,7 +83,8 @@ def pipeline_facts(tables: Mapping[str, Rows]) -> list[Fact]:
 
 def pipeline_findings(facts: Mapping[str, Fact], tables: Mapping[str, Rows]) -> list[dict[str, Any]]:
     """``pipeline:bubble`` when a stage's excess bubble is flagged (module docstring)."""
-    rows = [r for r in tables.get(TABLE) or [] if r.get("flagged")]
+    table, every, source = _table(tables)
+    rows = [r for r in every if r.get("flagged")]
     if not rows:
         return []
     ranks = sorted({r.get("rank") for r in rows}, key=lambda x: (x is None, x or 0))
@@ -95,10 +106,11 @@ def pipeline_findings(facts: Mapping[str, Fact], tables: Mapping[str, Rows]) -> 
         "detail": fact.detail + (f"; also flagged: {', '.join(others)}" if others else ""),
         "evidence": {"names": [], "ranks": ranks, "steps": sorted({r.get("step") for r in own
                                                                    if r.get("step") is not None}),
-                     "table": TABLE, "excess_ms": excess_ms},
+                     "table": table, "excess_ms": excess_ms},
         "suggestion": ADVICE, "facts": [fact.id],
         "impact": impact(excess_ms, step_ms, f"the bubble beyond (p-1)/(v*m+p-1) of the window on {where} "
-                         f"({excess_ms:,.2f} ms per step)", fact.steps, "torch_profiler", upper_bound=True),
+                         f"({excess_ms:,.2f} ms per step)", fact.steps, "torch_profiler" if source == "kineto" else "nsys",
+                         upper_bound=True),
         "advice": [{"text": ADVICE, "because": [e.to_dict() for e in fact.evidence], "facts": [fact.id],
                     "kind": "pipeline:bubble"}],
     }]
