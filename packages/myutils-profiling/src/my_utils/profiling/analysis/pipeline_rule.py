@@ -88,21 +88,24 @@ def pipeline_findings(facts: Mapping[str, Fact], tables: Mapping[str, Rows]) -> 
     if not rows:
         return []
     ranks = sorted({r.get("rank") for r in rows}, key=lambda x: (x is None, x or 0))
-    per = {rank: facts.get(f"pipeline.bubble_excess:rank{rank}" if rank is not None else
-                           "pipeline.bubble_excess:norank") for rank in ranks}
-    worst = max(ranks, key=lambda x: (per[x].number or 0.0) if per[x] is not None else 0.0)
-    fact = per[worst]
-    if fact is None or fact.number is None:
+    per: dict[Any, float] = {}
+    found: dict[Any, Fact] = {}
+    for rank in ranks:
+        got = facts.get(f"pipeline.bubble_excess:rank{rank}" if rank is not None else "pipeline.bubble_excess:norank")
+        if got is not None and got.number is not None:
+            per[rank], found[rank] = got.number, got
+    if not per:
         return []
+    worst = max(per, key=lambda x: per[x])
+    fact = found[worst]
     own = [r for r in rows if r.get("rank") == worst]
     excess_ms = statistics.median(float(r["excess_us"]) for r in own) / 1e3
     step_ms = fact.denominator_value
     where = f"rank {worst}" if worst is not None else "the run"
-    others = [f"rank {x}: {per[x].number:.1f}%" for x in ranks if x != worst and per[x] is not None
-              and per[x].number is not None]
+    others = [f"rank {x}: {per[x]:.1f}%" for x in ranks if x != worst and x in per]
     return [{
         "id": "pipeline:bubble", "category": "optimization", "severity": "warning",
-        "title": f"pipeline stage on {where} idles {fact.number:.1f}% of the step beyond its schedule's bubble",
+        "title": f"pipeline stage on {where} idles {per[worst]:.1f}% of the step beyond its schedule's bubble",
         "detail": fact.detail + (f"; also flagged: {', '.join(others)}" if others else ""),
         "evidence": {"names": [], "ranks": ranks, "steps": sorted({r.get("step") for r in own
                                                                    if r.get("step") is not None}),

@@ -170,7 +170,7 @@ def _skew_rows(ops: Sequence[InspectorOp]) -> list[SkewRow]:
     rows = []
     for (comm, op), seen in kinds.items():
         skews, slowest, spreads, last = [], Counter[Any](), [], Counter[Any]()
-        worst = (-1.0, None)
+        worst: tuple[float, int | None] = (-1.0, None)
         for seq, by_rank in seen:
             times = {r: o.exec_us for r, o in by_rank.items()}
             skew = max(times.values()) - min(times.values())
