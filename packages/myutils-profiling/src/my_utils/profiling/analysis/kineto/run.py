@@ -147,7 +147,7 @@ def _unsteady_warning(file: str, tables: Mapping[str, Sequence[Mapping[str, Any]
     """A warning naming the steps that hold compilation, autotuning or graph capture (``kineto.setup``)."""
     rows = [r for r in tables.get("setup", ()) if r.get("unsteady_steps")]
     kinds = [f"{k['kind']} ({k['steps']}, {float(k['us']) / 1e3:,.1f} ms)" for k in tables.get("setup_kinds", ())
-             if k.get("kind") in ("compilation", "autotuning", "graph capture") and k.get("steps")]
+             if k.get("kind") in ("compilation", "autotuning", "graph capture", "cuDNN benchmark") and k.get("steps")]
     return tuple(f"{file}: steps {r['unsteady_steps']} hold one-off work ({'; '.join(kinds)}): they are not steady "
                  "state, and a step time read from them overstates it" for r in rows)
 

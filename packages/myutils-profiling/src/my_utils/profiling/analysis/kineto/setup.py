@@ -15,10 +15,13 @@ setup like any other time), the one-off work is the union of:
 ``allocation and loading``
     runtime calls that allocate or pin memory or load modules (:data:`SETUP_CALLS`): the
     caching allocator stops calling them once warm, so each one is growth, not steady work.
+``cuDNN benchmark``
+    the first call of a convolution operator taking far longer than its later calls (as below): cuDNN
+    timing its algorithms (``torch.backends.cudnn.benchmark``) before it settles on one.
 ``first calls``
-    the first call of a runtime call, or of a cuBLAS/cuDNN operator (lazy handles, cuDNN
-    benchmark), taking at least :data:`FIRST_CALL_MIN_US` and :data:`FIRST_CALL_RATIO` times the
-    median of at least two later calls. Blocking calls are left out: their first wait is the
+    the first call of a runtime call, or of a cuBLAS operator (lazy handles, workspaces), taking at
+    least :data:`FIRST_CALL_MIN_US` and :data:`FIRST_CALL_RATIO` times the median of at least two later
+    calls. Blocking calls are left out: their first wait is the
     GPU's work, not setup.
 ``graph capture``
     CUDA graph capture (``cudaStreamBeginCapture`` to ``cudaStreamEndCapture`` on one thread) and
@@ -27,8 +30,8 @@ setup like any other time), the one-off work is the union of:
     ``ProfilerStep#0``, the program's first iteration, when the trace has it.
 
 Each kind says which ``ProfilerStep`` numbers its events start in (``steps``; "before the first step"
-for work outside them), and the rank's row lists the steps that hold compilation, autotuning or graph
-capture (``unsteady_steps``): those steps are not the steady state, and a step time read from them
+for work outside them), and the rank's row lists the steps that hold compilation, autotuning, graph
+capture or a cuDNN benchmark (``unsteady_steps``): those steps are not the steady state, and a step time read from them
 overstates it.
 
 Tables (``rank`` on every row): ``kineto_setup``, one row per rank: the capture (first to last
@@ -74,9 +77,12 @@ FIRST_CALL_RATIO = 10.0
 GRAPH_BEGIN = re.compile(r"^(cuda|cu|hip)StreamBeginCapture")
 GRAPH_END = re.compile(r"^(cuda|cu|hip)StreamEndCapture")
 GRAPH_INSTANTIATE = re.compile(r"^(cuda|cu|hip)GraphInstantiate")
-KIND_NAMES = ("compilation", "autotuning", "allocation and loading", "graph capture", "first calls", "first step")
+KIND_NAMES = ("compilation", "autotuning", "allocation and loading", "graph capture", "cuDNN benchmark", "first calls",
+              "first step")
 #: Kinds whose steps are not steady state (the compiled or tuned code runs from the next step on).
-UNSTEADY = ("compilation", "autotuning", "graph capture")
+UNSTEADY = ("compilation", "autotuning", "graph capture", "cuDNN benchmark")
+#: First calls of these operators are cuDNN's algorithm search (``torch.backends.cudnn.benchmark``).
+CUDNN_BENCHMARK = re.compile(r"^aten::(cudnn_\w+|convolution\w*|_convolution\w*)$")
 
 
 @dataclass(frozen=True)
@@ -135,8 +141,11 @@ def _union_pieces(d: RankData) -> dict[str, list[tuple[Any, Any, Any]]]:
         keep = ~np.isin(d.rt_name, blocking or [-1]) & ~sel
         pieces["first calls"].extend(_first_calls(d.rt_ts[keep], rt_end[keep], d.rt_name[keep]))
     if d.op_ts is not None and len(d.op_ts):
-        lib = np.isin(d.op_name, [i for i, n in enumerate(names) if FIRST_CALL_OPS.match(n)] or [-1])
+        conv = [i for i, n in enumerate(names) if CUDNN_BENCHMARK.match(n)]
+        lib = np.isin(d.op_name, [i for i, n in enumerate(names) if FIRST_CALL_OPS.match(n) and i not in conv] or [-1])
         pieces["first calls"].extend(_first_calls(d.op_ts[lib], d.op_end[lib], d.op_name[lib]))
+        sel = np.isin(d.op_name, conv or [-1])
+        pieces["cuDNN benchmark"].extend(_first_calls(d.op_ts[sel], d.op_end[sel], d.op_name[sel]))
     first = [s for s in d.step_events if s[2] == 0]
     if first:
         pieces["first step"].append((np.array([s[0] for s in first]), np.array([s[0] + s[1] for s in first]),
