@@ -65,7 +65,7 @@ class RunSummary:
         """What the numbers cannot show: ranks of the job's world that no export holds (``rank_coverage``)."""
         from my_utils.profiling.analysis.rank_coverage import rank_coverage
 
-        sources = sorted({i.world_source for i in self.inputs if i.world_size is not None})
+        sources = sorted({i.world_source.removeprefix("environment ") for i in self.inputs if i.world_size is not None})
         cov = rank_coverage((i.rank for i in self.inputs), (i.world_size for i in self.inputs),
                             "the launch environment nsys recorded (" + ", ".join(sources) + ")")
         text = cov.warning("export") if cov is not None else None
