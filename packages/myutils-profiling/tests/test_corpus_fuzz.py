@@ -84,6 +84,7 @@ FORMATS = [
     Format("dcgm_dmon", _test_data("dcgmi_dmon_2gpu_h100.txt"), "dmon.txt", "dcgm_dmon", True),
     Format("nccl_inspector", _test_data("nccl_inspector/dgx-a07-pid48211.log"), "inspector.log", "nccl_inspector",
            True),
+    Format("nccl_ras", _test_data("nccl_ras/status_problem_twice.txt"), "ras.txt", "nccl_ras", True),
     Format("config_json", _example_config, "config.json", "", True),
     Format("config_yaml", _example_config, "config.yaml", "", True),
     # the commands that read what ingest writes: analyze (events) and diff (reports and traces)

@@ -93,13 +93,13 @@ def test_short_kernels_count_kernels_only(real_fixtures: Any) -> None:
 
 
 def test_ranks_are_said_with_where_their_numbers_come_from(real_fixtures: Any) -> None:
-    ring = sorted(H.export_path(real_fixtures, k) for k in H.RING)
-    assert not any("rank" in p.name for p in ring)  # nothing in the names: numbered by file order
+    ring = H.ring_by_rank(real_fixtures)  # rank order: the PMI_RANK each export recorded, not the sorted names
+    assert not any("rank" in p.name for p in ring)  # nothing in the names: the recorded PMI_RANK numbers them
     facts, _tables, findings = run(*ring)
     ranks = facts["context.ranks"]
-    assert ranks.measured and "ranks 0-5" in ranks.value and "file order" in ranks.detail
+    assert ranks.measured and "ranks 0-5" in ranks.value and "PMI_RANK that nsys recorded" in ranks.detail
     named = [f for f in findings if any(isinstance(r, int) for r in f["evidence"].get("ranks") or [])]
-    assert named and all("file order" in f["detail"] for f in named)
+    assert named and not any("file order" in f["detail"] for f in named)  # real ranks need no caveat
     # one export holding two processes on two devices: two ranks, not "not measured"
     path = real_fixtures / H100
     pids = H.raw(path, "SELECT COUNT(DISTINCT globalPid), COUNT(DISTINCT deviceId) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0]
@@ -109,7 +109,7 @@ def test_ranks_are_said_with_where_their_numbers_come_from(real_fixtures: Any) -
 
 
 def test_nccl_skew_waits_are_in_milliseconds(real_fixtures: Any) -> None:
-    ring = sorted(H.export_path(real_fixtures, k) for k in H.RING)
+    ring = H.ring_by_rank(real_fixtures)  # rank order: the PMI_RANK each export recorded, not the sorted names
     arrive = [H.raw(p, "SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0] for p in ring]
     _facts, tables, _findings = run(*ring)
     (row,) = tables["nsys_nccl_skew"]

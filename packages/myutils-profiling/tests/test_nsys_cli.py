@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import nsys_real as H  # nsys_real.py beside this file, registered by conftest.py
 import pytest
 from typer.testing import CliRunner
 
@@ -46,14 +47,14 @@ def test_summary_of_one_export(real_fixtures: Any, tmp_path: Path) -> None:
 
 
 def test_summary_across_the_ring(real_fixtures: Any, tmp_path: Path) -> None:
-    names = sorted(real_fixtures.names("nsys/dsl_ring_6ranks/"))
+    names = sorted(real_fixtures.names("nsys/dsl_ring_6ranks/"), key=lambda n: H.pmi_rank(real_fixtures / n))
     for i, name in enumerate(names):
         shutil.copyfile(real_fixtures / name, tmp_path / f"rank{i}.sqlite")
     res = CliRunner().invoke(app, ["nsys", "summary", str(tmp_path), "--nccl-bytes", "2MiB", "--top", "3"])
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     assert len(lines) <= 40  # one screen: it printed 587 lines before, one block of tables per export
-    assert "== 6 export(s), 6 rank(s) (from the file names)" in lines[0] and "on 2 host(s)" in lines[0]
+    assert "== 6 export(s), 6 rank(s) (from the launch environment (PMI_RANK))" in lines[0] and "on 2 host(s)" in lines[0]
     head = next(i for i, line in enumerate(lines) if line.startswith("rank "))
     rows = [line.split() for line in lines[head + 2:head + 8]]
     assert [r[0] for r in rows] == [str(i) for i in range(6)]  # one row per rank, in rank order

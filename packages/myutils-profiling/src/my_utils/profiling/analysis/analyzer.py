@@ -591,7 +591,7 @@ class MetricsAnalyzer:
         scores = compute_scores(findings, [d for d in ("performance", "stability", "memory", "capture")
                                            if d not in unmeasured])
         summary = _summary(agg, series, findings, ran, errors)
-        summary["warnings"] = run_warnings(agg, kineto_warnings)
+        summary["warnings"] = run_warnings(agg, kineto_warnings, nsight.warnings)
         summary["step_time_source"] = primary_step_source(series)
         summary["verdict"] = diagnosis.bound
         summary["contents"] = diagnosis.contents.to_dict()

@@ -54,6 +54,7 @@ from typing import Any
 
 from my_utils.profiling.analysis.kineto.contract_facts import contract_facts
 from my_utils.profiling.analysis.model import EvidenceRow, Fact, NotMeasured
+from my_utils.profiling.analysis.pipeline_rule import pipeline_facts
 from my_utils.profiling.analysis.rules._series import STEP_TIME, Series, step_ranges
 from my_utils.profiling.analysis.rules._stats import quantile
 
@@ -440,6 +441,7 @@ def build_facts(series: Mapping[Any, Series], tables: Mapping[str, Rows], hardwa
     facts.extend(gpu_facts(tables))
     facts.extend(kineto_facts(tables))
     facts.extend(contract_facts(tables))  # the Kineto side of the diagnosis contract (kineto.contract_facts)
+    facts.extend(pipeline_facts(tables))  # pipeline-parallel bubbles (analysis.pipeline_rule)
     facts.extend(context_facts(hardware, sorted({r for (_n, r, _s) in series if r is not None})))
     facts.append(cpu_only_fact(series, tables, hardware))
     return facts

@@ -282,7 +282,7 @@ def _rank_context(tables: Mapping[str, Rows]) -> list[Fact]:
     ranks = [int(r["rank"]) for r in inputs if isinstance(r.get("rank"), int)]
     if len(inputs) > 1 and ranks:
         sources = sorted({str(r.get("rank_source")) for r in inputs})
-        how = "; ".join(RANK_SOURCES.get(x, x) for x in sources)
+        how = "; ".join(rank_words(x) for x in sources)
         return [Fact("context.ranks", "ranks analysed", rank_list(ranks), "", SOURCE, ranks=tuple(sorted(ranks)),
                      evidence=ev, detail=f"one export per rank; ranks numbered by {how}")]
     nccl = sorted({int(r["rank"]) for r in tables.get("nsys_nccl_ranks") or [] if isinstance(r.get("rank"), int)})
@@ -293,8 +293,15 @@ def _rank_context(tables: Mapping[str, Rows]) -> list[Fact]:
                             "participants (process, device) numbered by device")]
     if len(inputs) == 1 and ranks:
         return [Fact("context.ranks", "ranks analysed", rank_list(ranks), "", SOURCE, ranks=tuple(ranks), evidence=ev,
-                     detail=f"rank from the {RANK_SOURCES.get(str(inputs[0].get('rank_source')), 'input')}")]
+                     detail=f"rank from the {rank_words(str(inputs[0].get('rank_source')), 'input')}")]
     return []
+
+
+def rank_words(source: str, default: str | None = None) -> str:
+    """Where an export's rank came from, in words (``environment PMI_RANK``: the launcher's variable nsys recorded)."""
+    if source.startswith("environment "):
+        return f"launcher's {source.removeprefix('environment ')} that nsys recorded for the process"
+    return RANK_SOURCES.get(source, default if default is not None else source)
 
 
 #: Where an export's rank came from, in words (``nsys.ranks.RankInput.rank_source``).

@@ -109,6 +109,8 @@ def summary(
     if csv_dir is not None and csv_dir.is_dir():
         _drop_stale_tables(csv_dir, set(csvs))
     typer.echo(render_run(run, top, detail=detail))
+    for warning in run.warnings:
+        typer.echo(f"warning: {warning}", err=True)
 
 
 _TABLE_CSV = re.compile(r"nsys_[a-z0-9_]+\.csv")

@@ -22,7 +22,8 @@ def _ranks_line(run: RunSummary) -> str:
     exports = len(run.exports)
     sources = sorted({i.rank_source for i in run.inputs})
     ranks = len(run.nccl.participants) if run.nccl is not None and exports == 1 else exports
-    how = "; ".join(RANK_WORDS.get(x, f"from the {x}") for x in sources)
+    how = "; ".join(RANK_WORDS.get(x, f"from the launch environment ({x.removeprefix('environment ')})"
+                                   if x.startswith("environment ") else f"from the {x}") for x in sources)
     if exports == 1:
         how = "one export holding them, numbered by device"
     hosts = sorted({s.host for s in run.exports if s.host})

@@ -16,8 +16,9 @@ Every kept event also keeps its position in ``traceEvents`` (``*_index``: Holist
 Analysis' event index, so results can name an event and be written back into the trace).
 CPU operators (``cpu_op``) land in ``op_*`` columns; the few arguments later analyses read
 are kept beside them in small dicts keyed by row: NCCL kernels' collective arguments,
-copies' bytes and bandwidth, the ``wait_on_*`` arguments of event syncs, the input shapes of
-the operators whose FLOPs can be counted (:data:`SHAPED_OPS`). ``gpu_user_annotation``
+copies' bytes and bandwidth, kernels' CUDA ``graph id`` / ``graph node id``, the ``wait_on_*`` arguments of
+event syncs, the input shapes of the operators whose FLOPs can be counted (:data:`SHAPED_OPS`), the
+``kernel_backend`` / ``kernel_hash`` of the operators launching torch.compile's kernels. ``gpu_user_annotation``
 spans, ``cuda_profiler_range`` events (CUPTI counters) and the ``ProfilerStep`` events
 themselves (for call stacks) are kept as short lists.
 """
@@ -52,6 +53,9 @@ _NCCL_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "In msg size
               "In split size", "Out split size", "Seq")
 _COPY_ARGS = ("bytes", "memory bandwidth (GB/s)")
 _OP_ARGS = ("Input Dims", "Input type", "Concrete Inputs")
+_GRAPH_ARGS = ("graph id", "graph node id")
+#: What torch.compile writes on the operator that launches one of its generated kernels (Triton, C++).
+_KERNEL_ARGS = ("kernel_backend", "kernel_hash", "kernel_file", "grid")
 
 
 class Names:
@@ -106,6 +110,7 @@ class Columns:
     op_name: array[int] = field(default_factory=lambda: array("i"))
     op_index: array[int] = field(default_factory=lambda: array("q"))
     op_args: dict[int, dict[str, Any]] = field(default_factory=dict)  # row -> input shapes (SHAPED_OPS only)
+    op_kernel: dict[int, dict[str, Any]] = field(default_factory=dict)  # row -> kernel_backend, kernel_hash...
     # record_function ranges (ProfilerStep#N excluded: those are steps)
     ann_thread: array[int] = field(default_factory=lambda: array("i"))
     ann_ts: array[float] = field(default_factory=lambda: array("d"))
@@ -134,6 +139,7 @@ class TraceCollector:
         self.streams: dict[tuple[Any, Any], int] = {}  # (pid, stream) -> stream id
         self.threads: dict[tuple[Any, Any], int] = {}  # (pid, tid) -> thread id
         self.gpu_pids: set[Any] = set()  # processes labelled "GPU n" by metadata
+        self.gpu_labels: set[str] = set()  # their labels ("GPU 0", "MTIA 17"): the device family
         self.declared_lanes: set[tuple[Any, Any]] = set()  # (pid, tid) named by thread_name metadata
         self.count = 0
         self.host_events = 0  # cpu ops, annotations and runtime calls: what the profiler recorded on the host
@@ -206,6 +212,9 @@ class TraceCollector:
                     c.gpu_args[len(c.gpu_index) - 1] = {k: args[k] for k in _NCCL_ARGS if k in args}
                 elif group != "kernel" and "bytes" in args:
                     c.gpu_args[len(c.gpu_index) - 1] = {k: args[k] for k in _COPY_ARGS if k in args}
+                if args.get("graph id"):  # replayed by a CUDA graph (Kineto on CUDA 12+: 0 outside graphs)
+                    c.gpu_args.setdefault(len(c.gpu_index) - 1, {}).update(
+                        {k: args[k] for k in _GRAPH_ARGS if k in args})
             elif group == "runtime":
                 args = ev.get("args")
                 ts = self._rel(ev["ts"])
@@ -241,10 +250,12 @@ class TraceCollector:
                     nid = self.names.ids.get(name)
                     c.op_name.append(nid if nid is not None else self.names.id(name))
                     c.op_index.append(index)
+                    args = ev.get("args")
                     if name in SHAPED_OPS:
-                        args = ev.get("args")
                         if isinstance(args, dict):
                             c.op_args[len(c.op_index) - 1] = {k: args[k] for k in _OP_ARGS if k in args}
+                    elif isinstance(args, dict) and "kernel_backend" in args:  # Inductor's generated kernels
+                        c.op_kernel[len(c.op_index) - 1] = {k: args[k] for k in _KERNEL_ARGS if k in args}
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
             from my_utils.profiling.providers.trace_aggregate import field_at_fault
 
@@ -288,6 +299,7 @@ class TraceCollector:
         label = args.get("labels") if name == "process_labels" else args.get("name") if name == "process_name" else None
         if label is not None and _GPU_LABEL.match(str(label)):
             self.gpu_pids.add(ev.get("pid"))
+            self.gpu_labels.add(str(label)[:40])
         elif name == "thread_name":
             self.declared_lanes.add((ev.get("pid"), ev.get("tid")))
 

@@ -27,6 +27,9 @@ applied in its order when combined: iteration → under operator → time range 
     operator or annotation of exactly that name; kept: the CPU events of any thread inside its
     span, and (``include_gpu_kernels``) the GPU activities they launched (``UnderOperatorFilter``).
     A name that does not occur keeps nothing.
+``combined=CombinedOperatorFilter(root, preceding, following)``
+    HTA's ``CombinedOperatorFilter``, applied before the others: in the first iteration, the CPU events
+    under ``root``, after the last ``preceding`` and before the first ``following`` (``kineto.operator_filter``).
 
 Filtering never re-reads the file: it selects rows of the columns the single pass kept.
 """
@@ -35,12 +38,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from my_utils.core.errors import UsageError
 from my_utils.profiling.analysis.kineto.rank_data import RankData
+
+if TYPE_CHECKING:
+    from my_utils.profiling.analysis.kineto.operator_filter import CombinedOperatorFilter
 
 DEVICES = ("gpu", "cpu")
 #: Names of the event syncs that run on the device though written on no stream (HTA's GPU filter keeps them).
@@ -61,6 +67,7 @@ class TraceFilter:
     under_position: int = 0
     include_gpu_kernels: bool = True
     hta_default: bool = False
+    combined: CombinedOperatorFilter | None = None
 
     def __post_init__(self) -> None:
         if self.time_range is not None:
@@ -87,9 +94,12 @@ class TraceFilter:
         ``first_iteration`` · ``iterations=551,552`` · ``iteration_index=0`` · ``time=START:END`` (trace µs) ·
         ``device=gpu`` / ``device=cpu`` · ``name=REGEX`` · ``under=NAME`` or ``under=NAME#POSITION`` ·
         ``hta_default`` (HTA's default: before the last ProfilerStep) ·
-        ``no_gpu_kernels`` (with ``under``: leave out the GPU activities it launched). Example:
-        ``--filter "first_iteration; under=## forward ##"``.
+        ``no_gpu_kernels`` (with ``under``: leave out the GPU activities it launched) ·
+        ``combined=ROOT|PRECEDING|FOLLOWING`` (HTA's ``CombinedOperatorFilter``; ``combined_gpu`` adds the
+        GPU activities the kept calls launched). Example: ``--filter "first_iteration; under=## forward ##"``.
         """
+        from my_utils.profiling.analysis.kineto.operator_filter import CombinedOperatorFilter
+
         fields: dict[str, Any] = {}
         for part in (p.strip() for p in text.split(";")):
             if not part:
@@ -103,6 +113,15 @@ class TraceFilter:
                     fields["hta_default"] = True
                 elif key == "no_gpu_kernels" and not sep:
                     fields["include_gpu_kernels"] = False
+                elif key == "combined" and sep and value.count("|") == 2:
+                    root, preceding, following = (v.strip() for v in value.split("|"))
+                    fields["combined"] = CombinedOperatorFilter(root, preceding, following,
+                                                                fields.pop("_combined_gpu", False))
+                elif key == "combined_gpu" and not sep:
+                    if "combined" in fields:
+                        fields["combined"] = replace(fields["combined"], include_gpu_kernels=True)
+                    else:
+                        fields["_combined_gpu"] = True
                 elif key in ("iterations", "iteration_index") and sep:
                     fields[key] = tuple(int(v) for v in value.split(",") if v.strip())
                 elif key == "time" and sep:
@@ -121,7 +140,10 @@ class TraceFilter:
             except ValueError:
                 raise UsageError(f"--filter {text!r}: cannot read {part!r}; expected hta_default, first_iteration, "
                                  "iterations=N[,N], iteration_index=I[,I], time=START:END, device=gpu|cpu, "
-                                 "name=REGEX, under=NAME[#POSITION], no_gpu_kernels, separated by ';'") from None
+                                 "name=REGEX, under=NAME[#POSITION], no_gpu_kernels, "
+                                 "combined=ROOT|PRECEDING|FOLLOWING, combined_gpu, separated by ';'") from None
+        if fields.pop("_combined_gpu", False):
+            raise UsageError(f"--filter {text!r}: combined_gpu needs combined=ROOT|PRECEDING|FOLLOWING")
         return cls(**fields)
 
     @property
@@ -134,6 +156,8 @@ class TraceFilter:
         parts: list[str] = []
         if self.hta_default:
             parts.append("HTA's default (before the last ProfilerStep)")
+        if self.combined is not None:
+            parts.append(self.combined.describe())
         if self.first_iteration:
             parts.append("first iteration")
         if self.iterations is not None:
@@ -161,6 +185,8 @@ class TraceFilter:
             from my_utils.profiling.analysis.kineto.step_scope import before_last_step
 
             d = before_last_step(d).take(d)
+        if self.combined is not None:
+            d = self.combined.apply(d)
         if self.first_iteration or self.iterations is not None or self.iteration_index is not None:
             d = _by_iteration(d, self).take(d)
         if self.under is not None:
@@ -213,7 +239,7 @@ class Keep:
             rt_index=_sel(d.rt_index, self.rt),
             op_thread=_sel(d.op_thread, self.op), op_ts=_sel(d.op_ts, self.op), op_dur=_sel(d.op_dur, self.op),
             op_end=_sel(d.op_end, self.op), op_name=_sel(d.op_name, self.op), op_index=_sel(d.op_index, self.op),
-            op_args=_remap(d.op_args, self.op),
+            op_args=_remap(d.op_args, self.op), op_kernel=_remap(d.op_kernel, self.op),
             ann_thread=d.ann_thread[self.ann], ann_ts=d.ann_ts[self.ann], ann_end=d.ann_end[self.ann],
             ann_name=d.ann_name[self.ann], ann_index=_sel(d.ann_index, self.ann),
             hsync_ts=_sel(d.hsync_ts, self.hsync), hsync_dur=_sel(d.hsync_dur, self.hsync),

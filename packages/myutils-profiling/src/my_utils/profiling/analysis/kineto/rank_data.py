@@ -85,6 +85,7 @@ class RankData:
     op_name: Any = None
     op_index: Any = None
     op_args: dict[int, dict[str, Any]] = field(default_factory=dict)
+    op_kernel: dict[int, dict[str, Any]] = field(default_factory=dict)  # torch.compile's kernel_backend / hash
     ann_index: Any = None
     hsync_corr: Any = None
     hsync_index: Any = None
@@ -149,7 +150,7 @@ def build(col: TraceCollector, rank: int | None) -> RankData:
         overhead=dict(c.overhead), capture_us=c.capture_us, base_us=float(col.base or 0.0),
         gpu_index=_np(c.gpu_index)[order], gpu_args={int(position[k]): v for k, v in c.gpu_args.items()},
         rt_index=_np(c.rt_index), op_thread=_np(c.op_thread), op_ts=op_ts, op_dur=op_dur, op_end=op_ts + op_dur,
-        op_name=_np(c.op_name), op_index=_np(c.op_index), op_args=dict(c.op_args), ann_index=_np(c.ann_index),
+        op_name=_np(c.op_name), op_index=_np(c.op_index), op_args=dict(c.op_args), op_kernel=dict(c.op_kernel), ann_index=_np(c.ann_index),
         hsync_corr=_np(c.hsync_corr), hsync_index=_np(c.hsync_index), hsync_device=_np(c.hsync_device),
         hsync_args=dict(c.hsync_args), threads=list(col.threads), step_events=list(c.step_events),
         gpu_annotations=list(c.gpu_annotations), counters=list(c.counters),

@@ -88,7 +88,7 @@ class KinetoPass:
     def columns(self, metadata: Mapping[str, Any], rank: int | None) -> tuple[RankData, str, int]:
         """The collected events as :class:`RankData` (with the trace's context), the rank's source, host events."""
         from my_utils.profiling.analysis.kineto.arrivals import host_from_file_name
-        from my_utils.profiling.analysis.kineto.context import trace_context
+        from my_utils.profiling.analysis.kineto.context import device_type, trace_context
         from my_utils.profiling.analysis.kineto.rank_data import build
 
         col = self.collector
@@ -96,6 +96,8 @@ class KinetoPass:
         d = build(col, found)
         self.collector = None  # the columns now live in numpy arrays
         context = trace_context(dict(metadata), found, source, {lane[0] for lane in d.lanes})
+        context["device_type"], context["device_type_source"] = device_type(
+            metadata, {d.names[i] for i in set(d.rt_name.tolist())}, col.gpu_labels)
         if context.get("host") is not None:
             context["host_source"] = "trace metadata"
         elif (host := host_from_file_name(self.path)) is not None:
@@ -130,7 +132,7 @@ class KinetoPass:
         steps = {"before_filter": full, "described": trace_filter.describe() if trace_filter is not None else ""}
         options = {**(self.options or {}), "steps": {**(self.options or {}).get("steps", {}), **steps}}
         tables, failed = run_registered(d, p.name, self.analyses, options)
-        warnings += failed
+        warnings += failed + _unsteady_warning(p.name, tables)
         launch, outliers = launch_stats(d)
         return RankAnalysis(
             file=str(p), rank=found, rank_source=source, events=event_count,
@@ -143,6 +145,15 @@ class KinetoPass:
             context=dict(d.context), warnings=warnings,
             tables=tables, trace_filter=trace_filter.describe() if trace_filter is not None else "",
         )
+
+
+def _unsteady_warning(file: str, tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> tuple[str, ...]:
+    """A warning naming the steps that hold compilation, autotuning or graph capture (``kineto.setup``)."""
+    rows = [r for r in tables.get("setup", ()) if r.get("unsteady_steps")]
+    kinds = [f"{k['kind']} ({k['steps']}, {float(k['us']) / 1e3:,.1f} ms)" for k in tables.get("setup_kinds", ())
+             if k.get("kind") in ("compilation", "autotuning", "graph capture", "cuDNN benchmark") and k.get("steps")]
+    return tuple(f"{file}: steps {r['unsteady_steps']} hold one-off work ({'; '.join(kinds)}): they are not steady "
+                 "state, and a step time read from them overstates it" for r in rows)
 
 
 def analyze_file(path: str | Path, rank: int | None = None, trace_filter: TraceFilter | None = None,
@@ -240,6 +251,7 @@ def combine(results: Sequence[RankAnalysis], top: int = TOP_KERNELS,
     overlap = [r.overlap for r in results if r.overlap is not None]
     many = len(results) > 1
     tables, failed = _merge_tables(results, analyses)
+    coverage = _coverage_warning(results)
     inputs: tuple[dict[str, Any], ...] = tuple(
         {"file": r.file, "rank": r.rank, "rank_source": r.rank_source, "events": r.events} for r in results)
     return KinetoAnalysis(
@@ -257,9 +269,19 @@ def combine(results: Sequence[RankAnalysis], top: int = TOP_KERNELS,
         sync=tuple(x for r in results for x in r.sync),
         profiler_overhead=tuple(r.profiler_overhead for r in results if r.profiler_overhead is not None),
         context=tuple(r.context for r in results),
-        warnings=tuple(w for r in results for w in r.warnings) + failed, tables=tables,
+        warnings=tuple(w for r in results for w in r.warnings) + coverage + failed, tables=tables,
         trace_filter=next((r.trace_filter for r in results if r.trace_filter), ""),
     )
+
+
+def _coverage_warning(results: Sequence[RankAnalysis]) -> tuple[str, ...]:
+    """The missing-ranks warning when the traces declare a world larger than the ranks read (``rank_coverage``)."""
+    from my_utils.profiling.analysis.rank_coverage import rank_coverage
+
+    cov = rank_coverage((r.rank for r in results), (r.context.get("world_size") for r in results),
+                        "the traces' distributedInfo.world_size")
+    text = cov.warning("trace") if cov is not None else None
+    return (text,) if text else ()
 
 
 def _merge_tables(results: Sequence[RankAnalysis], analyses: Sequence[str] | None
