@@ -108,6 +108,17 @@ def test_ranks_are_said_with_where_their_numbers_come_from(real_fixtures: Any) -
     assert facts["context.ranks"].value == "ranks 0-1 (2 ranks)" and "numbered by device" in facts["context.ranks"].detail
 
 
+def test_the_world_size_is_the_launchers(real_fixtures: Any) -> None:
+    ring = H.ring_by_rank(real_fixtures)
+    sizes = {H.raw(p, "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE' "
+                      "AND value LIKE 'PMI_SIZE=%'")[0][0].split("=", 1)[1].strip('"') for p in ring}
+    assert sizes == {"6"}  # read with SQL alone: every export recorded PMI_SIZE=6
+    facts, _tables, _findings = run(*ring)
+    assert facts["context.world_size"].value == 6 and "6 of 6" in facts["context.world_size"].detail
+    one, _t, _f = run(H.export_path(real_fixtures, "nsys/nsysai__mfu_2gpu_before.sqlite"))
+    assert "context.world_size" not in one  # no launcher variable recorded: no world size guessed
+
+
 def test_nccl_skew_waits_are_in_milliseconds(real_fixtures: Any) -> None:
     ring = H.ring_by_rank(real_fixtures)  # rank order: the PMI_RANK each export recorded, not the sorted names
     arrive = [H.raw(p, "SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0] for p in ring]

@@ -588,6 +588,9 @@ class MetricsAnalyzer:
         diagnosis = diagnose(findings, by_id, tables, (name for name, _source in agg.meta))
         findings = diagnosis.findings
         unmeasured = measured_dimensions(not_measured(series, agg, kineto_tables, findings), tables)
+        if diagnosis.bound == "setup":  # principle 1: a capture of one-off work has no steady state to score
+            unmeasured = {**unmeasured, "performance": "the capture is setup-dominated: no steady state to judge "
+                                                       "(see the verdict)"}
         scores = compute_scores(findings, [d for d in ("performance", "stability", "memory", "capture")
                                            if d not in unmeasured])
         summary = _summary(agg, series, findings, ran, errors)
