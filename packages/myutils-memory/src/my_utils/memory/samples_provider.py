@@ -8,11 +8,14 @@ since the previous call, so it can follow a file a running tracker is still writ
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from my_utils.core.errors import InputError
 from my_utils.core.events import MetricEvent
+from my_utils.core.paths import as_paths
 from my_utils.memory.samples_file import UNITS, read_samples
 
 __all__ = ["MonitorSamplesMetricsProvider"]
@@ -25,8 +28,9 @@ class MonitorSamplesMetricsProvider:
 
     name = "memory_monitor"
 
-    def __init__(self, paths: list[Path], rank: int | None = None) -> None:
-        self.paths = paths
+    def __init__(self, paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+                 rank: int | None = None) -> None:
+        self.paths = as_paths(paths)
         self.rank = rank
         self._read: dict[Path, int] = {}
 

@@ -197,11 +197,11 @@ def analyze_traces(paths: str | Path | Iterable[str | Path], ranks: Sequence[int
     address or a ``distributed.Client``; ``top`` kernels are listed per rank and kind.
     ``trace_filter``, ``analyses`` and ``options``: see :func:`analyze_file`.
     """
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
+    from my_utils.core.paths import as_paths
+
     files: list[Path] = []
-    for p in paths:
-        files.extend(find_inputs(Path(p), _PATTERNS, "Kineto trace (.json/.json.gz)"))
+    for p in as_paths(paths):
+        files.extend(find_inputs(p, _PATTERNS, "Kineto trace (.json/.json.gz)"))
     if ranks is not None:
         wanted = set(ranks)
         files = [f for f in files if (r := rank_from_name(f)) is None or r in wanted]
