@@ -1,8 +1,9 @@
 """``MonitorSamplesMetricsProvider``: the monitor's samples files as metric events (plugin ``memory_monitor``).
 
-Every metric of every sample becomes a ``gauge`` event (``energy_j``: a ``counter``) with the
-sample's unix time, the file's rank and unit; ``attrs`` carry the prefix, the seconds since
-the start and how NVML and energy were measured. ``collect()`` returns only lines added
+Every metric of every sample becomes an event (``energy_j`` a ``counter``, percentages a
+``ratio``, the rest ``gauge``) with the sample's unix time, the file's rank and unit; ``attrs``
+carry the prefix, the seconds since the start, how NVML and energy were measured and, for the
+metrics other tools record too, ``metric``: the canonical name (``my_utils.core.metric_names``). ``collect()`` returns only lines added
 since the previous call, so it can follow a file a running tracker is still writing.
 """
 
@@ -15,12 +16,20 @@ from typing import Any
 
 from my_utils.core.errors import InputError
 from my_utils.core.events import MetricEvent
+from my_utils.core.metric_names import lookup
 from my_utils.core.paths import as_paths
 from my_utils.memory.samples_file import UNITS, read_samples
 
 __all__ = ["MonitorSamplesMetricsProvider"]
 
 PATTERN = "*_samples.jsonl"
+#: the samples' metric -> its canonical name (``my_utils.core.metric_names``), for those other tools record too
+_CANONICAL = {m: found[0].name for m in UNITS if (found := lookup("memory_monitor", m)) is not None}
+
+
+def _kind(metric: str) -> str:
+    """Energy is a counter; percentages are ratios (their mean is what a run's figure is, as DCGM's); the rest gauges."""
+    return "counter" if metric == "energy_j" else "ratio" if metric.endswith("_pct") else "gauge"
 
 
 class MonitorSamplesMetricsProvider:
@@ -54,8 +63,10 @@ class MonitorSamplesMetricsProvider:
                     "energy_method": str(header.get("energy_method", "")), "file": path.name}
             for s in samples:
                 for metric, value in s.metrics.items():
+                    attrs = {**base, "t": s.t}
+                    if metric in _CANONICAL:  # one name for the metric whichever tool recorded it
+                        attrs["metric"] = _CANONICAL[metric]
                     events.append(MetricEvent(
-                        name=f"monitor/{metric}", value=value, kind="counter" if metric == "energy_j" else "gauge",
-                        unit=UNITS.get(metric, ""), source=self.name, rank=rank, step=step, ts=s.ts,
-                        attrs={**base, "t": s.t}))
+                        name=f"monitor/{metric}", value=value, kind=_kind(metric),
+                        unit=UNITS.get(metric, ""), source=self.name, rank=rank, step=step, ts=s.ts, attrs=attrs))
         return events
