@@ -107,6 +107,7 @@ class KinetoPass:
     def finish(self, metadata: Mapping[str, Any], event_count: int, rank: int | None) -> RankAnalysis:
         """Every analysis, once every event was added; ``rank`` as in :func:`analyze_file`."""
         from my_utils.profiling.analysis.kineto.annotations import annotation_gpu_time
+        from my_utils.profiling.analysis.kineto.capture_steps import capture_tables
         from my_utils.profiling.analysis.kineto.health import capture_health
         from my_utils.profiling.analysis.kineto.idle import device_idle, idle_breakdown
         from my_utils.profiling.analysis.kineto.kernels import kernel_stats, kind_breakdown
@@ -126,6 +127,7 @@ class KinetoPass:
         if trace_filter is not None and trace_filter.active:
             d = trace_filter.apply(d)
         tables, failed = run_registered(d, p.name, self.analyses, self.options)
+        tables.update(capture_tables(metadata, found, p.name))  # a my_utils capture's step times, if recorded
         warnings += failed
         launch, outliers = launch_stats(d)
         return RankAnalysis(
