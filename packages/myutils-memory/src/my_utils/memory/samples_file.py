@@ -136,10 +136,11 @@ def read_samples_file(path: str | Path, start_line: int = 0) -> SamplesRead:
                 notes.append(str(obj["note"]))
                 continue
             if "step" in obj:
-                step, ts = obj["step"], obj.get("ts")
-                if type(step) is not int or not _finite(ts):
+                step = obj["step"]
+                when: Any = obj.get("ts")
+                if type(step) is not int or not _finite(when):
                     raise InputError(p, f"line {done}", 'expected {"ts": number, "step": integer}')
-                steps.append(StepMark(float(ts), step))
+                steps.append(StepMark(float(when), step))
                 continue
             metrics: Any = obj.get("metrics")
             ts: Any = obj.get("ts")

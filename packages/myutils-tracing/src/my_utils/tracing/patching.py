@@ -163,7 +163,7 @@ def _callable_of(site: PatchSite, raw: Any) -> Callable[..., Any]:
         return raw if raw is not MISSING else getattr(site.owner, site.name)
     if raw is MISSING:  # inherited: the definition the MRO would find
         raw = inspect.getattr_static(site.owner, site.name)
-    return raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw  # type: ignore[no-any-return]
+    return raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
 
 
 def _set(site: PatchSite, value: Any) -> None:
@@ -314,8 +314,9 @@ class MethodPatcher:
             if call.label not in registered:  # strings and attributes cached once per label
                 labeler.register_label(call.label, color=color, domain_name=domain_name, category=category)
                 registered.add(call.label)
-            return labeler.range(call.label, color=color, domain_name=domain_name,  # type: ignore[no-any-return]
-                                 category=category)
+            ctx: AbstractContextManager[Any] = labeler.range(call.label, color=color, domain_name=domain_name,
+                                                             category=category)
+            return ctx
 
         return self.patch_with_context(target, ranges, label=label, subclasses=subclasses)
 
@@ -353,7 +354,7 @@ def _overriding_subclasses(site: PatchSite) -> list[PatchSite]:
                          f"{type(owner).__name__}")
     seen: set[int] = set()
     out: list[PatchSite] = []
-    stack = list(type.__subclasses__(owner))
+    stack: list[type] = list(type.__subclasses__(owner))
     while stack:
         cls = stack.pop()
         if id(cls) in seen:

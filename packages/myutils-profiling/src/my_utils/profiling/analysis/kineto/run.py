@@ -201,8 +201,9 @@ def analyze_traces(paths: str | Path | Iterable[str | Path], ranks: Sequence[int
     """
     from my_utils.core.paths import as_paths
 
+    inputs = as_paths(paths)
     files: list[Path] = []
-    for p in as_paths(paths):
+    for p in inputs:
         files.extend(find_inputs(p, _PATTERNS, "Kineto trace (.json/.json.gz)"))
     if ranks is not None:
         wanted = set(ranks)
@@ -216,7 +217,7 @@ def analyze_traces(paths: str | Path | Iterable[str | Path], ranks: Sequence[int
     if ranks is not None:
         results = [r for r in results if r.rank in set(ranks)]
         if not results:
-            raise InputError(", ".join(str(p) for p in paths), None,
+            raise InputError(", ".join(str(p) for p in inputs), None,
                              f"a trace of rank(s) {sorted(set(ranks))}; none of the files holds one")
     return combine(results, top, analyses)
 
