@@ -85,6 +85,12 @@ def _path_parameters() -> list[tuple[str, Any, tuple[str, ...], dict[str, str]]]
 PARAMS = _path_parameters()
 
 
+def _tiny_model() -> Any:
+    import torch
+
+    return torch.nn.Sequential(torch.nn.Linear(2, 2))
+
+
 def _empty_report() -> Any:
     from my_utils.profiling import MetricsAnalyzer
 
@@ -94,14 +100,15 @@ def _empty_report() -> Any:
 #: values for the non-path parameters callables require (keyed by parameter name), made on demand
 FILL: dict[str, Any] = {"prefix": lambda: "walk", "obj": lambda: {"x": 1}, "name": lambda: "walk_plugin",
                         "kind": lambda: "provider", "current_task_type": lambda: "walk", "fmt": lambda: "json",
-                        "events": lambda: [], "report": _empty_report}
+                        "events": lambda: [], "report": _empty_report, "model": _tiny_model}
 
 
 #: callables whose call has effects a test must undo: the undo, given the result
 UNDO = {"install_oom_recorder": lambda rec: rec.uninstall()}
 #: what a constructed object must then do with the path it was given (a constructor that only stores it proves little)
 THEN = {"MetricsAnalyzer": lambda obj: obj.analyze(), "MonitorSamplesMetricsProvider": lambda obj: obj.collect(),
-        "ControlFileWatcher": lambda obj: obj.poll(0)}
+        "ControlFileWatcher": lambda obj: obj.poll(0),
+        "ForwardTraceRecorder": lambda obj: (obj.attach(), obj.model(__import__("torch").zeros(1, 2)), obj.remove())}
 #: calls skipped with the reason (each still has its annotation checked)
 NOT_CALLED = {
     "my_utils.profiling.trace.write_trace": "needs a merged trace object; its path parameter is the output",
