@@ -3,9 +3,10 @@
 Forward hooks on the chosen modules record, per call, the module's name and type, the dtype
 of each of its own parameters and one MD5 over them, and every input and output tensor (its
 path in the call, shape, dtype and MD5); with ``save_values`` the tensors themselves go to a
-folder per call written by the project's safe dumper (``dump_artifacts``, torch's ``.pt``
-format, read back with ``weights_only=True``). ``index.jsonl`` lists the calls, one line
-each, flushed per call: a killed run keeps every finished call.
+folder per call, ``calls/<n>_<module>_<call>/``, written by the project's safe dumper
+(``dump_artifacts``, torch's ``.pt`` format, read back with ``weights_only=True``).
+``index.jsonl`` lists the calls, one line each, flushed per call: a killed run keeps every
+finished call.
 
 Decisions that shape it:
 
