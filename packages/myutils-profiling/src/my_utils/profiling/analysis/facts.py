@@ -42,6 +42,11 @@ From the registered Kineto analyses (``kineto_critical_path``, ``kineto_idle_hos
     least 1 MiB under a quarter of the link's speed).
 ``queue.full``
     time a stream's launch queue was full (ms, summed over streams).
+``capture.overhead``
+    what a my_utils capture window cost per step: the median step inside minus outside, % of the
+    outside median, with a 95% interval (``analysis.capture_overhead``); only when a trace holds one.
+``energy.per_step``, ``energy.capture_window``
+    joules per step from the GPU monitor, overall and in capture windows (``analysis.energy``).
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from my_utils.profiling.analysis.capture_overhead import capture_overhead_facts
+from my_utils.profiling.analysis.energy import energy_facts
 from my_utils.profiling.analysis.kineto.contract_facts import contract_facts
 from my_utils.profiling.analysis.model import EvidenceRow, Fact, NotMeasured
 from my_utils.profiling.analysis.pipeline_rule import pipeline_facts
@@ -442,6 +449,8 @@ def build_facts(series: Mapping[Any, Series], tables: Mapping[str, Rows], hardwa
     facts.extend(kineto_facts(tables))
     facts.extend(contract_facts(tables))  # the Kineto side of the diagnosis contract (kineto.contract_facts)
     facts.extend(pipeline_facts(tables))  # pipeline-parallel bubbles (analysis.pipeline_rule)
+    facts.extend(capture_overhead_facts(tables, series, warmup_steps))  # what a my_utils capture cost per step
+    facts.extend(energy_facts(series, tables))  # the GPU monitor's energy per step and per capture window
     facts.extend(context_facts(hardware, sorted({r for (_n, r, _s) in series if r is not None})))
     facts.append(cpu_only_fact(series, tables, hardware))
     return facts

@@ -39,10 +39,10 @@ class RankCoverage:
         if self.complete:
             return None
         n = len(self.present)
-        unknown = f" and {self.unknown} {what}(s) of unknown rank" if self.unknown else ""
+        unknown = f" and {self.unknown} {what}{'' if self.unknown == 1 else 's'} of unknown rank" if self.unknown else ""
         return (f"{n} of {self.world_size} ranks analysed ({what}s of {ranges(self.present)}{unknown}; world size "
                 f"from {self.world_source}); {len(self.missing)} missing ({ranges(self.missing)}): "
-                f"{', '.join(CROSS_RANK)} compare only the {n} rank(s) present, and a rank that left no {what} "
+                f"{', '.join(CROSS_RANK)} compare only the {n} rank{'' if n == 1 else 's'} present, and a rank that left no {what} "
                 "(often the slow or the crashed one) cannot be named")
 
 

@@ -16,6 +16,7 @@ import typer
 
 from my_utils.core.cli.guard import exit_on_error
 from my_utils.profiling.cli._app import app
+from my_utils.profiling.reports.formatting import counted
 
 if TYPE_CHECKING:
     from my_utils.profiling.nsys.model import ExportSummary
@@ -150,15 +151,18 @@ def _render_details(run: RunSummary, top: int) -> str:
         parts.append(_render_export(s, top))
     a = run.nccl
     if a is not None and len(run.exports) + len(a.participants) > 2:
-        parts.append(f"== NCCL across {len(a.participants)} rank(s): {a.collectives} collective(s) matched"
+        parts.append(f"== NCCL across {counted(len(a.participants), 'rank')}: "
+                     f"{counted(a.collectives, 'collective')} matched"
                      + ("" if a.aligned else " (no UTC clock anchor: arrival order not measured)"))
         t = run.tables()
         for name in ("nsys_nccl_ranks", "nsys_nccl_skew", "nsys_nccl_sizes"):
             if name in t and len(t[name].columns):
                 parts.append(text_table(t[name].columns, t[name].rows[:top], title=name))
         for f in a.facts():
+            # a rank number is said as one ("rank 3"), never bare, where a reader takes it for a count
+            value = f"rank {f.value}" if f.id.startswith("nsys.nccl_last_rank") else f"{_fmt(f.value)} {f.unit}"
             parts.append(f"  {f.label}: " + (f"not measured ({f.not_measured})" if not f.measured
-                                               else f"{_fmt(f.value)} {f.unit}".rstrip()))
+                                               else value.rstrip()))
         if a.clock_note:
             parts.append(f"  note: {a.clock_note}")
     return "\n\n".join(parts)
@@ -345,13 +349,13 @@ def timeline(
             out.write_with(html, page.write)
     if output is not None:
         cut = sum(other["truncated"].values())
-        typer.echo(f"wrote {output}: {other['events']} events from {len(other['ranks'])} export(s)"
+        typer.echo(f"wrote {output}: {other['events']} events from {counted(len(other['ranks']), 'export')}"
                    + (f"; {cut} left out by --max-events" if cut else ""))
     if page is not None and html is not None:
         left = sum(r["left_out"] for r in page.ranks)
         binned = page.binned
-        typer.echo(f"wrote {html} ({html.stat().st_size / 1e6:.1f} MB): {page.kept} events from {len(page.ranks)} "
-                   f"export(s)" + (f"; {left} left out by --max-events" if left else "")
+        typer.echo(f"wrote {html} ({html.stat().st_size / 1e6:.1f} MB): {page.kept} events from "
+                   f"{counted(len(page.ranks), 'export')}" + (f"; {left} left out by --max-events" if left else "")
                    + (f"; {binned} in density bins" if binned else ""))
 
 

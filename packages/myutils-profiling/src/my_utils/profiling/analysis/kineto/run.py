@@ -109,6 +109,7 @@ class KinetoPass:
     def finish(self, metadata: Mapping[str, Any], event_count: int, rank: int | None) -> RankAnalysis:
         """Every analysis, once every event was added; ``rank`` as in :func:`analyze_file`."""
         from my_utils.profiling.analysis.kineto.annotations import annotation_gpu_time
+        from my_utils.profiling.analysis.kineto.capture_steps import capture_tables
         from my_utils.profiling.analysis.kineto.health import capture_health
         from my_utils.profiling.analysis.kineto.idle import device_idle, idle_breakdown
         from my_utils.profiling.analysis.kineto.kernels import kernel_stats, kind_breakdown
@@ -132,6 +133,7 @@ class KinetoPass:
         steps = {"before_filter": full, "described": trace_filter.describe() if trace_filter is not None else ""}
         options = {**(self.options or {}), "steps": {**(self.options or {}).get("steps", {}), **steps}}
         tables, failed = run_registered(d, p.name, self.analyses, options)
+        tables.update(capture_tables(metadata, found, p.name))  # a my_utils capture's step times, if recorded
         warnings += failed + _unsteady_warning(p.name, tables)
         launch, outliers = launch_stats(d)
         return RankAnalysis(
@@ -212,11 +214,12 @@ def analyze_traces(paths: str | Path | Iterable[str | Path], ranks: Sequence[int
     address or a ``distributed.Client``; ``top`` kernels are listed per rank and kind.
     ``trace_filter``, ``analyses`` and ``options``: see :func:`analyze_file`.
     """
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
+    from my_utils.core.paths import as_paths
+
+    inputs = as_paths(paths)
     files: list[Path] = []
-    for p in paths:
-        files.extend(find_inputs(Path(p), _PATTERNS, "Kineto trace (.json/.json.gz)"))
+    for p in inputs:
+        files.extend(find_inputs(p, _PATTERNS, "Kineto trace (.json/.json.gz)"))
     if ranks is not None:
         wanted = set(ranks)
         files = [f for f in files if (r := rank_from_name(f)) is None or r in wanted]
@@ -229,7 +232,7 @@ def analyze_traces(paths: str | Path | Iterable[str | Path], ranks: Sequence[int
     if ranks is not None:
         results = [r for r in results if r.rank in set(ranks)]
         if not results:
-            raise InputError(", ".join(str(p) for p in paths), None,
+            raise InputError(", ".join(str(p) for p in inputs), None,
                              f"a trace of rank(s) {sorted(set(ranks))}; none of the files holds one")
     return combine(results, top, analyses)
 
