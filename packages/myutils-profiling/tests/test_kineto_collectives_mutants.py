@@ -1,10 +1,11 @@
-"""The collectives' link check at its boundaries (issue 36, ``.ci/mutants/kineto.toml``).
+"""The collectives' link check and the straggler kernels at their boundaries (issue 36, ``.ci/mutants/kineto.toml``).
 
 A collective is flagged when a message of at least 1 MiB reaches under a quarter of its link;
 a group as wide as the GPUs of one host stays on NVLink. The real trace of
 ``test_kineto_collectives.py`` sits far from each boundary, so each is tested here on a generated
 broadcast (bus factor 1, so the bus bandwidth is the message over the time) on an A100 SXM4 80GB
-(NVLink 300 GB/s per direction: its datasheet's 600 GB/s, both directions).
+(NVLink 300 GB/s per direction: its datasheet's 600 GB/s, both directions). A kernel is a straggler
+when its slowest rank spends at least 1.2× the *median* rank's time.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from my_utils.profiling.analysis.kineto import stragglers
 from my_utils.profiling.analysis.kineto.collectives import (
     FLAG_SHARE,
     MIN_FLAG_BYTES,
@@ -63,3 +66,19 @@ def test_a_group_as_wide_as_one_host_stays_on_nvlink() -> None:
     assert link_speed(A100, 8, 8)[0] == 300.0
     speed, why = link_speed(A100, 8, 9)
     assert speed != speed and why.startswith("not measured: 9 ranks > 8 GPUs of one host")
+
+
+def _kernel_totals(totals: list[float]) -> dict[str, Any]:
+    """The across-ranks straggler rows of one kernel whose total time on rank r is ``totals[r]`` (10 calls each)."""
+    results = [SimpleNamespace(rank=r, kernel_stats=[SimpleNamespace(kind="computation", name="gemm", total_us=t,
+                                                                     mean_us=t / 10)])
+               for r, t in enumerate(totals)]
+    (row,) = stragglers.across_ranks(results)["kernel_stragglers"]
+    return row
+
+
+def test_a_kernel_at_one_point_two_times_its_median_rank_is_a_straggler() -> None:
+    """Totals 100, 100, 120 µs: the slowest is 1.2× the median (100; the mean, 106.7, would hide it)."""
+    row = _kernel_totals([100.0, 100.0, 120.0])
+    assert (row.median_us, row.spread, row.max_rank, row.straggler) == (100.0, 1.2, 2, True)
+    assert not _kernel_totals([100.0, 100.0, 119.0]).straggler
