@@ -34,7 +34,8 @@ except ModuleNotFoundError:  # Python 3.10: the test requirements bring tomli
 
 ROOT = Path(__file__).resolve().parent.parent
 LIST = Path(__file__).with_name("mutants.toml")
-#: more lists, one per area (``providers.toml``: the four newer providers)
+#: more lists, one per area (``providers.toml``: the four newer providers; ``diagnosis``, ``kineto``, ``nsys``,
+#: ``ncu``: the analyses of issue 36; ``trace``: the merged trace)
 LISTS = Path(__file__).with_name("mutants")
 
 
