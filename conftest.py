@@ -7,6 +7,7 @@ import os
 import posixpath
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
@@ -111,6 +112,26 @@ def real_fixtures() -> RealFixtures:
     return RealFixtures(load_real_fixtures_module())
 
 
+@pytest.fixture
+def short_tmp_path() -> Iterator[Path]:
+    """A fresh empty folder with a short path (``/tmp/mu-XXXXXXXX``), removed after the test.
+
+    For ``$TMPDIR`` of a command that starts a multiprocessing fork server or a local Dask cluster:
+    the server's unix socket lives in ``$TMPDIR``, and a socket's path holds at most 107 bytes.
+    ``tmp_path`` is ``/tmp/pytest-of-<user>/pytest-<n>/<test name, 30 characters>``, and 10
+    characters longer under pytest-xdist (``popen-gw<n>/``): enough to pass that limit
+    ("AF_UNIX path too long").
+    """
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="mu-", dir="/tmp" if os.path.isdir("/tmp") else None))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def shared_recipes() -> Path:
     """``../shared/recipes``: tested ways to run real components (NVTX injection, NVML stub...)."""
@@ -209,8 +230,50 @@ def pytest_runtest_call(item: pytest.Item) -> None:
             skip_or_fail_unavailable(HTA_MISSING)
 
 
+#: scopes whose fixture instance is shared by the tests of one module (or class, or package)
+_SHARED_SCOPES = ("module", "class", "package")
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """The worker group of ``item`` under ``pytest -n N --dist loadgroup`` (README's test command), or None.
+
+    Tests run on any worker unless they share something costly or exclusive:
+    - ``browser`` tests share one headless Chromium (the session fixture ``chromium``): one worker
+      starts it once, instead of one browser per worker;
+    - a test that uses a module-, class- or package-scoped fixture, or a session-scoped one its own
+      module defines (a venv, a demo run, a cluster), runs beside the other tests of its module, so
+      the fixture is built once, not once per worker.
+    Anything else a test shares (a port, a folder, the cwd, the environment) is its own and safe in
+    parallel: ports are free ones, folders come from ``tmp_path``, and the rest is per process.
+    """
+    if item.get_closest_marker("browser") is not None:
+        return "browser"
+    module = item.nodeid.split("::", 1)[0]
+    info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        defs = info.name2fixturedefs.get(name) if info is not None else None
+        if not defs:
+            continue
+        fixture = defs[-1]  # the definition this test gets (the closest one)
+        if fixture.scope in _SHARED_SCOPES or (fixture.scope == "session" and fixture.baseid == module):
+            return module
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its worker hook turns them into node ids)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip hardware- and service-bound tests with a reason where the machine lacks them."""
+    """Skip hardware- and service-bound tests with a reason where the machine lacks them; group for xdist."""
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            group = xdist_group(item)
+            if group is not None and item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group(group))
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            # xdist hands out work in this order (groups first, the largest first): the slow tests of no
+            # group start early, so that the run does not end with one worker busy on a long test. The
+            # same order on every worker (a stable sort), as xdist requires
+            items.sort(key=lambda item: item.get_closest_marker("slow") is None
+                       or item.get_closest_marker("xdist_group") is not None)
     import shutil
 
     checks = {

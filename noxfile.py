@@ -14,6 +14,8 @@ nox.options.sessions = ["tests", "lint"]
 
 MEMBERS = ["core", "tracing", "hooks", "distributed", "memory", "profiling", "legacy"]
 TORCH = "torch==2.13.0"
+#: the README's test command: one xdist worker per CPU, grouped tests kept together (conftest.py)
+PARALLEL = ("-n", "auto", "--dist", "loadgroup")
 # Each member's own distributions of my_utils: core + itself (+ what it declares).
 MEMBER_DEPS = {
     "core": ["core"],
@@ -42,8 +44,8 @@ def _pytest_in_dev_env(session: nox.Session, *args: str) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The whole suite, all seven distributions installed editable (what CI runs)."""
-    _pytest_in_dev_env(session)
+    """The whole suite, all seven distributions installed editable, in parallel (what CI runs)."""
+    _pytest_in_dev_env(session, *PARALLEL)
 
 
 @nox.session
@@ -89,6 +91,18 @@ def docs(session: nox.Session) -> None:
 def wheels(session: nox.Session) -> None:
     """Build every wheel and check what each one ships."""
     _pytest_in_dev_env(session, "tests-integration/test_wheels.py")
+
+
+@nox.session
+def dist(session: nox.Session) -> None:
+    """Build the seven wheels into one folder (`dist/`, or the folder after `--`) for
+    `pip install --find-links dist myutils-profiling`: one part, with myutils-core from the same folder."""
+    session.install("build>=1.2", "hatchling>=1.26")
+    out = session.posargs[0] if session.posargs else "dist"
+    for member in MEMBERS:
+        session.run("python", "-m", "build", "--wheel", "--no-isolation", "--outdir", out,
+                    f"packages/myutils-{member}", silent=True)
+    session.log(f"wheels in {out}/: pip install --find-links {out} myutils-<part>")
 
 
 @nox.session

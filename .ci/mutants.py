@@ -9,6 +9,7 @@ before and after, so a same-size edit within one second can never run the stale 
     .venv/bin/python .ci/mutants.py                 # every mutant; exit 1 when one survives
     .venv/bin/python .ci/mutants.py --only diff-    # the mutants whose id starts with diff-
     .venv/bin/python .ci/mutants.py --list
+    .venv/bin/python .ci/mutants.py --file .ci/mutants/providers.toml   # another list (one per area)
 
 A mutant the tests cannot kill because it does not change behaviour carries ``equivalent =
 "why"`` in the list; it is reported, never counted as a failure. Not run by CI (a few minutes
@@ -33,6 +34,9 @@ except ModuleNotFoundError:  # Python 3.10: the test requirements bring tomli
 
 ROOT = Path(__file__).resolve().parent.parent
 LIST = Path(__file__).with_name("mutants.toml")
+#: more lists, one per area (``providers.toml``: the four newer providers; ``diagnosis``, ``kineto``, ``nsys``,
+#: ``ncu``: the analyses of issue 36; ``trace``: the merged trace)
+LISTS = Path(__file__).with_name("mutants")
 
 
 @dataclass(frozen=True)
@@ -104,12 +108,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="run the mutants whose id starts with this")
     parser.add_argument("--list", action="store_true", help="print the mutants and exit")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per mutant's test run")
+    parser.add_argument("--file", type=Path, action="append", default=[],
+                        help=f"a list of mutants (repeatable; default {LIST.relative_to(ROOT)} and every "
+                             f"{LISTS.relative_to(ROOT)}/*.toml)")
     args = parser.parse_args(argv)
     # a kill (SIGTERM, a closed terminal) must restore the mutated file like Ctrl-C does: raising
     # SystemExit here runs run()'s finally
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
-    mutants = [m for m in load() if m.id.startswith(args.only)]
+    lists = args.file or [LIST, *sorted(LISTS.glob("*.toml"))]
+    mutants = [m for path in lists for m in load(path) if m.id.startswith(args.only)]
     if args.list:
         for m in mutants:
             print(f"{m.id:32} {m.file}\n{'':32} {m.why}")

@@ -31,6 +31,13 @@ VERDICT = re.compile(r"^\s+goal (.+): (met|MISSED) \(median ", re.MULTILINE)
 NO_FIXTURES = {"MYUTILS_REAL_FIXTURES_OFFLINE": "1"}  # with mirror and cache pointed at empty folders
 
 
+@pytest.fixture
+def tmp_path(short_tmp_path: Path) -> Path:
+    """A short folder: a bench's local Dask cluster puts its fork server's socket in ``tmp_path / "tmpdir"``
+    ($TMPDIR), and pytest's own ``tmp_path`` was too long for a socket under pytest-xdist."""
+    return short_tmp_path
+
+
 def _env(tmp_path: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The test's environment with TMPDIR on a fresh empty folder (tempfile honours it)."""
     tmpdir = tmp_path / "tmpdir"

@@ -1,7 +1,7 @@
 """The documentation site builds strictly and says only what is true.
 
 - ``mkdocs build --strict`` succeeds; every guide page carries its distribution's README, and the
-  command page lists every command of both CLIs (generated from the code).
+  command page lists every command of both CLIs (generated from the code, checked in, never stale).
 - The env-var table lists every variable the code reads (found by ``docs/_hooks/reference_gen``)
   and nothing the code does not read; the scanner itself is checked on each form of read.
 - Each output-file row names a module that really writes that name.
@@ -90,6 +90,19 @@ def test_command_page_lists_every_command_and_option(site: Path) -> None:
             # the help text reads as written, placeholders such as <r> included
             help_text = " ".join((getattr(param, "help", None) or "").split()).replace("`", "")  # code spans
             assert help_text in page, (path, help_text)
+
+
+def test_checked_in_command_reference_is_current(tmp_path: Path) -> None:
+    """``docs/reference/cli.md`` is checked in (it reads on GitHub without a build) and must match the code."""
+    assert reference_gen.stale_cli_reference() is None  # else: python docs/_hooks/reference_gen.py --write
+    page = (DOCS / "reference" / "cli.md").read_text(encoding="utf-8")
+    assert "### `myutils-profile analyze`" in page and "`PATHS` (argument)" in page
+    # a stale copy is caught: drop one option line from a copy of the page
+    stale = tmp_path / "cli.md"
+    lines = page.splitlines(keepends=True)
+    stale.write_text("".join(x for x in lines if not x.startswith("- `--headline")), encoding="utf-8")
+    reason = reference_gen.stale_cli_reference(stale)
+    assert reason is not None and "reference_gen.py --write" in reason
 
 
 def test_build_refuses_an_env_table_missing_a_variable() -> None:

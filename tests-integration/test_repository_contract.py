@@ -38,7 +38,8 @@ VENV_GUARD = "test -x .venv/bin/python || python3 -m venv .venv"
 def test_readme_has_exactly_two_setup_commands() -> None:
     setup_and_demo, tests = _readme_commands()
     assert "requirements-dev.txt" in setup_and_demo and "unified_metrics_demo" in setup_and_demo
-    assert tests.endswith(" && .venv/bin/python -m pytest")
+    # in parallel: one xdist worker per CPU, tests sharing a costly or exclusive fixture kept together (conftest.py)
+    assert tests.endswith(" && .venv/bin/python -m pytest -n auto --dist loadgroup")
 
 
 @pytest.mark.parametrize("index", [0, 1])

@@ -153,3 +153,38 @@ def test_profiling_wheel_without_a_compiler_is_pure_python(tmp_path: Path) -> No
     names = zipfile.ZipFile(path).namelist()
     assert not [n for n in names if n.endswith((".so", ".pyd"))]
     assert "my_utils/profiling/providers/trace_scan.py" in names  # the pure path says the scanner is absent
+
+
+def test_the_dist_session_gives_a_folder_one_part_installs_from(tmp_path: Path, index_unreachable: Any,
+                                                                 real_fixtures: Any) -> None:
+    """`nox -s dist -- FOLDER` then `pip install --find-links FOLDER myutils-profiling` in a fresh venv (the root
+    README's "Installing one part"): core and profiling only, and the installed command analyses a real trace.
+
+    Before the session, `pip install myutils-profiling` from a checkout failed: myutils-core is on no index.
+    """
+    folder = tmp_path / "dist"
+    proc = subprocess.run([sys.executable, "-m", "nox", "-s", "dist", "--", str(folder)], cwd=REPO,
+                          capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0 and (reason := index_unreachable(proc.stdout + proc.stderr)):
+        pytest.skip(f"nox -s dist: {reason}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name.split("-")[0] for p in folder.glob("*.whl")) == sorted(f"myutils_{n}" for n in NAMES)
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    proc = subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                           "--find-links", str(folder), "myutils-profiling"], capture_output=True, text=True,
+                          timeout=1800)
+    if proc.returncode != 0 and (reason := index_unreachable(proc.stderr)):
+        pytest.skip(f"pip install myutils-profiling: {reason}")
+    assert proc.returncode == 0, proc.stderr
+    listed = subprocess.run([str(py), "-m", "pip", "list", "--format=freeze"],
+                            capture_output=True, text=True, check=True).stdout.lower()
+    mine = {line.split("==")[0] for line in listed.splitlines() if line.startswith("myutils")}
+    assert mine == {"myutils-core", "myutils-profiling"}
+    trace = real_fixtures / "kineto/hta/trace_filter__sampled_rank-0.json.gz"
+    out = tmp_path / "out"
+    run = subprocess.run([str(env_dir / "bin" / "myutils-profile"), "analyze", str(trace), "--output-dir", str(out),
+                          "-q", "--formats", "json"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert (out / "analysis_report.json").is_file()

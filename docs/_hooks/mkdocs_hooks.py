@@ -13,7 +13,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # MkDocs loads hooks b
 
 import reference_gen
 
-CLI_MARKER = "<!-- generated: cli -->"
 CHECKLIST = Path("docs/MIGRATION_CHECKLIST.md")
 PACKAGED_CHECKLIST = Path("packages/myutils-profiling/src/my_utils/profiling/docs/MIGRATION_CHECKLIST.md")
 
@@ -27,9 +26,11 @@ def on_pre_build(config: Any) -> None:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    """Generate the command reference; check the env-var table against what the code reads."""
-    if CLI_MARKER in markdown:
-        markdown = markdown.replace(CLI_MARKER, reference_gen.cli_reference_markdown())
+    """Refuse a stale checked-in command reference; check the env-var table against what the code reads."""
+    if page.file.src_uri == "reference/cli.md":
+        reason = reference_gen.stale_cli_reference()
+        if reason:
+            raise PluginError(reason)
     if page.file.src_uri == "reference/environment.md":
         listed = set(re.findall(r"`([A-Z][A-Z0-9_]{2,})`", markdown))
         missing = sorted(set(reference_gen.env_vars_in_code()) - listed)

@@ -17,6 +17,10 @@ import click
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ROOT / "packages"
+CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
+#: The checked-in command reference sits between these lines of ``docs/reference/cli.md``.
+CLI_BEGIN = "<!-- generated: cli (begin; regenerate with: python docs/_hooks/reference_gen.py --write) -->"
+CLI_END = "<!-- generated: cli (end) -->"
 ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]{2,}$")
 # a shell read with a default: ${NAME:-...} or ${NAME-...}
 SHELL_READ = re.compile(r"\$\{([A-Z][A-Z0-9_]{2,}):?-")
@@ -149,3 +153,46 @@ def env_vars_in_code() -> dict[str, set[str]]:
         for name in set(SHELL_READ.findall(path.read_text(encoding="utf-8"))) - SHELL_EXAMPLES:
             found.setdefault(name, set()).add(str(path.relative_to(ROOT)))
     return found
+
+
+def cli_section(page: str) -> tuple[str, str, str] | None:
+    """``(before, generated part, after)`` of the command reference page, None when it has no markers."""
+    if CLI_BEGIN not in page or CLI_END not in page:
+        return None
+    before, rest = page.split(CLI_BEGIN, 1)
+    generated, after = rest.split(CLI_END, 1)
+    return before, generated, after
+
+
+def stale_cli_reference(path: Path = CLI_PAGE) -> str | None:
+    """Why the checked-in command reference differs from the code's commands, or None when it is current."""
+    parts = cli_section(path.read_text(encoding="utf-8"))
+    if parts is None:
+        return f"{path}: the generated section ({CLI_BEGIN} ... {CLI_END}) is missing"
+    if parts[1].strip() != cli_reference_markdown().strip():
+        return (f"{path} is stale: the commands or options changed; regenerate it with "
+                "`python docs/_hooks/reference_gen.py --write` and commit it")
+    return None
+
+
+def write_cli_reference(path: Path = CLI_PAGE) -> None:
+    """Regenerate the command reference between its markers (the rest of the page is kept)."""
+    page = path.read_text(encoding="utf-8")
+    parts = cli_section(page)
+    if parts is None:
+        raise SystemExit(f"{path}: no {CLI_BEGIN} ... {CLI_END} markers to write between")
+    before, _old, after = parts
+    path.write_text(f"{before}{CLI_BEGIN}\n\n{cli_reference_markdown().strip()}\n\n{CLI_END}{after}", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["--write"]:
+        write_cli_reference()
+    elif sys.argv[1:] in ([], ["--check"]):
+        reason = stale_cli_reference()
+        if reason:
+            raise SystemExit(reason)
+    else:
+        raise SystemExit("usage: python docs/_hooks/reference_gen.py [--write | --check]")

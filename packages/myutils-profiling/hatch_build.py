@@ -9,11 +9,13 @@ scanner absent and the typed decoder reads every trace, with the same results.
 An editable install puts the module beside its source (the ``.pth`` points at ``src``); a
 wheel gets it through ``force_include`` and a platform tag. After editing the C file, install
 again (``pip install -e packages/myutils-profiling``); a module whose ``ABI`` differs from the
-one ``trace_scan`` expects is ignored, never called.
+one ``trace_scan`` expects is ignored, never called, and the module keeps the sha256 of the source
+it was compiled from (``SOURCE_SHA256``), so that the tests fail on a build older than its source.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import subprocess
@@ -41,7 +43,14 @@ def _compile_command(source: Path, target: Path) -> list[str] | str:
     if not ldshared or not include or not (Path(include) / "Python.h").is_file():
         return "the Python headers (Python.h) are not installed"
     flags = shlex.split(sysconfig.get_config_var("CFLAGS") or "") + shlex.split(sysconfig.get_config_var("CCSHARED") or "")
-    return [*shlex.split(ldshared), *flags, "-O2", "-I", include, str(source), "-o", str(target)]
+    # the module records the source it was built from: the tests fail on a build older than the source
+    built_from = f'-DMYUTILS_SCAN_SOURCE_SHA256="{source_sha256(source)}"'
+    return [*shlex.split(ldshared), *flags, "-O2", built_from, "-I", include, str(source), "-o", str(target)]
+
+
+def source_sha256(source: Path) -> str:
+    """The sha256 (hex) of the C source, which the compiled module keeps as ``SOURCE_SHA256``."""
+    return hashlib.sha256(source.read_bytes()).hexdigest()
 
 
 class CompileScanner(BuildHookInterface):  # type: ignore[type-arg]

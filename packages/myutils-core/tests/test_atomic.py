@@ -195,3 +195,64 @@ def test_a_killed_writers_temporary_goes_with_the_next_write_and_a_live_ones_sta
                           capture_output=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, "next.json"])
+
+
+# -- replace_all: a set of outputs, all or none --------------------------------------------------------------
+
+
+def _staged(folder: Path, names: list[str], text: str) -> list[tuple[Path, Path]]:
+    pairs = []
+    for name in names:
+        tmp = folder / f".{name}.staged"
+        tmp.write_text(text)
+        pairs.append((tmp, folder / name))
+    return pairs
+
+
+def _listing(folder: Path) -> dict[str, str]:
+    return {p.name: p.read_text() if p.is_file() else "<folder>" for p in sorted(folder.iterdir())}
+
+
+def test_replace_all_puts_every_file_in_place_and_leaves_nothing_else(tmp_path: Path) -> None:
+    from my_utils.core.atomic import replace_all
+
+    (tmp_path / "a.csv").write_text("old a")
+    replace_all(_staged(tmp_path, ["a.csv", "b.csv"], "new"))
+    assert _listing(tmp_path) == {"a.csv": "new", "b.csv": "new"}
+
+
+def test_replace_all_refuses_a_folder_before_any_rename(tmp_path: Path) -> None:
+    from my_utils.core.atomic import replace_all
+
+    (tmp_path / "a.csv").write_text("old a")
+    (tmp_path / "b.csv").mkdir()
+    pairs = _staged(tmp_path, ["a.csv", "b.csv", "c.csv"], "new")
+    with pytest.raises(IsADirectoryError, match=f"cannot write {tmp_path / 'b.csv'}: it is a folder"):
+        replace_all(pairs)
+    assert {k: v for k, v in _listing(tmp_path).items() if not k.startswith(".")} == {"a.csv": "old a",
+                                                                                        "b.csv": "<folder>"}
+
+
+def test_replace_all_undoes_the_renames_before_one_that_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The third rename fails (as a file system gone read-only would): the first two get their old files back, a
+    target that did not exist is removed again, and no backup stays."""
+    from my_utils.core import atomic
+
+    (tmp_path / "a.csv").write_text("old a")
+    (tmp_path / "c.csv").write_text("old c")
+    pairs = _staged(tmp_path, ["a.csv", "b.csv", "c.csv"], "new")
+    real_replace, calls = os.replace, []
+
+    def failing(src: object, dst: object) -> None:
+        calls.append(dst)
+        if len(calls) == 3:
+            raise OSError(errno.EROFS, "Read-only file system")
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(atomic.os, "replace", failing)
+    with pytest.raises(OSError, match=f"cannot write {tmp_path / 'c.csv'}: Read-only file system"):
+        atomic.replace_all(pairs)
+    monkeypatch.undo()
+    assert {k: v for k, v in _listing(tmp_path).items() if k.endswith(".csv") and not k.startswith(".")} == {
+        "a.csv": "old a", "c.csv": "old c"}
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # no backup left

@@ -97,3 +97,17 @@ def test_every_worker_gone_is_said_not_waited_for() -> None:
     pytest.importorskip("distributed")
     with local_cluster(2) as local, pytest.raises(UsageError, match=r"local Dask workers exited \(exit codes \[3\]\)"):
         _ask(local, os._exit, 3)  # Dask gives the task to the other worker when the first dies: both exit
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("cores", "tasks", "want"), [(4, 1, 1), (4, 3, 3), (2, 5, 2), (None, 3, 1), (4, 0, 1)])
+def test_the_default_worker_count_follows_the_tasks_up_to_the_cores(monkeypatch: pytest.MonkeyPatch,
+                                                                   cores: int | None, tasks: int, want: int) -> None:
+    """``workers=None``: one worker per task, no more than the cores (an unknown count is 1), at least one."""
+    pytest.importorskip("distributed")
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    with local_cluster(None, tasks=tasks) as local:
+        assert local.workers == want == len(local.procs)
+        local.client.wait_for_workers(want, timeout=120)  # each of them joins the scheduler
+        assert len(local.client.scheduler_info()["workers"]) == want
+        assert {_ask(local, os.getpid) for _ in range(2 * want)} <= {p.pid for p in local.procs}

@@ -18,7 +18,7 @@ def _run(block: str, cwd: Path) -> str:
 
 
 def test_readme_has_its_examples() -> None:
-    assert len(BLOCKS) == 2
+    assert len(BLOCKS) == 3
 
 
 def test_timer_csv_trace_example(tmp_path: Path) -> None:
@@ -29,3 +29,9 @@ def test_timer_csv_trace_example(tmp_path: Path) -> None:
 
 def test_listener_example(tmp_path: Path) -> None:
     assert _run(BLOCKS[1], tmp_path).strip() == "7 [('iter', 0, None), ('data', 1, 0)]"
+
+
+def test_metric_names_example(tmp_path: Path) -> None:
+    lines = _run(BLOCKS[2], tmp_path).splitlines()
+    assert lines[:3] == ["gpu.sm_active % 100.0", "gpu.sm_active", "gpu.utilization"]
+    assert lines[3] == "['cupti', 'dcgm', 'dcgm_dmon', 'nsys', 'nvml']"

@@ -196,7 +196,7 @@ def test_cli_exit_codes_and_one_line_per_problem(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("content", "expected"), [
     (None, "cannot read a JSON trace (FileNotFoundError: No such file or directory)"),
     (b'{"traceEvents": [', "cannot read a JSON trace (JSONDecodeError: "),
-    (gzip.compress(b'{"traceEvents": []}')[:-12], "cannot read a JSON trace (EOFError: "),
+    (gzip.compress(b'{"traceEvents": []}', mtime=0)[:-12], "cannot read a JSON trace (EOFError: "),
     (b"\xff\xfe{}", "cannot read a JSON trace (UnicodeDecodeError: "),
     (b'{"events": []}', "not a trace: expected a JSON object with a 'traceEvents' list, or a JSON array"),
 ])

@@ -49,6 +49,8 @@ def test_plain_loop_drives_every_component(tmp_path: Path) -> None:
     # the monitor (myutils-memory) sampled into its JSONL file while the loop ran
     samples = (tmp_path / "out" / "mon_rank0_samples.jsonl").read_text(encoding="utf-8").splitlines()
     assert samples and all(isinstance(json.loads(line), dict) for line in samples)
+    # each optimizer step's end is marked there (energy per step is measured between them)
+    assert [o["step"] for o in map(json.loads, samples) if "step" in o] == list(range(STEPS))
 
 
 def test_a_step_left_open_is_closed_by_close(tmp_path: Path) -> None:

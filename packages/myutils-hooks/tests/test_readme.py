@@ -15,7 +15,7 @@ BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), 
 
 
 def test_readme_has_examples() -> None:
-    assert len(BLOCKS) == 2
+    assert len(BLOCKS) == 3
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
@@ -35,3 +35,7 @@ def test_readme_example_runs(index: int, tmp_path: Path) -> None:
         assert lines == ["False ['trace_rank0_steps3-5_model_forward.pt.trace.json.gz']"]
         assert [p.name for p in (tmp_path / "captures").iterdir()] == [
             "trace_rank0_steps3-5_model_forward.pt.trace.json.gz"]
+    if index == 2:
+        assert lines[:2] == ["run_a 3 None", "run_b 3 None"]
+        module, kind, status, diff = lines[2].split()
+        assert (module, kind, status) == ("1", "GELU", "diverges_here") and 0 < float(diff) < 1e-2

@@ -207,3 +207,21 @@ def test_bad_frames_option_and_outputs_that_would_replace_the_input(snap_file: P
     _one_line_exit_2(_run("memory", "summarize", str(snap_file), "--frames", "mine"), "--frames 'mine'",
                      "user, python, all")
     _one_line_exit_2(_run("memory", "summarize", str(snap_file), "--json", str(snap_file)), "would replace the input")
+
+
+def test_cut_of_a_snapshot_numbered_by_entry_counts_entries_not_seconds(
+        tmp_path: Path, profile_snapshot: dict[str, Any]) -> None:
+    """A snapshot made from a CPU profile records no times: --from/--to are entry numbers, and the
+    message says so (it said "between 2.0 s and 5.0 s")."""
+    src = save_snapshot(tmp_path / "cpu.pt", profile_snapshot)
+    out = tmp_path / "small.pickle"
+    result = _run("memory", "cut", str(src), "--from", "2", "--to", "5", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    kept = sum(len(t) for t in pickle.loads(out.read_bytes())["device_traces"])
+    # entries 2..5 inclusive of each device trace, counted from the input independently
+    expected = sum(len(t[2:6]) for t in profile_snapshot["device_traces"])
+    assert kept == expected > 0
+    assert f"{kept} trace entries from entry 2 to entry 5 (the snapshot records no times" in result.output
+    assert " s " not in result.output.split(": ", 1)[1]
+    bad = _run("memory", "cut", str(src), "--from", "5", "--to", "2", "-o", str(tmp_path / "x.pickle"))
+    _one_line_exit_2(bad, "entry numbers: this snapshot records no times")

@@ -117,3 +117,19 @@ def test_samples_file_is_strict_json_and_refuses_non_finite_numbers(tmp_path: Pa
         with pytest.raises(InputError, match="line 3"):
             read_samples(path)
         path.write_text("\n".join(path.read_text().splitlines()[:2]) + "\n")
+
+
+def test_gpu_metrics_carry_their_canonical_name(tmp_path: Path) -> None:
+    """The readings other tools record too (NVML utilisation, power, energy) say which canonical metric
+    they are, so one rule reads utilisation whether the monitor, DCGM or nsys measured it."""
+    path = tmp_path / "g_samples.jsonl"
+    with _Writer(path) as w:
+        w.sample(Sample(1.0, 0.0, {"gpu_util_pct": 35.0, "mem_bw_util_pct": 10.0, "power_w": 250.0,
+                                   "energy_j": 100.0, "host_rss_bytes": 1e9}))
+    events = {e.name: e for e in MonitorSamplesMetricsProvider.from_input(path).collect()}
+    assert {n: e.attrs.get("metric") for n, e in events.items()} == {
+        "monitor/gpu_util_pct": "gpu.utilization", "monitor/mem_bw_util_pct": "gpu.memory_bandwidth_utilization",
+        "monitor/power_w": "gpu.power", "monitor/energy_j": "gpu.energy", "monitor/host_rss_bytes": None}
+    assert {n: e.kind for n, e in events.items()} == {
+        "monitor/gpu_util_pct": "ratio", "monitor/mem_bw_util_pct": "ratio", "monitor/power_w": "gauge",
+        "monitor/energy_j": "counter", "monitor/host_rss_bytes": "gauge"}

@@ -1,4 +1,5 @@
-"""What this folder's test modules share: ``nsys_real.py`` and ``ops_recorded.py``, registered as modules.
+"""What this folder's test modules share: ``nsys_real.py``, ``ops_recorded.py`` and ``history_support.py``,
+registered as modules.
 
 Tests run in importlib mode (pyproject.toml), where test modules cannot import each other; pytest
 imports this conftest before them, so ``import nsys_real`` works in every one.
@@ -24,3 +25,6 @@ def _register(name: str) -> None:
 
 _register("nsys_real")
 _register("ops_recorded")
+_register("history_support")
+
+from history_support import postgres_server, store_url  # noqa: E402, F401  (the history's store fixtures)

@@ -27,6 +27,18 @@ def export_path(real_fixtures: Any, key: str) -> Path:
     return real_fixtures / key
 
 
+def pmi_rank(path: Path) -> int:
+    """The PMI_RANK a ring export recorded for its process (``META_DATA_CAPTURE``), read with SQL alone."""
+    rows = raw(path, "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE' "
+                     "AND value LIKE 'PMI_RANK=%'")
+    return int(rows[0][0].split("=", 1)[1].strip('"'))
+
+
+def ring_by_rank(real_fixtures: Any) -> list[Path]:
+    """The ring's exports in rank order: the launcher's PMI_RANK each recorded (not their sorted names)."""
+    return sorted((export_path(real_fixtures, k) for k in RING), key=pmi_rank)
+
+
 def raw(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Rows of ``sql`` on the raw export (no adapter), text read leniently like real files need."""
     conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)

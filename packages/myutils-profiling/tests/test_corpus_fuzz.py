@@ -35,7 +35,9 @@ from my_utils.profiling.examples import example_config_path
 MUTATIONS = 200
 _DATA = example_config_path().parent / "data"
 _JUNK = (b",", b'"', b"{", b"}", b"[", b"]", b"\n", b"\x00", b"NaN", b"-1", b"1e999", b"\xff\xfe", b":", b"\\",
-         b'"ph":"X"', b";", b"=", b"\r")
+         b'"ph":"X"', b";", b"=", b"\r",
+         # hostile names: a formula after a carriage return, a lone surrogate (JSON escape and CESU bytes)
+         b"\r=HYPERLINK(", b"@SUM(", b"\\ud800", b"\xed\xa0\x80")
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ FORMATS = [
     Format("dcgm_dmon", _test_data("dcgmi_dmon_2gpu_h100.txt"), "dmon.txt", "dcgm_dmon", True),
     Format("nccl_inspector", _test_data("nccl_inspector/dgx-a07-pid48211.log"), "inspector.log", "nccl_inspector",
            True),
+    Format("nccl_ras", _test_data("nccl_ras/status_problem_twice.txt"), "ras.txt", "nccl_ras", True),
     Format("config_json", _example_config, "config.json", "", True),
     Format("config_yaml", _example_config, "config.yaml", "", True),
     # the commands that read what ingest writes: analyze (events) and diff (reports and traces)

@@ -163,3 +163,82 @@ def test_provider_contract(tmp_path: Path) -> None:
     unsupported.write_text("#Entity   SMACT\nID\n")
     report = check_metrics_provider("dcgm_dmon", DATA, bad_input=bad, unsupported_input=unsupported)
     assert {e.attrs["file"] for e in report.events} == {H100.name, "dcgmi_dmon_v3_ts.txt"}
+
+
+# -- units and boundaries (issue 36): every field dcgmi prints, with a value whose scale error shows. The expected
+# units and scales come from DCGM's field documentation: the profiling fields 1001-1014 are ratios 0.0-1.0 (shown
+# here in percent), 203/204 are already percent, power in W, temperatures in C, clocks in MHz, frame buffer in MiB
+# and PCIe/NVLink throughput in bytes per second.
+_DCGM_DOC = {  # short name: (event field, unit, kind, printed value, expected value)
+    "GRACT": ("gr_engine_active", "%", "ratio", "0.250", 25.0),
+    "SMACT": ("sm_active", "%", "ratio", "0.375", 37.5),
+    "SMOCC": ("sm_occupancy", "%", "ratio", "0.125", 12.5),
+    "TENSO": ("tensor_active", "%", "ratio", "0.050", 5.0),
+    "DRAMA": ("dram_active", "%", "ratio", "0.999", 99.9),
+    "FP64A": ("fp64_active", "%", "ratio", "0.001", 0.1),
+    "FP32A": ("fp32_active", "%", "ratio", "0.600", 60.0),
+    "FP16A": ("fp16_active", "%", "ratio", "1.000", 100.0),
+    "TIMMA": ("tensor_imma_active", "%", "ratio", "0.010", 1.0),
+    "THMMA": ("tensor_hmma_active", "%", "ratio", "0.020", 2.0),
+    "GPUTL": ("gpu_util", "%", "ratio", "85", 85.0),
+    "MCUTL": ("mem_copy_util", "%", "ratio", "3", 3.0),
+    "PCITX": ("pcie_tx", "B/s", "gauge", "1200000000", 1.2e9),
+    "PCIRX": ("pcie_rx", "B/s", "gauge", "250000", 2.5e5),
+    "NVLTX": ("nvlink_tx", "B/s", "gauge", "4500000000", 4.5e9),
+    "NVLRX": ("nvlink_rx", "B/s", "gauge", "0", 0.0),
+    "POWER": ("power", "W", "gauge", "301.250", 301.25),
+    "POWINST": ("power_instant", "W", "gauge", "299.5", 299.5),
+    "TMPTR": ("gpu_temp", "C", "gauge", "62", 62.0),
+    "MMTMP": ("memory_temp", "C", "gauge", "71", 71.0),
+    "SMCLK": ("sm_clock", "MHz", "gauge", "1980", 1980.0),
+    "MMCLK": ("mem_clock", "MHz", "gauge", "2619", 2619.0),
+    "FBTTL": ("fb_total", "MiB", "gauge", "81559", 81559.0),
+    "FBFRE": ("fb_free", "MiB", "gauge", "10323", 10323.0),
+    "FBUSD": ("fb_used", "MiB", "gauge", "71236", 71236.0),
+}
+
+
+def test_every_known_field_has_its_unit_kind_and_scale(tmp_path: Path) -> None:
+    shorts = list(_DCGM_DOC)
+    units = {"POWER": "W", "POWINST": "W", "TMPTR": "C", "MMTMP": "C", "SMCLK": "MHZ", "MMCLK": "MHZ",
+             "FBTTL": "MB", "FBFRE": "MB", "FBUSD": "MB"}
+    width = 12
+    path = tmp_path / "all.txt"
+    path.write_text("#Entity   " + "".join(s.ljust(width) for s in shorts) + "\n"
+                    + "ID        " + "".join(units.get(s, "").ljust(width) for s in shorts) + "\n"
+                    + "GPU 3     " + "".join(_DCGM_DOC[s][3].ljust(width) for s in shorts) + "\n")
+    got = {e.attrs["field"]: e for e in read_dcgm_dmon(path)}
+    assert set(got) == set(shorts)
+    for short, (field, unit, kind, _printed, value) in _DCGM_DOC.items():
+        e = got[short]
+        assert (e.name, e.unit, e.kind) == (f"dcgm.{field}:gpu3", unit, kind), short
+        assert e.value == pytest.approx(value, rel=1e-12), short  # a ratio not scaled (0.25) or a percent scaled (8500)
+
+
+@pytest.mark.parametrize(("header", "ok"), [("#Entity   SMACT", True), ("#Entity", False), ("#Entity    ", False)])
+def test_a_header_needs_one_field_at_least(tmp_path: Path, header: str, ok: bool) -> None:
+    path = tmp_path / "d.txt"
+    path.write_text(f"{header}\nID\nGPU 0     0.500\n")
+    if ok:
+        (event,) = read_dcgm_dmon(path)
+        assert (event.name, event.value) == ("dcgm.sm_active:gpu0", 50.0)
+    else:
+        with pytest.raises(InputError, match=r"d\.txt:line 1: a '#Entity' header naming at least one field"):
+            read_dcgm_dmon(path)
+
+
+@pytest.mark.parametrize(("stamp", "ts"), [("999999999.5", 999999999.5), ("1733140800", 1733140800.0),
+                                           ("17331408001.25", 17331408001.25)])
+def test_unix_time_stamps_of_9_to_11_digits(tmp_path: Path, stamp: str, ts: float) -> None:
+    path = tmp_path / "d.txt"
+    path.write_text(f"#Entity   SMACT\nID\n{stamp} GPU 0     0.500\n")
+    (event,) = read_dcgm_dmon(path)
+    assert event.ts == ts and event.value == 50.0
+
+
+def test_samples_are_counted_per_entity_from_zero(tmp_path: Path) -> None:
+    path = tmp_path / "d.txt"
+    path.write_text("#Entity   SMACT\nID\nGPU 0     0.5\nGPU 1     0.25\nGPU 0     0.75\nGPU 0 LINK 2   0.1\n")
+    got = [(e.name, e.attrs["sample"], e.attrs.get("gpu")) for e in read_dcgm_dmon(path)]
+    assert got == [("dcgm.sm_active:gpu0", 0, 0), ("dcgm.sm_active:gpu1", 0, 1), ("dcgm.sm_active:gpu0", 1, 0),
+                   ("dcgm.sm_active:gpu0_link2", 0, None)]

@@ -127,6 +127,14 @@ def test_the_verdict_class(name: str, analysed: Any) -> None:
     assert f"Verdict ({verdict['bound']})" in markdown
 
 
+@pytest.mark.parametrize("name", ["ring_6ranks", "fuser_2024"])
+def test_a_setup_dominated_capture_gets_no_performance_score(name: str, analysed: Any) -> None:
+    _name, _c, report, _md = analysed(name)
+    perf = report.dimensions["performance"]
+    assert perf["score"] is None and "setup-dominated" in perf["not_measured"], perf
+    assert "performance" not in report.scores
+
+
 @pytest.mark.parametrize("name", _where("forbidden"))
 def test_no_forbidden_advice(name: str, analysed: Any) -> None:
     name, c, report, _md = analysed(name)

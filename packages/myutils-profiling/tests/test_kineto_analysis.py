@@ -443,7 +443,8 @@ def test_bad_input_names_the_file_and_the_place(tmp_path: Path) -> None:
         analyze_file(bad)
     wrong = tmp_path / "wrong.json"
     wrong.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": "soon", "dur": 2, "name": "k"}]}')
-    with pytest.raises(InputError, match=r"wrong\.json:traceEvents\[0\]: numeric 'ts'/'dur'"):
+    with pytest.raises(InputError, match=r"wrong\.json:traceEvents\[0\]: 'ts' on a 'kernel' event as a finite number "
+                                         r"\(µs\); found 'soon'"):
         analyze_file(wrong)
     with pytest.raises(InputError, match="no such file or folder"):
         analyze_traces(tmp_path / "absent")

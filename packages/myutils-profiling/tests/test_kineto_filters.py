@@ -98,7 +98,7 @@ def test_every_analysis_accepts_a_filtered_trace(real_fixtures: Any) -> None:
     assert first.temporal[0].span_us < whole.temporal[0].span_us
     tables = first.to_rows()
     assert tables["kineto_critical_path"][0]["window"].startswith("ProfilerStep#551")
-    assert not first.warnings
+    assert [w for w in first.warnings if "ranks analysed" not in w] == []  # one rank of 128: said, nothing else
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

@@ -32,7 +32,9 @@ def test_one_call_on_a_folder_of_ranks(real_fixtures: Any, tmp_path: Path) -> No
     registered = {t for a in ANALYSES for t in a.tables}
     assert registered - set(frames) <= {"cupti_counters", "cupti_ops", "gpu_annotations", "collectives",
                                         "collectives_ranks", "mfu_ops", "memory_kinds", "memory_bw",
-                                        "host_arrivals",  # no such data (the pair records no host)
+                                        "host_arrivals", "cuda_graphs", "cuda_graph_kernels",
+                                        "compiled_kernels", "pipeline_bubble",  # no such data (no host, graph,
+                                        # generated kernel or pipeline in the pair)
                                         "op_memory", "memory_peaks"}  # nor any [memory] event
 
 

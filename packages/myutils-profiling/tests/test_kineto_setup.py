@@ -123,22 +123,28 @@ def test_allocations_and_first_calls_on_htas_simple_add(real_fixtures: Any) -> N
             by_name.setdefault(e["name"], []).append(e)
     first = [calls[0] for calls in by_name.values() if len(calls) >= 3 and calls[0]["dur"] >= 1000
              and calls[0]["dur"] >= 10 * statistics.median(c["dur"] for c in calls[1:])]
-    def library_op(name: str) -> bool:  # cuBLAS and cuDNN operators, whose first call sets up the library
+    def library_op(name: str) -> bool:  # cuBLAS operators, whose first call sets up the library
         rest = name.removeprefix("aten::")
-        return rest != name and (rest in ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear")
-                                 or rest.startswith(("cudnn_", "convolution", "_convolution")))
+        return rest != name and rest in ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear")
 
-    ops = [e for e in events if e.get("cat") == "cpu_op" and library_op(e["name"])]
-    for name in {e["name"] for e in ops}:
-        calls = sorted((e for e in ops if e["name"] == name), key=lambda e: e["ts"])
-        if len(calls) >= 3 and calls[0]["dur"] >= max(1000, 10 * statistics.median(c["dur"] for c in calls[1:])):
-            first.append(calls[0])
-    covered = _union([(e["ts"], e["ts"] + e["dur"]) for e in allocs + first])
+    def conv_op(name: str) -> bool:  # cuDNN's, whose first call benchmarks its algorithms
+        rest = name.removeprefix("aten::")
+        return rest != name and rest.startswith(("cudnn_", "convolution", "_convolution"))
+
+    conv: list[dict[str, Any]] = []
+    for pick, into in ((library_op, first), (conv_op, conv)):
+        ops = [e for e in events if e.get("cat") == "cpu_op" and pick(e["name"])]
+        for name in {e["name"] for e in ops}:
+            calls = sorted((e for e in ops if e["name"] == name), key=lambda e: e["ts"])
+            if len(calls) >= 3 and calls[0]["dur"] >= max(1000, 10 * statistics.median(c["dur"] for c in calls[1:])):
+                into.append(calls[0])
+    covered = _union([(e["ts"], e["ts"] + e["dur"]) for e in allocs + first + conv])
     span = max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)
     facts = _facts(path)
     kinds = {r["kind"]: r for r in facts["_rows"]["kineto_setup_kinds"]}
     assert kinds["allocation and loading"]["events"] == len(allocs)
     assert kinds["first calls"]["events"] == len(first)
+    assert kinds.get("cuDNN benchmark", {}).get("events", 0) == len(conv)
     assert facts["setup.share"].number == pytest.approx(100 * covered / span)
     assert facts["setup.one_shot"].number == 0  # no step, but kernels repeat
 
@@ -170,3 +176,52 @@ def test_step_zero_is_setup_and_one_shot_needs_repeated_work(tmp_path: Path) -> 
     path.write_text(json.dumps({"traceEvents": [_op("aten::mm", 0, 100)]}))
     one_shot = _facts(path)["setup.one_shot"]
     assert not one_shot.measured and "repeated work cannot be told" in one_shot.value.reason
+
+
+def test_steps_holding_compilation_or_autotuning_are_named(tmp_path: Path) -> None:
+    """Dynamo compiles inside step 1 and Inductor autotunes a matmul template inside step 2 (torch 2.13's
+    ``select_algorithm`` times it as ``mm_template_autotuning (dynamo_timed)``: compilation and autotuning both);
+    steps 3-5 are the compiled steady state. The setup rows say which steps, and the warning says they are not
+    steady."""
+    events = _steady(0, 5, 100_000, 10)
+    events += [_op("entire_frame_compile", 1_000, 60_000), _op("compile_fx.<locals>.fw_compiler_base (dynamo_timed)",
+                                                                2_000, 50_000),
+               _op("mm_template_autotuning (dynamo_timed)", 101_000, 30_000)]
+    path = tmp_path / "compiled_in_window.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    result = analyze_traces(path, executor="serial", analyses=["setup"])
+    rows = result.to_rows()
+    kinds = {r["kind"]: r for r in rows["kineto_setup_kinds"]}
+    assert kinds["compilation"]["steps"] == "steps 1-2"
+    assert kinds["autotuning"]["steps"] == "step 2"
+    assert rows["kineto_setup"][0]["unsteady_steps"] == "1-2"
+    (warning,) = [w for w in result.warnings if "not steady state" in w]
+    assert warning.startswith("compiled_in_window.json: steps 1-2 hold one-off work (compilation (steps 1-2, 90.0 ms)")
+    assert "autotuning (step 2, 30.0 ms)" in warning
+
+
+def test_a_compiled_model_in_steady_state_names_no_step(tmp_path: Path) -> None:
+    """The look-alike: ``Torch-Compiled Region``/``CompiledFunction`` in every step is how a compiled model runs."""
+    path = tmp_path / "steady.json"
+    path.write_text(json.dumps({"traceEvents": _steady(0, 5, 100_000, 10)}))
+    result = analyze_traces(path, executor="serial", analyses=["setup"])
+    assert result.to_rows()["kineto_setup"][0]["unsteady_steps"] == ""
+    assert not [w for w in result.warnings if "not steady state" in w]
+
+
+@pytest.mark.parametrize(("first_us", "benchmarked"), [(50_000, True), (1_000, False)])
+def test_a_cudnn_benchmark_in_the_first_step(tmp_path: Path, first_us: float, benchmarked: bool) -> None:
+    """``torch.backends.cudnn.benchmark``: the first ``aten::cudnn_convolution`` times cuDNN's algorithms (50 ms against
+    1 ms for each later call) inside step 1, which is then not steady state; the look-alike runs every call alike."""
+    events = _steady(0, 4, 100_000, 10)
+    for i in range(4):
+        events.append(_op("aten::cudnn_convolution", i * 100_000 + 500, first_us if i == 0 else 1_000))
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    rows = analyze_traces(path, executor="serial", analyses=["setup"]).to_rows()
+    kinds = {r["kind"]: r for r in rows["kineto_setup_kinds"]}
+    assert ("cuDNN benchmark" in kinds) == benchmarked
+    assert rows["kineto_setup"][0]["unsteady_steps"] == ("1" if benchmarked else "")
+    if benchmarked:
+        assert (kinds["cuDNN benchmark"]["events"], kinds["cuDNN benchmark"]["us"]) == (1, first_us)
+        assert kinds["cuDNN benchmark"]["steps"] == "step 1"

@@ -292,3 +292,80 @@ def test_pack_keeps_every_event_and_every_lane_nests(raw: list[tuple[int, int]])
                 a0, a1, b0, b1 = a["ts"], a["ts"] + a["dur"], b["ts"], b["ts"] + b["dur"]
                 partial = a0 < b0 < a1 - SLACK_US and a1 + SLACK_US < b1
                 assert not partial
+
+
+# -- thresholds of the merge at their values (issue 36): intervals that touch as well as overlap
+
+def _lanes(*spans: tuple[float, float]) -> list[list[int]]:
+    """The lanes ``pack`` makes of (ts, dur) spans, as span indices."""
+    events = [{"ts": ts, "dur": dur, "i": i} for i, (ts, dur) in enumerate(spans)]
+    return [[e["i"] for e in lane] for lane in pack(events)]
+
+
+@pytest.mark.parametrize(("spans", "lanes"), [
+    (((0.0, 10.0), (10.0, 5.0)), [[0, 1]]),                          # touching: one after the other
+    (((0.0, 10.0), (10.0 - SLACK_US / 2, 5.0)), [[0, 1]]),           # under 1 ns of rounding: no overlap
+    (((0.0, 10.0), (10.0 - 2 * SLACK_US, 5.0)), [[0], [1]]),         # 2 ns: a partial overlap moves it
+    (((0.0, 10.0), (5.0, 5.0)), [[0, 1]]),                           # a child ending where its parent ends nests
+    (((0.0, 10.0), (5.0, 5.0 + SLACK_US / 2)), [[0, 1]]),            # ... within the 1 ns of rounding
+    (((0.0, 10.0), (5.0, 5.0 + 2 * SLACK_US)), [[0], [1]]),          # ... but not beyond it
+    (((0.0, 10.0), (0.0, 10.0)), [[0, 1]]),                          # the same interval twice nests
+    (((0.0, 10.0), (2.0, 3.0), (5.0, 5.0)), [[0, 1, 2]]),            # a child touching its sibling
+])
+def test_pack_at_the_touching_and_overlapping_bounds(spans: tuple[tuple[float, float], ...],
+                                                     lanes: list[list[int]]) -> None:
+    assert _lanes(*spans) == lanes
+
+
+def test_bucket_puts_a_duration_equal_to_a_threshold_in_that_threshold() -> None:
+    from my_utils.profiling.trace.records import THRESHOLDS_US, bucket
+
+    for i, threshold in enumerate(THRESHOLDS_US):
+        assert bucket(threshold) == i  # trim keeps dur >= threshold: an event at it is counted as kept
+        if i:
+            assert bucket(threshold * (1 - 1e-9)) == i - 1
+    assert bucket(-1.0) == 0 and bucket(float("inf")) == len(THRESHOLDS_US) - 1
+
+
+@pytest.mark.parametrize(("gap", "warned"), [(0.5, True), (1.0, False), (2.0, False)])
+def test_clock_uncertainty_warns_only_above_the_gap(gap: float, warned: bool) -> None:
+    from my_utils.profiling.trace.clock import ClockSync, uncertainty_warnings
+
+    unit = 2.0**-10  # s: binary fractions, so that the gap equals the uncertainty exactly, not within rounding
+    offsets = {1: ClockSync(rank=1, offset_s=0.0, uncertainty_s=unit, reference_rank=0, applied=False)}
+    starts = {0: {s: s * 0.5 for s in range(5)}, 1: {s: s * 0.5 + gap * unit for s in range(5)}}
+    got = uncertainty_warnings(offsets, starts, 0)
+    assert bool(got) is warned
+    if warned:
+        assert got[0].startswith("rank 1: clock uncertainty ±0.977 ms exceeds the median 0.488 ms gap")
+
+
+@pytest.mark.parametrize(("ms", "ok"), [(0.0, True), (-0.0, True), (1e-9, True), (-1e-9, False)])
+def test_a_region_of_zero_ms_is_placed_a_negative_one_refused(tmp_path: Path, ms: float, ok: bool) -> None:
+    events = tmp_path / "metrics_events.jsonl"
+    write_events(events, [_region(0, 0, T0, 5.0), _region(0, 1, T0 + STEP_S, ms)])
+    out = tmp_path / "t.json"
+    res = _run("trace", "--events", str(events), "--output", str(out), "--executor", "serial")
+    if ok:
+        assert res.exit_code == 0, res.output
+        slices = [e for e in json.loads(out.read_text())["traceEvents"] if e.get("ph") == "X"]
+        assert sorted(e["dur"] for e in slices) == [0, 5000]  # ms -> µs
+    else:
+        assert res.exit_code == 2 and "a MyTimer duration to be a finite number of ms >= 0" in res.stderr
+        assert not out.exists()
+
+
+@pytest.mark.parametrize(("first_us", "ok"), [(946_684_800e6, True), (946_684_800e6 - 1, False)])
+def test_epoch_timestamps_start_at_2000_without_base_time(tmp_path: Path, first_us: float, ok: bool) -> None:
+    """A trace without ``baseTimeNanoseconds`` is placed when its µs are unix time (2000-01-01 or later)."""
+    from my_utils.core.errors import InputError
+    from my_utils.profiling.trace import read_torch_trace
+
+    path = tmp_path / "trace_rank_0.json"
+    path.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "a", "ts": first_us, "dur": 1, "pid": 1,
+                                                 "tid": 1}]}))
+    if ok:
+        assert read_torch_trace(path).events[0]["ts"] == first_us
+    else:
+        with pytest.raises(InputError, match="baseTimeNanoseconds"):
+            read_torch_trace(path)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -162,3 +163,103 @@ def test_provider_contract(tmp_path: Path) -> None:
     unsupported.write_text("\n")
     report = check_metrics_provider("nccl_inspector", LOGS, bad_input=bad, unsupported_input=unsupported)
     assert len(report.events) == 76
+
+
+# -- boundaries and units (issue 36): each value at its threshold, each unit with a value whose scale error shows
+
+def _op(*, rank: int = 0, n_ranks: int = 2, comm: str = "0x1", exec_us: Any = 1500, size: Any = 3 << 20,
+        pid: Any = 7, host: Any = "h", start_ts: Any = None, dump_us: Any = None, kind: str = "coll",
+        busbw: Any = 12.5, algbw: Any = 25.0) -> dict[str, Any]:
+    """One Inspector record as the plugin writes it (the fields its README documents)."""
+    perf: dict[str, Any] = {kind: "AllReduce" if kind == "coll" else "Send", f"{kind}_sn": 1,
+                            f"{kind}_msg_size_bytes": size, f"{kind}_exec_time_us": exec_us,
+                            f"{kind}_algobw_gbs": algbw, f"{kind}_busbw_gbs": busbw}
+    if start_ts is not None:
+        perf["event_trace_ts"] = {f"{kind}_start_ts": start_ts}
+    meta: dict[str, Any] = {"hostname": host, "pid": pid}
+    if dump_us is not None:
+        meta["dump_timestamp_us"] = dump_us
+    return {"header": {"id": comm, "rank": rank, "n_ranks": n_ranks}, "metadata": meta, f"{kind}_perf": perf}
+
+
+def _read(tmp_path: Path, *records: dict[str, Any], name: str = "h-pid7.log") -> list[Any]:
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return read_nccl_inspector(path)
+
+
+def test_units_exec_time_us_is_ms_size_is_bytes_bandwidth_is_gbs_times_are_seconds(tmp_path: Path) -> None:
+    events = _read(tmp_path, _op(exec_us=1500, size=3 << 20, busbw=12.5, algbw=25.0, start_ts=1764672000123456,
+                                 dump_us=1764672000654321))
+    by = {e.name: e for e in events}
+    duration = by["nccl:AllReduce"]
+    assert (duration.value, duration.unit, duration.kind) == (1.5, "ms", "duration")  # 1500 µs, not 1500 ms or 1.5 s
+    assert (by["nccl.bytes:AllReduce"].value, by["nccl.bytes:AllReduce"].unit) == (3 * 2**20, "B")
+    assert (by["nccl.busbw:AllReduce@4MiB"].value, by["nccl.busbw:AllReduce@4MiB"].unit) == (12.5, "GB/s")
+    assert (by["nccl.algbw:AllReduce@4MiB"].value, by["nccl.algbw:AllReduce@4MiB"].kind) == (25.0, "ratio")
+    assert duration.ts == pytest.approx(1764672000.123456, abs=1e-6)  # µs since the epoch -> s
+    assert duration.attrs["dump_ts"] == pytest.approx(1764672000.654321, abs=1e-6)
+
+
+def test_a_p2p_record_reads_its_own_fields(tmp_path: Path) -> None:
+    events = _read(tmp_path, _op(kind="p2p", exec_us=250, size=1000, busbw=4.0, algbw=4.0))
+    by = {e.name: e for e in events}
+    assert by["nccl:Send"].value == 0.25 and by["nccl.bytes:Send"].value == 1000
+    assert by["nccl.busbw:Send@1KiB"].value == 4.0
+
+
+@pytest.mark.parametrize(("exec_us", "size", "ok"), [(0, 0, True), (0.0, 1, True), (-1, 0, False), (0, -1, False),
+                                                     (-0.001, 0, False)])
+def test_zero_time_and_size_are_read_below_zero_refused(tmp_path: Path, exec_us: Any, size: int, ok: bool) -> None:
+    path = tmp_path / "h-pid7.log"
+    path.write_text(json.dumps(_op(exec_us=exec_us, size=size)) + "\n")
+    if ok:
+        by = {e.name: e for e in read_nccl_inspector(path)}
+        assert by["nccl:AllReduce"].value == 0.0 and by["nccl.bytes:AllReduce"].value == size
+    else:
+        with pytest.raises(InputError, match=r"h-pid7\.log:line 1: a time and a message size of at least 0"):
+            read_nccl_inspector(path)
+
+
+@pytest.mark.parametrize(("start", "ts"), [(0, None), (1, 1e-6), (-5, None), (True, None)])
+def test_a_start_time_of_zero_is_no_time(tmp_path: Path, start: Any, ts: float | None) -> None:
+    (event, *_rest) = _read(tmp_path, _op(start_ts=start))
+    assert event.ts == ts
+
+
+def test_communicators_of_equal_size_keep_the_first_ones_rank(tmp_path: Path) -> None:
+    events = _read(tmp_path, _op(rank=1, n_ranks=4, comm="0xa"), _op(rank=3, n_ranks=4, comm="0xb"),
+                   _op(rank=0, n_ranks=2, comm="0xc"))
+    assert {e.rank for e in events} == {1}
+    bigger = _read(tmp_path, _op(rank=1, n_ranks=4, comm="0xa"), _op(rank=6, n_ranks=5, comm="0xb"))
+    assert {e.rank for e in bigger} == {6}
+
+
+@pytest.mark.parametrize(("pid", "host", "rank"), [(0, "", 0), (-1, "", 9), (None, "", 9), (-1, "h", 0)])
+def test_pid_zero_is_a_process_and_no_process_takes_the_file_name_rank(tmp_path: Path, pid: Any, host: str,
+                                                                       rank: int) -> None:
+    # the only communicator says rank 0; the file name says rank 9
+    events = _read(tmp_path, _op(rank=0, n_ranks=2, pid=pid, host=host), name="trace_rank_9.log")
+    assert {e.rank for e in events} == {rank}
+    assert ("pid" in events[0].attrs) is (pid == 0)
+
+
+@pytest.mark.parametrize(("size", "bucket"), [(2, "2B"), (3, "4B"), (1023, "1KiB"), ((1 << 20) - 1, "1MiB"),
+                                              (1 << 20, "1MiB"), ((1 << 20) + 1, "2MiB"), (1 << 40, "1TiB"),
+                                              ((1 << 40) + 1, "2TiB"), (1 << 50, "1024TiB"), (-3, "0B")])
+def test_size_bucket_at_each_power_and_unit_boundary(size: int, bucket: str) -> None:
+    assert size_bucket(size) == bucket
+
+
+@pytest.mark.parametrize(("lines", "ok"), [(200, True), (201, False)])
+def test_an_object_spread_over_200_lines_is_read_201_is_refused(tmp_path: Path, lines: int, ok: bool) -> None:
+    record = json.dumps(_op(), indent=1).splitlines()  # 27 lines: padded with blank lines inside the object
+    padded = [record[0], *([""] * (lines - len(record))), *record[1:]]
+    assert len(padded) == lines
+    path = tmp_path / "h-pid7.log"
+    path.write_text("\n".join(padded) + "\n")
+    if ok:
+        assert {e.name for e in read_nccl_inspector(path)} >= {"nccl:AllReduce"}
+    else:
+        with pytest.raises(InputError, match=r"h-pid7\.log:line 1: a JSON object closed within 200 lines"):
+            read_nccl_inspector(path)

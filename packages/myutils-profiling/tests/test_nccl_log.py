@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -174,3 +175,88 @@ def test_provider_contract(real_fixtures: Path, tmp_path: Path) -> None:
     unsupported.write_text("epoch 1\n")
     report = check_metrics_provider("nccl_log", real_fixtures / IB_LOG, bad_input=bad, unsupported_input=unsupported)
     assert report.name == "nccl_log" and not report.second_collect
+
+
+# -- boundaries and units (issue 36): each value at its threshold, each unit with a value whose scale error shows
+
+def _log(tmp_path: Path, *lines: str) -> dict[str, list[Any]]:
+    path = tmp_path / "job.log"
+    path.write_text("".join(line + "\n" for line in lines))
+    by: dict[str, list[Any]] = {}
+    for e in read_nccl_log(path):
+        by.setdefault(e.name, []).append(e)
+    return by
+
+
+@pytest.mark.parametrize(("nodes", "flagged"), [(1, False), (2, True), (3, True)])
+def test_sockets_are_flagged_from_two_nodes_on(tmp_path: Path, nodes: int, flagged: bool) -> None:
+    by = _log(tmp_path, "h:1:1 [0] NCCL INFO Using network Socket",
+              f"h:1:1 [0] NCCL INFO comm 0xa rank 0 nRanks 2 nNodes {nodes} localRanks 1 localRank 0 MNNVL 0")
+    (net,) = by["nccl.network:Socket"]
+    assert (net.value, net.unit) == (float(nodes), "nodes")
+    assert ("nccl.check:socket_across_nodes" in by) is flagged
+    if flagged:
+        (check,) = by["nccl.check:socket_across_nodes"]
+        assert (check.value, check.attrs["line"], check.attrs["nnodes"]) == (1.0, 1, nodes)
+
+
+def test_ib_across_nodes_is_not_flagged(tmp_path: Path) -> None:
+    by = _log(tmp_path, "h:1:1 [0] NCCL INFO Using network IB",
+              "h:1:1 [0] NCCL INFO comm 0xa rank 0 nRanks 4 nNodes 2 localRanks 2 localRank 0 MNNVL 0")
+    assert "nccl.check:socket_across_nodes" not in by and by["nccl.network:IB"][0].value == 2.0
+
+
+def test_init_time_is_seconds_as_nccl_prints_it(tmp_path: Path) -> None:
+    by = _log(tmp_path, "h:1:1 [0] NCCL INFO comm 0xa rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x1 - "
+              "Init START",
+              "h:1:1 [0] NCCL INFO Init timings - ncclCommInitRank: rank 0 nranks 2 total 1.52 (kernels 0.21, alloc "
+              "0.05, bootstrap 1.10, allgathers 0.01, topo 0.10, graphs 0.01, connections 0.03, rest 0.01)")
+    (init,) = by["nccl.comm.init_time"]
+    assert (init.value, init.unit, init.kind) == (1.52, "s", "gauge")  # not 1520 (ms) nor 0.00152
+    assert {e.unit for name, es in by.items() if name.startswith("nccl.comm.") and name != "nccl.comm.init_time"
+            for e in es} == {""}
+
+
+@pytest.mark.parametrize(("text", "code"), [("2.9.9", 20909), ("2.10.3", 21003), ("2.22.3+cuda12.4", 22203),
+                                            ("3.0.0", 30000)])
+def test_version_code_orders_versions(tmp_path: Path, text: str, code: int) -> None:
+    by = _log(tmp_path, f"h:1:1 [0] NCCL INFO NCCL version {text}")
+    assert by["nccl.version"][0].value == code and by["nccl.version"][0].attrs["version"] == text
+    bare = _log(tmp_path, f"NCCL version {text}")
+    assert bare["nccl.version"][0].value == code and bare["nccl.version"][0].rank is None
+
+
+def test_equal_communicators_keep_the_first_ones_rank(tmp_path: Path) -> None:
+    by = _log(tmp_path, "h:1:1 [0] NCCL INFO comm 0xa rank 1 nRanks 4 nNodes 1 localRanks 4 localRank 1 MNNVL 0",
+              "h:1:2 [0] NCCL INFO comm 0xb rank 3 nRanks 4 nNodes 1 localRanks 4 localRank 3 MNNVL 0",
+              "h:1:3 [0] NCCL INFO comm 0xc rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0")
+    assert {e.rank for es in by.values() for e in es} == {1}
+
+
+def test_tuner_sizes_are_bytes_and_calls_count_elements(tmp_path: Path) -> None:
+    by = _log(tmp_path, "h:1:1 [0] NCCL INFO AllGather: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..1}",
+              "h:1:1 [0] NCCL INFO AllGather: 524288 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..1}",
+              "h:1:1 [0] NCCL INFO AllGather: 2097152 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..1}",
+              "h:1:1 [0] NCCL INFO AllGather: opCount 1 sendbuff 0x1 recvbuff 0x2 count 300 datatype 7 op 0 root 0 "
+              "comm 0xb [nranks=8] stream 0x3",
+              "h:1:1 [0] NCCL INFO AllGather: opCount 2 sendbuff 0x1 recvbuff 0x2 count 700 datatype 7 op 0 root 0 "
+              "comm 0xb [nranks=8] stream 0x3")
+    (algo,) = by["nccl.algo:AllGather/RING/SIMPLE"]
+    assert (algo.value, algo.attrs["bytes_min"], algo.attrs["bytes_max"]) == (3.0, 524288, 2097152)
+    (coll,) = by["nccl.coll:AllGather"]
+    assert (coll.value, coll.attrs["elements_total"]) == (2.0, 1000)
+
+
+def test_channels_of_each_kind_and_not_the_per_peer_count(tmp_path: Path) -> None:
+    by = _log(tmp_path, "h:1:1 [0] NCCL INFO comm 0xa rank 0 nranks 2 cudaDev 0 busId 1000 - Init START",
+              "h:1:1 [0] NCCL INFO 24 coll channels, 4 collnet channels, 0 nvls channels, 32 p2p channels, "
+              "2 p2p channels per peer")
+    assert [by[f"nccl.comm.{k}_channels"][0].value for k in ("coll", "collnet", "nvls", "p2p")] == [24, 4, 0, 32]
+
+
+def test_a_bare_version_line_is_not_a_second_version_when_processes_say_theirs(tmp_path: Path) -> None:
+    """NCCL prints 'NCCL version' once without its prefix and again per process: one version per process."""
+    by = _log(tmp_path, "NCCL version 2.21.5+cuda12.4",
+              "h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+              "h:2:1 [1] NCCL INFO NCCL version 2.21.5+cuda12.4")
+    assert [(e.attrs["pid"], e.value) for e in by["nccl.version"]] == [(1, 22105.0), (2, 22105.0)]

@@ -93,13 +93,13 @@ def test_short_kernels_count_kernels_only(real_fixtures: Any) -> None:
 
 
 def test_ranks_are_said_with_where_their_numbers_come_from(real_fixtures: Any) -> None:
-    ring = sorted(H.export_path(real_fixtures, k) for k in H.RING)
-    assert not any("rank" in p.name for p in ring)  # nothing in the names: numbered by file order
+    ring = H.ring_by_rank(real_fixtures)  # rank order: the PMI_RANK each export recorded, not the sorted names
+    assert not any("rank" in p.name for p in ring)  # nothing in the names: the recorded PMI_RANK numbers them
     facts, _tables, findings = run(*ring)
     ranks = facts["context.ranks"]
-    assert ranks.measured and "ranks 0-5" in ranks.value and "file order" in ranks.detail
+    assert ranks.measured and "ranks 0-5" in ranks.value and "PMI_RANK that nsys recorded" in ranks.detail
     named = [f for f in findings if any(isinstance(r, int) for r in f["evidence"].get("ranks") or [])]
-    assert named and all("file order" in f["detail"] for f in named)
+    assert named and not any("file order" in f["detail"] for f in named)  # real ranks need no caveat
     # one export holding two processes on two devices: two ranks, not "not measured"
     path = real_fixtures / H100
     pids = H.raw(path, "SELECT COUNT(DISTINCT globalPid), COUNT(DISTINCT deviceId) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0]
@@ -108,8 +108,19 @@ def test_ranks_are_said_with_where_their_numbers_come_from(real_fixtures: Any) -
     assert facts["context.ranks"].value == "ranks 0-1 (2 ranks)" and "numbered by device" in facts["context.ranks"].detail
 
 
+def test_the_world_size_is_the_launchers(real_fixtures: Any) -> None:
+    ring = H.ring_by_rank(real_fixtures)
+    sizes = {H.raw(p, "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE' "
+                      "AND value LIKE 'PMI_SIZE=%'")[0][0].split("=", 1)[1].strip('"') for p in ring}
+    assert sizes == {"6"}  # read with SQL alone: every export recorded PMI_SIZE=6
+    facts, _tables, _findings = run(*ring)
+    assert facts["context.world_size"].value == 6 and "6 of 6" in facts["context.world_size"].detail
+    one, _t, _f = run(H.export_path(real_fixtures, "nsys/nsysai__mfu_2gpu_before.sqlite"))
+    assert "context.world_size" not in one  # no launcher variable recorded: no world size guessed
+
+
 def test_nccl_skew_waits_are_in_milliseconds(real_fixtures: Any) -> None:
-    ring = sorted(H.export_path(real_fixtures, k) for k in H.RING)
+    ring = H.ring_by_rank(real_fixtures)  # rank order: the PMI_RANK each export recorded, not the sorted names
     arrive = [H.raw(p, "SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0] for p in ring]
     _facts, tables, _findings = run(*ring)
     (row,) = tables["nsys_nccl_skew"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import nsys_real as H  # nsys_real.py beside this file, registered by conftest.py
 import pytest
 from typer.testing import CliRunner
 
@@ -46,14 +48,14 @@ def test_summary_of_one_export(real_fixtures: Any, tmp_path: Path) -> None:
 
 
 def test_summary_across_the_ring(real_fixtures: Any, tmp_path: Path) -> None:
-    names = sorted(real_fixtures.names("nsys/dsl_ring_6ranks/"))
+    names = sorted(real_fixtures.names("nsys/dsl_ring_6ranks/"), key=lambda n: H.pmi_rank(real_fixtures / n))
     for i, name in enumerate(names):
         shutil.copyfile(real_fixtures / name, tmp_path / f"rank{i}.sqlite")
     res = CliRunner().invoke(app, ["nsys", "summary", str(tmp_path), "--nccl-bytes", "2MiB", "--top", "3"])
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     assert len(lines) <= 40  # one screen: it printed 587 lines before, one block of tables per export
-    assert "== 6 export(s), 6 rank(s) (from the file names)" in lines[0] and "on 2 host(s)" in lines[0]
+    assert "== 6 exports, 6 ranks (from the launch environment (PMI_RANK))" in lines[0] and "on 2 hosts" in lines[0]
     head = next(i for i, line in enumerate(lines) if line.startswith("rank "))
     rows = [line.split() for line in lines[head + 2:head + 8]]
     assert [r[0] for r in rows] == [str(i) for i in range(6)]  # one row per rank, in rank order
@@ -64,13 +66,29 @@ def test_summary_across_the_ring(real_fixtures: Any, tmp_path: Path) -> None:
                                 "SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMSET)").fetchall()
         conn.close()
         assert f"{span / 1e6:.3f}" in rows[i]
-    assert "NCCL across 6 rank(s): 1 collective(s) matched" in res.output
+    assert "NCCL across 6 ranks: 1 collective matched" in res.output
     assert "arrives late at collectives" in res.output and "Bus bandwidth of AllReduce" in res.output
     assert "setup: 9" in res.output and "ncclCommInitRank" in res.output
-    assert res.output.count("osrt (6 of 6 export(s))") == 1  # said once, not six times
+    assert res.output.count("osrt (6 of 6 exports)") == 1  # said once, not six times
     assert res.output.count("(rank ") == 0 and "--detail" in res.output
     detail = CliRunner().invoke(app, ["nsys", "summary", str(tmp_path), "--top", "3", "--detail"])
     assert detail.exit_code == 0 and detail.output.count("(rank ") == 6  # each export's own block
+
+
+def test_summary_counts_read_as_words(real_fixtures: Any, tmp_path: Path) -> None:
+    """Counts agree with their noun ("3 ranks", "1 collective"), never "3 rank(s)", and the rank that
+    arrives last is said as "rank N", never as a bare number a reader takes for a count."""
+    names = sorted(real_fixtures.names("nsys/dsl_ring_6ranks/"))[:3]  # one host's three ranks
+    for i, name in enumerate(names):
+        shutil.copyfile(real_fixtures / name, tmp_path / f"rank{i}.sqlite")
+    for extra in ([], ["--detail"]):
+        res = CliRunner().invoke(app, ["nsys", "summary", str(tmp_path), *extra])
+        assert res.exit_code == 0, res.output
+        assert not re.search(r"\b(rank|export|host|collective)\(s\)", res.output) and "3 rank " not in res.output
+        assert res.output.splitlines()[0].startswith("== 3 exports, 3 ranks (from the launch environment (PMI_RANK)) "
+                                                     "on 1 host ")
+        last = [line for line in res.output.splitlines() if "Rank arriving last at AllReduce:" in line]
+        assert last and all(re.search(r"AllReduce: rank [0-2]\b", line) for line in last), last
 
 
 def test_summary_folds_pytorch_per_call_nvtx_suffixes(real_fixtures: Any) -> None:

@@ -86,8 +86,9 @@ def test_one_export_holding_two_gpus_has_two_participants(real_fixtures: Any) ->
 
 
 def test_folder_and_glob_inputs_number_ranks_by_file_order(real_fixtures: Any, tmp_path: Path) -> None:
-    for i, name in enumerate(["b.sqlite", "a.sqlite"]):
-        shutil.copyfile(H.export_path(real_fixtures, f"ring:{i}"), tmp_path / name)
+    # exports that recorded no launcher variable (the ring's PMI_RANK would number them: test_rank_coverage.py)
+    for name, key in (("b.sqlite", "nsys/extrap__con_kernel.sqlite"), ("a.sqlite", "nsys/extrap__concurrent_s1_profile1.sqlite")):
+        shutil.copyfile(real_fixtures / key, tmp_path / name)
     got = expand_inputs([tmp_path])
     assert [(p.path.name, p.rank, p.rank_source) for p in got] == [("a.sqlite", 0, "file order"),
                                                                    ("b.sqlite", 1, "file order")]
@@ -103,7 +104,7 @@ def test_templates_read_the_rank_and_refuse_duplicates(real_fixtures: Any, tmp_p
         shutil.copyfile(src, tmp_path / name)
     got = expand_inputs([str(tmp_path / "run_%h_%q{OMPI_COMM_WORLD_RANK}.sqlite")])
     assert [(p.path.name, p.rank) for p in got] == [("run_node1_3.sqlite", 3), ("run_node0_12.sqlite", 12)]
-    shutil.copyfile(src, tmp_path / "x_rank3.sqlite")
+    shutil.copyfile(real_fixtures / "nsys/extrap__con_kernel.sqlite", tmp_path / "x_rank3.sqlite")  # no environment
     with pytest.raises(InputError, match="one export per rank; rank 3"):
         expand_inputs([str(tmp_path / "run_%h_%q{OMPI_COMM_WORLD_RANK}.sqlite"), tmp_path / "x_rank3.sqlite"])
     with pytest.raises(UsageError, match="no file matches"):

@@ -18,12 +18,12 @@ from my_utils.profiling.nsys.timeline import write_timeline
 
 
 def test_each_rank_sorts_at_its_rank_and_is_named_by_it(real_fixtures: Any, tmp_path: Path) -> None:
-    ring = sorted(H.export_path(real_fixtures, k) for k in H.RING)
+    ring = H.ring_by_rank(real_fixtures)  # rank order: the PMI_RANK each export recorded, not the sorted names
     out = tmp_path / "t.json.gz"
     write_timeline([str(ring[0].parent)], out, compress=True)
     doc = json.loads(gzip.decompress(out.read_bytes()))
     meta = [e for e in doc["traceEvents"] if e.get("ph") == "M"]
     sort = {e["pid"]: e["args"]["sort_index"] for e in meta if e["name"] == "process_sort_index"}
     names = {e["pid"]: e["args"]["name"] for e in meta if e["name"] == "process_name"}
-    assert sort == {i: i for i in range(6)}  # ranks 0..5 in order, by file order here
+    assert sort == {i: i for i in range(6)}  # ranks 0..5 in order, by the launch environment here
     assert names == {i: f"rank {i} ({p.name})" for i, p in enumerate(ring)}

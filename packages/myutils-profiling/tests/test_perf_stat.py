@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -177,3 +178,92 @@ def test_provider_contract(real_fixtures: Path, tmp_path: Path) -> None:
     unsupported.write_text("nothing measured here\n")
     report = check_metrics_provider("perf_stat", real_fixtures / REAL, bad_input=bad, unsupported_input=unsupported)
     assert report.name == "perf_stat" and len(report.events) == 51
+
+
+# -- boundaries and units (issue 36): each value at its threshold, each unit with a value whose scale error shows
+
+def _one(tmp_path: Path, text: str, name: str) -> Any:
+    path = tmp_path / "p.txt"
+    path.write_text(text)
+    return {e.name: e for e in read_perf_stat(path)}[name]
+
+
+_HUMAN = " Performance counter stats for 'a.out':\n\n{line}\n\n       1.50 seconds time elapsed\n"
+
+
+@pytest.mark.parametrize(("printed", "unit"), [("msec", "ms"), ("usec", "us"), ("nsec", "ns"), ("sec", "s"),
+                                               ("Joules", "J"), ("Watts", "W"), ("MiB", "MiB"), ("KiB", "KiB"),
+                                               ("GiB", "GiB"), ("B", "B"), ("ns", "ns"), ("ms", "ms"), ("us", "us")])
+def test_each_unit_perf_prints_is_kept_with_the_value_unscaled(tmp_path: Path, printed: str, unit: str) -> None:
+    human = _one(tmp_path, _HUMAN.format(line=f"          1,023.45 {printed} power/energy-pkg/"),
+                 "perf:power/energy-pkg/")
+    assert (human.value, human.unit) == (1023.45, unit)  # msec stays ms: 1023.45, never 1.02345 s
+    csv = _one(tmp_path, f"1023.45,{printed},power/energy-pkg/,1000,100.00,,\n", "perf:power/energy-pkg/")
+    assert (csv.value, csv.unit) == (1023.45, unit)
+
+
+def test_a_unit_word_alone_is_the_event_name(tmp_path: Path) -> None:
+    alone = _one(tmp_path, _HUMAN.format(line="                 7      msec"), "perf:msec")
+    assert (alone.value, alone.unit) == (7.0, "")
+    named = _one(tmp_path, _HUMAN.format(line="                 7      msec task-clock"), "perf:task-clock")
+    assert (named.value, named.unit) == (7.0, "ms")
+
+
+def test_seconds_of_the_footer_are_seconds(tmp_path: Path) -> None:
+    path = tmp_path / "p.txt"
+    path.write_text(" Performance counter stats for 'a.out':\n\n     1,234      cycles\n\n"
+                    "       2.250000000 seconds time elapsed\n\n       1.500000000 seconds user\n"
+                    "       0.125000000 seconds sys\n")
+    by = {e.name: e for e in read_perf_stat(path)}
+    assert [(by[n].value, by[n].unit) for n in ("perf.time_elapsed", "perf.time_user", "perf.time_sys")] == [
+        (2.25, "s"), (1.5, "s"), (0.125, "s")]
+
+
+def test_percent_columns_are_percent_not_ratios(tmp_path: Path) -> None:
+    human = _one(tmp_path, _HUMAN.format(
+        line="     3,812,445,120      cycles      #    3.725 GHz      ( +-  0.12% )  (83.21%)"), "perf:cycles")
+    assert (human.attrs["stddev_pct"], human.attrs["running_pct"]) == (0.12, 83.21)
+    assert (human.attrs["perf_metric"], human.attrs["perf_metric_unit"]) == (3.725, "GHz")
+    csv = _one(tmp_path, "3812445120,,cycles,0.12%,1000821345,83.21,3.725,GHz\n", "perf:cycles")
+    assert (csv.attrs["stddev_pct"], csv.attrs["running_pct"]) == (0.12, 83.21)
+    assert (csv.attrs["perf_metric"], csv.attrs["perf_metric_unit"]) == (3.725, "GHz")
+
+
+@pytest.mark.parametrize(("pct", "running"), [("100.00", None), ("100", None), ("99.99", 99.99), ("0.00", 0.0)])
+def test_a_counter_that_ran_all_the_time_has_no_running_share(tmp_path: Path, pct: str, running: float | None) -> None:
+    event = _one(tmp_path, f"1234,,cycles,1000,{pct},,\n", "perf:cycles")
+    assert event.attrs.get("running_pct") == running
+
+
+def test_a_csv_counter_needs_five_fields(tmp_path: Path) -> None:
+    assert _one(tmp_path, "1234,,cycles,1000,100.00\n", "perf:cycles").value == 1234
+    path = tmp_path / "four.txt"
+    path.write_text("1234,,cycles,1000\n")
+    with pytest.raises(UnsupportedInputError, match="found none"):
+        read_perf_stat(path)
+
+
+@pytest.mark.parametrize(("tail", "metric"), [(",1.23,insn per cycle", (1.23, "insn per cycle")), (",1.23,", None),
+                                              ("", None)])
+def test_perfs_metric_needs_its_unit(tmp_path: Path, tail: str, metric: tuple[float, str] | None) -> None:
+    event = _one(tmp_path, f"5000,,instructions,1000,100.00{tail}\n", "perf:instructions")
+    got = (event.attrs["perf_metric"], event.attrs["perf_metric_unit"]) if "perf_metric" in event.attrs else None
+    assert got == metric
+
+
+def test_aggregation_prefix_and_cpu_count(tmp_path: Path) -> None:
+    event = _one(tmp_path, "S0,8,1234,,cycles,1000,100.00,,\n", "perf:cycles")
+    assert (event.attrs["aggregate"], event.attrs["cpus"]) == ("S0", 8)
+    interval = _one(tmp_path, "2.000000001,S1,4,1234,,cycles,1000,100.00,,\n", "perf:cycles")
+    assert (interval.attrs["interval_s"], interval.attrs["aggregate"], interval.attrs["cpus"]) == (2.000000001, "S1", 4)
+
+
+@pytest.mark.parametrize(("cycles", "ipc"), [("0", None), ("1", 5000.0), ("2500", 2.0)])
+def test_ipc_at_zero_cycles_is_not_measured(tmp_path: Path, cycles: str, ipc: float | None) -> None:
+    path = tmp_path / "p.txt"
+    path.write_text(f"5000,,instructions,1000,100.00,,\n{cycles},,cycles,1000,100.00,,\n")
+    (event,) = [e for e in read_perf_stat(path) if e.name == "perf.ipc"]
+    if ipc is None:
+        assert math.isnan(event.value) and event.attrs["status"] == "not measured: cycles is 0"
+    else:
+        assert event.value == ipc and "status" not in event.attrs

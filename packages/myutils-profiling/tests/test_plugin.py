@@ -12,7 +12,7 @@ from my_utils.core.plugin_types import PluginKind
 from my_utils.core.plugins import get_registry
 
 NAMES = {"mytimer", "torch_profiler", "module_profiler", "table_csv", "ncu_csv", "nsys_sqlite", "cprofile",
-         "dcgm_dmon", "nccl_log", "nccl_inspector", "perf_stat"}
+         "dcgm_dmon", "nccl_log", "nccl_inspector", "nccl_ras", "perf_stat"}
 
 
 def test_registered_and_loadable() -> None:

@@ -46,6 +46,6 @@ def test_plugins_run_on_a_pipe_exits_2_in_one_line(tmp_path: Path) -> None:
                            "--input", str(fifo), "--output-dir", str(out)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip() == f"error: {fifo}: not a regular file or folder (a pipe, socket or device is not " \
-                                  "read); give a file or a folder"
+    assert proc.stderr.strip() == f"error: {fifo}: not a regular file or folder: a FIFO (a pipe, socket or device " \
+                                  "is not read); give a file or a folder"
     assert not out.exists()

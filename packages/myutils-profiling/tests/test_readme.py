@@ -30,3 +30,17 @@ def test_operations_example_runs(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "replay.py", "--device", "cpu", "--iters", "2"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and '"shape": [64, 256]' in done.stdout, done.stderr[-2000:]
+
+
+def test_open_run_example_runs(tmp_path: Path) -> None:
+    (block,) = [b for b in BLOCKS if "open_run" in b]
+    proc = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    kinds, shown = proc.stdout.splitlines()
+    # the shipped data folder: a Kineto trace, a MyTimer CSV, and a table CSV analyze names but does not read
+    assert kinds == "['kineto_trace', 'profile_csv', 'unknown']"
+    assert shown == "Figure True"
+
+
+def test_every_block_is_run() -> None:
+    assert len(BLOCKS) == 3  # the collector, open_run and the operation model: a new block needs its test

@@ -76,3 +76,24 @@ def test_a_trace_outside_the_folder_is_merged_when_named_on_the_command_line(tmp
                                    "--output", str(out), "-q", "--executor", "serial"])
     assert res.exit_code == 0, res.output
     assert _merged_ops(out) == {"op_of_rank0.json"} and "warning" not in res.stderr
+
+
+def test_torch_trace_takes_a_folder_as_analyze_trace_does(real_fixtures: Any, tmp_path: Path) -> None:
+    """``--torch-trace FOLDER`` merges the folder's traces exactly as naming each file does (refused before)."""
+    import shutil
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for name in ("trace_filter__sampled_rank-0.json.gz", "trace_filter__sampled_rank-1.json.gz"):
+        shutil.copyfile(real_fixtures / f"kineto/hta/{name}", folder / name)
+    by_folder, by_files = tmp_path / "folder.json", tmp_path / "files.json"
+    res = CliRunner().invoke(app, ["trace", "--torch-trace", str(folder), "--output", str(by_folder), "-q",
+                                   "--executor", "serial"])
+    assert res.exit_code == 0, res.output
+    named = [a for p in sorted(folder.iterdir()) for a in ("--torch-trace", str(p))]
+    res = CliRunner().invoke(app, ["trace", *named, "--output", str(by_files), "-q", "--executor", "serial"])
+    assert res.exit_code == 0, res.output
+    a, b = json.loads(by_folder.read_text()), json.loads(by_files.read_text())
+    assert check_trace(a) == [] and a["traceEvents"] == b["traceEvents"]
+    ranks = {e["args"]["name"].split(" (")[0] for e in a["traceEvents"] if e.get("name") == "process_name"}
+    assert ranks == {"rank 0", "rank 1"}

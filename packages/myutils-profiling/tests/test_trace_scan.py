@@ -27,8 +27,17 @@ from my_utils.profiling.providers.kineto import read_trace
 from my_utils.profiling.providers.trace_aggregate import TraceAggregator
 from my_utils.profiling.providers.trace_scan import ScannedRun
 
-pytestmark = pytest.mark.skipif(not trace_scan.compiled(),
-                                reason="the C scanner was not built at install (no C compiler or Python.h)")
+
+@pytest.fixture(autouse=True)
+def _scanner_installed(real_fixtures: Any) -> None:
+    """Skip without the compiled scanner (no C compiler at install), but fail where CI requires every input.
+
+    Function-scoped (it holds nothing): a module-scoped fixture would keep this module on one xdist worker.
+    """
+    if not trace_scan.compiled():
+        real_fixtures.unavailable("the C scanner (_kineto_scan) was not built at install (no C compiler or "
+                                  "Python.h, or built from another version: see test_trace_scan_build.py)")
+
 
 _SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, database=None,
                      suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -484,7 +493,7 @@ def test_scan_module_of_another_version_is_ignored(tmp_path: Path) -> None:
 _PEAK_VALUES = st.sampled_from([0.0, -0.0, 1.0, 2.5, -1.0, 1e300, math.inf, -math.inf, math.nan])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(-1, 3), st.integers(-3, 2), _PEAK_VALUES, _PEAK_VALUES), max_size=60))
 def test_peak_rows_are_the_python_loops(rows: list[tuple[int, int, float, float]]) -> None:
     """The compiled ``peak_rows`` keeps, per (step, device), what the Python loop keeps: the first value
@@ -496,7 +505,7 @@ def test_peak_rows_are_the_python_loops(rows: list[tuple[int, int, float, float]
     assert repr(trace_scan._compiled.peak_rows(*columns)) == repr(_peak_rows(*columns))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.integers(1, 700).flatmap(lambda keys: st.lists(
     st.tuples(st.integers(-1, 7), st.integers(0, keys), st.integers(-1, 3), _PEAK_VALUES), max_size=3000)))
 def test_group_rows_are_the_python_loops(rows: list[tuple[int, int, int, float]]) -> None:
@@ -611,7 +620,7 @@ def test_errors_after_runs_read_in_the_bytes_are_the_text_paths(damage: str, tmp
     scanned = _read(path, monkeypatch, "1", "1")
     assert isinstance(scanned, str) and sum(raw) > 5_000, (scanned, sum(raw))
     assert scanned == _read(path, monkeypatch, "1", "0") == _read(path, monkeypatch, "0", "0")
-    assert "character" in scanned or "traceEvents[" in scanned, scanned
+    assert "character" in scanned or "traceEvents[" in scanned or ":byte " in scanned, scanned
 
 
 def test_scan_reads_a_buffer_of_bytes_in_place_and_declines_bytes_that_are_not_ascii() -> None:

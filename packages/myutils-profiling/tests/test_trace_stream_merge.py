@@ -323,3 +323,99 @@ def test_without_torch_trace_the_traces_the_events_name_beside_them_are_merged(r
     res = _run("trace", "--events", str(events), "--output", str(full), "--executor", "serial", "--full-paths")
     assert res.exit_code == 0, res.output
     assert _load(full)["otherData"]["ranks"][0]["torch_traces"] == [str(traces[0])]  # asked for: as given
+
+
+def _exact(path: Path) -> Any:
+    """A trace read with every number as a Decimal: µs with ns decimals compare exactly."""
+    from decimal import Decimal
+
+    with gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb") as fh:
+        return json.load(fh, parse_float=Decimal, parse_int=Decimal)
+
+
+def _input_flows(doc: dict[str, Any]) -> Counter[tuple[Any, ...]]:
+    """(cat, name, start lane, end lane, start ns, end ns, end bp) of every arrow a viewer draws from a Kineto
+    trace: a start 's' with its one or more ends 'f' (Kineto writes an 'f' per kernel of one launch)."""
+    base = doc.get("baseTimeNanoseconds", 0)
+    names = {(m.get("pid"), m.get("tid")): m["args"]["name"] for m in doc["traceEvents"]
+             if m.get("ph") == "M" and m.get("name") == "thread_name"}
+    labels = {m.get("pid"): m["args"]["labels"] for m in doc["traceEvents"]
+              if m.get("ph") == "M" and m.get("name") == "process_labels"}
+
+    def lane(ev: dict[str, Any]) -> str:
+        if str(labels.get(ev.get("pid"), "")).startswith("GPU "):
+            return f"{labels[ev['pid']]} · stream {ev['tid']}"
+        return "torch: " + (names.get((ev.get("pid"), ev.get("tid"))) or f"{ev.get('pid')}/{ev.get('tid')}")
+
+    groups: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for ev in doc["traceEvents"]:
+        if ev.get("ph") in ("s", "t", "f") and "id" in ev:
+            groups.setdefault((ev.get("cat"), ev["id"]), []).append(ev)
+    out: Counter[tuple[Any, ...]] = Counter()
+    for group in groups.values():
+        starts = [e for e in group if e["ph"] == "s"]
+        ends = [e for e in group if e["ph"] == "f"]
+        if len(starts) != 1 or not ends or any(e["ph"] == "t" for e in group):
+            continue  # half an arrow (its start before the window): nothing a viewer can draw
+        s = starts[0]
+        for f in ends:
+            out[(s.get("cat"), s.get("name"), lane(s), lane(f), int(base + s["ts"] * 1000), int(base + f["ts"] * 1000),
+                 s.get("bp"), f.get("bp"))] += 1
+    return out
+
+
+def _output_flows(doc: dict[str, Any]) -> Counter[tuple[Any, ...]]:
+    """The same tuples from a merged trace: one start and one end per id, placed by its thread's lane name."""
+    lanes = {m["tid"]: m["args"]["name"].split(" (overlapping")[0] for m in doc["traceEvents"]
+             if m.get("name") == "thread_name"}
+    origin_ns = doc["otherData"]["time_origin_unix_s"] * 1_000_000_000
+    by_id: dict[Any, dict[str, list[dict[str, Any]]]] = {}
+    for ev in doc["traceEvents"]:
+        if ev.get("ph") in ("s", "t", "f"):
+            by_id.setdefault(ev["id"], {}).setdefault(ev["ph"], []).append(ev)
+    out: Counter[tuple[Any, ...]] = Counter()
+    for flow, phases in by_id.items():
+        assert sorted(phases) == ["f", "s"] and len(phases["s"]) == len(phases["f"]) == 1, (flow, phases)
+        (s,), (f,) = phases["s"], phases["f"]
+        out[(s.get("cat"), s.get("name"), lanes[s["tid"]], lanes[f["tid"]], int(origin_ns + s["ts"] * 1000),
+             int(origin_ns + f["ts"] * 1000), s.get("bp"), f.get("bp"))] += 1
+    return out
+
+
+@pytest.mark.parametrize("executor", ["serial", "process"])
+def test_every_flow_keeps_its_ids_times_lanes_and_binding(real_fixtures: Any, tmp_path: Path, executor: str) -> None:
+    """Each arrow of the input comes out whole: one 's' and one 'f' per id, each at its own time, on its own
+    thread, with its binding point (an end written at its start's time once moved all 4,317 of this trace's)."""
+    source = real_fixtures / FLOWS
+    want = _input_flows(_exact(source))
+    assert sum(want.values()) > 4000 and all(t[5] > t[4] for t in want)  # every end after its start here
+    write_events(tmp_path / "metrics_events.jsonl", [])  # the torch trace alone
+    out = tmp_path / "merged.json"
+    res = _run("trace", "--events", str(tmp_path / "metrics_events.jsonl"), "--torch-trace", str(source),
+               "--output", str(out), "--executor", executor, "--workers", "2")
+    assert res.exit_code == 0, res.output
+    doc = _exact(out)
+    assert _output_flows(doc) == want
+    ids = [e["id"] for e in doc["traceEvents"] if e.get("ph") == "s"]
+    assert len(set(ids)) == len(ids) and all(int(i) == i and 0 <= i < 2**53 for i in ids)
+
+
+def test_trim_keeps_the_events_exactly_at_its_threshold(tmp_path: Path) -> None:
+    """Half the slices last 1 µs, half 2 µs, and only the 2 µs half fits: trim's threshold is 2 µs, and the
+    slices of exactly 2 µs are kept (``dur >= threshold``), every one of them."""
+    t0 = 1_700_000_000e6  # unix µs: placed without baseTimeNanoseconds
+    slices = [{"ph": "X", "name": f"op{i % 7}", "cat": "cpu_op", "ts": t0 + 10 * i, "dur": 1 + i % 2, "pid": 1,
+               "tid": 1} for i in range(4000)]
+    trace = tmp_path / "trace_rank_0.json"
+    trace.write_text(json.dumps({"traceEvents": slices}))
+    write_events(tmp_path / "metrics_events.jsonl", [])
+    args = ["--events", str(tmp_path / "metrics_events.jsonl"), "--torch-trace", str(trace), "--executor", "serial"]
+    whole = tmp_path / "whole.json"
+    assert _run("trace", *args, "--output", str(whole)).exit_code == 0
+    out = tmp_path / "trimmed.json"
+    res = _run("trace", *args, "--output", str(out), "--max-mb", f"{0.75 * whole.stat().st_size / (1 << 20):.4f}",
+               "--overflow", "trim")
+    assert res.exit_code == 0, res.output
+    doc = _load(out)
+    assert doc["otherData"]["trimmed"]["torch_min_duration_us"] == 2.0
+    assert sorted(e["dur"] for e in doc["traceEvents"] if e.get("ph") == "X") == [2] * 2000

@@ -14,7 +14,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Iterator
+import stat
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -99,6 +100,67 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def replace_all(pairs: Sequence[tuple[str | Path, str | Path]]) -> None:
+    """Rename each finished temporary over its target: all of them, or, when one rename fails, none.
+
+    For the outputs a command writes as a set (the tables of ``--csv-dir``, a trace's parts, the
+    reports): a failure half-way through the renames (a target that is a folder, a file system
+    gone read-only) must not leave a mix of two runs. A target that is a folder is refused before
+    any rename. Each existing target keeps a hard link (else a copy) under a temporary name until
+    the end; on a failure the targets renamed so far get their old files back (or are removed when
+    there was none) and the error names the target that failed. A process killed during the renames
+    cannot undo them; its backups are removed by a later write to the folder.
+    """
+    from my_utils.core.scratch import temp_name
+
+    moves = [(Path(tmp), Path(target)) for tmp, target in pairs]
+    for _tmp, target in moves:
+        try:
+            info = os.stat(target)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, f"cannot write {target}: it is a folder")
+    backups: list[Path | None] = []
+    done = 0
+    try:
+        for _tmp, target in moves:
+            backups.append(_backup(target, temp_name(target)))
+        for tmp, target in moves:
+            try:
+                os.replace(tmp, target)
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot write {target}: {exc.strerror or exc}", str(target)) from None
+            done += 1
+    except BaseException:
+        for (_tmp, target), backup in list(zip(moves, backups, strict=False))[:done][::-1]:
+            with contextlib.suppress(OSError):
+                if backup is not None:
+                    os.replace(backup, target)
+                else:
+                    os.unlink(target)
+        raise
+    finally:
+        for backup in backups:
+            if backup is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(backup)
+
+
+def _backup(target: Path, prefix: str) -> Path | None:
+    """A second name for ``target``'s file (a hard link, else a copy), or None when there is no such file."""
+    if not os.path.lexists(target):
+        return None
+    backup = target.parent / f"{prefix}{os.urandom(6).hex()}.tmp"
+    try:
+        os.link(target, backup, follow_symlinks=False)
+    except OSError:  # a file system without hard links
+        import shutil
+
+        shutil.copy2(target, backup, follow_symlinks=False)
+    return backup
 
 
 def _sweep_once(folder: Path) -> None:

@@ -52,8 +52,8 @@ from my_utils.core.scratch import make_scratch, owner_token
 if TYPE_CHECKING:
     import logging
 
-__all__ = ["QUIET_LOOP", "QUIET_WORKERS", "LocalDask", "frozen_gc", "local_cluster", "no_task_failures",
-           "quiet_distributed"]
+__all__ = ["LOOPBACK_HTTP", "QUIET_LOOP", "QUIET_WORKERS", "LocalDask", "connect_timeout", "frozen_gc",
+           "join_scheduler", "local_cluster", "no_task_failures", "quiet_distributed"]
 
 #: the periodic work of a process's event loop, slowed down: the scheduler's (in this process) for a local cluster
 QUIET_LOOP = {"distributed.admin.system-monitor.gil.enabled": False,
@@ -63,6 +63,8 @@ QUIET_LOOP = {"distributed.admin.system-monitor.gil.enabled": False,
 QUIET_WORKERS = {**QUIET_LOOP,
                  "distributed.worker.profile.enabled": False,
                  "distributed.worker.memory.monitor-interval": "1s"}
+#: where the local scheduler serves its HTTP routes: a free port on loopback (never a host-less ":0")
+LOOPBACK_HTTP = "127.0.0.1:0"
 _AF_UNIX_PATH_MAX = 100  # a unix socket's path (the fork server's) is at most 104-108 bytes, whatever the OS
 
 
@@ -89,6 +91,82 @@ def quiet_distributed() -> None:
     log = logging.getLogger("distributed")
     if log.getEffectiveLevel() < logging.ERROR:
         log.setLevel(logging.ERROR)
+
+
+def connect_timeout() -> float:
+    """Seconds a scheduler has to answer: Dask's ``distributed.comm.timeouts.connect`` (30 s unless set)."""
+    import dask
+    import distributed  # noqa: F401 - its import puts its defaults into Dask's config
+    from dask.utils import parse_timedelta
+
+    return float(parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="seconds"))
+
+
+def join_scheduler(address: str, where: str) -> Any:
+    """A ``distributed.Client`` of the scheduler at ``address``, or a one-line ``UsageError`` in bounded time.
+
+    ``Client(address, timeout=...)`` bounds the TCP connection but not Dask's handshake: a server
+    that accepts and never answers held a command until the peer hung up, and a refused address
+    was retried for the whole timeout. So the address is tried first: a refused or unreachable
+    one fails at once, and the handshake must finish within :func:`connect_timeout` (a probe
+    connection, closed right after). ``where`` names the option the address came from.
+    """
+    timeout = connect_timeout()
+    _answers(address, timeout, where)
+    from distributed import Client
+
+    return Client(address, set_as_default=False, timeout=timeout)
+
+
+def _answers(address: str, timeout: float, where: str) -> None:
+    """Raise ``UsageError`` unless a Dask scheduler at ``address`` completes a handshake within ``timeout``."""
+    import asyncio
+
+    from distributed.comm import connect
+    from distributed.comm.addressing import get_address_host_port, parse_address
+
+    scheme, _ = parse_address(address)
+    if scheme in ("tcp", "tls", "ws", "wss"):  # a socket first: refused or unreachable is said at once
+        import socket
+
+        try:
+            host, port = get_address_host_port(address)
+            with socket.create_connection((host, port), timeout=timeout):
+                pass
+        except TimeoutError:
+            raise UsageError(_no_answer(address, timeout, where, "")) from None
+        except (OSError, ValueError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            raise UsageError(_no_answer(address, None, where, reason)) from None
+    failed: list[BaseException] = []
+
+    async def handshake() -> None:
+        comm = await asyncio.wait_for(connect(address, timeout=timeout), timeout)
+        await comm.close()
+
+    def run() -> None:  # its own thread and loop: the caller may run one itself (a notebook)
+        try:
+            asyncio.run(handshake())
+        except BaseException as exc:  # reported on the calling thread
+            failed.append(exc)
+
+    probe = threading.Thread(target=run, name="myutils-dask-probe", daemon=True)
+    probe.start()
+    probe.join(timeout + 5)
+    if probe.is_alive() or failed:
+        error = failed[0] if failed else None
+        if error is None or isinstance(error, (TimeoutError, asyncio.TimeoutError)):
+            raise UsageError(_no_answer(address, timeout, where, ""))
+        # something answered, but not Dask's handshake (another service on that port)
+        raise UsageError(_no_answer(address, None, where, f"something answered, but not as a Dask scheduler: "
+                                                          f"{type(error).__name__}: {str(error)[:120]}"))
+
+
+def _no_answer(address: str, timeout: float | None, where: str, reason: str) -> str:
+    within = f" within {timeout:g} s" if timeout is not None else ""
+    why = f" ({reason})" if reason else ""
+    return (f"no Dask scheduler answered at {address}{within}{why}, given by {where}; check the address and that "
+            "the scheduler runs (the time allowed is Dask's distributed.comm.timeouts.connect)")
 
 
 @contextlib.contextmanager
@@ -199,11 +277,13 @@ def local_cluster(workers: int | None, preload: Sequence[str] = (), scratch: str
                 # scheduler interrupted half-way is never closed: its loop thread outlives the call)
                 with signals_deferred():
                     started.enter_context(dask.config.set({**QUIET_LOOP, "temporary-directory": space}))
-                    # loopback only; ":0": the scheduler's HTTP routes bind a free port (None still binds the
-                    # fixed 8787); silence_logs: its INFO lines stay quiet. QUIET_LOOP: the scheduler's system
-                    # monitor (every 0.5 s) and tick (20 ms) took 2.6 % of a core while idle, 0.75 % with these
+                    # loopback only, its HTTP routes too: a dashboard address without a host (":0") binds
+                    # 0.0.0.0, where /info and /json/identity.json list the workers, folders and logs to any
+                    # host; port 0 is a free one (None binds the fixed 8787). silence_logs: its INFO lines
+                    # stay quiet. QUIET_LOOP: the scheduler's system monitor (every 0.5 s) and tick (20 ms)
+                    # took 2.6 % of a core while idle, 0.75 % with these
                     cluster = started.enter_context(LocalCluster(
-                        n_workers=0, host="127.0.0.1", dashboard_address=":0", silence_logs=40,
+                        n_workers=0, host="127.0.0.1", dashboard_address=LOOPBACK_HTTP, silence_logs=40,
                         local_directory=space))
                 starter.join()
                 if failed:

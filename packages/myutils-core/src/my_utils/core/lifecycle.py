@@ -135,11 +135,14 @@ def spawn_pool(workers: int) -> ProcessPoolExecutor:
     """A process pool of ``workers`` spawned processes that end with this one (:func:`worker_init`).
 
     Spawned, not forked: a forked copy of a process holding threads (Dask, torch, a logger) can deadlock.
+    The workers never re-run the caller's main script (:mod:`~my_utils.core.mainless`), so a script
+    without an ``if __name__ == "__main__":`` guard works too.
     """
-    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+    from my_utils.core.mainless import mainless_context
+
+    return ProcessPoolExecutor(max_workers=workers, mp_context=mainless_context(),
                                initializer=worker_init, initargs=(owner_token(), os.getpid()))
 
 

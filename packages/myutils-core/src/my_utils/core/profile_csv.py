@@ -9,7 +9,7 @@ The writer side (``GlobalLogger``: packed step records rendered by ``step_log``,
 written is exactly what the reader accepts: real CSV (fields with a comma, quote or newline are
 quoted) and every record ends with ``\\n``. Text cells are safe to open in a spreadsheet: one
 that would run as a formula (``=``, ``+``, ``-``, ``@``, a tab... first) is written with a leading
-apostrophe (``safe_io.csv_text_cell``), which ``iter_profile_rows`` takes off, so every tool that
+apostrophe (``csv_safe.csv_text_cell``; also after each line break of a multi-line name), which ``iter_profile_rows`` takes off, so every tool that
 reads through it sees the original name; names that are not UTF-8 are written as ``\\xNN``.
 """
 
@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import quote, unquote
 
+from my_utils.core.csv_safe import csv_field, csv_text_cell, csv_text_value
 from my_utils.core.errors import InputError
-from my_utils.core.safe_io import csv_text_cell, csv_text_value, open_regular, utf8_text
+from my_utils.core.safe_io import open_regular, utf8_text
 
 __all__ = [
     "HEADER_LINE",
@@ -58,7 +59,6 @@ PROFILE_CSV_COLUMNS: tuple[str, ...] = (
 )
 HEADER_LINE = ",".join(PROFILE_CSV_COLUMNS) + "\n"
 
-_NEEDS_QUOTES = frozenset(',"\r\n')
 # Characters that would break the "k=v;k=v" syntax are percent-encoded (and '%' itself).
 _META_SAFE_KEY = " !#$&'()*+,-./:<>?@[]^_`{|}~"
 _META_SAFE_VALUE = _META_SAFE_KEY + "="
@@ -86,11 +86,6 @@ class ProfileRow:
 # -- formatting (writer side) ------------------------------------------------------------
 
 
-def csv_field(value: str) -> str:
-    """``value`` as one CSV field: quoted (quotes doubled) only when it holds ``,`` ``"`` or a newline."""
-    if _NEEDS_QUOTES.isdisjoint(value):
-        return value
-    return '"' + value.replace('"', '""') + '"'
 
 
 def format_metadata(items: Mapping[str, object]) -> str:

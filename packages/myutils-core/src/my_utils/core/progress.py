@@ -9,6 +9,11 @@ a caller can advance it per item in a loop without measuring first.
 Drawing happens on a daemon thread, so a single long item (one large trace) still
 shows the bar and the elapsed time; the line is erased when the block ends, leaving
 the terminal as it was.
+
+A command's *fallback* bar (``fallback=True``: :mod:`my_utils.core.cli.command_progress`
+starts one for every command) shows only the command and its elapsed time, and steps aside
+while any other bar is drawing, so a command without a bar of its own still says it is
+working, and one with its own shows only that.
 """
 
 from __future__ import annotations
@@ -25,13 +30,18 @@ __all__ = ["Progress", "progress"]
 
 _REFRESH_S = 0.1
 _BAR_WIDTH = 24
+# visible bars of a command's own (not fallback) now running: a fallback bar draws only while none is
+_OWN_BARS = [0]
+_OWN_LOCK = threading.Lock()
 
 
 class Progress:
     """Counts finished units of work; draws itself only when its stream is a live terminal."""
 
     def __init__(self, total: int | None, label: str, *, stream: IO[str] | None = None,
-                 visible: bool = False, delay: float = 1.0) -> None:
+                 visible: bool = False, delay: float = 1.0, fallback: bool = False) -> None:
+        self.fallback = fallback
+        self._counted = False  # counted among the command's own bars (_OWN_BARS) while it runs
         self.total = total
         self.label = label
         self.done = 0
@@ -61,6 +71,9 @@ class Progress:
     def render(self, width: int = 80) -> str:
         """The bar as one line of at most ``width`` characters (no control characters)."""
         elapsed = time.monotonic() - self._start
+        if self.fallback:
+            return "".join(ch if ch.isprintable() else "?" for ch in f"{self.label}: working {elapsed:.0f}s")[
+                : max(10, width - 1)]
         if self.total:
             frac = min(1.0, self.done / self.total)
             filled = int(frac * _BAR_WIDTH)
@@ -76,6 +89,10 @@ class Progress:
     # -- drawing (only when visible) ------------------------------------------------
 
     def _start_drawing(self) -> None:
+        if self._visible and not self.fallback:
+            with _OWN_LOCK:
+                _OWN_BARS[0] += 1
+            self._counted = True
         if self._visible:
             self._thread = threading.Thread(target=self._loop, name="my_utils-progress", daemon=True)
             self._thread.start()
@@ -97,7 +114,7 @@ class Progress:
         except (OSError, ValueError, AttributeError):
             width = 80
         with self._lock:
-            if self._stop.is_set():
+            if self._stop.is_set() or (self.fallback and _OWN_BARS[0] > 0):
                 return
             try:
                 stream.write("\r\x1b[K" + self.render(width))
@@ -109,6 +126,10 @@ class Progress:
                 self._stop.set()
 
     def _finish(self) -> None:
+        if self._counted:
+            with _OWN_LOCK:
+                _OWN_BARS[0] -= 1
+            self._counted = False
         if self._thread is None:
             return
         with self._lock:
@@ -129,15 +150,16 @@ def _is_terminal(stream: IO[str]) -> bool:
 
 @contextlib.contextmanager
 def progress(total: int | None, label: str, *, enabled: bool = True,
-             stream: IO[str] | None = None, delay: float = 1.0) -> Iterator[Progress]:
+             stream: IO[str] | None = None, delay: float = 1.0, fallback: bool = False) -> Iterator[Progress]:
     """Yield a :class:`Progress` for a block of work; it draws on ``stream`` (stderr) after ``delay`` s.
 
     ``total`` is the number of units (``None`` when unknown: the bar then counts up).
     Pass ``enabled=False`` for ``--quiet`` or ``--json``. Nothing is drawn when the
-    stream is not a terminal, and the line is erased when the block ends.
+    stream is not a terminal, and the line is erased when the block ends. ``fallback``: a
+    command's elapsed time only, drawn while no other bar is (module docstring).
     """
     out = sys.stderr if stream is None else stream
-    bar = Progress(total, label, stream=out, visible=enabled and _is_terminal(out), delay=delay)
+    bar = Progress(total, label, stream=out, visible=enabled and _is_terminal(out), delay=delay, fallback=fallback)
     bar._start_drawing()
     try:
         yield bar

@@ -124,11 +124,10 @@ def run_provider_on_input(
     checked = check_options(get_registry().get(PluginKind.METRICS_PROVIDER, name), options or {}, "--option")
     factory = load_component(PluginKind.METRICS_PROVIDER, name)
     source = Path(input_path)
+    from my_utils.core.safe_io import path_problem, refuse_overwriting_inputs
+
     if not (source.is_file() or source.is_dir()):
-        why = "no such file or folder" if not source.exists() else (
-            "not a regular file or folder (a pipe, socket or device is not read); give a file or a folder")
-        raise InputError(source, None, why)
-    from my_utils.core.safe_io import refuse_overwriting_inputs
+        raise InputError(source, None, path_problem(source))
 
     # before any work: the events file must never replace the file it is read from
     refuse_overwriting_inputs([events_path(output_dir)], [source] if source.is_file() else [], what="--output-dir file")

@@ -1,11 +1,13 @@
 """Small guards every command uses where data enters or leaves: the README's promises in code.
 
 - ``open_regular``: read only regular files (a FIFO or a device named like an input would
-  block a command forever, or read without end).
+  block a command forever, or read without end); ``path_problem`` says what a path that is
+  neither a file nor a folder really is (a link that loops, a FIFO...).
 - ``refuse_overwriting_inputs``: an output never replaces an input (also through a link,
   a hard link, or a sibling file the writer derives from the output's name).
 - ``csv_text_cell`` / ``csv_text_value``: a text cell a spreadsheet would run as a formula
-  is written with a leading apostrophe, and read back exactly.
+  is written with a leading apostrophe, and read back exactly (from :mod:`.csv_safe`, the one
+  CSV writer).
 - ``utf8_text``: a name that cannot be written as UTF-8 (a lone surrogate from
   ``os.fsdecode`` of a non-UTF-8 byte) keeps its information as a ``\\xNN`` escape.
 - ``strict_json``: JSON without bare ``NaN``/``Infinity`` (other tools refuse them).
@@ -65,6 +67,43 @@ def check_regular(path: str | Path) -> None:
         raise InputError(path, None, f"a regular file (this is {_kind(info.st_mode)})")
 
 
+def path_problem(path: str | Path) -> str:
+    """Why ``path`` is no input to read, said as what it is: absent, a symbolic link that loops or leads
+    nowhere, a FIFO, socket or device, unreadable... (for a path that is neither a regular file nor a folder).
+
+    ``Path.exists()`` is False for a loop and for a dangling link alike, and a FIFO is no "missing
+    file": the one line a user gets names what the path really is.
+    """
+    import errno
+
+    name = os.fspath(path)
+    try:
+        info = os.lstat(name)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return "no such file or folder"
+        if exc.errno == errno.ENOTDIR:
+            return "no such file or folder (a part of the path above it is a file, not a folder)"
+        return f"a path that cannot be looked at ({exc.strerror or exc})"
+    if stat.S_ISLNK(info.st_mode):
+        try:
+            target = os.readlink(name)
+        except OSError:
+            target = "?"
+        try:
+            info = os.stat(name)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return f"a symbolic link in a loop (it points to {target!r}, which leads back to it); give a file or a folder"
+            if exc.errno == errno.ENOENT:
+                return f"a symbolic link to {target!r}, which does not exist"
+            return f"a symbolic link to {target!r}, which cannot be looked at ({exc.strerror or exc})"
+    if stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode):
+        return "a file or folder that cannot be read"
+    return f"not a regular file or folder: {_kind(info.st_mode)} (a pipe, socket or device is not read); give a " \
+           "file or a folder"
+
+
 def _kind(mode: int) -> str:
     for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
@@ -103,29 +142,10 @@ def refuse_overwriting_inputs(outputs: Iterable[str | Path], inputs: Iterable[st
 
 
 # -- CSV --------------------------------------------------------------------------------
+# one home for the formula guard, with the one CSV writer (csv_safe); kept importable from here
 
-#: First characters a spreadsheet (Excel, LibreOffice, Google Sheets) evaluates as a formula.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
-
-
-def csv_text_cell(text: str) -> str:
-    """``text`` safe in a CSV text cell: a leading apostrophe where a spreadsheet would see a formula.
-
-    Reversible with ``csv_text_value``: a text that itself starts with apostrophes followed by
-    a formula character gets one more, so every text reads back exactly.
-    """
-    body = text.lstrip("'")
-    if body.startswith(_FORMULA_START):
-        return "'" + text
-    return text
-
-
-def csv_text_value(cell: str) -> str:
-    """The text ``csv_text_cell`` wrote (drops the one apostrophe it added)."""
-    if cell.startswith("'") and cell.lstrip("'").startswith(_FORMULA_START):
-        return cell[1:]
-    return cell
-
+from my_utils.core.csv_safe import csv_text_cell as csv_text_cell  # noqa: E402
+from my_utils.core.csv_safe import csv_text_value as csv_text_value  # noqa: E402
 
 # -- text -------------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from typing import Any, Union
 
 from my_utils.core.atomic import atomic_write
 from my_utils.core.errors import InputError, UsageError
+from my_utils.core.paths import StrPath, as_paths
 from my_utils.core.profile_csv import ProfileRow, iter_profile_rows
 from my_utils.core.safe_io import utf8_text
 
@@ -329,12 +330,10 @@ def _instant(row: ProfileRow, note: str, pid: int, tid: int) -> dict[str, Any]:
             "ts": round(row.timestamp_unix * 1e6), "pid": pid, "tid": tid, "args": args}
 
 
-def find_profile_csvs(paths: str | Path | Sequence[str | Path]) -> list[Path]:
+def find_profile_csvs(paths: StrPath | Sequence[StrPath]) -> list[Path]:
     """Files named directly, and the ``profile_rank_<R>.csv`` files of folders (in rank order)."""
-    items = [paths] if isinstance(paths, (str, Path)) else list(paths)
     found: list[Path] = []
-    for item in items:
-        path = Path(item)
+    for path in as_paths(paths, "csv_path"):
         if path.is_dir():
             ranked = [(int(m.group(1)), p) for p in path.iterdir() if (m := _CSV_RE.fullmatch(p.name)) and p.is_file()]
             in_dir = [p for _, p in sorted(ranked)]
@@ -359,7 +358,7 @@ def _utf8_strings(obj: Any) -> Any:
     return obj
 
 
-def csv_to_trace(csv_path: str | Path | Sequence[str | Path], out_json: str | Path, *,
+def csv_to_trace(csv_path: StrPath | Sequence[StrPath], out_json: StrPath, *,
                  layout: TraceLayout | str = TraceLayout.RANK, clock_offsets: ClockOffsets | None = None) -> Path:
     """Convert profile CSVs (a file, a folder of ``profile_rank_<R>.csv``, or a list) into one trace file.
 

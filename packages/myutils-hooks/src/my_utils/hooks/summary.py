@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from my_utils.core.atomic import atomic_write
+from my_utils.core.csv_safe import write_csv
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -86,7 +87,8 @@ def write_summary_csv(frame: pd.DataFrame, output_path: str | os.PathLike[str]) 
     target = Path(output_path)
     try:
         with atomic_write(target, "w", encoding="utf-8") as fh:
-            frame.to_csv(fh, index=False, lineterminator="\n")
+            # the project's one CSV writer: a module name never opens as a formula in a spreadsheet
+            write_csv(fh, [str(c) for c in frame.columns], frame.itertuples(index=False, name=None))
     except OSError as exc:
         _log.error("ModuleProfiler.summary could not write %s: %s (the DataFrame is still returned)", target, exc)
         return None

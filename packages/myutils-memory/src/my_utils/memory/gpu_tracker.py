@@ -27,7 +27,7 @@ from my_utils.core.dist_env import env_rank
 from my_utils.core.errors import UsageError
 from my_utils.memory.host_sampler import HostSampler
 from my_utils.memory.nvml_sampler import ENERGY_NONE, NvmlSampler
-from my_utils.memory.samples_file import Sample, SamplesWriter
+from my_utils.memory.samples_file import Sample, SamplesWriter, StepMark
 
 __all__ = ["GPU_Performance_Tracker"]
 
@@ -69,6 +69,7 @@ class GPU_Performance_Tracker:
         self.device_index = device_index if device_index is not None else (int(local) if local.isdigit() else 0)
         self.samples: list[Sample] = []
         self.notes: list[str] = []
+        self.step_marks: list[StepMark] = []
         self.nvml_status = "NVML not tracked (track_hardware_metrics=False)"
         self.energy_method = ENERGY_NONE
         self.png_path: Path | None = None
@@ -115,7 +116,7 @@ class GPU_Performance_Tracker:
         if self.running:
             raise UsageError(f"GPU_Performance_Tracker({self.prefix!r}).start_monitoring() called while it is "
                              "already monitoring; call stop_monitoring() first")
-        self.samples, self.notes = [], []
+        self.samples, self.notes, self.step_marks = [], [], []
         if self.track_hardware_metrics:
             self._nvml = NvmlSampler(self.device_index)
             reason = self._nvml.open()
@@ -197,6 +198,25 @@ class GPU_Performance_Tracker:
             # a fixed schedule (not sleep(interval)) so sampling time does not stretch the period
             if self._stop.wait(max(0.0, next_at - time.monotonic())):
                 return
+
+    def mark_step(self, step: int) -> None:
+        """Training step ``step`` ends now: written to the samples file, so energy per step can be measured.
+
+        Cheap (one line written, no sampling); never raises for a file that cannot be written.
+        """
+        now = time.time()
+        self.step_marks.append(StepMark(now, int(step)))
+        if self._writer is not None:
+            try:
+                self._writer.step(now, step)
+            except (OSError, ValueError) as exc:
+                if not self._reported_error:
+                    self._reported_error = True
+                    _log.warning("GPU_Performance_Tracker(%r): step end not written (%s)", self.prefix, exc)
+
+    def follow(self, timer: Any) -> None:
+        """Mark the end of every step of ``timer`` (a MyTimer): each ``timer.step()`` calls ``mark_step``."""
+        timer.add_listener(lambda step, regions: self.mark_step(step))
 
     def sample_once(self) -> Sample:
         """Take one sample now, keep it and append it to the file."""

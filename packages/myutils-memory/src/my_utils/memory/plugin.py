@@ -96,8 +96,10 @@ def myutils_cli(app: "typer.Typer") -> None:
     @exit_on_error
     def cut(
         snapshot: Annotated[Path, typer.Argument(help="a snapshot (.pt or .pickle)")],
-        start: Annotated[float, typer.Option("--from", help="seconds since the first trace entry")],
-        stop: Annotated[float, typer.Option("--to", help="seconds since the first trace entry")],
+        start: Annotated[float, typer.Option("--from", help="seconds since the first trace entry (entry number "
+                                                               "for a snapshot that records no times)")],
+        stop: Annotated[float, typer.Option("--to", help="seconds since the first trace entry (entry number "
+                                                             "for a snapshot that records no times)")],
         output: Annotated[Path, typer.Option("--output", "-o", help="the smaller snapshot: NAME.pt writes NAME.pt (torch.load) and NAME.pickle (memory_viz); "
                                    "any other name, the pickle alone")],
     ) -> None:
@@ -105,16 +107,20 @@ def myutils_cli(app: "typer.Typer") -> None:
         from my_utils.core.safe_io import refuse_overwriting_inputs
         from my_utils.memory.snapshot import TORCH_SUFFIX, viz_pickle_path
         from my_utils.memory.snapshot_cut import cut_snapshot, save_cut
-        from my_utils.memory.snapshot_io import load_snapshot
+        from my_utils.memory.snapshot_io import has_times, load_snapshot
 
         # every file the cut writes (a .pt also writes its .pickle sibling), before any work
         writes = [output, viz_pickle_path(output)] if output.suffix == TORCH_SUFFIX else [output]
         refuse_overwriting_inputs(writes, [snapshot])
-        smaller = cut_snapshot(load_snapshot(snapshot), start, stop)
+        loaded = load_snapshot(snapshot)
+        smaller = cut_snapshot(loaded, start, stop)
         save_cut(output, smaller, snapshot)
         kept = sum(len(t) for t in smaller["device_traces"])
         written = f"{output} and {viz_pickle_path(output)}" if output.suffix == TORCH_SUFFIX else str(output)
-        typer.echo(f"wrote {written}: {kept} trace entries between {start} s and {stop} s")
+        # a snapshot without recorded times is numbered by entry: --from/--to count entries, not seconds
+        span = f"between {start:g} s and {stop:g} s" if has_times(loaded) else \
+            f"from entry {start:g} to entry {stop:g} (the snapshot records no times: entries are counted)"
+        typer.echo(f"wrote {written}: {kept} trace entries {span}")
 
     memory_app.command("summarize")(summarize)
     memory_app.command("cut")(cut)

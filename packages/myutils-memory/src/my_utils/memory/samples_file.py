@@ -3,8 +3,10 @@
 Line 1 is the header: ``{"format": "my_utils.memory.samples", "schema_version": 1, "prefix",
 "rank", "interval_s", "start_ts", "nvml", "energy_method", "host", "units"}``, where
 ``nvml`` is ``"ok: <GPU name>"`` or ``"NVML unavailable: <reason>"``. Each further line is a
-sample, ``{"ts": <unix s>, "t": <s since start>, "metrics": {<name>: <number>}}``, or a
-note, ``{"ts": ..., "note": "<text>"}`` (a dropped metric, a sampler error). Lines are
+sample, ``{"ts": <unix s>, "t": <s since start>, "metrics": {<name>: <number>}}``, a
+note, ``{"ts": ..., "note": "<text>"}`` (a dropped metric, a sampler error), or the end of a
+training step, ``{"ts": ..., "step": <n>}`` (``GPU_Performance_Tracker.mark_step``: what
+energy per step is measured between). Lines are
 flushed one by one, so a killed process loses at most its last line; readers skip a torn
 last line.
 """
@@ -12,6 +14,7 @@ last line.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +23,8 @@ from typing import IO, Any
 from my_utils.core.errors import InputError, UnsupportedInputError
 from my_utils.core.safe_io import open_regular
 
-__all__ = ["FORMAT", "SCHEMA_VERSION", "UNITS", "Sample", "SamplesWriter", "read_samples"]
+__all__ = ["FORMAT", "SCHEMA_VERSION", "UNITS", "Sample", "SamplesRead", "SamplesWriter", "StepMark", "read_samples",
+           "read_samples_file"]
 
 FORMAT = "my_utils.memory.samples"
 SCHEMA_VERSION = 1
@@ -40,19 +44,41 @@ class Sample:
     metrics: dict[str, float]
 
 
+@dataclass(frozen=True)
+class StepMark:
+    """The end of training step ``step`` at unix time ``ts``."""
+
+    ts: float
+    step: int
+
+
+@dataclass(frozen=True)
+class SamplesRead:
+    """What :func:`read_samples_file` read: the header, samples, notes, step ends, and the lines read."""
+
+    header: dict[str, Any]
+    samples: list[Sample]
+    notes: list[str]
+    steps: list[StepMark]
+    done: int
+
+
 class SamplesWriter:
-    """Writes the header at once, then one flushed line per sample or note."""
+    """Writes the header at once, then one flushed line per sample, note or step end (from any thread)."""
 
     def __init__(self, path: str | Path, header: dict[str, Any]) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()  # the sampling thread and the training thread both write
         self._fh: IO[str] | None = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._line({"format": FORMAT, "schema_version": SCHEMA_VERSION, **header, "units": UNITS})
 
     def _line(self, obj: dict[str, Any]) -> None:
-        if self._fh is not None:
-            self._fh.write(json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n")
-            self._fh.flush()
+        text = json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n"
+        with self._lock:
+            if self._fh is not None:
+                self._fh.write(text)
+                self._fh.flush()
 
     def sample(self, sample: Sample) -> None:
         """Append one sample line; a NaN or infinite value is left out (not measured, and JSON has no NaN)."""
@@ -63,11 +89,16 @@ class SamplesWriter:
         """Append one note line."""
         self._line({"ts": round(ts, 6), "note": text})
 
+    def step(self, ts: float, step: int) -> None:
+        """Append the end of training step ``step``."""
+        self._line({"ts": round(ts, 6), "step": int(step)})
+
     def close(self) -> None:
         """Close the file (idempotent)."""
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
 
 
 def read_samples(path: str | Path, start_line: int = 0) -> tuple[dict[str, Any], list[Sample], list[str], int]:
@@ -75,11 +106,18 @@ def read_samples(path: str | Path, start_line: int = 0) -> tuple[dict[str, Any],
 
     A file whose first line is not a samples header raises ``UnsupportedInputError``; any
     other bad line ``InputError`` with its line number. A last line without its newline is
-    a write in progress: it is not read (and not counted).
+    a write in progress: it is not read (and not counted). Step ends: :func:`read_samples_file`.
     """
+    read = read_samples_file(path, start_line)
+    return read.header, read.samples, read.notes, read.done
+
+
+def read_samples_file(path: str | Path, start_line: int = 0) -> SamplesRead:
+    """Everything :func:`read_samples` reads, and the step ends (``{"ts", "step"}`` lines)."""
     p = Path(path)
     samples: list[Sample] = []
     notes: list[str] = []
+    steps: list[StepMark] = []
     try:
         fh = open_regular(p, "rb")  # a FIFO named like a samples file must not block
     except OSError as exc:
@@ -97,15 +135,23 @@ def read_samples(path: str | Path, start_line: int = 0) -> tuple[dict[str, Any],
             if "note" in obj:
                 notes.append(str(obj["note"]))
                 continue
+            if "step" in obj:
+                step = obj["step"]
+                when: Any = obj.get("ts")
+                if type(step) is not int or not _finite(when):
+                    raise InputError(p, f"line {done}", 'expected {"ts": number, "step": integer}')
+                steps.append(StepMark(float(when), step))
+                continue
             metrics: Any = obj.get("metrics")
             ts: Any = obj.get("ts")
             t: Any = obj.get("t", 0.0)
             if not isinstance(metrics, dict) or not _finite(ts) or not _finite(t) \
                     or not all(_finite(v) for v in metrics.values()):
-                raise InputError(p, f"line {done}", 'expected {"ts": number, "t": number, "metrics": {name: number}} '
-                                 'or {"ts": number, "note": text}, every number finite')
+                raise InputError(p, f"line {done}", 'expected {"ts": number, "t": number, "metrics": {name: number}}, '
+                                 '{"ts": number, "note": text} or {"ts": number, "step": integer}, every number '
+                                 'finite')
             samples.append(Sample(float(ts), float(t), {str(k): float(v) for k, v in metrics.items()}))
-    return header, samples, notes, done
+    return SamplesRead(header, samples, notes, steps, done)
 
 
 def _finite(value: Any) -> bool:

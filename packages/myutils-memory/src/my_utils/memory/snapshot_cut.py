@@ -68,10 +68,12 @@ def _rewind(segments: list[dict[str, Any]], later: list[dict[str, Any]], device:
 
 def cut_snapshot(snapshot: dict[str, Any], start_s: float, stop_s: float) -> dict[str, Any]:
     """A new snapshot with the trace entries between ``start_s`` and ``stop_s`` and the state at ``stop_s``."""
-    if not stop_s > start_s or start_s < 0:
-        raise UsageError(f"cut: --from {start_s} and --to {stop_s} must satisfy 0 <= from < to "
-                         "(seconds since the first trace entry, as `myutils memory summarize` prints them)")
     t0, timed = trace_origin_us(snapshot), has_times(snapshot)
+    if not stop_s > start_s or start_s < 0:
+        unit = ("seconds since the first trace entry" if timed else
+                "entry numbers: this snapshot records no times")
+        raise UsageError(f"cut: --from {start_s:g} and --to {stop_s:g} must satisfy 0 <= from < to "
+                         f"({unit}, as `myutils memory summarize` prints them)")
     lo, hi = t0 + start_s * 1e6, t0 + stop_s * 1e6
     traces, segments = [], []
     by_device: dict[int, list[dict[str, Any]]] = {}

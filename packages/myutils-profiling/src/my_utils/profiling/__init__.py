@@ -1,4 +1,4 @@
-"""myutils-profiling: unified metric events, the collector, the providers, launch templates.
+"""myutils-profiling: unified metric events, the collector, the providers, launch templates, and ``open_run``.
 
 Importing this package is light (no torch, numpy, pandas or plotly): the public names are
 resolved on first access, and heavy libraries are imported inside the functions that need them.
@@ -39,6 +39,10 @@ _EXPORTS: dict[str, str] = {
     "NsysSqliteMetricsProvider": "my_utils.profiling.providers.nsys",
     "TableCsvMetricsProvider": "my_utils.profiling.providers.table_csv",
     "get_profiling_templates_dir": "my_utils.profiling.templates",
+    "Run": "my_utils.profiling.run.api",
+    "open_run": "my_utils.profiling.run.api",
+    "kineto_frames": "my_utils.profiling.analysis.kineto.frames",
+    "TraceFilter": "my_utils.profiling.analysis.kineto.filters",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -54,6 +58,8 @@ if TYPE_CHECKING:
     from my_utils.core.events import read_events as read_events
     from my_utils.core.events import write_events as write_events
     from my_utils.profiling.analysis.analyzer import MetricsAnalyzer as MetricsAnalyzer
+    from my_utils.profiling.analysis.kineto.filters import TraceFilter as TraceFilter
+    from my_utils.profiling.analysis.kineto.frames import kineto_frames as kineto_frames
     from my_utils.profiling.analysis.model import AnalysisReport as AnalysisReport
     from my_utils.profiling.analysis.model import Finding as Finding
     from my_utils.profiling.collector import MetricsCollector as MetricsCollector
@@ -75,4 +81,6 @@ if TYPE_CHECKING:
     from my_utils.profiling.providers.ncu import NcuCsvMetricsProvider as NcuCsvMetricsProvider
     from my_utils.profiling.providers.nsys import NsysSqliteMetricsProvider as NsysSqliteMetricsProvider
     from my_utils.profiling.providers.table_csv import TableCsvMetricsProvider as TableCsvMetricsProvider
+    from my_utils.profiling.run.api import Run as Run
+    from my_utils.profiling.run.api import open_run as open_run
     from my_utils.profiling.templates import get_profiling_templates_dir as get_profiling_templates_dir

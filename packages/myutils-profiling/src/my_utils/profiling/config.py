@@ -236,7 +236,11 @@ def _entry(where: str, base: Path, key: str, entry: Any) -> ProviderEntry | None
     if not path.is_absolute():
         path = base / path
     if not path.exists():
-        raise ConfigError(where, f"{key}.input", f"an existing file or folder; {path} does not exist")
+        from my_utils.core.safe_io import path_problem
+
+        problem = path_problem(path)  # absent, or a link that loops or leads nowhere: said as what it is
+        what = "does not exist" if problem == "no such file or folder" else f"is {problem}"
+        raise ConfigError(where, f"{key}.input", f"an existing file or folder; {path} {what}")
     return ProviderEntry(key, name, path, checked)
 
 

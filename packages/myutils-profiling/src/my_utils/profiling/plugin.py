@@ -55,6 +55,7 @@ PROVIDER_OPTIONS: dict[str, tuple[OptionSpec, ...]] = {
     "dcgm_dmon": (RANK,),
     "nccl_log": (RANK,),
     "nccl_inspector": (RANK,),
+    "nccl_ras": (RANK,),
     "perf_stat": (RANK,),
 }
 
@@ -67,7 +68,7 @@ def _provider(name: str, factory: str, summary: str, inputs: tuple[str, ...],
 
 @hookimpl
 def myutils_metrics_providers() -> Sequence[PluginDescription]:
-    """The built-in metrics providers (eleven)."""
+    """The built-in metrics providers (twelve)."""
     return [
         _provider("mytimer", "mytimer:MyTimerMetricsProvider",
                   "MyTimer regions (CPU/CUDA ms per step), live or from profile CSVs",
@@ -95,6 +96,9 @@ def myutils_metrics_providers() -> Sequence[PluginDescription]:
         _provider("nccl_inspector", "nccl_inspector:NcclInspectorProvider",
                   "NCCL Inspector plugin logs: time, size, algbw and busbw per collective",
                   ("*.log", "*.jsonl", "*.json")),
+        _provider("nccl_ras", "nccl_ras:NcclRasProvider",
+                  "NCCL RAS client output (ncclras, NCCL 2.24+): problems per severity, counted once, and the job",
+                  ("*.txt", "*.log", "*.json", "*.out")),
         _provider("perf_stat", "perf_stat:PerfStatProvider",
                   "`perf stat` output (human or -x CSV): counters, derived IPC, not-counted as not measured",
                   ("*.txt", "*.log", "*.csv", "*.perf")),

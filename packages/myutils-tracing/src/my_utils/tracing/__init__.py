@@ -13,6 +13,7 @@ from my_utils.tracing._version import __version__
 
 _CAPTURE = "my_utils.tracing.capture"
 _NVTX = "my_utils.tracing.nvtx_utils"
+_PATCHING = "my_utils.tracing.patching"
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
     "CaptureBackend": _CAPTURE,
@@ -25,6 +26,9 @@ _EXPORTS: dict[str, str] = {
     "NvtxLabeler": _NVTX,
     "TorchNvtxLabeler": _NVTX,
     "create_labeler": _NVTX,
+    "MethodPatcher": _PATCHING,
+    "PatchedCall": _PATCHING,
+    "patched": _PATCHING,
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -42,3 +46,6 @@ if TYPE_CHECKING:
     from my_utils.tracing.nvtx_utils import NvtxLabeler as NvtxLabeler
     from my_utils.tracing.nvtx_utils import TorchNvtxLabeler as TorchNvtxLabeler
     from my_utils.tracing.nvtx_utils import create_labeler as create_labeler
+    from my_utils.tracing.patching import MethodPatcher as MethodPatcher
+    from my_utils.tracing.patching import PatchedCall as PatchedCall
+    from my_utils.tracing.patching import patched as patched

@@ -5,8 +5,13 @@ Kept import-light: it only describes components (``"module:Class"`` strings).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from my_utils.core.hookspecs import hookimpl
 from my_utils.core.plugin_types import PluginDescription, PluginKind
+
+if TYPE_CHECKING:
+    import typer
 
 _BACKENDS = "my_utils.tracing.capture.backends"
 
@@ -34,3 +39,11 @@ def myutils_capture_backends() -> list[PluginDescription]:
             inputs=("live hook events",),
         ),
     ]
+
+
+@hookimpl
+def myutils_cli(app: typer.Typer) -> None:
+    """Add ``myutils launch nsys`` and ``myutils launch profiles`` (defined in ``launch.cli``)."""
+    from my_utils.tracing.launch.cli import add_commands
+
+    add_commands(app)

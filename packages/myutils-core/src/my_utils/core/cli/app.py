@@ -66,6 +66,7 @@ def build_app(plugin_commands: bool = True) -> typer.Typer:
 
     @app.callback()
     def root(
+        ctx: typer.Context,
         version: bool = typer.Option(
             False, "--version", callback=_version_callback, is_eager=True,
             help="Print every installed my_utils distribution and its version.",
@@ -76,6 +77,9 @@ def build_app(plugin_commands: bool = True) -> typer.Typer:
     ) -> None:
         """my_utils: time, trace, profile and analyse PyTorch runs."""
         set_traceback(traceback)
+        from my_utils.core.cli.command_progress import start_command_progress
+
+        start_command_progress(ctx, "myutils")  # a command without a bar of its own still says it works
 
     app.add_typer(plugins_app, name="plugins")
     if plugin_commands:

@@ -4,6 +4,8 @@
   ``check_event_sink`` (re-exported here) check a plugin component against its contract.
 - ``plugin_env``: ``PluginEnv`` (re-exported here), an isolated environment in which plugin
   packages are installed for real.
+- ``csv_cells``: the cells of a CSV as each kind of reader splits its rows, and those a spreadsheet
+  would run as formulas.
 - ``trace_check``, ``fake_cuda``, ``crash`` (a command stopped by SIGKILL, SIGTERM and Ctrl-C at
   seeded moments leaves no process, no partial result, no scratch): import the submodules directly.
 

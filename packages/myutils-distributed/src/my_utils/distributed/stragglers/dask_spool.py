@@ -182,11 +182,10 @@ def _client(executor: str, max_workers: int | None, ranks: int,
     if not address.startswith(SCHEMES):
         raise UsageError(f"stragglers: {where} is not understood; use 'dask' (a local cluster, or the scheduler "
                          f"in ${DASK_ENV}) or a Dask scheduler address such as 'tcp://127.0.0.1:8786'")
-    from distributed import Client
-    from my_utils.core.dask_local import quiet_distributed
+    from my_utils.core.dask_local import join_scheduler, quiet_distributed
 
     quiet_distributed()
-    with Client(address, set_as_default=False) as client:
+    with join_scheduler(address, where) as client:  # bounded: a silent or refused address is said at once
         yield client, _threads(client), True, None
 
 

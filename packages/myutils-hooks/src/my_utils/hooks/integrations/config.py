@@ -69,7 +69,7 @@ class MonitorSettings:
 class IntegrationConfig:
     """The validated configuration; ``capture`` is the raw capture mapping (``parse_capture_config`` input)."""
 
-    output_dir: Path = Path("prof_out")
+    output_dir: Path = Path("prof_out")  # a str or other PathLike given to the constructor becomes a Path
     run_id: str = ""
     rank: int | None = None
     timer: TimerSettings = TimerSettings()
@@ -77,6 +77,10 @@ class IntegrationConfig:
     monitor: MonitorSettings = MonitorSettings()
     capture: Mapping[str, Any] = field(default_factory=dict)
     source: str = "<dict>"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.output_dir, Path):
+            object.__setattr__(self, "output_dir", Path(os.fspath(self.output_dir)))
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> IntegrationConfig:

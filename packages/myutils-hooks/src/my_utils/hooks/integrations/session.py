@@ -191,6 +191,8 @@ class ProfilingSession:
             self.timer.step()
         if self.controller is not None:
             self.controller.on_step(step)
+        if self.monitor is not None:  # the step's end in the samples file: energy per step (myutils-memory)
+            self.monitor.mark_step(step)
 
     def _begin_step(self, step: int) -> None:
         self._step = step

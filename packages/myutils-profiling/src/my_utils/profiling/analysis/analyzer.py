@@ -30,6 +30,7 @@ import gc
 import logging
 import math
 import operator
+import os
 import statistics
 import sys
 from collections import Counter
@@ -40,6 +41,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from my_utils.core.errors import InputError
 from my_utils.core.events import MetricEvent, trusted_event
+from my_utils.core.paths import as_path, as_paths
 from my_utils.profiling.analysis.assembly import (
     capture_findings,
     not_measured,
@@ -515,11 +517,12 @@ class MetricsAnalyzer:
                  traces: Sequence[str | Path] | None = None, hardware: Mapping[str, Any] | None = None,
                  overhead_host: str = "analysis host", progress: bool = False, kineto: Any = None,
                  nsight: NsightInputs | None = None, trace_filter: Any = None) -> None:
-        self.source = events
+        # a path of any kind is read as a file; anything else is the events themselves
+        self.source = as_path(events, "events") if isinstance(events, (str, os.PathLike)) else events
         self.workload = get_workload(workload)
         self.rule_names = list(rules) if rules is not None else None
         self.rule_options = {k: dict(v) for k, v in (rule_options or {}).items()}
-        self.traces = [Path(t) for t in traces] if traces is not None else None
+        self.traces = as_paths(traces, "traces") if traces is not None else None
         self.hardware = dict(hardware or {})
         self.overhead_host = overhead_host
         self.progress = progress
@@ -588,10 +591,13 @@ class MetricsAnalyzer:
         diagnosis = diagnose(findings, by_id, tables, (name for name, _source in agg.meta))
         findings = diagnosis.findings
         unmeasured = measured_dimensions(not_measured(series, agg, kineto_tables, findings), tables)
+        if diagnosis.bound == "setup":  # principle 1: a capture of one-off work has no steady state to score
+            unmeasured = {**unmeasured, "performance": "the capture is setup-dominated: no steady state to judge "
+                                                       "(see the verdict)"}
         scores = compute_scores(findings, [d for d in ("performance", "stability", "memory", "capture")
                                            if d not in unmeasured])
         summary = _summary(agg, series, findings, ran, errors)
-        summary["warnings"] = run_warnings(agg, kineto_warnings)
+        summary["warnings"] = run_warnings(agg, kineto_warnings, nsight.warnings)
         summary["step_time_source"] = primary_step_source(series)
         summary["verdict"] = diagnosis.bound
         summary["contents"] = diagnosis.contents.to_dict()

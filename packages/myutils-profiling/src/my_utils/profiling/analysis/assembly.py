@@ -69,9 +69,18 @@ def not_measured(series: Mapping[Any, Any], agg: EventAggregate, kineto_tables: 
     return missing
 
 
-def run_warnings(agg: EventAggregate, kineto: Sequence[str]) -> list[dict[str, str]]:
+def _warning_code(message: str) -> str:
+    """The kind of a Kineto or Nsight warning, read from its wording (the producers write one sentence each)."""
+    if " ranks analysed (" in message:
+        return "ranks_missing"
+    if "they are not steady state" in message:
+        return "unsteady_steps"
+    return "rank_unknown"
+
+
+def run_warnings(agg: EventAggregate, kineto: Sequence[str], nsight: Sequence[str] = ()) -> list[dict[str, str]]:
     """What the analysis had to assume, one object per warning (``code``, ``message``)."""
-    out = [{"code": "rank_unknown", "message": w} for w in kineto]
+    out = [{"code": _warning_code(w), "message": w} for w in [*kineto, *nsight]]
     # every folded event has its cell: without torch_profiler events there is no cell to look at
     if not kineto and "torch_profiler" in agg.by_source and any(
             src == "torch_profiler" and rank is None for (_n, _st, rank, src) in agg.cells):

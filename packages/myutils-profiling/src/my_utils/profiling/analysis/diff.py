@@ -47,6 +47,7 @@ from my_utils.profiling.analysis.diff_model import (
     spread,
 )
 from my_utils.profiling.analysis.diff_model import _finite as _finite
+from my_utils.profiling.analysis.energy import ENERGY_STEPS, STEP_ENERGY
 from my_utils.profiling.analysis.model import REPORT_FILE_NAME, AnalysisReport
 from my_utils.profiling.providers.kineto_context import PLACE_KEYS
 from my_utils.profiling.providers.parallel import (
@@ -252,6 +253,9 @@ def diff_reports(base: AnalysisReport, target: AnalysisReport, *, base_label: st
     step = (compare({STEP_TIME: sa}, {STEP_TIME: sb}, sigmas=sigmas, min_pct=min_pct, where=where)[0]
             if sa and sb else None)
     changes = compare(a, b, sigmas=sigmas, min_pct=min_pct, base_step_mean=sa.mean if sa else None, where=where)
+    ea, eb = energy_stats(base), energy_stats(target)
+    energy = compare({STEP_ENERGY: ea}, {STEP_ENERGY: eb}, sigmas=sigmas, min_pct=min_pct, where=where)[0] \
+        if ea is not None and eb is not None else None
     gpu = (side_from_tables(base.tables), side_from_tables(target.tables))
     notes = []
     if gpu[0].lanes and gpu[1].lanes:
@@ -259,7 +263,17 @@ def diff_reports(base: AnalysisReport, target: AnalysisReport, *, base_label: st
                      "report keeps no per-step GPU split; diff the traces for the step-time change by cause)")
     return DiffResult(base_label, target_label, changes, step, warnings, {"sigmas": sigmas, "min_pct": min_pct},
                       dict(base.hardware), dict(target.hardware), compare_kineto(base.tables, target.tables),
-                      gpu=gpu if gpu[0].lanes and gpu[1].lanes else None, notes=notes)
+                      gpu=gpu if gpu[0].lanes and gpu[1].lanes else None, notes=notes, energy=energy)
+
+
+def energy_stats(report: AnalysisReport) -> OpStats | None:
+    """The GPU monitor's energy per step (the ``energy.per_step`` fact's spread), None when the run did not measure it."""
+    fact = next((f for f in report.facts if f.id == "energy.per_step" and f.measured), None)
+    row = next((e.values for e in fact.evidence if e.table == ENERGY_STEPS), None) if fact is not None else None
+    if row is None:
+        return None
+    steps = int(row["steps"])
+    return OpStats(STEP_ENERGY, float(steps), steps, _real(row["mean_j"]), _real(row["std_j"]), "J", "memory_monitor")
 
 
 def stats_from_events(events: Iterable[MetricEvent]) -> tuple[dict[str, OpStats], OpStats | None]:

@@ -153,6 +153,7 @@ class DiffResult:
     summary_rows: tuple[GpuRow, ...] = ()  # the before -> after table when there is no GPU timeline (ncu)
     headline_text: str = ""  # a headline built by the tool's own diff (ncu), else the one of ``diff_headline``
     operations: Any = None  # the operation-matched diff (``ops.op_diff.OpDiff``) of two traces' operators
+    energy: OpChange | None = None  # the GPU monitor's energy per step (J), when both sides measured it
 
     @property
     def significant(self) -> list[OpChange]:
@@ -280,6 +281,7 @@ class DiffResult:
             "similarity": None if self.similarity is None else self.similarity.to_dict(),
             "window": None if self.window is None else self.window.to_dict(),
             "step_time": None if self.step_time is None else self.step_time.to_dict(),
+            "energy_per_step": None if self.energy is None else self.energy.to_dict(),
             "summary": {"names": len(self.changes), "significant": len(self.significant),
                         "measured": sum(1 for c in self.changes if c.measured), "folded": len(folded), **counts},
             "changes": [{**c.to_dict(), "folded_into": folded.get(c.name)} for c in self.changes],

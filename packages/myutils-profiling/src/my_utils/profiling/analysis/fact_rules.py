@@ -38,6 +38,7 @@ from typing import Any
 from my_utils.profiling.analysis.advice import COMM_ADVICE, IDLE_ADVICE
 from my_utils.profiling.analysis.kineto.kinds import KernelKind, kind_of
 from my_utils.profiling.analysis.model import Fact
+from my_utils.profiling.analysis.pipeline_rule import pipeline_findings
 from my_utils.profiling.analysis.rules._evidence import impact
 from my_utils.profiling.analysis.rules._series import STEP_TIME, Series
 from my_utils.profiling.analysis.rules._stats import MAD_TO_SIGMA, mad
@@ -95,6 +96,7 @@ def fact_findings(facts: Mapping[str, Fact], series: Mapping[Any, Series],
     slow = [f for rank in ranks for f in _slow_link(facts, tables, _tag(rank), rank, *_torch_steps(series, rank))]
     out.extend(_one_across_ranks(f) for f in (overlap, host, slow) if f)
     out.extend(_comm_spikes(series))
+    out.extend(pipeline_findings(facts, tables))  # analysis.pipeline_rule
     return out
 
 

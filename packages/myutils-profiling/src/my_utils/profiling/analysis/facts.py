@@ -45,6 +45,11 @@ From the registered Kineto analyses (``kineto_critical_path``, ``kineto_idle_hos
 ``gpu.mix`` / ``gpu.gemm_share``
     the share of GPU work in elementwise kernels and copies (``detail``: the whole mix in words)
     and in matrix products, from ``kineto_op_categories`` (``ops.facts``).
+``capture.overhead``
+    what a my_utils capture window cost per step: the median step inside minus outside, % of the
+    outside median, with a 95% interval (``analysis.capture_overhead``); only when a trace holds one.
+``energy.per_step``, ``energy.capture_window``
+    joules per step from the GPU monitor, overall and in capture windows (``analysis.energy``).
 """
 
 from __future__ import annotations
@@ -55,9 +60,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from my_utils.profiling.analysis.capture_overhead import capture_overhead_facts
+from my_utils.profiling.analysis.energy import energy_facts
 from my_utils.profiling.analysis.kineto.contract_facts import contract_facts
 from my_utils.profiling.analysis.model import EvidenceRow, Fact, NotMeasured
 from my_utils.profiling.analysis.ops.facts import mix_facts
+from my_utils.profiling.analysis.pipeline_rule import pipeline_facts
 from my_utils.profiling.analysis.rules._series import STEP_TIME, Series, step_ranges
 from my_utils.profiling.analysis.rules._stats import quantile
 
@@ -445,6 +453,9 @@ def build_facts(series: Mapping[Any, Series], tables: Mapping[str, Rows], hardwa
     facts.extend(kineto_facts(tables))
     facts.extend(contract_facts(tables))  # the Kineto side of the diagnosis contract (kineto.contract_facts)
     facts.extend(mix_facts(tables))  # the GPU-time mix by operator category (ops.facts)
+    facts.extend(pipeline_facts(tables))  # pipeline-parallel bubbles (analysis.pipeline_rule)
+    facts.extend(capture_overhead_facts(tables, series, warmup_steps))  # what a my_utils capture cost per step
+    facts.extend(energy_facts(series, tables))  # the GPU monitor's energy per step and per capture window
     facts.extend(context_facts(hardware, sorted({r for (_n, r, _s) in series if r is not None})))
     facts.append(cpu_only_fact(series, tables, hardware))
     return facts

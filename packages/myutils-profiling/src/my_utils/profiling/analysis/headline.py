@@ -21,7 +21,7 @@ __all__ = ["CONTEXT", "FIGURES", "TOP", "build_headline", "verdict"]
 CONTEXT = ("context.gpu", "context.gpu_count", "context.world_size", "context.ranks", "context.host",
            "context.cuda_runtime", "context.cuda_driver", "context.backend", "context.cpu_only")
 #: Context facts shown when an input gives them (other analyses produce them).
-OPTIONAL_CONTEXT = ("context.hosts",)
+OPTIONAL_CONTEXT = ("context.hosts", "capture.overhead", "energy.per_step", "energy.capture_window")
 #: Figures shown, in order.
 FIGURES = ("step_time.median", "step_time.p90", "step_time.worst", "gpu.busy", "gpu.idle", "comm.share",
            "comm.overlap")

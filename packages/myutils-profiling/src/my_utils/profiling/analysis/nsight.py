@@ -70,6 +70,7 @@ class NsightResult:
     note: str = ""
     hardware: dict[str, Any] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what the numbers cannot show (missing ranks)
 
 
 def find_named(files: Iterable[tuple[str, str]], events_path: str | Path | None) -> NsightInputs:
@@ -114,7 +115,8 @@ def nsys_tables(run: Any) -> dict[str, list[dict[str, Any]]]:
     """Every table of an ``nsys.run.RunSummary`` as JSON rows, and ``nsys_inputs`` (one row per export)."""
     out = {name: _records(t.records()) for name, t in run.tables().items() if len(t.columns)}
     out["nsys_inputs"] = [{
-        "file": Path(s.path).name, "rank": s.rank, "rank_source": i.rank_source, "host": s.host,
+        "file": Path(s.path).name, "rank": s.rank, "rank_source": i.rank_source, "world_size": i.world_size,
+        "world_source": i.world_source or None, "host": s.host,
         "host_source": s.host_source, "exporter": s.meta.era,
         "schema": s.meta.family, "gpus": ", ".join(sorted({g.name for g in s.gpus})) or None,
         "not_measured": "; ".join(f"{k}: {v}" for k, v in s.not_measured.items()) or None,
@@ -178,7 +180,8 @@ def analyze_nsight(inputs: NsightInputs, hardware: Mapping[str, Any] | None = No
     if inputs.missing:
         notes.append(missing_note(inputs))
     facts += run_facts(tables)
-    return NsightResult(tables, facts, "; ".join(notes), hw, files)
+    return NsightResult(tables, facts, "; ".join(notes), hw, files,
+                        list(run.warnings) if run is not None else [])
 
 
 def missing_note(inputs: NsightInputs, events_in_memory: bool = False) -> str:

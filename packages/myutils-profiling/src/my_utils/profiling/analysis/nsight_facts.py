@@ -88,6 +88,7 @@ def run_facts(tables: Mapping[str, Rows]) -> list[Fact]:
     out += _context(tables.get("nsys_inputs") or [])
     out += _hosts(tables.get("nsys_inputs") or [])
     out += _rank_context(tables)
+    out += _world_size(tables.get("nsys_inputs") or [])
     out += _top_kernel(tables.get("nsys_top_kernels") or [], tables.get("nsys_kernel_kinds") or [])
     out += _short_kernels(tables.get("nsys_launch_short") or [])
     out += _mfu(tables.get("nsys_mfu") or [])
@@ -282,7 +283,7 @@ def _rank_context(tables: Mapping[str, Rows]) -> list[Fact]:
     ranks = [int(r["rank"]) for r in inputs if isinstance(r.get("rank"), int)]
     if len(inputs) > 1 and ranks:
         sources = sorted({str(r.get("rank_source")) for r in inputs})
-        how = "; ".join(RANK_SOURCES.get(x, x) for x in sources)
+        how = "; ".join(rank_words(x) for x in sources)
         return [Fact("context.ranks", "ranks analysed", rank_list(ranks), "", SOURCE, ranks=tuple(sorted(ranks)),
                      evidence=ev, detail=f"one export per rank; ranks numbered by {how}")]
     nccl = sorted({int(r["rank"]) for r in tables.get("nsys_nccl_ranks") or [] if isinstance(r.get("rank"), int)})
@@ -293,14 +294,34 @@ def _rank_context(tables: Mapping[str, Rows]) -> list[Fact]:
                             "participants (process, device) numbered by device")]
     if len(inputs) == 1 and ranks:
         return [Fact("context.ranks", "ranks analysed", rank_list(ranks), "", SOURCE, ranks=tuple(ranks), evidence=ev,
-                     detail=f"rank from the {RANK_SOURCES.get(str(inputs[0].get('rank_source')), 'input')}")]
+                     detail=f"rank from the {rank_words(str(inputs[0].get('rank_source')), 'input')}")]
     return []
+
+
+def rank_words(source: str, default: str | None = None) -> str:
+    """Where an export's rank came from, in words (``environment PMI_RANK``: the launcher's variable nsys recorded)."""
+    if source.startswith("environment "):
+        return f"launcher's {source.removeprefix('environment ')} that nsys recorded for the process"
+    return RANK_SOURCES.get(source, default if default is not None else source)
 
 
 #: Where an export's rank came from, in words (``nsys.ranks.RankInput.rank_source``).
 RANK_SOURCES = {"file order": "file order (no rank in the file names: the sorted position)",
                 "file name": "the file names (rank3, rank_3, worker3)", "given": "the caller",
                 "none": "nothing (no rank recorded)"}
+
+
+def _world_size(rows: Rows) -> list[Fact]:
+    """``context.world_size`` from the launcher's world size nsys recorded (``PMI_SIZE``, ``WORLD_SIZE`` ...), when
+    every export that records one agrees; none when no export records it (the headline then says "not recorded")."""
+    sizes = {int(r["world_size"]) for r in rows if isinstance(r.get("world_size"), int) and r["world_size"] > 0}
+    if len(sizes) != 1:
+        return []
+    (size,) = sizes
+    ev = tuple(EvidenceRow("nsys_inputs", {"file": r.get("file")}, {"world_size": r.get("world_size")}) for r in rows)
+    told = sum(1 for r in rows if r.get("world_size") == size)
+    return [Fact("context.world_size", "world size", size, "", "nsys exports (the launcher's environment)",
+                 ranks=_ranks(rows), evidence=ev, detail=f"recorded by {told} of {len(rows)} export(s)")]
 
 
 def _hosts(rows: Rows) -> list[Fact]:

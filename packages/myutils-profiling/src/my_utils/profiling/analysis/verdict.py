@@ -257,11 +257,14 @@ def _setup_line(facts: Mapping[str, Fact]) -> str:
     share, one_shot = facts.get("setup.share"), facts.get("setup.one_shot")
     parts = []
     if share is not None and share.number is not None:
-        whole = share.denominator or "the capture"
-        of = f"{whole} ({share.denominator_value:,.0f} ms)" if share.denominator_value else whole
-        where = f" ({share.aggregate})" if share.aggregate else ""
-        parts.append(f"one-off work took {share.number:.0f}% of {of}{where}" + (f": {share.detail}" if share.detail
-                                                                                 else ""))
+        # the denominator's full definition is on the fact (and in the JSON); the line names it in two words
+        words = (share.denominator or "").lower()
+        whole = "the capture" if "capture" in words or not words else "the GPU span" if "gpu span" in words else \
+            share.denominator
+        if share.denominator_value and " ms of " not in share.detail:  # the detail states its own totals
+            whole += f" ({share.denominator_value:,.0f} ms)"
+        parts.append(f"one-off work took {share.number:.0f}% of {whole}" + (f" ({share.detail})" if share.detail
+                                                                              else ""))
     if one_shot is not None and one_shot.number is not None and one_shot.number >= 1:
         parts.append("no repeated work to judge" + (f" ({one_shot.detail})" if one_shot.detail else ""))
     return ("Setup-dominated, no steady state to judge: " + "; ".join(parts)

@@ -7,6 +7,7 @@ command, so the CLI starts fast and ``--help`` imports neither pandas nor plotly
 
 from my_utils.profiling.cli import analyze as _analyze  # noqa: F401  (each import registers its command)
 from my_utils.profiling.cli import diff as _diff  # noqa: F401
+from my_utils.profiling.cli import history as _history  # noqa: F401
 from my_utils.profiling.cli import ingest as _ingest  # noqa: F401
 from my_utils.profiling.cli import ncu as _ncu  # noqa: F401
 from my_utils.profiling.cli import nsys as _nsys  # noqa: F401

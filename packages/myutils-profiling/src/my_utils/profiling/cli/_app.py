@@ -21,8 +21,11 @@ app = typer.Typer(
 
 
 @app.callback()
-def _root() -> None:
+def _root(ctx: typer.Context) -> None:
     """Collect, analyse, diff and trace my_utils metric events."""
+    from my_utils.core.cli.command_progress import start_command_progress
+
+    start_command_progress(ctx, "myutils-profile")  # a command without a bar of its own still says it works
 
 
 @app.command("providers")

@@ -4,8 +4,9 @@
 Markdown and HTML reports) could still leave the first two when the third fails (a full
 disk, a file-size limit, memory running out while rendering). :class:`StagedOutputs` renders
 every output into a hidden temporary in its target's folder, and only when all of them are
-complete renames them into place, one ``os.replace`` each; on any failure, ``BaseException``
-included (Ctrl-C), every temporary is removed and no target is touched. A run killed outright
+complete renames them into place, all or none (``atomic.replace_all``: a rename failing half-way
+puts the earlier files back); on any failure, ``BaseException`` included (Ctrl-C), every
+temporary is removed and no target is touched. A run killed outright
 (SIGKILL) cannot clean up: the next run writing the same target removes what it left.
 """
 
@@ -133,13 +134,11 @@ class StagedOutputs:
             raise OSError(exc.errno, f"cannot write {path}: {reason}", str(path)) from None
 
     def commit(self) -> list[Path]:
-        """Rename every staged file over its target; return the targets."""
-        for tmp, target in self.staged:
-            try:
-                os.replace(tmp, target)
-            except OSError as exc:  # e.g. the target is a folder: name it, not the temporary
-                raise OSError(exc.errno, f"cannot write {target}: {exc.strerror or exc}", str(target)) from None
-            self.written.append(target)
+        """Rename every staged file over its target, all or none (``atomic.replace_all``); return the targets."""
+        from my_utils.core.atomic import replace_all
+
+        replace_all(self.staged)  # a target that is a folder, or a rename failing half-way: no target changed
+        self.written.extend(target for _tmp, target in self.staged)
         self.staged = []
         return self.written
 

@@ -12,7 +12,6 @@ reports are written together at the end, or not at all.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,8 +32,14 @@ _TRACE_PATTERNS = ("*.json", "*.json.gz")
 @app.command("analyze")
 @exit_on_error
 def analyze(
+    paths: list[str] = typer.Argument(
+        None, help="The run's files, folders or globs (an nsys template like report_%q{RANK}.sqlite too): each "
+                   "file's kind is told by its content (MyTimer and callback CSVs, metric events, Kineto traces, nsys "
+                   "exports and reports, ncu exports, NCCL logs, perf stat, DCGM, cProfile); a file analyze does not "
+                   "read gets one line saying what it is and what reads it.", show_default=False),
     events: Path | None = typer.Option(None, "--events", help="metrics_events.jsonl written by a collector or by "
-                                       "ingest (optional with --trace: the traces' own events are analysed)."),
+                                       "ingest, or a profile_rank_<r>.csv (optional with --trace: the traces' own "
+                                       "events are analysed)."),
     workload: str = typer.Option("pretrain", "--workload", help=f"Thresholds profile: {', '.join(WORKLOADS)}."),
     output_dir: Path = typer.Option(Path("./analysis_out"), "--output-dir", help="Where the reports are written."),
     trace: list[Path] = typer.Option(
@@ -68,6 +73,12 @@ def analyze(
     trace_filter: str | None = typer.Option(
         None, "--filter", help="Part of each trace the Kineto analyses read, ';'-separated: first_iteration, "
                                "iterations=N[,N], time=START:END, device=gpu|cpu, name=REGEX, under=NAME[#POS]."),
+    record: bool = typer.Option(False, "--record", help="Also store the run in the run history (`history add`)."),
+    store: str | None = typer.Option(None, "--store", help="With --record: the run store (default: "
+                                     "$MYUTILS_HISTORY_STORE, else history.sqlite in the user's data folder)."),
+    headline: bool | None = typer.Option(
+        None, "--headline/--no-headline", help="Print the verdict, the three fixes to make first and where the "
+                                               "report is (default: when stdout is a terminal)."),
 ) -> None:
     """Analyse metric events or Kineto traces and write <output-dir>/analysis_report.json (and .md/.html).
 
@@ -77,14 +88,21 @@ def analyze(
     from my_utils.core.errors import UsageError
     from my_utils.profiling.nsys.mfu import ModelFlops
 
-    if events is None and not trace and not nsys and not ncu:
-        raise UsageError("give --events (a metrics_events.jsonl), --trace (a torch.profiler trace), --nsys (an "
-                         "Nsight Systems export) or --ncu (an Nsight Compute export), or several")
+    if not paths and events is None and not trace and not nsys and not ncu:
+        raise UsageError("give the run's files or folders (analyze PATH...), or --events (a metrics_events.jsonl), "
+                         "--trace (a torch.profiler trace), --nsys (an Nsight Systems export) or --ncu (an Nsight "
+                         "Compute export), or several")
     model = ModelFlops.parse(flops=flops, params=params, tokens=tokens, dtype=dtype, gpu=gpu)
     report_paths = run_analysis(events, workload, output_dir, trace or None, formats, quiet, nsys=nsys, ncu=ncu,
-                                iteration_range=iteration_range, gpu=gpu, trace_filter=trace_filter, model=model)
-    for path in report_paths:
-        typer.echo(f"wrote {path}")
+                                iteration_range=iteration_range, gpu=gpu, trace_filter=trace_filter, model=model,
+                                paths=paths or ())
+    from my_utils.profiling.cli.analyze_run import say_result
+
+    say_result(report_paths, headline)
+    if record:  # after the reports: a store that refuses the run loses none of them
+        from my_utils.profiling.cli.history import record_report
+
+        typer.echo(record_report(output_dir / "analysis_report.json", store))
 
 
 def report_formats(formats: str) -> list[str]:
@@ -103,12 +121,13 @@ def report_formats(formats: str) -> list[str]:
 def run_analysis(events: Path | None, workload: str, output_dir: Path, traces: list[Path] | None, formats: str,
                  quiet: bool, settings: Any = None, *, nsys: Sequence[str] = (), ncu: Sequence[Path] = (),
                  iteration_range: str | None = None, gpu: str | None = None,
-                 trace_filter: str | None = None, model: Any = None) -> list[Path]:
+                 trace_filter: str | None = None, model: Any = None, paths: Sequence[str] = ()) -> list[Path]:
     """Analyse ``events`` (and/or ``traces``, Nsight ``nsys``/``ncu`` exports) and write the requested reports
     together; return their paths.
 
     ``settings`` (a config's ``AnalysisSettings``) gives the rules and their options; ``trace_filter``
-    (``--filter``) the part of each trace the Kineto analyses read (``kineto.filters.TraceFilter.parse``).
+    (``--filter``) the part of each trace the Kineto analyses read (``kineto.filters.TraceFilter.parse``);
+    ``paths`` the run's files, folders and globs, each file's kind told by its content (``run.inputs``).
     """
     from my_utils.profiling.cli._outputs import StagedOutputs, exits_on_out_of_memory
 
@@ -116,16 +135,18 @@ def run_analysis(events: Path | None, workload: str, output_dir: Path, traces: l
     outputs = StagedOutputs()
     with exits_on_out_of_memory("analyze"):  # anywhere below, a lazy import included
         _analyse(outputs, events, workload, output_dir, traces, formats, quiet, settings, nsys, ncu,
-                 iteration_range, gpu, trace_filter, model)
+                 iteration_range, gpu, trace_filter, model, paths)
     return outputs.written
 
 
 def _analyse(outputs: StagedOutputs, events: Path | None, workload: str, output_dir: Path, traces: list[Path] | None,
              formats: str, quiet: bool, settings: Any, nsys: Sequence[str], ncu: Sequence[Path],
-             iteration_range: str | None, gpu: str | None, trace_filter: str | None, model: Any) -> None:
+             iteration_range: str | None, gpu: str | None, trace_filter: str | None, model: Any,
+             paths: Sequence[str] = ()) -> None:
     """``run_analysis``'s work, staged in ``outputs`` (renamed into place when all are written)."""
     from my_utils.core.errors import InputError
     from my_utils.profiling.cli.analyze_nsight import ncu_files, nsys_files
+    from my_utils.profiling.cli.analyze_run import RunArgs
 
     wanted = report_formats(formats)
     kept = None
@@ -135,15 +156,17 @@ def _analyse(outputs: StagedOutputs, events: Path | None, workload: str, output_
         kept = TraceFilter.parse(trace_filter)
     if events is not None and not events.is_file():
         raise InputError(str(events), None, "an existing metrics_events.jsonl file (written by a collector or ingest)")
+    run = RunArgs.of(paths, events, output_dir)  # the positional inputs, each told by its content
+    events, traces, nsys, ncu = run.merged(events, traces, nsys, ncu)
     trace_files = expand_traces(traces or [])
     nsight_files = [*nsys_files(nsys)], [*ncu_files(ncu)]
     nsight = {"nsys": nsight_files[0], "ncu": nsight_files[1], "iteration_range": iteration_range, "gpu": gpu,
-              "model": model}
+              "model": model, "specs": list(nsys)}
     outputs.inputs = [Path(p) for p in (*([events] if events is not None else []), *trace_files,
-                                        *nsight_files[0], *nsight_files[1])]
+                                        *nsight_files[0], *nsight_files[1], *run.other_files())]
     with outputs:
         stage_reports(outputs, events, workload, output_dir, trace_files if traces else None, wanted, quiet,
-                      settings, nsight=nsight if nsys or ncu else None, trace_filter=kept)
+                      settings, nsight=nsight if nsys or ncu else None, trace_filter=kept, run=run)
 
 
 def check_workload(workload: str) -> None:
@@ -168,67 +191,27 @@ def expand_traces(traces: Sequence[Path]) -> list[Path]:
     return files
 
 
-def read_traces(files: Sequence[Path], with_events: bool, trace_filter: Any = None) -> tuple[list[MetricEvent], Any]:
-    """Each trace read once: the provider's events (``with_events``) and the Kineto analyses (their contexts included)."""
-    from my_utils.profiling.analysis.diff import pool_for
-    from my_utils.profiling.analysis.kineto.run import KinetoPass, combine
-    from my_utils.profiling.providers._files import check_distinct_ranks
-    from my_utils.profiling.providers.kineto import read_trace
-    from my_utils.profiling.providers.parallel import run_many
-
-    # a partial of the pass class: picklable, so the filter travels to pool and Dask workers
-    make = functools.partial(KinetoPass, trace_filter=trace_filter) if trace_filter is not None else KinetoPass
-    reads = run_many(read_trace, [(str(f), None, (make,), with_events) for f in files], pool_for(files))
-    analyses = [r.results[0] for r in reads]
-    check_distinct_ranks({Path(a.file): a.rank for a in analyses}, "trace")
-    events = [e for r in reads for e in r.events]
-    return events, combine(analyses)
-
-
 def stage_reports(outputs: StagedOutputs, events: Path | Sequence[MetricEvent] | None, workload: str,
                   output_dir: Path, traces: Sequence[Path] | None, wanted: Sequence[str], quiet: bool,
                   settings: Any = None, events_file: Path | None = None, nsight: dict[str, Any] | None = None,
-                  trace_filter: Any = None) -> None:
+                  trace_filter: Any = None, run: Any = None) -> None:
     """Analyse and stage every report in ``outputs`` (written when the caller's ``outputs`` commits).
 
     ``events`` is an events file, events already in memory (``ingest --analyze``; then
     ``events_file`` names where they are being written), or None (the traces' own events).
     ``traces`` None lets the analyzer find the traces the events name, beside the events file;
-    ``nsight`` (``nsys``/``ncu`` files, ``iteration_range``, ``gpu``) likewise for the Nsight exports.
+    ``nsight`` (``nsys``/``ncu`` files, ``iteration_range``, ``gpu``) likewise for the Nsight exports;
+    ``run`` (``cli.analyze_run.RunArgs``) the other files of the run and the table of every input.
+    Every file is read once, all of them in one pool (``run.analysis.analyse_run``, as the Python API does).
     """
     from my_utils.core.errors import UsageError
-    from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
+    from my_utils.profiling.run.analysis import analyse_run
 
     targets = {fmt: output_dir / f"analysis_report.{'md' if fmt == 'markdown' else fmt}" for fmt in wanted}
     outputs.check(targets.values())
-    options: dict[str, Any] = {}
-    source: Any = events
-    if traces:
-        trace_events, kineto = read_traces(traces, with_events=events is None, trace_filter=trace_filter)
-        # the hardware comes from the same pass: the analyzer reads it off the Kineto contexts
-        options.update(kineto=kineto, traces=list(traces))
-        if events is None:
-            source = trace_events
-    if nsight:
-        from my_utils.profiling.cli.analyze_nsight import read_nsight
-
-        read = read_nsight(nsight["nsys"], nsight["ncu"], with_events=events is None,
-                           iteration_range=nsight.get("iteration_range"), gpu=nsight.get("gpu"),
-                           model=nsight.get("model"))
-        options["nsight"] = read.inputs
-        if events is None:
-            source = [*(source or []), *read.events]
-    rules = list(settings.rules) if settings is not None and settings.rules is not None else None
-    rule_options = settings.rule_options if settings is not None else None
-    report = MetricsAnalyzer(source, workload, progress=not quiet, rules=rules, rule_options=rule_options,
-                             trace_filter=trace_filter, **options).analyze()
-    report = _writable(report)
-    if events_file is not None:
-        report.inputs["events_file"] = str(events_file)
-    elif events is None and traces:
-        report.inputs["trace_files"] = [str(t) for t in traces]
-    if nsight:
-        report.inputs["nsight_paths"] = [str(p) for p in (*nsight["nsys"], *nsight["ncu"])]
+    report = analyse_run(events, workload, traces, settings=settings, nsight=nsight,
+                         inputs=run.inputs if run is not None else None, trace_filter=trace_filter,
+                         progress=not quiet, events_file=events_file).report
     if nsight and nsight["nsys"] and "html" in targets:
         # an nsys report links its exports' timeline page, written beside it
         from my_utils.profiling.cli.analyze_nsight import TIMELINE_PAGE, write_timeline_page
@@ -249,16 +232,3 @@ def _write_one(report: Any, fmt: str, output_dir: Path, path: Path) -> Path:
     from my_utils.profiling.collector import write_report
 
     return write_report(report, fmt, path, output_dir)
-
-
-def _writable(report: Any) -> Any:
-    """``report`` itself, or a copy whose strings a UTF-8 file can hold (a trace's name with a lone surrogate)."""
-    from my_utils.profiling.analysis.model import AnalysisReport
-    from my_utils.profiling.cli._outputs import utf8_clean
-
-    data = report.to_dict()
-    try:
-        json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
-    except UnicodeEncodeError:
-        return AnalysisReport.from_dict(utf8_clean(data), "<report>")
-    return report

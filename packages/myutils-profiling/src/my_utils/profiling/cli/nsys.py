@@ -16,6 +16,7 @@ import typer
 
 from my_utils.core.cli.guard import exit_on_error
 from my_utils.profiling.cli._app import app
+from my_utils.profiling.reports.formatting import counted
 
 if TYPE_CHECKING:
     from my_utils.profiling.nsys.model import ExportSummary
@@ -76,7 +77,8 @@ def summary(
     gpu: str | None = typer.Option(None, "--gpu", help="The GPU, as tools name it, for exports without a GPU table "
                                    "(e.g. 'NVIDIA H100 80GB HBM3')."),
     json_out: Path | None = typer.Option(None, "--json", help="Write every table, iteration and fact as JSON."),
-    csv_dir: Path | None = typer.Option(None, "--csv-dir", help="Write each table as <name>.csv in this folder."),
+    csv_dir: Path | None = typer.Option(None, "--csv-dir", help="Write each table as <name>.csv in this folder "
+                                        "(the tables of an earlier run there are replaced, all together)."),
     detail: bool = typer.Option(False, "--detail", help="With several ranks, also print every export's own tables "
                                 "(the default is one row per rank and what holds across them)."),
 ) -> None:
@@ -85,6 +87,7 @@ def summary(
     With several ranks the output leads with one row per rank (``--detail`` adds each export's tables);
     with one, it prints that export's tables."""
     from my_utils.core.safe_io import refuse_overwriting_inputs, strict_json
+    from my_utils.profiling.cli._outputs import StagedOutputs
     from my_utils.profiling.nsys.mfu import ModelFlops
     from my_utils.profiling.nsys.ranks import expand_inputs
     from my_utils.profiling.nsys.render import csv_text
@@ -92,15 +95,39 @@ def summary(
 
     message = parse_bytes(nccl_bytes) if nccl_bytes is not None else None
     model = ModelFlops.parse(flops=flops, params=params, tokens=tokens, dtype=dtype, gpu=gpu)
-    refuse_overwriting_inputs([p for p in (json_out,) if p], [i.path for i in expand_inputs(inputs)])
+    sources = [i.path for i in expand_inputs(inputs)]
+    refuse_overwriting_inputs([p for p in (json_out,) if p], sources)
     run = analyze_run(inputs, iteration_range=iteration_range, top=top, message_bytes=message, model=model)
     tables = run.tables()
-    if json_out is not None:
-        _write(json_out, strict_json(run.to_dict(), indent=2) + "\n")
-    if csv_dir is not None:
-        for name, t in tables.items():
-            _write(csv_dir / f"{name}.csv", csv_text(t.columns, t.rows))
+    csvs = {csv_dir / f"{name}.csv": t for name, t in tables.items()} if csv_dir is not None else {}
+    # the JSON and every table land together or not at all: a run failing part-way leaves the earlier set
+    with StagedOutputs(sources) as out:
+        out.check([*([json_out] if json_out is not None else []), *csvs])
+        if json_out is not None:
+            out.write_text(json_out, strict_json(run.to_dict(), indent=2) + "\n")
+        for path, t in csvs.items():
+            out.write_text(path, csv_text(t.columns, t.rows))
+    if csv_dir is not None and csv_dir.is_dir():
+        _drop_stale_tables(csv_dir, set(csvs))
     typer.echo(render_run(run, top, detail=detail))
+    for warning in run.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+
+
+_TABLE_CSV = re.compile(r"nsys_[a-z0-9_]+\.csv")
+
+
+def _drop_stale_tables(folder: Path, written: set[Path]) -> None:
+    """Remove the tables an earlier ``--csv-dir`` run left in ``folder`` that this one did not write."""
+    import contextlib
+    import os
+
+    with os.scandir(folder) as entries:
+        stale = [Path(e.path) for e in entries if _TABLE_CSV.fullmatch(e.name) and e.is_file(follow_symlinks=False)
+                 and folder / e.name not in written]
+    for path in stale:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
 
 
 def render_run(run: RunSummary, top: int = 10, *, detail: bool = False) -> str:
@@ -124,15 +151,18 @@ def _render_details(run: RunSummary, top: int) -> str:
         parts.append(_render_export(s, top))
     a = run.nccl
     if a is not None and len(run.exports) + len(a.participants) > 2:
-        parts.append(f"== NCCL across {len(a.participants)} rank(s): {a.collectives} collective(s) matched"
+        parts.append(f"== NCCL across {counted(len(a.participants), 'rank')}: "
+                     f"{counted(a.collectives, 'collective')} matched"
                      + ("" if a.aligned else " (no UTC clock anchor: arrival order not measured)"))
         t = run.tables()
         for name in ("nsys_nccl_ranks", "nsys_nccl_skew", "nsys_nccl_sizes"):
             if name in t and len(t[name].columns):
                 parts.append(text_table(t[name].columns, t[name].rows[:top], title=name))
         for f in a.facts():
+            # a rank number is said as one ("rank 3"), never bare, where a reader takes it for a count
+            value = f"rank {f.value}" if f.id.startswith("nsys.nccl_last_rank") else f"{_fmt(f.value)} {f.unit}"
             parts.append(f"  {f.label}: " + (f"not measured ({f.not_measured})" if not f.measured
-                                               else f"{_fmt(f.value)} {f.unit}".rstrip()))
+                                               else value.rstrip()))
         if a.clock_note:
             parts.append(f"  note: {a.clock_note}")
     return "\n\n".join(parts)
@@ -319,13 +349,13 @@ def timeline(
             out.write_with(html, page.write)
     if output is not None:
         cut = sum(other["truncated"].values())
-        typer.echo(f"wrote {output}: {other['events']} events from {len(other['ranks'])} export(s)"
+        typer.echo(f"wrote {output}: {other['events']} events from {counted(len(other['ranks']), 'export')}"
                    + (f"; {cut} left out by --max-events" if cut else ""))
     if page is not None and html is not None:
         left = sum(r["left_out"] for r in page.ranks)
         binned = page.binned
-        typer.echo(f"wrote {html} ({html.stat().st_size / 1e6:.1f} MB): {page.kept} events from {len(page.ranks)} "
-                   f"export(s)" + (f"; {left} left out by --max-events" if left else "")
+        typer.echo(f"wrote {html} ({html.stat().st_size / 1e6:.1f} MB): {page.kept} events from "
+                   f"{counted(len(page.ranks), 'export')}" + (f"; {left} left out by --max-events" if left else "")
                    + (f"; {binned} in density bins" if binned else ""))
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from my_utils.profiling.reports.formatting import counted
+
 if TYPE_CHECKING:
     from my_utils.profiling.nsys.run import RunSummary
 
@@ -22,17 +24,18 @@ def _ranks_line(run: RunSummary) -> str:
     exports = len(run.exports)
     sources = sorted({i.rank_source for i in run.inputs})
     ranks = len(run.nccl.participants) if run.nccl is not None and exports == 1 else exports
-    how = "; ".join(RANK_WORDS.get(x, f"from the {x}") for x in sources)
+    how = "; ".join(RANK_WORDS.get(x, f"from the launch environment ({x.removeprefix('environment ')})"
+                                   if x.startswith("environment ") else f"from the {x}") for x in sources)
     if exports == 1:
         how = "one export holding them, numbered by device"
     hosts = sorted({s.host for s in run.exports if s.host})
-    where = (f" on {len(hosts)} host(s) ({', '.join(hosts)})" if hosts and len(hosts) == len({s.host for s in
+    where = (f" on {counted(len(hosts), 'host')} ({', '.join(hosts)})" if hosts and len(hosts) == len({s.host for s in
                                                                                               run.exports})
              else " (hosts not recorded)")
     versions = ", ".join(sorted({s.meta.era for s in run.exports}))
     gpus = ", ".join(sorted({g.name for s in run.exports for g in s.gpus
                              if g.device in set(s.table("nsys_busy_device").column("device") or [])}))
-    return (f"== {exports} export(s), {ranks} rank(s) ({how}){where}; nsys {versions}; "
+    return (f"== {counted(exports, 'export')}, {counted(ranks, 'rank')} ({how}){where}; nsys {versions}; "
             f"GPUs: {gpus or 'not recorded'}")
 
 
@@ -42,7 +45,7 @@ def _not_measured(run: RunSummary) -> list[str]:
         for topic, why in s.not_measured.items():
             seen[(topic, why)] += 1
     n = len(run.exports)
-    return [f"  {topic} ({count} of {n} export(s)): {why}" for (topic, why), count in sorted(seen.items())]
+    return [f"  {topic} ({count} of {counted(n, 'export')}): {why}" for (topic, why), count in sorted(seen.items())]
 
 
 def render_overview(run: RunSummary) -> str:
@@ -68,7 +71,8 @@ def render_overview(run: RunSummary) -> str:
         lines.append(f"top kernel: {top.detail}, {top.number:.0f}% of all kernel time")
     a = run.nccl
     if a is not None:
-        lines.append(f"NCCL across {len(a.participants)} rank(s): {a.collectives} collective(s) matched"
+        lines.append(f"NCCL across {counted(len(a.participants), 'rank')}: "
+                     f"{counted(a.collectives, 'collective')} matched"
                      + ("" if a.aligned else " (no UTC clock anchor: arrival order not measured)"))
         host = next((f for f in a.facts() if f.id == "stragglers.host"), None)
         if host is not None and host.measured:

@@ -32,9 +32,10 @@ def trace(
                                           "rank's clock with its measured offset (clock_sync records); never by "
                                           "heuristics, so a consistently late rank stays late."),
     reference_rank: int = typer.Option(0, "--reference-rank", help="The rank whose clock the timeline uses."),
-    torch_trace: list[Path] = typer.Option([], "--torch-trace", help="A torch.profiler trace of the same run "
-                                           "(repeatable; default: the traces the events name, found in the events' folder "
-                                           "or below it; a trace elsewhere is merged only when named here)."),
+    torch_trace: list[Path] = typer.Option([], "--torch-trace", help="A torch.profiler trace of the same run, or a "
+                                           "folder of them (repeatable; default: the traces the events name, found in "
+                                           "the events' folder or below it; a trace elsewhere is merged only when "
+                                           "named here)."),
     max_mb: float | None = typer.Option(None, "--max-mb", help="Keep every output file under this many MB of "
                                         "JSON, so that it opens in a viewer (they fail near 1 GB); see --overflow."),
     overflow: str = typer.Option("split", "--overflow", help="What --max-mb does with a larger trace: 'split' "
@@ -89,6 +90,10 @@ def _trace(events: Path | None, output: Path, auto_align_ranks: bool, reference_
         raise UsageError("give --events (MyTimer regions, clock records) or --torch-trace (or both)")
     source, csvs = _resolve_events(events) if events is not None else (None, [])
     from my_utils.core.safe_io import refuse_overwriting_inputs
+    from my_utils.profiling.cli.analyze import expand_traces
+
+    # a folder gives its traces, as `analyze --trace` reads one
+    torch_trace = [f for t in torch_trace for f in (expand_traces([t]) if t.is_dir() else [t])]
 
     # before any work: the output (or a part of it) must never replace what it is made from
     inputs = [p for p in (source, *csvs, *torch_trace) if p is not None and p.is_file()]

@@ -190,6 +190,20 @@ def describe_report(path: Path) -> list[str]:
     return lines
 
 
+def next_steps(written: dict[str, Path]) -> list[str]:
+    """What to open or run next: the report, the merged timeline, and the one command for a whole run folder."""
+    lines = ["next:"]
+    page = written.get("report_html") or written.get("report_markdown") or written.get("report_json")
+    if page is not None:
+        lines.append(f"  open {page} (the verdict, the fixes to make first, every table and chart)")
+    if "merged_trace" in written:
+        lines.append(f"  open {written['merged_trace']} in https://ui.perfetto.dev (every rank on one clock)")
+    folder = Path(written["events"]).parent
+    lines.append(f"  myutils-profile analyze {folder}   # the whole folder, each file told by its content "
+                 "(source .venv/bin/activate puts myutils-profile on PATH)")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     args = _parse(argv)
@@ -203,8 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     print("written:")
     for role, path in written.items():
         print(f"  {role:16s} {path}")
-    print("next: open mytimer_trace.json or a torch trace in https://ui.perfetto.dev, or run\n"
-          f"  myutils plugins run torch_profiler --input {written['torch_traces']} --output-dir <dir>")
+    for line in next_steps(written):
+        print(line)
     return 0
 
 

@@ -22,8 +22,8 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+from my_utils.core.paths import StrPath, as_paths
 from my_utils.profiling.ncu.launches import NcuLaunch, NcuRule, read_launches
 from my_utils.profiling.nsys.facts import Evidence, NsysFact, not_measured
 
@@ -147,9 +147,9 @@ def analyze_launches(launches: Sequence[NcuLaunch], *, gpu: str | None = None) -
     return NcuAnalysis(tuple(kernels), rules, gpu, tuple(sorted({x.file for x in launches})))
 
 
-def analyze_files(paths: Sequence[str | Path], *, gpu: str | None = None) -> NcuAnalysis:
-    """Read and analyse ncu exports (each parsed once)."""
-    return analyze_launches([x for p in paths for x in read_launches(p)], gpu=gpu)
+def analyze_files(paths: StrPath | Sequence[StrPath], *, gpu: str | None = None) -> NcuAnalysis:
+    """Read and analyse ncu exports (each parsed once); one path or a list of them."""
+    return analyze_launches([x for p in as_paths(paths) for x in read_launches(p)], gpu=gpu)
 
 
 def _over(k: KernelSummary) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 
 from my_utils.core.errors import InputError, UnsupportedInputError
 from my_utils.core.events import MetricEvent
+from my_utils.core.paths import StrPath, as_path
 from my_utils.profiling.nsys.ranks import rank_in_name
 from my_utils.profiling.providers._values import parse_number, time_to_ms
 
@@ -49,8 +50,9 @@ def _text(path: Path) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def read_ncu_csv(path: Path, rank: int | None = None) -> list[MetricEvent]:
+def read_ncu_csv(path: StrPath, rank: int | None = None) -> list[MetricEvent]:
     """Parse one ncu CSV export into metric events (rank: given, else from the file name)."""
+    path = as_path(path)
     text = _text(path)
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if is_header(line)), None)

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from my_utils.core.paths import StrPath, as_paths
 from my_utils.profiling.analysis.diff_model import MIN_SAMPLES, DiffResult, OpStats, compare, standard_error
 from my_utils.profiling.ncu.launches import NcuLaunch, read_launches
 
@@ -357,9 +358,10 @@ def _device(launches: Sequence[NcuLaunch]) -> str | None:
     return None
 
 
-def diff_ncu(base: Sequence[str | Path], target: Sequence[str | Path], *, sigmas: float = 3.0,
+def diff_ncu(base: StrPath | Sequence[StrPath], target: StrPath | Sequence[StrPath], *, sigmas: float = 3.0,
              min_pct: float = 5.0) -> NcuDiff:
-    """Compare two runs' ncu exports (each a list of files)."""
+    """Compare two runs' ncu exports (each a file or a list of files)."""
+    base, target = as_paths(base, "base"), as_paths(target, "target")
     la = [x for p in base for x in read_launches(p)]
     lb = [x for p in target for x in read_launches(p)]
     return diff_launches(la, lb, sigmas=sigmas, min_pct=min_pct, base_label=", ".join(Path(p).name for p in base),

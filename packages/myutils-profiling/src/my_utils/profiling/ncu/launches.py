@@ -39,6 +39,8 @@ METRICS: dict[str, tuple[str, ...]] = {
 UNIT_OF = {"L1/TEX Cache Throughput": "l1tex", "L2 Cache Throughput": "lts", "DRAM Throughput": "dram",
            "Compute (SM) Throughput": "sm"}
 _SOL_NAMES = {n for k in ("sol_compute", "sol_memory") for n in METRICS[k]}
+#: Text metrics kept in a launch's ``attrs`` (the raw page's GPU name: ``ncu diff`` compares the two sides' GPUs).
+TEXT_ATTRS = frozenset({"device__attribute_display_name"})
 _BYTE_SCALE = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12, "b": 1.0, "kb": 1e3,
                "mb": 1e6, "gb": 1e9}
 # FLOP-counting instruction metrics: (precision, operations per instruction)
@@ -140,6 +142,9 @@ def launches_from_events(events: Iterable[Any]) -> list[NcuLaunch]:
                                         str(a.get("estimated_speedup_type", "")), value, key[0]))
         elif e.name.startswith("ncu:") and isinstance(e.value, float) and math.isfinite(e.value):
             launch.metrics[e.name.removeprefix("ncu:")] = (e.value, str(e.unit or ""))
+        elif e.name.removeprefix("ncu:") in TEXT_ATTRS and str(a.get("text") or "").strip():
+            # a text metric (the GPU's name) is no number: kept beside the ids, where ncu diff looks for the GPU
+            launch.attrs[e.name.removeprefix("ncu:")] = str(a["text"]).strip()
     return sorted(by.values(), key=lambda x: (x.file, _num(x.launch_id)))
 
 

@@ -11,9 +11,10 @@ then ``step``, ``iteration``, ``iter``. A pattern needs at least two occurrences
 process to count as iterations.
 
 Outliers: an iteration whose time lies more than :data:`OUTLIER_Z` robust z-scores
-(``0.6745 (x - median) / MAD``, Iglewicz and Hoaglin) above its process's median; its
-position (``first``/``last``/``middle``) tells warm-up or a cut-off last step from a
-stall in the middle.
+(``0.6745 (x - median) / MAD``, Iglewicz and Hoaglin) from its process's median, on either
+side: a stall is slow, a skipped or cut-off step is fast (the sign of ``robust_z`` says
+which); its position (``first``/``last``/``middle``) tells warm-up or a cut-off last step
+from one in the middle.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def _outliers(pid: Any, order: list[int], times: list[int]) -> tuple[IterationOu
     out = []
     for idx, t in zip(order, times, strict=True):
         z = 0.6745 * (t - med) / mad
-        if z > OUTLIER_Z:
+        if abs(z) > OUTLIER_Z:
             pos = "first" if idx == order[0] else "last" if idx == order[-1] else "middle"
             out.append(IterationOutlier(pid, idx, t, round(z, 2), pos))
     return tuple(out)

@@ -28,7 +28,9 @@ class Table:
         return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
 
     def column(self, name: str) -> list[Any]:
-        """One column's values, in row order."""
+        """One column's values, in row order (none for an empty table, whose columns may be unknown)."""
+        if not self.rows:
+            return []
         i = self.columns.index(name)
         return [r[i] for r in self.rows]
 

@@ -1,4 +1,4 @@
-"""Tables as text for a terminal and as CSV (formula-safe text cells), and the summary as text.
+"""Tables as text for a terminal and as CSV (the project's one writer, :mod:`my_utils.core.csv_safe`).
 
 Rendering only: every number was computed before (``*_ns`` columns are shown in ms for
 reading; CSV keeps the raw nanoseconds, so a spreadsheet gets exact values).
@@ -6,13 +6,11 @@ reading; CSV keeps the raw nanoseconds, so a spreadsheet gets exact values).
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Sequence
 from typing import Any
 
-from my_utils.core.safe_io import csv_text_cell
+from my_utils.core.csv_safe import csv_table
 
 MAX_CELL = 60
 
@@ -56,10 +54,5 @@ def _is_num(v: Any) -> bool:
 
 
 def csv_text(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """CSV with a header; text cells made formula-safe (``csv_text_cell``), numbers as written."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow([csv_text_cell(c) for c in columns])
-    for r in rows:
-        w.writerow(["" if v is None else csv_text_cell(v) if isinstance(v, str) else v for v in r])
-    return buf.getvalue()
+    """CSV with a header: text cells formula-safe whatever the reader's row split, numbers as written."""
+    return csv_table(columns, rows)

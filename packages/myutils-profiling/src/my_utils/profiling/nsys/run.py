@@ -34,6 +34,7 @@ class RunSummary:
     inputs: tuple[RankInput, ...]
     exports: tuple[ExportSummary, ...]
     nccl: NcclAnalysis | None
+    pipeline: tuple[dict[str, Any], ...] = ()  # nsys_pipeline_bubble rows (nsys.pipeline)
 
     def tables(self) -> dict[str, Table]:
         """Every table of every export joined by name (rows keep their ``rank``), plus the NCCL tables."""
@@ -55,7 +56,20 @@ class RunSummary:
                 {**asdict(h), "ranks": ", ".join(map(str, h.ranks)), "mean_lag_ns": h.mean_lag_ns}
                 for h in self.nccl.hosts])
             out["nsys_nccl_sizes"] = _rows("nsys_nccl_sizes", [asdict(r) for r in self.nccl.sizes])
+        if self.pipeline:
+            out["nsys_pipeline_bubble"] = _rows("nsys_pipeline_bubble", list(self.pipeline))
         return out
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the numbers cannot show: ranks of the job's world that no export holds (``rank_coverage``)."""
+        from my_utils.profiling.analysis.rank_coverage import rank_coverage
+
+        sources = sorted({i.world_source.removeprefix("environment ") for i in self.inputs if i.world_size is not None})
+        cov = rank_coverage((i.rank for i in self.inputs), (i.world_size for i in self.inputs),
+                            "the launch environment nsys recorded (" + ", ".join(sources) + ")")
+        text = cov.warning("export") if cov is not None else None
+        return (text,) if text else ()
 
     def facts(self) -> list[Any]:
         """Every export's facts, then the NCCL facts."""
@@ -65,7 +79,9 @@ class RunSummary:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: inputs with their ranks, each export's summary, the NCCL analysis."""
         return {
-            "inputs": [{"path": str(i.path), "rank": i.rank, "rank_source": i.rank_source} for i in self.inputs],
+            "inputs": [{"path": str(i.path), "rank": i.rank, "rank_source": i.rank_source,
+                        "world_size": i.world_size, "world_source": i.world_source} for i in self.inputs],
+            "warnings": list(self.warnings),
             "exports": [s.to_dict() for s in self.exports],
             "nccl": None if self.nccl is None else {
                 "participants": [asdict(p) for p in self.nccl.participants],
@@ -105,16 +121,20 @@ def analyze_run(specs: Sequence[str | Path], *, iteration_range: str | None = No
     ``visit`` is called with each open export (views made, its rank set) after its summary;
     ``model`` (the FLOPs of one GPU's iteration, the dtype) gives each export's MFU.
     """
+    from my_utils.profiling.nsys.pipeline import export_ranges, pipeline_rows
+
     inputs = expand_inputs(specs)
     single = len(inputs) == 1
     exports: list[ExportSummary] = []
+    ranges: list[tuple[Any, bool]] = []
     with contextlib.ExitStack() as stack:
         dbs = []
         for i in inputs:
             db = stack.enter_context(NsysExport(i.path, rank=None if single and i.rank_source == "none" else i.rank))
             exports.append(summarize(db, iteration_range=iteration_range, top=top, model=model))
+            ranges.append((export_ranges(db), db.epoch_offset_ns is not None))
             if visit is not None:
                 visit(db)
             dbs.append(db)
         nccl = analyze_collectives(dbs, message_bytes=message_bytes, init_end=_init_ends(exports))
-    return RunSummary(tuple(inputs), tuple(exports), nccl)
+    return RunSummary(tuple(inputs), tuple(exports), nccl, tuple(pipeline_rows(ranges)))

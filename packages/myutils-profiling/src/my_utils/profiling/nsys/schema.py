@@ -20,6 +20,10 @@ Vulkan ...) are ignored. A known table that lacks a column every export has writ
 bad input: :class:`~my_utils.core.errors.InputError` names the file, the table and the
 column. The database is opened read-only and immutable; nothing is written next to it
 (the canonical views of :mod:`.views` live in SQLite's temporary schema).
+
+An export is untrusted input (:mod:`.read_checks`): a view named like an nsys table is
+refused, every statement runs under a budget of SQLite steps and is stopped past it, and
+:meth:`NsysExport.check_columns` refuses a value of the wrong storage class before use.
 """
 
 from __future__ import annotations
@@ -32,6 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from my_utils.core.errors import InputError, UnsupportedInputError
+from my_utils.profiling.nsys.read_checks import (
+    NSYS_TABLE_NAME,
+    PROGRESS_STEP,
+    STEPS_ENV,
+    ColumnKind,
+    shown,
+    step_budget,
+)
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Timestamps above this are already on the UTC epoch (2003-11 in ns), below it on the session clock.
@@ -68,6 +80,7 @@ class GpuInfo:
     source_table: str = ""
 
 
+
 def _text(raw: bytes) -> str:
     # names and metadata of real exports are not always UTF-8 (a user name in Latin-1)
     return raw.decode("utf-8", errors="replace")
@@ -98,6 +111,8 @@ class NsysExport:
         self.rank = rank
         self.label = label or self.path.name
         check_header(self.path)
+        self.step_budget = step_budget(self.path.stat().st_size)  # before connecting: a bad setting leaks nothing
+        self._steps = 0
         uri = self.path.resolve().as_uri() + "?mode=ro&immutable=1"
         try:
             self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
@@ -105,13 +120,21 @@ class NsysExport:
             raise InputError(self.path, None, f"a readable SQLite database ({exc})") from None
         self.conn.text_factory = _text
         _math_functions(self.conn)
+        self.conn.set_progress_handler(self._progress, PROGRESS_STEP)
         try:
-            rows = self.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
+            rows = self.conn.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
         except (sqlite3.Error, UnicodeDecodeError) as exc:
             self.conn.close()
             raise InputError(self.path, "sqlite_master", f"a readable SQLite database ({_reason(exc)})") from None
-        self.tables: frozenset[str] = frozenset(r[0] for r in rows)
+        views = sorted(str(r[0]) for r in rows if r[1] == "view" and NSYS_TABLE_NAME.match(str(r[0])))
+        if views:
+            self.conn.close()
+            raise InputError(self.path, f"table {views[0]}",
+                             f"a table {views[0]!r} (nsys exports write tables); found a view in its place, which "
+                             "may never finish: export the report again with `nsys export --type sqlite`")
+        self.tables: frozenset[str] = frozenset(str(r[0]) for r in rows if r[1] == "table")
         self._columns: dict[str, tuple[str, ...]] = {}
+        self._checked: set[str] = set()
         self.meta = self._read_meta()
         if "StringIds" not in self.tables and not any(t.startswith("CUPTI_ACTIVITY_KIND_") for t in self.tables):
             shown = ", ".join(sorted(self.tables)[:8]) or "none"
@@ -163,13 +186,59 @@ class NsysExport:
         have = set(self.columns(table))
         return next((c for c in candidates if c in have), None)
 
+    def _progress(self) -> int:
+        """SQLite's progress handler: stop the statement once it has taken its budget of steps."""
+        self._steps += PROGRESS_STEP
+        return 1 if self._steps > self.step_budget else 0
+
+    def _failed(self, exc: BaseException, place: str) -> InputError:
+        """The one line of a statement that failed, or that was stopped past its budget of steps."""
+        if isinstance(exc, sqlite3.OperationalError) and self._steps > self.step_budget:
+            return InputError(self.path, place, f"a query that ends within {self.step_budget:,} SQLite steps; it was "
+                                                "stopped there (an endless join or a damaged table?). Raise "
+                                                f"${STEPS_ENV} if this export really needs more")
+        return InputError(self.path, place, f"a readable nsys export ({_reason(exc)})")
+
     def query(self, sql: str, params: Mapping[str, Any] | Sequence[Any] = (), *,
               place: str = "query") -> list[tuple[Any, ...]]:
         """All rows of ``sql`` (use for aggregates: the caller bounds the row count)."""
+        self._steps = 0
         try:
             return self.conn.execute(sql, params).fetchall()
         except (sqlite3.Error, UnicodeDecodeError, OverflowError) as exc:
-            raise InputError(self.path, place, f"a readable nsys export ({_reason(exc)})") from None
+            raise self._failed(exc, place) from None
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]], *, place: str = "query") -> None:
+        """``sql`` once per row (inserts into temporary tables), under the same budget and errors as :meth:`query`."""
+        self._steps = 0
+        try:
+            self.conn.executemany(sql, rows)
+        except (sqlite3.Error, UnicodeDecodeError, OverflowError) as exc:
+            raise self._failed(exc, place) from None
+
+    def check_columns(self, table: str, kinds: Mapping[str, ColumnKind]) -> None:
+        """Refuse ``table`` when one of its columns in ``kinds`` holds a value of another kind, in one line.
+
+        Checked once per table, in one pass, before anything reads it: a BLOB or TEXT where a
+        time is read, a REAL device id... would give wrong figures, a crash, or a lane loop.
+        Columns the table lacks are skipped (the views make them NULL).
+        """
+        have = self.columns(table)
+        cols = [c for c in kinds if c in have]
+        if table in self._checked or not cols:
+            return
+        self._checked.add(table)
+        where = " OR ".join(f"NOT {kinds[c].condition(quote_ident(c))}" for c in cols)
+        listed = ", ".join(quote_ident(c) for c in cols)
+        rows = self.query(f"SELECT rowid, {listed} FROM {quote_ident(table)} WHERE {where} LIMIT 1",
+                          place=f"table {table}")
+        if not rows:
+            return
+        rowid, values = rows[0][0], rows[0][1:]
+        for col, value in zip(cols, values, strict=True):
+            if not kinds[col].accepts(value):
+                raise InputError(self.path, f"table {table} row {rowid}",
+                                 f"{kinds[col].expected(col, table, value)}; found {shown(value)}")
 
     def iterate(self, sql: str, params: Mapping[str, Any] | Sequence[Any] = (), *,
                 place: str = "query", batch: int = 1000) -> Iterator[tuple[Any, ...]]:
@@ -180,10 +249,11 @@ class NsysExport:
     def description(self, sql: str, params: Mapping[str, Any] | Sequence[Any] = (), *,
                     place: str = "query") -> tuple[list[str], sqlite3.Cursor]:
         """The column names and an open cursor of ``sql`` (read it with :meth:`iterate_cursor`)."""
+        self._steps = 0
         try:
             cur = self.conn.execute(sql, params)
         except (sqlite3.Error, UnicodeDecodeError, OverflowError) as exc:
-            raise InputError(self.path, place, f"a readable nsys export ({_reason(exc)})") from None
+            raise self._failed(exc, place) from None
         return [d[0] for d in cur.description or ()], cur
 
     def iterate_cursor(self, cur: sqlite3.Cursor, *, place: str = "query",
@@ -196,7 +266,7 @@ class NsysExport:
                     return
                 yield from rows
         except (sqlite3.Error, UnicodeDecodeError, OverflowError) as exc:
-            raise InputError(self.path, place, f"a readable nsys export ({_reason(exc)})") from None
+            raise self._failed(exc, place) from None
 
     def ensure_views(self) -> None:
         """Create the canonical temporary views (:mod:`.views`) once per connection."""

@@ -243,7 +243,7 @@ def _iteration_facts(s: ExportSummary) -> list[NsysFact]:
                 denominator_value=st.gpu_window_ns / MS, denominator_unit="ms", ranks=ranks, steps=st.count,
                 aggregate="device-level union per iteration", evidence=ev))
         out.append(NsysFact(
-            f"nsys.iteration_outliers:{sc}", "Iterations far slower than the median", len(st.outliers), "count",
+            f"nsys.iteration_outliers:{sc}", "Iterations far from the median (slower or faster)", len(st.outliers), "count",
             ranks=ranks, steps=st.count, detail=", ".join(f"#{o.iteration} ({o.position}, z={o.robust_z})"
                                                          for o in st.outliers[:10]),
             evidence=tuple(Evidence("nsys_iterations", {"rank": s.rank, "pid": st.pid, "iteration": o.iteration},

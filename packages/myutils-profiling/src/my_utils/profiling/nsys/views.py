@@ -34,7 +34,8 @@ Times are nanoseconds on the export's clock; add ``nsys_export.epoch_offset_ns``
 UTC epoch. ``pid`` is nsys's global process id (``globalPid``; for CPU tables derived from
 ``globalTid``), so CPU and GPU rows of one process join on it. An absent table gives an
 empty view with the same columns, so every query runs on every export. Rows whose end
-precedes their start (an unfinished range) are left out.
+precedes their start (an unfinished range) are left out. Every column a view reads is checked
+first (:data:`~.read_checks.COLUMN_KINDS`): a value of another storage class is refused.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from my_utils.core.errors import InputError
+from my_utils.profiling.nsys.read_checks import COLUMN_KINDS
 
 if TYPE_CHECKING:
     from my_utils.profiling.nsys.schema import NsysExport
@@ -105,6 +107,9 @@ def _string_join(db: NsysExport, alias: str, col: str) -> tuple[str, str]:
 def create_views(db: NsysExport) -> None:
     """Create the canonical temporary views on ``db``'s connection (see the module doc)."""
     statements: list[str] = []
+    for table, kinds in COLUMN_KINDS.items():  # before any read: one line for a BLOB, TEXT or REAL where a number is
+        if table in db.tables:
+            db.check_columns(table, kinds)
     _kernel_kinds(db)
     statements.append(_kernel_view(db))
     statements.append(_memcpy_view(db))
@@ -146,7 +151,7 @@ def _kernel_kinds(db: NsysExport) -> None:
             text = str(name) if name is not None else f"kernel#{ident}"
             kind = kind_of(text).value
             batch.append((ident, kind, collective_of(text) if kind == "communication" else None))
-    db.conn.executemany("INSERT OR REPLACE INTO temp.nsys_kernel_kind VALUES (?, ?, ?)", batch)
+    db.executemany("INSERT OR REPLACE INTO temp.nsys_kernel_kind VALUES (?, ?, ?)", batch, place="temp")
 
 
 def _kernel_name_col(db: NsysExport) -> str | None:
@@ -270,13 +275,13 @@ def _sync_view(db: NsysExport) -> str:
 def _gpu_table(db: NsysExport) -> None:
     db.query("CREATE TEMP TABLE nsys_gpu (device INTEGER PRIMARY KEY, name TEXT, sm_count INTEGER, "
              "memory_bandwidth_bps REAL, clock_hz REAL)", place="temp")
-    db.conn.executemany("INSERT INTO temp.nsys_gpu VALUES (?, ?, ?, ?, ?)",
-                        [(g.device, g.name, g.sm_count, g.memory_bandwidth_bps, g.clock_hz) for g in db.gpus()])
+    db.executemany("INSERT INTO temp.nsys_gpu VALUES (?, ?, ?, ?, ?)",
+                   [(g.device, g.name, g.sm_count, g.memory_bandwidth_bps, g.clock_hz) for g in db.gpus()], place="temp")
 
 
 def _export_table(db: NsysExport) -> None:
     db.query("CREATE TEMP TABLE nsys_export (label TEXT, rank INTEGER, epoch_offset_ns INTEGER, "
              "product_version TEXT, schema_version TEXT, family TEXT)", place="temp")
     m = db.meta
-    db.conn.execute("INSERT INTO temp.nsys_export VALUES (?, ?, ?, ?, ?, ?)",
-                    (db.label, db.rank, db.epoch_offset_ns, m.product_version, m.schema_version, m.family))
+    db.query("INSERT INTO temp.nsys_export VALUES (?, ?, ?, ?, ?, ?)",
+             (db.label, db.rank, db.epoch_offset_ns, m.product_version, m.schema_version, m.family), place="temp")

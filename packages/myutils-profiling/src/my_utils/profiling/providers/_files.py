@@ -75,13 +75,12 @@ def find_inputs(path: Path, patterns: Sequence[str], what: str,
 
 
 def missing_reason(path: Path) -> str:
-    """Why ``path`` is no input: absent, or there but neither a regular file nor a folder (FIFO, socket, device).
+    """Why ``path`` is no input, naming what it is (``safe_io.path_problem``): absent, a link that loops or
+    leads nowhere, a FIFO, socket or device. A pipe is never read: a provider would block on it or read it
+    once and lose it."""
+    from my_utils.core.safe_io import path_problem
 
-    A pipe is never read: a provider would block on it or read it once and lose it.
-    """
-    if path.exists():
-        return "not a regular file or folder (a pipe, socket or device is not read); give a file or a folder"
-    return "no such file or folder"
+    return path_problem(path)
 
 
 def check_distinct_ranks(ranks: dict[Path, int | None], what: str) -> None:

@@ -1134,7 +1134,7 @@ static PyObject *group_rows(PyObject *module, PyObject *const *args, Py_ssize_t 
     if (next == NULL) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t u = 0, at = 0; u < used; u++) { groups[u].first = next[u] = at; at += groups[u].count; }
     for (Py_ssize_t k = 0; k < n; k++) run[next[which[k]]++] = dur[k];
-    qsort(groups, (size_t)used, sizeof(Group), group_cmp);
+    if (used > 1) qsort(groups, (size_t)used, sizeof(Group), group_cmp);  /* groups is NULL when there are none */
     out = PyList_New(used);
     if (out == NULL) goto done;
     for (Py_ssize_t u = 0; u < used; u++) {
@@ -1177,7 +1177,7 @@ static PyObject *peak_rows(PyObject *module, PyObject *const *args, Py_ssize_t n
     RowKey *keys = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(RowKey));
     if (keys == NULL) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t k = 0; k < n; k++) { keys[k].g = si[k]; keys[k].n = dev[k]; keys[k].si = 0; keys[k].at = k; }
-    qsort(keys, (size_t)n, sizeof(RowKey), row_cmp);
+    if (n > 1) qsort(keys, (size_t)n, sizeof(RowKey), row_cmp);
     out = PyList_New(0);
     if (out == NULL) goto done;
     for (Py_ssize_t lo = 0; lo < n;) {
@@ -1223,8 +1223,16 @@ static struct PyModuleDef module_def = {
  * install not rebuilt after a pull) is then ignored instead of called with other arguments. */
 #define SCAN_ABI 3
 
+/* The sha256 of this file as it was compiled (hatch_build.py passes it): the tests compare it with the
+ * source beside the module, so that an edit not followed by a reinstall fails instead of testing the
+ * old binary. Empty when compiled by hand. */
+#ifndef MYUTILS_SCAN_SOURCE_SHA256
+#define MYUTILS_SCAN_SOURCE_SHA256 ""
+#endif
+
 PyMODINIT_FUNC PyInit__kineto_scan(void) {
     PyObject *m = PyModule_Create(&module_def);
     if (m != NULL && PyModule_AddIntConstant(m, "ABI", SCAN_ABI) < 0) Py_CLEAR(m);
+    if (m != NULL && PyModule_AddStringConstant(m, "SOURCE_SHA256", MYUTILS_SCAN_SOURCE_SHA256) < 0) Py_CLEAR(m);
     return m;
 }

@@ -57,6 +57,7 @@ class ShapeArgs(EventArgs, frozen=True, gc=False):
     kernel_flop: Any = None
     kernel_num_gb: Any = None
     kernel_backend: Any = None
+    kernel_hash: Any = None
     kernel_name: Any = None
     stream: Any = None
 

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from typing import Any
 
-from my_utils.core.dask_local import LocalDask, local_cluster, quiet_distributed
+from my_utils.core.dask_local import LocalDask, join_scheduler, local_cluster, quiet_distributed
 from my_utils.core.errors import UsageError
 from my_utils.profiling.providers.batches import UNSEEN_ATTR, WORKER_ATTR, run_batch
 
@@ -146,9 +146,9 @@ def dask_session(executor: Any, max_workers: int | None, calls: int,
                 f"scheduler in ${DASK_ENV}), a Dask scheduler address such as 'tcp://127.0.0.1:8786', "
                 "or a distributed.Client"
             )
-        client_class = _dask_client_class()
+        _dask_client_class()  # says how to install Dask when it is not
         quiet_distributed()
-        with client_class(address, set_as_default=False) as client:
+        with join_scheduler(address, where) as client:  # bounded: a silent or refused address is said at once
             yield DaskSession(client, _threads(client), named=True)
         return
     client_class = _dask_client_class()

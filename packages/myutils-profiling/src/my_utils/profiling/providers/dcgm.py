@@ -15,7 +15,8 @@ Each value becomes ``dcgm.<field>:<entity>`` (``dcgm.sm_active:gpu0``): the prof
 temperatures (C), clocks (MHz), frame buffer (MiB) and PCIe/NVLink throughput (B/s) as
 gauges; other fields under their short name with the unit dcgmi printed. ``N/A`` is not
 measured (NaN, ``attrs["status"]``), never 0. Samples have no step: ``attrs["sample"]``
-counts them per entity.
+counts them per entity. ``attrs["metric"]`` is the canonical name (``my_utils.core.metric_names``)
+of the fields other tools record too (``SMACT`` is ``gpu.sm_active``, as nsys's ``SMs Active``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 from my_utils.core.errors import InputError, UnsupportedInputError
 from my_utils.core.events import MetricEvent
+from my_utils.core.metric_names import lookup
 from my_utils.profiling.providers._files import rank_from_name
 from my_utils.profiling.providers._text import TextLogProvider, inert, shown, text_lines
 
@@ -209,6 +211,9 @@ def _event(col: _Column, cell: str, label: str, key: str,
     field, unit, kind, scale = known if known else (
         re.sub(r"[^\w.+\-]", "_", col.short.lower()), col.unit, "gauge", 1.0)
     attrs: dict[str, Any] = {"entity": label, "field": col.short, "sample": sample}
+    canonical = lookup("dcgm", col.short)  # one name for the metric whichever tool recorded it
+    if canonical is not None:
+        attrs["metric"] = canonical[0].name
     if label.startswith("GPU ") and " LINK " not in label:
         attrs["gpu"] = int(label.split()[1])
     if not cell:  # dcgmi leaves a field this entity does not have blank

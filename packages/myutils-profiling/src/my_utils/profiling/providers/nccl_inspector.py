@@ -175,8 +175,33 @@ def _objects(path: Path) -> Any:
         raise InputError(path, f"line {start}", "a complete JSON object; the file ends inside it")
 
 
-def read_nccl_inspector(path: Path, rank: int | None = None) -> list[MetricEvent]:
-    """Parse one Inspector log into metric events (every operation of every communicator in it)."""
+@dataclass(frozen=True)
+class InspectorOp:
+    """One operation an Inspector log recorded, with the rank of its process (``nccl.inspector`` reads these)."""
+
+    file: str
+    line: int
+    rank: int | None  # the process's rank in its largest communicator
+    host: str
+    pid: int
+    comm: str
+    comm_name: str
+    comm_rank: int
+    n_ranks: int
+    nnodes: int | None
+    kind: str  # "coll" or "p2p"
+    op: str
+    seq: int | None
+    peer: int | None
+    size: int
+    exec_us: float
+    algbw: float | None
+    busbw: float | None
+    start_us: int | None  # the verbose trace's start (µs on the epoch, as the plugin writes it)
+
+
+def _operations(path: Path, rank: int | None) -> list[tuple[_Op, int | None]]:
+    """Every record of one log with its process's rank (the file's rank when the records name no process)."""
     ops: list[_Op] = []
     largest: dict[tuple[str, int], tuple[int, int]] = {}  # process -> (n_ranks, rank) of its largest communicator
     for line, obj in _objects(path):
@@ -187,10 +212,28 @@ def read_nccl_inspector(path: Path, rank: int | None = None) -> list[MetricEvent
     if not ops:
         raise UnsupportedInputError(path, None, f"{_WHAT}; the file holds no record")
     default = rank if rank is not None else rank_from_name(path)
+    return [(op, largest[op.process][1] if op.process[0] or op.process[1] >= 0 else default) for op in ops]
+
+
+def read_operations(path: str | Path, rank: int | None = None) -> list[InspectorOp]:
+    """Every operation of one Inspector log, as :class:`InspectorOp` (the same checks as the provider)."""
+    p = Path(path)
+    out = []
+    for op, r in _operations(p, rank):
+        a = op.attrs
+        out.append(InspectorOp(p.name, int(a["line"]), r, op.process[0], op.process[1], str(a["comm"]),
+                               str(a.get("comm_name", "")), op.comm_rank, op.comm_ranks,
+                               a.get("nnodes") if isinstance(a.get("nnodes"), int) else None, op.kind, op.op,
+                               a.get("sn"), a.get("peer"), op.size, op.exec_us, op.algbw, op.busbw,
+                               round(op.ts * 1e6) if op.ts is not None else None))
+    return out
+
+
+def read_nccl_inspector(path: Path, rank: int | None = None) -> list[MetricEvent]:
+    """Parse one Inspector log into metric events (every operation of every communicator in it)."""
     base = {"file": path.name}
     out: list[MetricEvent] = []
-    for op in ops:
-        r = largest[op.process][1] if op.process[0] or op.process[1] >= 0 else default
+    for op, r in _operations(path, rank):
         attrs = {**base, **op.attrs}
 
         def event(name: str, value: float, kind: str, unit: str, op: _Op = op, r: int | None = r,

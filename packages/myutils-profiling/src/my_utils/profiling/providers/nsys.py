@@ -11,7 +11,9 @@ millions of rows costs a few queries, not a Python loop.
 
 Emitted names share the Kineto vocabulary: ``kernel:<name>``, ``gpu.kernel_time``,
 ``gpu.kernel_count``, ``memcpy:<direction>``, ``gpu.memcpy_time``, ``memset:memset``,
-``gpu.memset_time``, ``runtime:<api>``, ``nvtx:<range>``, ``gpu.sync_time``. Timestamps are
+``gpu.memset_time``, ``runtime:<api>``, ``nvtx:<range>``, ``gpu.sync_time``; GPU metrics
+(``--gpu-metrics-devices``) by their canonical names (``gpu.sm_active:<gpu>``, see
+``my_utils.core.metric_names``), one mean per metric and GPU. Timestamps are
 on the UTC epoch (``NsysExport.epoch_offset_ns``), or None when the export has no clock anchor.
 """
 
@@ -83,7 +85,27 @@ def export_events(db: NsysExport) -> list[MetricEvent]:
     if n:
         emit("gpu.sync_time", (sync_ns or 0) / 1e6, "duration", "ms", first, count=n)
     per_name("nvtx", f"SELECT name, {_STATS} FROM nsys_nvtx GROUP BY name ORDER BY name")
+    if {"GPU_METRICS", "TARGET_INFO_GPU_METRICS"} <= set(db.tables):
+        _gpu_metrics(db, emit)
     return out
+
+
+def _gpu_metrics(db: NsysExport, emit: Any) -> None:
+    """``--gpu-metrics-devices`` samples, one mean per metric and GPU: named by the canonical metric where
+    ``my_utils.core.metric_names`` knows it (``gpu.sm_active:<gpu>``), else ``nsys.gpu_metric.<name>:<gpu>``."""
+    from my_utils.core.metric_names import lookup
+
+    sql = ("SELECT t.typeName, t.metricName, COUNT(*), AVG(m.value), MIN(m.value), MAX(m.value), MIN(m.timestamp) "
+           "FROM GPU_METRICS m JOIN (SELECT DISTINCT typeId, typeName, metricId, metricName "
+           "FROM TARGET_INFO_GPU_METRICS) t ON m.typeId = t.typeId AND m.metricId = t.metricId "
+           "GROUP BY m.typeId, m.metricId ORDER BY t.typeName, t.metricName")
+    for gpu, metric, n, mean, low, high, first in db.query(sql, place="GPU metrics"):
+        found = lookup("nsys", str(metric))
+        unit = str(metric)[str(metric).rindex("[") + 1:-1] if str(metric).endswith("]") and "[" in str(metric) else ""
+        name = found[0].name if found is not None else f"nsys.gpu_metric.{str(metric).split(' [')[0]}"
+        emit(f"{name}:{gpu}", float(mean) * (found[1].scale if found else 1.0), "ratio",
+             found[0].unit if found else unit, first, nsys_metric=str(metric), gpu=str(gpu), count=n,
+             min=float(low) * (found[1].scale if found else 1.0), max=float(high) * (found[1].scale if found else 1.0))
 
 
 class NsysSqliteMetricsProvider(FileProviderBase):

@@ -28,6 +28,7 @@ from typing import Any
 
 from my_utils.core.errors import InputError
 from my_utils.core.events import MetricEvent
+from my_utils.core.safe_io import utf8_text
 from my_utils.profiling.providers import trace_events
 from my_utils.profiling.providers.trace_events import as_dict
 from my_utils.profiling.providers.trace_scan import ScannedRun, finish_helpers, scan_function
@@ -52,6 +53,66 @@ _RUNTIME, _INSTANT, _SKIP = 6, 7, -1
 _COMM = re.compile(r"nccl|rccl", re.IGNORECASE)
 _CAT = attrgetter("cat")
 _EPOCH_US_MIN = 1e15  # µs since 1970 later than 2001: the trace clock is already the unix epoch
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _correlation(args: Any) -> int:
+    """``args.correlation`` of an event: -1 when absent or null; a ``ValueError`` unless an integer within 64 bits.
+
+    Strict because batches are read by orjson, which reads an integer beyond 64 bits as a float:
+    a float (or any other type) is refused like the integer itself, wherever in the file it sits.
+    """
+    corr = args.get("correlation") if isinstance(args, dict) else None
+    if corr is None:
+        return -1
+    if corr.__class__ is not int or not _INT64[0] <= corr <= _INT64[1]:
+        raise ValueError("correlation")
+    return corr
+
+
+def field_at_fault(ev: dict[str, Any], cat: Any, exc: BaseException) -> str:
+    """What an event that ``add`` could not take holds where a number was read: the field and its value."""
+    def number(v: Any) -> bool:
+        return v.__class__ in (int, float) and (v.__class__ is int or v - v == 0.0)
+
+    def shown(v: Any) -> str:
+        text = repr(v)
+        text = text if len(text) <= 40 else text[:37] + "..."
+        # orjson reads an integer beyond 64 bits as a float: say what it was in the file
+        return f"a number beyond 64 bits ({text})" if v.__class__ in (int, float) and abs(v) >= 2**63 else text
+
+    on = f"on a {cat!r} event"
+    if "ts" not in ev:
+        return f"'ts' {on} as a finite number (µs); found none"
+    raw_args = ev.get("args")
+    args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
+    checks: list[tuple[str, Any, bool, str]] = [
+        ("ts", ev.get("ts"), number(ev.get("ts")), "a finite number (µs)"),
+        ("dur", ev.get("dur", 0), number(ev.get("dur", 0)), "a finite number (µs)"),
+        ("args.correlation", args.get("correlation"),
+         args.get("correlation") is None or (args.get("correlation").__class__ is int
+                                             and _INT64[0] <= args["correlation"] <= _INT64[1]),
+         "an integer within 64 bits"),
+        ("args.Total Allocated", args.get("Total Allocated", 0), number(args.get("Total Allocated", 0)),
+         "a finite number"),
+        ("args.Total Reserved", args.get("Total Reserved", 0) or 0, number(args.get("Total Reserved", 0) or 0),
+         "a finite number"),
+        ("args.Device Type", args.get("Device Type", -1), _device_type(args.get("Device Type", -1)),
+         "an integer from -128 to 127"),
+    ]
+    for field, value, ok, expected in checks:
+        if not ok:
+            return f"'{field}' {on} as {expected}; found {shown(value)}"
+    return f"numbers where the fields are read {on} ({type(exc).__name__}: {exc})"
+
+
+def _device_type(value: Any) -> bool:
+    try:
+        return -128 <= int(value) <= 127
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 def group_of(cat: object) -> str | None:
@@ -112,18 +173,16 @@ class TraceAggregator:
                 ts = ev["ts"]
                 dur = ev.get("dur", 0)
                 if group == "runtime":
-                    args = ev.get("args")
-                    corr = args.get("correlation") if isinstance(args, dict) else None
-                    if isinstance(corr, int):
+                    corr = _correlation(ev.get("args"))
+                    if corr != -1:
                         self.rt_corr.append(corr)
                         self.rt_ts.append(ts)
                 elif group in _DEVICE_GROUPS:
-                    args = ev.get("args")
-                    corr = args.get("correlation") if isinstance(args, dict) else None
+                    corr = _correlation(ev.get("args"))
                     d = self.dev
                     d[2].append(ts)
                     d[3].append(dur)
-                    d[4].append(corr if isinstance(corr, int) else -1)
+                    d[4].append(corr)
                     d[0].append(_GROUP_ID[group])
                     d[1].append(self._nid(ev.get("name", "")))
                 elif group in _HOST_GROUPS:
@@ -146,11 +205,8 @@ class TraceAggregator:
                     m4[2].append(args.get("Total Reserved", 0) or 0)
                     m4[3].append(int(args.get("Device Type", -1)))
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            # arrays reject non-numbers by themselves: one check covers ts, dur and args
-            raise InputError(
-                self.path, f"traceEvents[{index}]",
-                f"numeric 'ts'/'dur' (µs) on a {cat!r} event ({type(exc).__name__}: {exc})",
-            ) from None
+            # arrays reject non-numbers by themselves; the field at fault is found again for the message
+            raise InputError(self.path, f"traceEvents[{index}]", field_at_fault(ev, cat, exc)) from None
 
     def scanner(self) -> Callable[[str | bytearray, int, int], ScannedRun | None] | None:
         """``scan(text, start, end)``: the run of events ``text[start:end]`` (a str, or bytes) read by the compiled scanner, or None.
@@ -293,7 +349,7 @@ class TraceAggregator:
                 return base_s + ts_us / 1e6
             return ts_us / 1e6 if ts_us >= _EPOCH_US_MIN else None
 
-        common_attrs = {"file": self.path.name, "rank_source": rank_source}
+        common_attrs = {"file": utf8_text(self.path.name), "rank_source": rank_source}
         out: list[MetricEvent] = []
 
         def emit(name: str, value: float, kind: str, unit: str, step: int | None,
@@ -343,7 +399,10 @@ class TraceAggregator:
         hsi = step_index(hts)
 
         groups = _DEVICE_GROUPS + _HOST_GROUPS
-        names = self.name_list
+        # a name holding a lone surrogate ("k\\ud800x" is valid JSON: a truncated C++ string) keeps its event; the
+        # code point is written as text (\\ud800), as a non-UTF-8 file name's byte is (\\xNN): no UTF-8 writer
+        # could write it as it is
+        names = [n if n.isascii() else utf8_text(n) for n in self.name_list]
         comm_ids = {i for i, nm in enumerate(names) if _COMM.search(nm)}
 
         for g_arr, n_arr, dur_arr, si_arr in ((dg, dn, ddur, dsi), (hg, hn, hdur, hsi)):
@@ -388,7 +447,7 @@ class TraceAggregator:
         if None in self.cats:  # typed events count a missing category as None
             cats["(none)"] += self.cats[None]
         for cat, cnt in sorted(cats.items()):
-            emit("trace.events", cnt, "counter", "count", None, None, category=cat)
+            emit("trace.events", cnt, "counter", "count", None, None, category=utf8_text(cat))
         return out
 
 

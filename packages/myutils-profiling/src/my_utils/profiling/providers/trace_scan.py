@@ -36,7 +36,7 @@ if getattr(_compiled, "ABI", None) != ABI:  # not built, or built from another v
     _compiled = None
 _scan = None if _compiled is None else _compiled.scan
 
-__all__ = ["ENV_SWITCH", "ScannedRun", "compiled", "finish_helpers", "scan_function"]
+__all__ = ["ENV_SWITCH", "ScannedRun", "built_from", "compiled", "finish_helpers", "scan_function"]
 
 #: Environment variable: ``0`` turns the compiled scanner off.
 ENV_SWITCH = "MYUTILS_TRACE_SCAN"
@@ -65,6 +65,15 @@ class ScannedRun:
 def compiled() -> bool:
     """True when the compiled scanner is installed (whatever the switches say)."""
     return _scan is not None
+
+
+def built_from() -> str | None:
+    """The sha256 of the C source the installed scanner was compiled from (``hatch_build.py`` records it).
+
+    ``""`` for a module compiled without it (by hand, or by an older build hook); None when the
+    scanner is not installed. The tests compare it with the source beside the module.
+    """
+    return None if _compiled is None else str(getattr(_compiled, "SOURCE_SHA256", ""))
 
 
 def _switched_on() -> bool:

@@ -87,6 +87,8 @@ class TraceStream:
         self._buf = ""
         self._pos = 0
         self._consumed = 0  # characters dropped from the front of _buf
+        self._read = 0  # bytes read from the file (decompressed), for the place of a byte that is not UTF-8
+        self._gz = False
         self._eof = False
         self._chunk = _CHUNK
         self._raw_decode = json.JSONDecoder().raw_decode
@@ -108,10 +110,12 @@ class TraceStream:
             raw = self._fh.read(self._chunk)
         except _damaged_gzip() as exc:
             raise self._fail(f"a complete gzip stream ({type(exc).__name__}: {exc}); the file is truncated or corrupt") from None
+        held = len(self._dec.getstate()[0])  # bytes of the last read the decoder still holds: they come first
         try:
             text = self._dec.decode(raw, final=not raw)
-        except UnicodeDecodeError:
-            raise self._fail("UTF-8 text (a JSON trace); found bytes that are not UTF-8") from None
+        except UnicodeDecodeError as exc:
+            raise self._not_utf8(exc, self._read - held) from None
+        self._read += len(raw)
         if not raw:
             self._eof = True
         if self._pos:
@@ -121,6 +125,13 @@ class TraceStream:
         else:
             self._buf += text
         return bool(raw)
+
+    def _not_utf8(self, exc: UnicodeDecodeError, at: int) -> InputError:
+        """The error of a byte that is not UTF-8: its offset in the file (``at``: where ``exc.object`` starts)."""
+        offset = at + exc.start
+        where = f"byte {offset:,}" + (" of the decompressed data" if self._gz else "")
+        return self._fail(f"UTF-8 text (a JSON trace); found a byte that is not UTF-8 (0x{exc.object[exc.start]:02x})",
+                          place=where)
 
     def _skip_ws(self) -> str:
         """Skip whitespace; return the next character ('' at end of file)."""
@@ -203,6 +214,7 @@ class TraceStream:
         except OSError as exc:
             raw.close()
             raise InputError(self.path, None, f"a readable file ({exc.strerror or exc})") from None
+        self._gz = gz
         if gz:
             import gzip  # here: a plain .json never needs it (a start costs what it imports)
 
@@ -398,6 +410,7 @@ class TraceStream:
                     with memoryview(buf) as view, view[size:size + self._chunk] as room:
                         got = self._read_into(room)
                     size += got
+                    self._read += got
                     self._eof = got == 0
                     continue
                 last = _last_seam(buf, max(pos, size - _TAIL), size) or _last_seam(buf, pos, size)
@@ -412,8 +425,8 @@ class TraceStream:
         finally:
             try:
                 self._buf = self._dec.decode(bytes(buf[pos:size]), final=self._eof)
-            except UnicodeDecodeError:
-                raise self._fail("UTF-8 text (a JSON trace); found bytes that are not UTF-8") from None
+            except UnicodeDecodeError as exc:  # buf[:size] are the last bytes read
+                raise self._not_utf8(exc, self._read - (size - pos)) from None
 
     def _read_into(self, view: memoryview) -> int:
         """Read the next bytes of the file into ``view``; how many (0 at the end of the file)."""

@@ -55,8 +55,8 @@ KINETO_COLUMNS: dict[str, tuple[str, ...]] = {
 _KERNEL_TABLES = frozenset({"kineto_top_kernels", "kineto_launch_outliers", "nsys_top_kernels"})
 #: The Nsight tables (``analysis.nsight``) in display order: title and the columns shown (every column is in the JSON).
 NSIGHT_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "nsys_inputs": ("Nsight Systems: exports read", ("file", "rank", "rank_source", "host", "exporter", "gpus",
-                                                     "not_measured")),
+    "nsys_inputs": ("Nsight Systems: exports read", ("file", "rank", "rank_source", "world_size", "host", "exporter",
+                                                     "gpus", "not_measured")),
     "nsys_rank_overview": ("Nsight Systems: one row per rank (device)",
                            ("rank", "host", "device", "gpu", "capture_ns", "setup_pct", "span_ns", "busy_pct",
                             "idle_outside_setup_ns", "top_kernel", "top_kernel_ns", "nccl_ns", "nccl_wait_ns",
@@ -68,6 +68,9 @@ NSIGHT_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
                    ("rank", "pid", "kind", "names", "count", "union_ns")),
     "nsys_setup_idle": ("Nsight Systems: GPU idle inside setup per device",
                         ("rank", "device", "idle_ns", "setup_idle_ns", "host_wait_ns", "setup_host_wait_ns")),
+    "nsys_pipeline_bubble": ("Nsight Systems: pipeline bubble per stage (microbatch NVTX ranges)",
+                             ("rank", "schedule", "stages", "microbatches", "window_us", "bubble_pct", "expected_pct",
+                              "excess_us", "flagged", "note")),
     "nsys_busy_device": ("Nsight Systems: GPU busy and idle per device",
                          ("rank", "device", "span_ns", "busy_ns", "idle_ns", "busy_pct", "ops", "gaps")),
     "nsys_idle_causes": ("Nsight Systems: why the GPU sat idle (per device)",

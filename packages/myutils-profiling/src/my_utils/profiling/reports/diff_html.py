@@ -20,6 +20,7 @@ from my_utils.profiling.reports.charts import Chart, plot_text
 from my_utils.profiling.reports.diff_rows import (
     accounting_rows,
     accounting_title,
+    energy_line,
     gpu_table,
     hardware_rows,
     listing_line,
@@ -116,7 +117,7 @@ def render_diff_html(result: DiffResult, fail_on_regression: float | None = None
         "accounting_title": accounting_title(result), "listing": listing_line(result, top, nested),
         "per": "step" if result.sampling == "per step" else "sample",
         "base": result.base, "target": result.target, "warnings": [short_name(w, 1200) for w in result.warnings],
-        "hardware": hardware_rows(result), "step": step_line(result),
+        "hardware": hardware_rows(result), "step": step_line(result), "energy": energy_line(result),
         "gate": None if gate is None else {"threshold": gate[1], "passed": gate[0], "text": short_name(gate[2], 400)},
         "extra": None if extra is None else {"title": extra.title, "headers": extra.headers,
                                              "rows": extra.rows[:HTML_ROWS], "more": len(extra.rows) - HTML_ROWS},

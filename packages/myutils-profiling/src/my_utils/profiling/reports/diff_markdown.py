@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from my_utils.profiling.reports.diff_rows import (
     accounting_rows,
     accounting_title,
+    energy_line,
     gpu_table,
     hardware_rows,
     listing_line,
@@ -65,6 +66,9 @@ def render_markdown(result: DiffResult, fail_on_regression: float | None = None)
     step = step_line(result)
     if step is not None:
         lines += [f"**Step time:** {md_text(step, 200)}", ""]
+    energy = energy_line(result)
+    if energy is not None:
+        lines += [f"**Energy per step:** {md_text(energy, 200)}", ""]
     if fail_on_regression is not None:
         gate = result.gate(fail_on_regression)
         caveat = " (the runs' hardware or software differ: see the warning)" if any(

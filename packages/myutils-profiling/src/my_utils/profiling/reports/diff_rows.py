@@ -214,6 +214,17 @@ def step_line(result: DiffResult) -> str | None:
             f"noise ±{number(step.noise)}{unit}; {step.base.steps} and {step.target.steps} samples)")
 
 
+def energy_line(result: DiffResult) -> str | None:
+    """The GPU monitor's energy per step, base → target (as ``step_line``), or None unless both sides measured it."""
+    energy = result.energy
+    if energy is None or energy.base is None or energy.target is None:
+        return None
+    judged = (f"{'significant' if energy.significant else 'within noise'}; noise ±{number(energy.noise)} J"
+              if energy.measured else "not judged")
+    return (f"{number(energy.base.mean)} J → {number(energy.target.mean)} J per step ({pct_text(energy)}, {judged}; "
+            f"{energy.base.steps} and {energy.target.steps} steps)")
+
+
 def hardware_rows(result: DiffResult) -> list[tuple[str, str, str, bool]]:
     """``(label, base, target, differs)`` for every hardware field either side knows."""
     a, b = result.base_hardware, result.target_hardware

@@ -83,6 +83,11 @@ def fmt_count(value: Any) -> str:
     return f"{round(v):,}" if float(v).is_integer() else fmt_number(v)
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 rank``, ``3 ranks``, ``2 launches`` (``plural`` when adding an ``s`` is wrong): never ``3 rank(s)``."""
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+
+
 def fmt_value(value: Any, column: str = "") -> str:
     """A table cell: numbers by ``column`` (ids plain, ``*_us`` in ms, ``*_pct``/shares in %), others as text."""
     if value is None:

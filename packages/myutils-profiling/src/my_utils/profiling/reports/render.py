@@ -48,14 +48,27 @@ def json_for_script(text: str) -> str:
 
 
 def plotly_js() -> str:
-    """The plotly.js bundle shipped with the ``plotly`` package (inlined once per HTML report)."""
-    try:
-        from plotly.offline import get_plotlyjs
-    except ImportError:
-        raise UsageError("render_report(fmt='html'): the plotly package is missing; pip install plotly "
-                         "(a myutils-profiling dependency) or write fmt='markdown'/'json'") from None
+    """The plotly.js bundle shipped with the ``plotly`` package (inlined once per HTML report).
+
+    Read from the package's data file without importing plotly (as ``plotly.offline.get_plotlyjs``
+    reads it), which would cost a command more than reading the file.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("plotly")
+    bundle = (Path(next(iter(spec.submodule_search_locations)), "package_data", "plotly.min.js")
+              if spec is not None and spec.submodule_search_locations else None)
+    if bundle is not None and bundle.is_file():
+        text = bundle.read_text(encoding="utf-8")
+    else:
+        try:
+            from plotly.offline import get_plotlyjs
+        except ImportError:
+            raise UsageError("render_report(fmt='html'): the plotly package is missing; pip install plotly "
+                             "(a myutils-profiling dependency) or write fmt='markdown'/'json'") from None
+        text = get_plotlyjs()
     # a literal "</script" would end the inline script early; the JS escape means the same
-    return _SCRIPT_CLOSE.sub(r"<\\/\1", get_plotlyjs())
+    return _SCRIPT_CLOSE.sub(r"<\\/\1", text)
 
 
 def render_text(report: AnalysisReport, fmt: str, template_dir: str | Path | None = None) -> str:

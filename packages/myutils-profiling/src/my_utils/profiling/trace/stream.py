@@ -170,6 +170,8 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
     """
     from my_utils.profiling.providers.parallel import runner
 
+    if isinstance(torch_traces, (str, os.PathLike)):  # one path is a list of one, not its characters
+        torch_traces = [torch_traces]
     # named by this process: a later run removes it if this one is killed (SIGKILL runs no finally)
     folder = make_scratch(SCRATCH_PREFIX)
     try:

@@ -250,11 +250,10 @@ class _Staging:
                 raw.close()
             except OSError as exc:
                 raise named(exc, final) from None
-        for tmp, final, _raw in self.files:
-            try:
-                os.replace(tmp, final)
-            except OSError as exc:
-                raise named(exc, final) from None
+        from my_utils.core.atomic import replace_all
+
+        # all parts or none: a rename failing half-way restores the earlier write's files
+        replace_all([(tmp, final) for tmp, final, _raw in self.files])
         finals = [final for _tmp, final, _raw in self.files]
         self.files = []
         keep = {f.name for f in finals}

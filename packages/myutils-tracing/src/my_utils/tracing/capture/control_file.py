@@ -35,7 +35,7 @@ class ControlFileWatcher:
     Each version of the file is armed once; rewrite (or touch) it to arm again.
     """
 
-    def __init__(self, path: Path, every_n_steps: int = 10,
+    def __init__(self, path: str | os.PathLike[str], every_n_steps: int = 10,
                  default_stop_policy: StopPolicy = StopPolicy.ON_TRIGGER_FUNC_EXIT, nvtx_window: bool = False,
                  debug_watch: bool = False, logger: Any = None) -> None:
         if isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int) or every_n_steps < 1:

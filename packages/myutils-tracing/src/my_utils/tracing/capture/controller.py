@@ -39,6 +39,7 @@ from my_utils.tracing.capture.spec import (
     WindowClosing,
     WindowInfo,
 )
+from my_utils.tracing.capture.step_clock import StepClock
 
 _log = logging.getLogger("my_utils.tracing.capture")
 
@@ -88,6 +89,7 @@ class CaptureController:
         self._watch_mb = 1
         self._backend_problems = 0
         self.completed: list[tuple[WindowInfo, WindowClosing]] = []
+        self.steps = StepClock()  # each step's time and whether a window profiled it (WindowClosing.steps)
 
     # -- state -------------------------------------------------------------------------
 
@@ -189,6 +191,7 @@ class CaptureController:
 
     def _new_iteration(self, it: int) -> None:
         self._iteration = it
+        self.steps.step_started(it, self._active is not None)
         if self._watcher is not None:
             for spec in self._watcher.poll(it, self._watch_mb):
                 self.arm(spec)
@@ -252,6 +255,7 @@ class CaptureController:
             return
         window.move(Trigger.START)
         self._active = window
+        self.steps.capture_changed()
         _exit.track(self)
         if spec.nvtx_window and self.window_labeler is not None:
             window.nvtx_token = self.window_labeler.start(spec.name)
@@ -269,7 +273,8 @@ class CaptureController:
         if window.nvtx_token is not None and self.window_labeler is not None:
             self.window_labeler.stop(window.nvtx_token)
             window.nvtx_token = None
-        closing = WindowClosing(reason, record)
+        self.steps.capture_changed()
+        closing = WindowClosing(reason, record, self.steps.take())
         try:
             self.backend.stop()
         except Exception:

@@ -9,6 +9,7 @@ from typing import Any
 
 from my_utils.core.errors import ConfigError
 from my_utils.tracing.capture.config import Edge, MbSelector, StopPolicy, WindowConfig
+from my_utils.tracing.capture.step_clock import StepTime
 
 #: profile name of the step-boundary events fired by ``CaptureController.on_step``
 STEP_PROFILE_NAME = "__step__"
@@ -101,10 +102,15 @@ class WindowInfo:
 
 @dataclass(frozen=True)
 class WindowClosing:
-    """How a window ended (``CaptureBackend.window_closed``); ``stopped_by`` is None unless an event did it."""
+    """How a window ended (``CaptureBackend.window_closed``); ``stopped_by`` is None unless an event did it.
+
+    ``steps``: the steps finished since the previous window closed (``step_clock.StepTime``: the
+    outside steps before this window, then its own), for a trace to carry what profiling cost.
+    """
 
     reason: StopReason
     stopped_by: EventRecord | None
+    steps: tuple[StepTime, ...] = ()
 
 
 def resolve_selector(selector: MbSelector, num_microbatches: int, source: str, place: str) -> int:

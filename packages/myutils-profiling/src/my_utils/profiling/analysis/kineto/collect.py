@@ -16,11 +16,12 @@ Every kept event also keeps its position in ``traceEvents`` (``*_index``: Holist
 Analysis' event index, so results can name an event and be written back into the trace).
 CPU operators (``cpu_op``) land in ``op_*`` columns; the few arguments later analyses read
 are kept beside them in small dicts keyed by row: NCCL kernels' collective arguments,
-copies' bytes and bandwidth, the ``wait_on_*`` arguments of event syncs, the input shapes of
-the operators whose FLOPs can be counted (:data:`SHAPED_OPS`). Every operator's recorded
-arguments (:data:`SIG_ARGS`: shapes, types, strides, concrete inputs, Inductor's FLOPs) are kept
-once per distinct value (``sigs``, the row's id in ``op_sig``): a model repeats a few hundred
-shapes thousands of times. The allocator's ``[memory]`` instant events land in ``mem_*`` columns. ``gpu_user_annotation``
+copies' bytes and bandwidth, kernels' CUDA ``graph id`` / ``graph node id``, the ``wait_on_*`` arguments of
+event syncs, the input shapes of the operators whose FLOPs can be counted (:data:`SHAPED_OPS`). Every operator's
+recorded arguments (:data:`SIG_ARGS`: shapes, types, strides, concrete inputs, Inductor's FLOPs, and the
+``kernel_backend`` / ``kernel_hash`` of the operators launching torch.compile's kernels) are kept once per distinct
+value (``sigs``, the row's id in ``op_sig``): a model repeats a few hundred shapes thousands of times. The
+allocator's ``[memory]`` instant events land in ``mem_*`` columns. ``gpu_user_annotation``
 spans, ``cuda_profiler_range`` events (CUPTI counters) and the ``ProfilerStep`` events
 themselves (for call stacks) are kept as short lists.
 """
@@ -55,9 +56,12 @@ _NCCL_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "In msg size
               "In split size", "Out split size", "Seq")
 _COPY_ARGS = ("bytes", "memory bandwidth (GB/s)")
 _OP_ARGS = ("Input Dims", "Input type", "Concrete Inputs")
-#: The recorded arguments the operation model reads (``analysis.ops``), kept once per distinct value.
+#: The recorded arguments the operation model (``analysis.ops``) and ``kineto.compiled_kernels`` read, kept once per
+#: distinct value. ``kernel_backend`` / ``kernel_hash`` are what torch.compile writes on the operator that launches one
+#: of its generated kernels (Triton, C++); its ``kernel_file`` is left out (the path holds the user's name).
 SIG_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs", "kernel_flop", "kernel_num_gb",
-            "kernel_backend", "kernel_name")
+            "kernel_backend", "kernel_hash", "kernel_name")
+_GRAPH_ARGS = ("graph id", "graph node id")
 
 
 class Names:
@@ -151,6 +155,7 @@ class TraceCollector:
         self.streams: dict[tuple[Any, Any], int] = {}  # (pid, stream) -> stream id
         self.threads: dict[tuple[Any, Any], int] = {}  # (pid, tid) -> thread id
         self.gpu_pids: set[Any] = set()  # processes labelled "GPU n" by metadata
+        self.gpu_labels: set[str] = set()  # their labels ("GPU 0", "MTIA 17"): the device family
         self.declared_lanes: set[tuple[Any, Any]] = set()  # (pid, tid) named by thread_name metadata
         self.count = 0
         self.host_events = 0  # cpu ops, annotations and runtime calls: what the profiler recorded on the host
@@ -226,6 +231,9 @@ class TraceCollector:
                     c.gpu_args[len(c.gpu_index) - 1] = {k: args[k] for k in _NCCL_ARGS if k in args}
                 elif group != "kernel" and "bytes" in args:
                     c.gpu_args[len(c.gpu_index) - 1] = {k: args[k] for k in _COPY_ARGS if k in args}
+                if args.get("graph id"):  # replayed by a CUDA graph (Kineto on CUDA 12+: 0 outside graphs)
+                    c.gpu_args.setdefault(len(c.gpu_index) - 1, {}).update(
+                        {k: args[k] for k in _GRAPH_ARGS if k in args})
             elif group == "runtime":
                 args = ev.get("args")
                 ts = self._rel(ev["ts"])
@@ -262,17 +270,19 @@ class TraceCollector:
                     c.op_name.append(nid if nid is not None else self.names.id(name))
                     c.op_index.append(index)
                     args = ev.get("args")
-                    if isinstance(args, dict) and ("Input Dims" in args or "kernel_flop" in args):
+                    # an operator with shapes, Inductor's figures or a generated kernel (a plain or, not any():
+                    # this runs once per operator)
+                    if isinstance(args, dict) and ("Input Dims" in args or "kernel_flop" in args
+                                                   or "kernel_backend" in args):
                         c.op_sig.append(self._sig(c.op_name[-1], args))
                         if name in SHAPED_OPS:
                             c.op_args[len(c.op_index) - 1] = {k: args[k] for k in _OP_ARGS if k in args}
                     else:
                         c.op_sig.append(-1)
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise InputError(
-                self.path, f"traceEvents[{index}]",
-                f"numeric 'ts'/'dur' (µs) on a {ev.get('cat')!r} event ({type(exc).__name__}: {exc})",
-            ) from None
+            from my_utils.profiling.providers.trace_aggregate import field_at_fault
+
+            raise InputError(self.path, f"traceEvents[{index}]", field_at_fault(ev, ev.get("cat"), exc)) from None
 
     def add_typed(self, events: list[Any]) -> None:
         """``add`` for a run of typed events with shapes (``trace_events.KinetoShapeEvent``), without a dict each.
@@ -332,10 +342,10 @@ class TraceCollector:
                 nid = names.id(name)
                 c.op_name.append(nid)
                 c.op_index.append(index)
-                if a.input_dims is not None or a.kernel_flop is not None:
+                if a.input_dims is not None or a.kernel_flop is not None or a.kernel_backend is not None:
                     c.op_sig.append(self._sig_of((nid, repr(values := (
                         a.input_dims, a.input_type, a.input_strides, a.concrete_inputs, a.kernel_flop,
-                        a.kernel_num_gb, a.kernel_backend, a.kernel_name))), values))
+                        a.kernel_num_gb, a.kernel_backend, a.kernel_hash, a.kernel_name))), values))
                     if name in SHAPED_OPS:
                         args = _typed_args(a)
                         c.op_args[len(c.op_index) - 1] = {k: args[k] for k in _OP_ARGS if k in args}
@@ -415,6 +425,7 @@ class TraceCollector:
         label = args.get("labels") if name == "process_labels" else args.get("name") if name == "process_name" else None
         if label is not None and _GPU_LABEL.match(str(label)):
             self.gpu_pids.add(ev.get("pid"))
+            self.gpu_labels.add(str(label)[:40])
         elif name == "thread_name":
             self.declared_lanes.add((ev.get("pid"), ev.get("tid")))
 
@@ -432,7 +443,8 @@ _TYPED_GROUP = {"kernel": "gpu", "Kernel": "gpu", "gpu_memcpy": "gpu", "Memcpy":
 #: The recorded-argument fields of a typed event's ``args`` and their keys in a trace.
 _TYPED_ARGS = (("input_dims", "Input Dims"), ("input_type", "Input type"), ("input_strides", "Input Strides"),
                ("concrete_inputs", "Concrete Inputs"), ("kernel_flop", "kernel_flop"),
-               ("kernel_num_gb", "kernel_num_gb"), ("kernel_backend", "kernel_backend"), ("kernel_name", "kernel_name"))
+               ("kernel_num_gb", "kernel_num_gb"), ("kernel_backend", "kernel_backend"),
+               ("kernel_hash", "kernel_hash"), ("kernel_name", "kernel_name"))
 
 
 def _typed_args(a: Any) -> dict[str, Any]:

@@ -23,7 +23,8 @@ size): count, time, bytes, algbw and busbw (over the summed time), the GPU's per
 NVLink bandwidth (``kineto.peaks``) and the busbw's share of it; ``flagged`` when a message of
 at least :data:`MIN_FLAG_BYTES` reaches under :data:`FLAG_SHARE` of the link (small messages are
 latency-bound: never flagged). A group larger than the GPUs of one host may cross the network,
-whose speed the trace does not record: its link is "not measured".
+whose speed the trace does not record: its link is "not measured" — unless the ``nccl_log`` option names
+the job's ``NCCL_DEBUG=INFO`` log, whose communicator of that size decides (``nccl.topology``).
 
 ``kineto_collectives_ranks`` (across ranks): the k-th occurrence of a (process group,
 collective, dtype, size) on each rank is one collective; its *transfer* time is the shortest
@@ -41,6 +42,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from my_utils.core.lazy import lazy_module
@@ -193,12 +195,24 @@ def link_speed(gpu: object, gpus_per_host: object, group_size: int, *, source: s
     return peak.value / 1e9, f"NVLink of {peak.model} per direction ({peak.source})"
 
 
-def _link(d: RankData, group_size: int) -> tuple[float, str]:
-    """Per-direction link bandwidth (GB/s) a group of ``group_size`` ranks can expect, and its name (or why not)."""
+def _link(d: RankData, group_size: int, nccl_log: str | None = None) -> tuple[float, str]:
+    """Per-direction link bandwidth (GB/s) a group of ``group_size`` ranks can expect, and its name (or why not).
+
+    With ``nccl_log`` (the job's ``NCCL_DEBUG=INFO`` log), the communicator of that size as the log describes
+    it decides (``nccl.topology.expected_busbw``); without one, or when the log has no such communicator,
+    the GPU's NVLink figure when the group fits on one host.
+    """
+    if nccl_log:
+        from my_utils.profiling.nccl.topology import cached_topology, expected_busbw
+
+        comm = cached_topology(str(nccl_log)).for_group(group_size)
+        if comm is not None:
+            gbps, why = expected_busbw(comm, d.context.get("gpu"))
+            return gbps, f"{why} [NCCL log {Path(nccl_log).name}]"
     return link_speed(d.context.get("gpu"), d.context.get("gpu_count"), group_size)
 
 
-def collective_rows(d: RankData) -> list[CollectiveRow]:
+def collective_rows(d: RankData, nccl_log: str | None = None) -> list[CollectiveRow]:
     """Per-rank rows (module docstring), most time first."""
     groups: dict[tuple[str, str, str, int, float], list[float]] = {}
     for c in collectives_of(d):
@@ -209,7 +223,7 @@ def collective_rows(d: RankData) -> list[CollectiveRow]:
         algbw = nbytes * len(durs) / (total * 1e-6) / 1e9 if total > 0 else math.nan
         factor = bus_factor(name, n)
         busbw = algbw * factor if factor is not None else math.nan
-        link, link_name = _link(d, n)
+        link, link_name = _link(d, n, nccl_log)
         share = busbw / link if link == link and link > 0 and busbw == busbw else math.nan
         flagged = bool(share == share and share < FLAG_SHARE and nbytes >= MIN_FLAG_BYTES)
         rows.append(CollectiveRow(d.rank, pg, name, dtype, n, nbytes, len(durs), total, total / len(durs), algbw,
@@ -218,13 +232,13 @@ def collective_rows(d: RankData) -> list[CollectiveRow]:
     return rows
 
 
-def collective_tables(d: RankData) -> Tables:
+def collective_tables(d: RankData, nccl_log: str | None = None) -> Tables:
     """``collectives`` rows of one rank (none without sized NCCL kernels), and each kernel for the across-ranks match.
 
     ``_collective_kernels`` (a table whose name starts with ``_``) crosses to :func:`across_ranks` and
     never reaches the report.
     """
-    rows = collective_rows(d)
+    rows = collective_rows(d, nccl_log)
     if not rows:
         return {}
     kernels = [{"process_group": c.process_group, "collective": c.collective, "dtype": c.dtype,

@@ -40,6 +40,40 @@ def trace_context(metadata: Mapping[str, Any], rank: int | None, rank_source: st
     return out
 
 
+#: Launch calls that name the device family (HTA's ``infer_gpu_type`` reads the first, third and fourth).
+_LAUNCHES = (("cudaLaunchKernel", "CUDA"), ("hipLaunchKernel", "ROCm"),
+             ("runFunction - job_prep_and_submit_for_execution", "MTIA"))
+
+
+def device_type(metadata: Mapping[str, Any], runtime_names: Iterable[str], gpu_labels: Iterable[str] = ()
+                ) -> tuple[str, str]:
+    """The accelerator family of a trace (``CUDA``, ``ROCm``, ``MTIA``, ``none`` or ``unknown``) and what said so.
+
+    Holistic Trace Analysis' rule first (``infer_gpu_type``: an ``mtia:hccl`` backend, then a
+    ``cudaLaunchKernel``, ``hipLaunchKernel`` or MTIA ``runFunction`` call), then what it leaves
+    unknown: other CUDA or HIP runtime and driver calls (Triton launches with ``cuLaunchKernel``)
+    and the device lanes' labels (``GPU 0``, ``MTIA 17``).
+    """
+    info = metadata.get("distributedInfo")
+    backend = info.get("backend") if isinstance(info, Mapping) else None
+    if isinstance(backend, str) and "mtia:hccl" in backend:
+        return "MTIA", "distributedInfo.backend mtia:hccl"
+    names = set(runtime_names)
+    for call, family in _LAUNCHES:
+        if call in names:
+            return family, f"{call} calls"
+    for prefix, family in (("cuda", "CUDA"), ("cu", "CUDA"), ("hip", "ROCm")):
+        found = sorted(n for n in names if n.startswith(prefix) and n[len(prefix):][:1].isupper())
+        if found:
+            return family, f"{found[0]} calls"
+    labels = sorted({str(x).split(" ")[0].upper() for x in gpu_labels})
+    if "MTIA" in labels:
+        return "MTIA", "device lanes labelled MTIA"
+    if "GPU" in labels:
+        return "unknown", "device lanes labelled GPU, no launch call recorded"
+    return ("none", "no device activity and no launch call") if not labels else ("unknown", "no launch call")
+
+
 def run_context(contexts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """All ranks' contexts as the report's ``hardware``: one value per field when the ranks agree, else a list.
 
@@ -47,7 +81,8 @@ def run_context(contexts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """
     rows = list(contexts)
     out: dict[str, Any] = {"ranks": sorted(r["rank"] for r in rows if r.get("rank") is not None)}
-    for key in ("gpu", "gpu_count", "gpu_memory_gib", "compute_capability", "sms", "world_size", "backend", "host",
+    for key in ("gpu", "device_type", "gpu_count", "gpu_memory_gib", "compute_capability", "sms", "world_size",
+                "backend", "host",
                 "cuda_runtime", "cuda_driver", "cupti", "nccl"):
         values = []
         for r in rows:

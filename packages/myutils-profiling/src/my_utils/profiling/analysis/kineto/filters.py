@@ -19,11 +19,17 @@ applied in its order when combined: iteration → under operator → time range 
     stream, which run on the device) or everything else (``GPUKernelFilter`` / ``CPUOperatorFilter``).
 ``name="^nccl"``
     events whose name matches the regular expression at its start (``re.match``, ``NameFilter``).
+``hta_default=True``
+    Holistic Trace Analysis' default cut, applied first: the CPU events that start before the last
+    ``ProfilerStep`` starts and the GPU activities they launched (``step_scope.before_last_step``).
 ``under="## forward ##"`` (``under_position=0``, ``include_gpu_kernels=True``)
     the ``under_position``-th occurrence (by start; negative counts from the end) of the CPU
     operator or annotation of exactly that name; kept: the CPU events of any thread inside its
     span, and (``include_gpu_kernels``) the GPU activities they launched (``UnderOperatorFilter``).
     A name that does not occur keeps nothing.
+``combined=CombinedOperatorFilter(root, preceding, following)``
+    HTA's ``CombinedOperatorFilter``, applied before the others: in the first iteration, the CPU events
+    under ``root``, after the last ``preceding`` and before the first ``following`` (``kineto.operator_filter``).
 
 Filtering never re-reads the file: it selects rows of the columns the single pass kept.
 """
@@ -32,12 +38,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from my_utils.core.errors import UsageError
 from my_utils.profiling.analysis.kineto.rank_data import RankData
+
+if TYPE_CHECKING:
+    from my_utils.profiling.analysis.kineto.operator_filter import CombinedOperatorFilter
 
 DEVICES = ("gpu", "cpu")
 #: Names of the event syncs that run on the device though written on no stream (HTA's GPU filter keeps them).
@@ -57,6 +66,8 @@ class TraceFilter:
     under: str | None = None
     under_position: int = 0
     include_gpu_kernels: bool = True
+    hta_default: bool = False
+    combined: CombinedOperatorFilter | None = None
 
     def __post_init__(self) -> None:
         if self.time_range is not None:
@@ -82,9 +93,13 @@ class TraceFilter:
 
         ``first_iteration`` · ``iterations=551,552`` · ``iteration_index=0`` · ``time=START:END`` (trace µs) ·
         ``device=gpu`` / ``device=cpu`` · ``name=REGEX`` · ``under=NAME`` or ``under=NAME#POSITION`` ·
-        ``no_gpu_kernels`` (with ``under``: leave out the GPU activities it launched). Example:
-        ``--filter "first_iteration; under=## forward ##"``.
+        ``hta_default`` (HTA's default: before the last ProfilerStep) ·
+        ``no_gpu_kernels`` (with ``under``: leave out the GPU activities it launched) ·
+        ``combined=ROOT|PRECEDING|FOLLOWING`` (HTA's ``CombinedOperatorFilter``; ``combined_gpu`` adds the
+        GPU activities the kept calls launched). Example: ``--filter "first_iteration; under=## forward ##"``.
         """
+        from my_utils.profiling.analysis.kineto.operator_filter import CombinedOperatorFilter
+
         fields: dict[str, Any] = {}
         for part in (p.strip() for p in text.split(";")):
             if not part:
@@ -94,8 +109,19 @@ class TraceFilter:
             try:
                 if key == "first_iteration" and not sep:
                     fields["first_iteration"] = True
+                elif key == "hta_default" and not sep:
+                    fields["hta_default"] = True
                 elif key == "no_gpu_kernels" and not sep:
                     fields["include_gpu_kernels"] = False
+                elif key == "combined" and sep and value.count("|") == 2:
+                    root, preceding, following = (v.strip() for v in value.split("|"))
+                    fields["combined"] = CombinedOperatorFilter(root, preceding, following,
+                                                                fields.pop("_combined_gpu", False))
+                elif key == "combined_gpu" and not sep:
+                    if "combined" in fields:
+                        fields["combined"] = replace(fields["combined"], include_gpu_kernels=True)
+                    else:
+                        fields["_combined_gpu"] = True
                 elif key in ("iterations", "iteration_index") and sep:
                     fields[key] = tuple(int(v) for v in value.split(",") if v.strip())
                 elif key == "time" and sep:
@@ -112,9 +138,12 @@ class TraceFilter:
                 else:
                     raise ValueError(part)
             except ValueError:
-                raise UsageError(f"--filter {text!r}: cannot read {part!r}; expected first_iteration, "
+                raise UsageError(f"--filter {text!r}: cannot read {part!r}; expected hta_default, first_iteration, "
                                  "iterations=N[,N], iteration_index=I[,I], time=START:END, device=gpu|cpu, "
-                                 "name=REGEX, under=NAME[#POSITION], no_gpu_kernels, separated by ';'") from None
+                                 "name=REGEX, under=NAME[#POSITION], no_gpu_kernels, "
+                                 "combined=ROOT|PRECEDING|FOLLOWING, combined_gpu, separated by ';'") from None
+        if fields.pop("_combined_gpu", False):
+            raise UsageError(f"--filter {text!r}: combined_gpu needs combined=ROOT|PRECEDING|FOLLOWING")
         return cls(**fields)
 
     @property
@@ -125,6 +154,10 @@ class TraceFilter:
     def describe(self) -> str:
         """The filter in words, for reports (``"first iteration; under '## forward ##' #0"``)."""
         parts: list[str] = []
+        if self.hta_default:
+            parts.append("HTA's default (before the last ProfilerStep)")
+        if self.combined is not None:
+            parts.append(self.combined.describe())
         if self.first_iteration:
             parts.append("first iteration")
         if self.iterations is not None:
@@ -148,6 +181,12 @@ class TraceFilter:
             return d
         # each criterion reads what the previous ones kept (HTA chains its filters the same way: the
         # first "forward" of the second iteration, not the first "forward" of the trace)
+        if self.hta_default:  # HTA cuts at load, before any of its filters
+            from my_utils.profiling.analysis.kineto.step_scope import before_last_step
+
+            d = before_last_step(d).take(d)
+        if self.combined is not None:
+            d = self.combined.apply(d)
         if self.first_iteration or self.iterations is not None or self.iteration_index is not None:
             d = _by_iteration(d, self).take(d)
         if self.under is not None:

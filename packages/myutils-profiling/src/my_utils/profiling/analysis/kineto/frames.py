@@ -34,7 +34,14 @@ capture_us, setup_us, setup_pct, gpu_span_us, gpu_idle_us, setup_idle_us, steps,
 ``setup_kinds`` rank, kind, events, us, longest, longest_us · ``collective_wait`` rank, host, step, collectives,
 comm_us, wait_us, working_us, waited_for, waited_for_us, last_count, mean_lateness_us · ``collective_wait_regions``
 rank, host, region, collectives, comm_us, wait_us, working_us, waited_for · ``host_arrivals`` host,
-ranks, collectives, mean_lag_us, mean_spread_us, straggler · ``op_categories``, ``op_operators``, ``op_shapes``,
+ranks, collectives, mean_lag_us, mean_spread_us, straggler · ``kernel_launches`` (every launch here) rank,
+correlation, kernel, kind, device, stream, launch_call, operator, cpu_us, gpu_us, launch_delay_us, ts_us ·
+``kernel_ranks`` kind, name, rank, count, total_us, mean_us, min_us, max_us, std_us, share_pct, vs_median ·
+``cuda_graphs`` rank, name, graph_id, launches, kernels, kernel_us, kernel_share_pct, launched_under, captures,
+instantiations · ``cuda_graph_kernels`` · ``compiled_kernels`` rank, operator, kernel_backend, kernel_hash,
+calls, gpu_activities, gpu_us, kernels · ``pipeline_bubble`` rank, step, framework, schedule, stages,
+microbatches, chunks, window_us, busy_us, bubble_us, bubble_pct, expected_pct, excess_us, step_us,
+excess_step_pct, flagged, note · ``op_categories``, ``op_operators``, ``op_shapes``,
 ``op_coverage``, ``op_memory``, ``memory_peaks``: the operation model (``analysis.ops``, its modules say each column).
 
 Times are µs (``_us``), bandwidths GB/s (10⁹ B/s), shares % (``_pct``); ``ts_us`` counts from the
@@ -64,6 +71,7 @@ def kineto_frames(paths: str | Path | Iterable[str | Path], *, trace_filter: Tra
 
     opts = {name: dict(o) for name, o in (options or {}).items()}
     opts.setdefault("queue_length", {}).setdefault("series_points", None)
+    opts.setdefault("launches", {}).setdefault("limit", None)  # every launch (the report keeps the longest delays)
     result = analyze_traces(paths, ranks=ranks, executor=executor, trace_filter=trace_filter, analyses=analyses,
                             options=opts)
     out = {}
@@ -81,12 +89,17 @@ def columns(table: str) -> dict[str, str]:
         aten_launch,
         call_stacks,
         collectives,
+        compiled_kernels,
         critical_path,
+        cuda_graphs,
         idle,
         idle_explained,
+        kernel_ranks,
         kernels,
+        launch_rows,
         memory_bw,
         mfu,
+        pipeline,
         queue_length,
         sequences,
         setup,
@@ -107,7 +120,10 @@ def columns(table: str) -> dict[str, str]:
         "mfu": mfu.MfuRow, "mfu_ops": mfu.MfuOpRow, "idle_host_ops": idle_explained.IdleHostOpRow,
         "setup": setup.SetupRow, "setup_kinds": setup.SetupKindRow, "collective_wait": arrivals.CollectiveWaitRow,
         "collective_wait_regions": arrivals.RegionWaitRow,
-        "host_arrivals": arrivals.HostArrivalRow,
+        "host_arrivals": arrivals.HostArrivalRow, "kernel_launches": launch_rows.KernelLaunchRow,
+        "kernel_ranks": kernel_ranks.KernelRankRow, "cuda_graphs": cuda_graphs.CudaGraphRow,
+        "cuda_graph_kernels": cuda_graphs.CudaGraphKernelRow, "compiled_kernels": compiled_kernels.CompiledKernelRow,
+        "pipeline_bubble": pipeline.PipelineBubbleRow,
     }
     from my_utils.profiling.analysis.ops import breakdown, op_memory
 

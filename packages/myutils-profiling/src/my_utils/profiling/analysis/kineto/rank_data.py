@@ -42,7 +42,8 @@ class RankData:
     ``i``; ``base_us`` the trace time that relative times count from (absolute = relative +
     base); ``step_events``, ``gpu_annotations`` and ``counters`` are short lists (``collect``);
     ``context`` the trace's description of the run (GPU model, world size...: ``kineto.context``).
-    ``op_sig`` / ``sigs``: each operator's recorded arguments, stored once per distinct value;
+    ``op_sig`` / ``sigs``: each operator's recorded arguments, stored once per distinct value (shapes,
+    Inductor's figures, torch.compile's ``kernel_backend`` / ``kernel_hash``: ``collect.SIG_ARGS``);
     ``mem_*``: the allocator's ``[memory]`` events (the operation model: ``analysis.ops``).
     """
 
@@ -112,6 +113,15 @@ class RankData:
     def stream_count(self) -> int:
         """GPU lanes holding at least one activity."""
         return len(self.lanes)
+
+    def shaped_ops(self) -> Any:
+        """A mask over the operator rows: those whose recorded arguments hold input shapes (``Input Dims``).
+
+        ``op_sig >= 0`` alone also holds the operators with only Inductor's figures or a kernel backend.
+        """
+        if self.op_sig is None or not len(self.op_sig):
+            return np.zeros(0 if self.op_ts is None else len(self.op_ts), bool)
+        return np.isin(self.op_sig, [i for i, sig in enumerate(self.sigs) if "Input Dims" in sig])
 
 
 def build(col: TraceCollector, rank: int | None) -> RankData:

@@ -76,6 +76,12 @@ ANALYSES: tuple[KinetoAnalysisSpec, ...] = (
         "test_get_mtia_aten_op_kernels_and_delay_inference_single_rank)",
         ("aten_launch",)),
     KinetoAnalysisSpec(
+        "launches", f"{_K}.launch_rows:launch_tables",
+        "one row per kernel launch: the kernel, its stream, the launch call, the operator around it, the delays",
+        "HTA get_cuda_kernel_launch_stats (tests/test_trace_analysis.py::"
+        "test_get_cuda_kernel_launch_stats_inference_single_rank)",
+        ("kernel_launches",)),
+    KinetoAnalysisSpec(
         "call_stacks", f"{_K}.call_stacks:call_stack_tables",
         "call stacks: the operator stacks that launched the most GPU time, GPU user-annotation spans",
         "HTA CallGraph (tests/test_trace_call_graph.py), get_gpu_user_annotation_breakdown",
@@ -95,6 +101,27 @@ ANALYSES: tuple[KinetoAnalysisSpec, ...] = (
         "straggler kernels across ranks: each heavy kernel's time on the fastest, median and slowest rank",
         "HTA get_gpu_kernel_breakdown (per-kernel time per rank with min/max error bars)",
         ("kernel_stragglers",), across=f"{_K}.stragglers:across_ranks"),
+    KinetoAnalysisSpec(
+        "kernel_ranks", f"{_K}.kernel_ranks:no_rows",
+        "per-kernel rows across ranks: each heavy kernel's count and time statistics on every rank",
+        "HTA get_gpu_kernel_breakdown (kernel_metrics_df: per kernel and rank, tests/test_trace_analysis.py::"
+        "test_get_gpu_kernel_breakdown)",
+        ("kernel_ranks",), across=f"{_K}.kernel_ranks:across_ranks"),
+    KinetoAnalysisSpec(
+        "cuda_graphs", f"{_K}.cuda_graphs:cuda_graph_tables",
+        "CUDA graph replays: the launches, the kernels they ran and the operator that launched them",
+        "beyond HTA (no graph view there); the kernels' graph id (Kineto MetadataFieldCatalog)",
+        ("cuda_graphs", "cuda_graph_kernels")),
+    KinetoAnalysisSpec(
+        "compiled_kernels", f"{_K}.compiled_kernels:compiled_kernel_tables",
+        "torch.compile's generated kernels: kernel_backend, kernel_hash and the GPU time each launched",
+        "HTA ParserConfig.ARGS_TRITON_KERNELS (tests/test_trace_parse.py::test_triton_trace)",
+        ("compiled_kernels",)),
+    KinetoAnalysisSpec(
+        "pipeline", f"{_K}.pipeline:pipeline_tables",
+        "pipeline-parallel bubbles: each stage's idle between microbatches against its schedule's expected share",
+        "beyond HTA (no pipeline view there); the bubble (p-1)/(v*m+p-1) of Narayanan et al. 2021",
+        ("pipeline_bubble",), across=f"{_K}.pipeline:across_ranks"),
     KinetoAnalysisSpec(
         "cupti", f"{_K}.cupti:cupti_tables",
         "CUPTI counters per kernel (cuda_profiler_range events) with the operators that launched it",
@@ -117,6 +144,12 @@ ANALYSES: tuple[KinetoAnalysisSpec, ...] = (
         "beyond HTA (no operation model there); TraceLens's perf model answers the same question (ops.flops, "
         "ops.norms, ops.traffic cite each formula)",
         ("op_categories", "op_operators", "op_shapes", "op_coverage", "op_memory", "memory_peaks")),
+    KinetoAnalysisSpec(
+        "steps", f"{_K}.step_scope:step_scope_tables",
+        "the ProfilerSteps in each trace and those analysed, and what HTA's default (no last step) would keep",
+        "HTA Trace._filter_irrelevant_gpu_kernels (include_last_profiler_step=False, tests/test_trace_analysis.py::"
+        "test_include_last_profiler_step)",
+        ("steps",)),
     KinetoAnalysisSpec(
         "idle_explained", f"{_K}.idle_explained:idle_explained_tables",
         "idle explained: the CPU operator running during each host-wait gap of the compute stream",

@@ -88,7 +88,7 @@ class KinetoPass:
     def columns(self, metadata: Mapping[str, Any], rank: int | None) -> tuple[RankData, str, int]:
         """The collected events as :class:`RankData` (with the trace's context), the rank's source, host events."""
         from my_utils.profiling.analysis.kineto.arrivals import host_from_file_name
-        from my_utils.profiling.analysis.kineto.context import trace_context
+        from my_utils.profiling.analysis.kineto.context import device_type, trace_context
         from my_utils.profiling.analysis.kineto.rank_data import build
 
         col = self.collector
@@ -96,6 +96,8 @@ class KinetoPass:
         d = build(col, found)
         self.collector = None  # the columns now live in numpy arrays
         context = trace_context(dict(metadata), found, source, {lane[0] for lane in d.lanes})
+        context["device_type"], context["device_type_source"] = device_type(
+            metadata, {d.names[i] for i in set(d.rt_name.tolist())}, col.gpu_labels)
         if context.get("host") is not None:
             context["host_source"] = "trace metadata"
         elif (host := host_from_file_name(self.path)) is not None:
@@ -107,6 +109,7 @@ class KinetoPass:
     def finish(self, metadata: Mapping[str, Any], event_count: int, rank: int | None) -> RankAnalysis:
         """Every analysis, once every event was added; ``rank`` as in :func:`analyze_file`."""
         from my_utils.profiling.analysis.kineto.annotations import annotation_gpu_time
+        from my_utils.profiling.analysis.kineto.capture_steps import capture_tables
         from my_utils.profiling.analysis.kineto.health import capture_health
         from my_utils.profiling.analysis.kineto.idle import device_idle, idle_breakdown
         from my_utils.profiling.analysis.kineto.kernels import kernel_stats, kind_breakdown
@@ -123,10 +126,15 @@ class KinetoPass:
         if found is None:
             warnings = (f"{p.name}: no rank found (no distributedInfo.rank in the trace, no rank in the file name, "
                         "none given): analysed as the one process of a single-rank run, its rank shown as unknown",)
+        full = d
         if trace_filter is not None and trace_filter.active:
             d = trace_filter.apply(d)
-        tables, failed = run_registered(d, p.name, self.analyses, self.options)
-        warnings += failed
+        # the steps analysis compares what the filter kept with the whole trace (``step_scope``)
+        steps = {"before_filter": full, "described": trace_filter.describe() if trace_filter is not None else ""}
+        options = {**(self.options or {}), "steps": {**(self.options or {}).get("steps", {}), **steps}}
+        tables, failed = run_registered(d, p.name, self.analyses, options)
+        tables.update(capture_tables(metadata, found, p.name))  # a my_utils capture's step times, if recorded
+        warnings += failed + _unsteady_warning(p.name, tables)
         launch, outliers = launch_stats(d)
         return RankAnalysis(
             file=str(p), rank=found, rank_source=source, events=event_count,
@@ -139,6 +147,15 @@ class KinetoPass:
             context=dict(d.context), warnings=warnings,
             tables=tables, trace_filter=trace_filter.describe() if trace_filter is not None else "",
         )
+
+
+def _unsteady_warning(file: str, tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> tuple[str, ...]:
+    """A warning naming the steps that hold compilation, autotuning or graph capture (``kineto.setup``)."""
+    rows = [r for r in tables.get("setup", ()) if r.get("unsteady_steps")]
+    kinds = [f"{k['kind']} ({k['steps']}, {float(k['us']) / 1e3:,.1f} ms)" for k in tables.get("setup_kinds", ())
+             if k.get("kind") in ("compilation", "autotuning", "graph capture", "cuDNN benchmark") and k.get("steps")]
+    return tuple(f"{file}: steps {r['unsteady_steps']} hold one-off work ({'; '.join(kinds)}): they are not steady "
+                 "state, and a step time read from them overstates it" for r in rows)
 
 
 def analyze_file(path: str | Path, rank: int | None = None, trace_filter: TraceFilter | None = None,
@@ -197,11 +214,12 @@ def analyze_traces(paths: str | Path | Iterable[str | Path], ranks: Sequence[int
     address or a ``distributed.Client``; ``top`` kernels are listed per rank and kind.
     ``trace_filter``, ``analyses`` and ``options``: see :func:`analyze_file`.
     """
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
+    from my_utils.core.paths import as_paths
+
+    inputs = as_paths(paths)
     files: list[Path] = []
-    for p in paths:
-        files.extend(find_inputs(Path(p), _PATTERNS, "Kineto trace (.json/.json.gz)"))
+    for p in inputs:
+        files.extend(find_inputs(p, _PATTERNS, "Kineto trace (.json/.json.gz)"))
     if ranks is not None:
         wanted = set(ranks)
         files = [f for f in files if (r := rank_from_name(f)) is None or r in wanted]
@@ -214,7 +232,7 @@ def analyze_traces(paths: str | Path | Iterable[str | Path], ranks: Sequence[int
     if ranks is not None:
         results = [r for r in results if r.rank in set(ranks)]
         if not results:
-            raise InputError(", ".join(str(p) for p in paths), None,
+            raise InputError(", ".join(str(p) for p in inputs), None,
                              f"a trace of rank(s) {sorted(set(ranks))}; none of the files holds one")
     return combine(results, top, analyses)
 
@@ -236,6 +254,7 @@ def combine(results: Sequence[RankAnalysis], top: int = TOP_KERNELS,
     overlap = [r.overlap for r in results if r.overlap is not None]
     many = len(results) > 1
     tables, failed = _merge_tables(results, analyses)
+    coverage = _coverage_warning(results)
     inputs: tuple[dict[str, Any], ...] = tuple(
         {"file": r.file, "rank": r.rank, "rank_source": r.rank_source, "events": r.events} for r in results)
     return KinetoAnalysis(
@@ -253,9 +272,19 @@ def combine(results: Sequence[RankAnalysis], top: int = TOP_KERNELS,
         sync=tuple(x for r in results for x in r.sync),
         profiler_overhead=tuple(r.profiler_overhead for r in results if r.profiler_overhead is not None),
         context=tuple(r.context for r in results),
-        warnings=tuple(w for r in results for w in r.warnings) + failed, tables=tables,
+        warnings=tuple(w for r in results for w in r.warnings) + coverage + failed, tables=tables,
         trace_filter=next((r.trace_filter for r in results if r.trace_filter), ""),
     )
+
+
+def _coverage_warning(results: Sequence[RankAnalysis]) -> tuple[str, ...]:
+    """The missing-ranks warning when the traces declare a world larger than the ranks read (``rank_coverage``)."""
+    from my_utils.profiling.analysis.rank_coverage import rank_coverage
+
+    cov = rank_coverage((r.rank for r in results), (r.context.get("world_size") for r in results),
+                        "the traces' distributedInfo.world_size")
+    text = cov.warning("trace") if cov is not None else None
+    return (text,) if text else ()
 
 
 def _merge_tables(results: Sequence[RankAnalysis], analyses: Sequence[str] | None

@@ -15,13 +15,24 @@ setup like any other time), the one-off work is the union of:
 ``allocation and loading``
     runtime calls that allocate or pin memory or load modules (:data:`SETUP_CALLS`): the
     caching allocator stops calling them once warm, so each one is growth, not steady work.
+``cuDNN benchmark``
+    the first call of a convolution operator taking far longer than its later calls (as below): cuDNN
+    timing its algorithms (``torch.backends.cudnn.benchmark``) before it settles on one.
 ``first calls``
-    the first call of a runtime call, or of a cuBLAS/cuDNN operator (lazy handles, cuDNN
-    benchmark), taking at least :data:`FIRST_CALL_MIN_US` and :data:`FIRST_CALL_RATIO` times the
-    median of at least two later calls. Blocking calls are left out: their first wait is the
+    the first call of a runtime call, or of a cuBLAS operator (lazy handles, workspaces), taking at
+    least :data:`FIRST_CALL_MIN_US` and :data:`FIRST_CALL_RATIO` times the median of at least two later
+    calls. Blocking calls are left out: their first wait is the
     GPU's work, not setup.
+``graph capture``
+    CUDA graph capture (``cudaStreamBeginCapture`` to ``cudaStreamEndCapture`` on one thread) and
+    instantiation (``cudaGraphInstantiate``): done once, then the graph is replayed.
 ``first step``
     ``ProfilerStep#0``, the program's first iteration, when the trace has it.
+
+Each kind says which ``ProfilerStep`` numbers its events start in (``steps``; "before the first step"
+for work outside them), and the rank's row lists the steps that hold compilation, autotuning, graph
+capture or a cuDNN benchmark (``unsteady_steps``): those steps are not the steady state, and a step time read from them
+overstates it.
 
 Tables (``rank`` on every row): ``kineto_setup``, one row per rank: the capture (first to last
 recorded event; the profiler's own ``Trace`` span left out), the setup time (the union above) and its share, the GPU idle (span minus busy union) and
@@ -62,7 +73,16 @@ SETUP_CALLS = frozenset({
 FIRST_CALL_OPS = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|cudnn_\w+|convolution\w*|_convolution\w*)$")
 FIRST_CALL_MIN_US = 1000.0
 FIRST_CALL_RATIO = 10.0
-KIND_NAMES = ("compilation", "autotuning", "allocation and loading", "first calls", "first step")
+#: Calls that capture or instantiate a CUDA graph (``kineto.cuda_graphs``).
+GRAPH_BEGIN = re.compile(r"^(cuda|cu|hip)StreamBeginCapture")
+GRAPH_END = re.compile(r"^(cuda|cu|hip)StreamEndCapture")
+GRAPH_INSTANTIATE = re.compile(r"^(cuda|cu|hip)GraphInstantiate")
+KIND_NAMES = ("compilation", "autotuning", "allocation and loading", "graph capture", "cuDNN benchmark", "first calls",
+              "first step")
+#: Kinds whose steps are not steady state (the compiled or tuned code runs from the next step on).
+UNSTEADY = ("compilation", "autotuning", "graph capture", "cuDNN benchmark")
+#: First calls of these operators are cuDNN's algorithm search (``torch.backends.cudnn.benchmark``).
+CUDNN_BENCHMARK = re.compile(r"^aten::(cudnn_\w+|convolution\w*|_convolution\w*)$")
 
 
 @dataclass(frozen=True)
@@ -80,6 +100,7 @@ class SetupRow(Row):
     one_shot: int | None
     one_shot_reason: str
     detail: str
+    unsteady_steps: str = ""  # ProfilerSteps holding compilation, autotuning or graph capture
 
 
 @dataclass(frozen=True)
@@ -92,6 +113,7 @@ class SetupKindRow(Row):
     us: float
     longest: str
     longest_us: float
+    steps: str = ""  # the ProfilerStep numbers its events start in
 
 
 def _union_pieces(d: RankData) -> dict[str, list[tuple[Any, Any, Any]]]:
@@ -114,17 +136,66 @@ def _union_pieces(d: RankData) -> dict[str, list[tuple[Any, Any, Any]]]:
         sel = np.isin(d.rt_name, setup_ids or [-1])
         if sel.any():
             pieces["allocation and loading"].append((d.rt_ts[sel], rt_end[sel], d.rt_name[sel]))
+        pieces["graph capture"].extend(_graph_capture(d, rt_end))
         blocking = [i for i, n in enumerate(names) if n in BLOCKING_CALLS]
         keep = ~np.isin(d.rt_name, blocking or [-1]) & ~sel
         pieces["first calls"].extend(_first_calls(d.rt_ts[keep], rt_end[keep], d.rt_name[keep]))
     if d.op_ts is not None and len(d.op_ts):
-        lib = np.isin(d.op_name, [i for i, n in enumerate(names) if FIRST_CALL_OPS.match(n)] or [-1])
+        conv = [i for i, n in enumerate(names) if CUDNN_BENCHMARK.match(n)]
+        lib = np.isin(d.op_name, [i for i, n in enumerate(names) if FIRST_CALL_OPS.match(n) and i not in conv] or [-1])
         pieces["first calls"].extend(_first_calls(d.op_ts[lib], d.op_end[lib], d.op_name[lib]))
+        sel = np.isin(d.op_name, conv or [-1])
+        pieces["cuDNN benchmark"].extend(_first_calls(d.op_ts[sel], d.op_end[sel], d.op_name[sel]))
     first = [s for s in d.step_events if s[2] == 0]
     if first:
         pieces["first step"].append((np.array([s[0] for s in first]), np.array([s[0] + s[1] for s in first]),
                                      np.array([s[5] for s in first])))
     return pieces
+
+
+def _graph_capture(d: RankData, rt_end: Any) -> list[tuple[Any, Any, Any]]:
+    """Each graph capture (a begin to the next end on the same thread) and each instantiation call."""
+    begin = np.array([GRAPH_BEGIN.match(n) is not None for n in d.names] or [False])[d.rt_name]
+    end = np.array([GRAPH_END.match(n) is not None for n in d.names] or [False])[d.rt_name]
+    inst = np.array([GRAPH_INSTANTIATE.match(n) is not None for n in d.names] or [False])[d.rt_name]
+    starts: list[float] = []
+    ends: list[float] = []
+    names: list[int] = []
+    open_at: dict[int, int] = {}
+    for r in np.flatnonzero(begin | end).tolist():  # runtime rows are in file order, per thread in time order
+        t = int(d.rt_thread[r])
+        if begin[r]:
+            open_at[t] = r
+        elif t in open_at:
+            b = open_at.pop(t)
+            starts.append(float(d.rt_ts[b]))
+            ends.append(float(rt_end[r]))
+            names.append(int(d.rt_name[b]))
+    for r in np.flatnonzero(inst).tolist():
+        starts.append(float(d.rt_ts[r]))
+        ends.append(float(rt_end[r]))
+        names.append(int(d.rt_name[r]))
+    return [(np.array(starts), np.array(ends), np.array(names, dtype=np.int64))] if starts else []
+
+
+def _steps_of(d: RankData, starts: Any) -> list[int | None]:
+    """The ``ProfilerStep`` number each start falls in (None: outside every step)."""
+    spans = sorted({(s[0], s[0] + s[1], s[2]) for s in d.step_events})
+    if not spans:
+        return [None] * len(starts)
+    lo = np.array([x[0] for x in spans])
+    hi = np.array([x[1] for x in spans])
+    pos = np.searchsorted(lo, starts, side="right") - 1
+    return [spans[p][2] if p >= 0 and t < hi[p] else None for p, t in zip(pos.tolist(), list(starts), strict=True)]
+
+
+def _steps_text(steps: list[int | None]) -> str:
+    from my_utils.profiling.analysis.rank_coverage import ranges
+
+    numbered = sorted({s for s in steps if s is not None})
+    parts = ([f"step{'s' if len(numbered) > 1 else ''} {ranges(numbered)}"] if numbered else []) + \
+        (["before or between steps"] if any(s is None for s in steps) else [])
+    return "; ".join(parts)
 
 
 def _first_calls(ts: Any, end: Any, name: Any) -> list[tuple[Any, Any, Any]]:
@@ -180,6 +251,7 @@ def setup_tables(d: RankData) -> Tables:
     kind_rows: list[SetupKindRow] = []
     all_s: list[Any] = []
     all_e: list[Any] = []
+    unsteady: set[int] = set()
     for kind in KIND_NAMES:
         parts = pieces[kind]
         if not parts:
@@ -188,8 +260,11 @@ def setup_tables(d: RankData) -> Tables:
         e = np.concatenate([p[1] for p in parts])
         n = np.concatenate([p[2] for p in parts])
         longest = int(np.argmax(e - s))
+        steps_in = _steps_of(d, s) if d.step_events else []
+        if kind in UNSTEADY:
+            unsteady.update(x for x in steps_in if x is not None)
         kind_rows.append(SetupKindRow(d.rank, kind, len(s), intervals.length(s, e), d.names[int(n[longest])],
-                                      float(e[longest] - s[longest])))
+                                      float(e[longest] - s[longest]), _steps_text(steps_in)))
         all_s.append(s)
         all_e.append(e)
     su, eu = intervals.union(np.concatenate(all_s), np.concatenate(all_e)) if all_s else (np.zeros(0), np.zeros(0))
@@ -207,8 +282,11 @@ def setup_tables(d: RankData) -> Tables:
     detail = "; ".join(f"{r.kind} {r.us / 1e3:,.1f} ms ({r.events:,} event{'s' if r.events != 1 else ''}, "
                        f"longest {r.longest} {r.longest_us / 1e3:,.1f} ms)" for r in kind_rows)
     capture = stop - start
+    from my_utils.profiling.analysis.rank_coverage import ranges
+
     row = SetupRow(d.rank, capture, setup_us, pct(setup_us, capture) if capture > 0 else math.nan, gpu_span, gpu_idle,
-                   setup_idle, steps, one_shot, why, detail or "no one-off work found")
+                   setup_idle, steps, one_shot, why, detail or "no one-off work found",
+                   ranges(sorted(unsteady)) if unsteady else "")
     return {"setup": [row], "setup_kinds": kind_rows}
 
 

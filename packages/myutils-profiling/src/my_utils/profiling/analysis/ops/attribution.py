@@ -2,8 +2,8 @@
 
 A kernel, copy or set is tied to the innermost CPU operator above its launch call in the call
 stacks (``kineto.call_stacks``, HTA's call graph); its category follows ``ops.categories``. A
-kernel launched by ``cudaGraphLaunch`` (``cuGraphLaunch``, ``hipGraphLaunch``) was replayed from a
-CUDA graph: Kineto links it to the launch call only, never to the operator that was captured
+kernel launched by ``cudaGraphLaunch`` (``cuGraphLaunch``, ``hipGraphLaunch``), or carrying a ``graph id``,
+was replayed from a CUDA graph (``kineto.cuda_graphs.graph_launched``, the one test of it): Kineto links it to the launch call only, never to the operator that was captured
 (CUPTI's graph-node records are not written into the trace), so it gets no operator and no shape
 and is categorised by its name; :func:`graph_note` says so, and whether the capture is in the
 trace at all. A kernel under a ``Torch-Compiled Region`` (``torch.compile``), ``CompiledFunction``
@@ -20,11 +20,10 @@ from typing import Any
 import numpy as np
 
 from my_utils.profiling.analysis.kineto.call_stacks import ANNOTATION, OP, Stacks, build_stacks
+from my_utils.profiling.analysis.kineto.cuda_graphs import GRAPH_BUILD, graph_launched
 from my_utils.profiling.analysis.kineto.rank_data import RankData
 from my_utils.profiling.analysis.ops.categories import CATEGORIES, STRUCTURAL, category, operator_category
 
-GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})
-CAPTURE_CALLS = re.compile(r"(?:cuda|cu|hip)StreamBeginCapture|(?:cuda|cu|hip)GraphInstantiate")
 REGION = re.compile(r"^(?:Torch-Compiled Region|CompiledFunction|## Call CompiledFxGraph|## Call CompiledFunction)")
 
 
@@ -52,12 +51,12 @@ class Attribution:
         return float(self.dur.sum())
 
 
-def _ids(names: list[str], ids: Any, pattern: re.Pattern[str] | frozenset[str]) -> list[int]:
-    """The name ids among ``ids`` whose name matches ``pattern`` (a regex, or a set of exact names)."""
+def _ids(names: list[str], ids: Any, pattern: re.Pattern[str]) -> list[int]:
+    """The name ids among ``ids`` whose name matches ``pattern``."""
     out = []
     for i in np.unique(ids).tolist() if ids is not None and len(ids) else []:
         name = names[i]
-        if (name in pattern) if isinstance(pattern, frozenset) else pattern.search(name):
+        if pattern.search(name):
             out.append(i)
     return out
 
@@ -84,11 +83,7 @@ def attribute(d: RankData) -> Attribution:
     if region_ids and len(at):
         mask = (op_rows | s.kind.mask(ANNOTATION)) & np.isin(s.name, region_ids)
         region = s.nearest(mask, outermost=True)[at]
-    graph = np.zeros(len(at), bool)
-    launches = _ids(d.names, d.rt_name, GRAPH_LAUNCHES)
-    if launches and len(at):
-        rt = d.gpu_rt[rows]
-        graph = (rt >= 0) & np.isin(d.rt_name[np.clip(rt, 0, None)], launches)
+    graph = graph_launched(d)[rows]  # the one test of a graph replay (kineto.cuda_graphs)
     kname = d.gpu_name[rows]
     lname = np.where(inner >= 0, d.op_name[np.clip(inner, 0, None)] if n_ops else -1, -1)
     cats = np.zeros(len(at), np.int8)
@@ -108,7 +103,7 @@ def graph_note(d: RankData, a: Attribution) -> str:
     if not n:
         return ""
     us = float(a.dur[a.graph].sum())
-    captured = _ids(d.names, d.rt_name, CAPTURE_CALLS)
+    captured = _ids(d.names, d.rt_name, GRAPH_BUILD)
     where = ("the capture is in the trace, but Kineto records no link from a replayed kernel to the launch it "
              "captured (CUPTI's graph-node records are not written)" if captured else
              "the graph was captured before the profiler started (no cudaStreamBeginCapture in the trace)")

@@ -175,7 +175,7 @@ def op_tables(d: RankData, top: int = TOP_SHAPES) -> Tables:
     out["op_coverage"] = [CoverageRow(
         d.rank, total, float(a.dur[a.op >= 0].sum()), modelled_us, float(a.dur[a.graph].sum()), int(a.graph.sum()),
         float(a.dur[a.region >= 0].sum()), triton_us, triton_flops_us,
-        bool(d.op_sig is not None and (d.op_sig >= 0).any()),
+        bool(d.shaped_ops().any()),
         "; ".join(x for x in (graph_note(d, a), regions) if x))]
     return out
 

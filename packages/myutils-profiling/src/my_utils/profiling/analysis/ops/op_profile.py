@@ -105,8 +105,8 @@ def profile(d: RankData) -> OpProfile:
             sid = int(d.op_sig[row]) if d.op_sig is not None else -1
             raw = d.sigs[sid] if sid >= 0 else {}
             above, scope = stacks.get(row, ("", ""))
-            key = (d.names[nid], f"{raw.get('Input Dims', '')} {raw.get('Input type', '')}" if raw else "", above,
-                   scope, "")
+            key = (d.names[nid], f"{raw.get('Input Dims', '')} {raw.get('Input type', '')}" if "Input Dims" in raw
+                   else "", above, scope, "")
             if (nid, sid) not in costs:
                 args = OpArgs.from_args(raw) if raw else None
                 costs[(nid, sid)] = (inductor_cost(args, d.names[nid]) or op_cost(d.names[nid], args)) if args else None

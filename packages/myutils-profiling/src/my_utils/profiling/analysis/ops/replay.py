@@ -88,7 +88,7 @@ def pick_ops(d: RankData, operator: str | None = None, top: int = 1) -> list[Rep
     if d.op_sig is None or not len(d.op_sig):
         return []
     want = None if operator is None else (operator if "::" in operator else f"aten::{operator}")
-    rows = np.flatnonzero(d.op_sig >= 0)
+    rows = np.flatnonzero(d.shaped_ops())
     if want is not None:
         rows = rows[[d.names[int(n)] == want for n in d.op_name[rows].tolist()]]
     if not len(rows):
@@ -260,7 +260,7 @@ def replay_from_trace(path: str | Path, operator: str | None = None, top: int = 
     d = read_rank(path).data
     ops = pick_ops(d, operator, top)
     if not ops:
-        shaped = sorted({d.names[int(n)] for n in d.op_name[d.op_sig >= 0].tolist()}) if d.op_sig is not None else []
+        shaped = sorted({d.names[int(n)] for n in d.op_name[d.shaped_ops()].tolist()}) if d.op_sig is not None else []
         if operator is None or not shaped:
             raise InputError(path, None, "an operator call with recorded shapes (record the trace with "
                                          "torch.profiler's record_shapes=True)")

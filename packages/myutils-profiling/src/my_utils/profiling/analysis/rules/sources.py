@@ -3,8 +3,11 @@
 Each check reads one kind of aggregated event (one cell per name, step and rank) and needs no
 step times, so it works on a run that has only these inputs:
 
-- ``dcgm.sm_active:<entity>`` (``dcgm_dmon``): the mean SM activity over at least
-  ``min_samples`` samples is under ``sm_active_low`` percent: the GPU mostly waits.
+- GPU activity, whichever tool recorded it (``my_utils.core.metric_names``): the mean SM
+  activity (``gpu.sm_active``: DCGM ``SMACT``, nsys's ``SMs Active``) over at least ``min_samples``
+  samples is under ``sm_active_low`` percent: the GPU mostly waits. Where a rank has no SM
+  activity, NVML's utilisation (``gpu.utilization``: the monitor, DCGM ``GPUTL``) under the same
+  threshold says the same more weakly (it counts time with any kernel running, not SMs at work).
 - ``nccl.check:socket_across_nodes`` (``nccl_log``): NCCL carries a multi-node job over TCP
   sockets (``Using network Socket`` with more than one node); the value is the log line.
 - ``perf.ipc`` (``perf_stat``): the host retires fewer than ``ipc_low`` instructions per cycle.
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from my_utils.core.events import MetricEvent
+from my_utils.core.metric_names import event_metric
 from my_utils.profiling.analysis.rules._series import SeriesSource
 
 _SOCKET_ADVICE = ("NCCL found no InfiniBand/RoCE device it could use, or was told not to: check NCCL_IB_DISABLE, "
@@ -31,9 +35,18 @@ _IPC_ADVICE = ("The host code stalls on memory or branches: profile the host sid
                "it feeds the GPU (data loading, collation, augmentation)")
 
 
+_BUSY = ("gpu.sm_active", "gpu.utilization")  # the canonical metrics of GPU activity, strongest first
+
+
+def _busy_metric(name: str, source: str | None) -> tuple[str, float] | None:
+    """The canonical GPU-activity metric an event measures and its scale to %, or None."""
+    found = event_metric(source, name)
+    return (found[0].name, found[1]) if found is not None and found[0].name in _BUSY else None
+
+
 def _checked(name: str, source: str | None) -> bool:
     """Whether ``source``'s metric ``name`` is one of the checked ones (the module docstring)."""
-    return ((source == "dcgm_dmon" and name.startswith("dcgm.sm_active:"))
+    return (_busy_metric(name, source) is not None
             or (source == "nccl_log" and name == "nccl.check:socket_across_nodes")
             or (source == "perf_stat" and name.startswith("perf.ipc")))
 
@@ -50,6 +63,7 @@ class _Fold:
     step: int | None
     rank: int | None
     unit: str
+    source: str | None
     count: int
     mean: float
     low: float
@@ -76,29 +90,32 @@ class SourceChecksRule:
         Events are folded per (name, step, rank) first, so raw provider events and the analyzer's
         aggregated ones (``attrs`` with ``count``/``min``/``max``) give the same findings.
         """
-        folded: dict[tuple[str, int | None, int | None, str], list[Any]] = {}
+        folded: dict[tuple[str, int | None, int | None, str, str | None], list[Any]] = {}
         # only the checked names: the analyzer's events build nothing for the others
         picked = events.named(_checked) if isinstance(events, SeriesSource) else events
         for e in picked:
-            if e.value != e.value or not (
-                    (e.source == "dcgm_dmon" and e.name.startswith("dcgm.sm_active:"))
-                    or (e.source == "nccl_log" and e.name == "nccl.check:socket_across_nodes")
-                    or (e.source == "perf_stat" and e.name.startswith("perf.ipc"))):
+            if e.value != e.value or not _checked(e.name, e.source):
                 continue  # NaN is not measured; other names are not checked here
-            n = e.attrs.get("count", 1)
+            # samples the event stands for: a provider's pre-aggregated mean (nsys GPU metrics) says so
+            n = e.attrs.get("occurrences", e.attrs.get("count", 1))
             n = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
             lo, hi = e.attrs.get("min", e.value), e.attrs.get("max", e.value)
             lo = lo if isinstance(lo, (int, float)) else e.value
             hi = hi if isinstance(hi, (int, float)) else e.value
-            cell = folded.setdefault((e.name, e.step, e.rank, e.unit), [0, 0.0, lo, hi])
+            cell = folded.setdefault((e.name, e.step, e.rank, e.unit, e.source), [0, 0.0, lo, hi])
             cell[0] += n
             cell[1] += e.value * n
             cell[2], cell[3] = min(cell[2], lo), max(cell[3], hi)
         findings: list[dict[str, Any]] = []
-        for (name, step, rank, unit), (n, total, lo, hi) in folded.items():
-            fold = _Fold(name, step, rank, unit, n, total / n, lo, hi)
-            if name.startswith("dcgm."):
-                finding = self._sm_active(fold)
+        with_sm = {rank for (name, _s, rank, _u, source) in folded if (_busy_metric(name, source) or ("",))[0] ==
+                   "gpu.sm_active"}
+        for (name, step, rank, unit, source), (n, total, lo, hi) in folded.items():
+            fold = _Fold(name, step, rank, unit, source, n, total / n, lo, hi)
+            busy = _busy_metric(name, source)
+            if busy is not None:
+                if busy[0] == "gpu.utilization" and rank in with_sm:
+                    continue  # the rank's SM activity says it better; one fact, one finding
+                finding = self._sm_active(fold, *busy)
             elif name.startswith("nccl."):
                 finding = self._socket(fold)
             else:
@@ -107,23 +124,32 @@ class SourceChecksRule:
                 findings.append(finding)
         return sorted(findings, key=lambda f: f["id"])
 
-    def _sm_active(self, f: _Fold) -> dict[str, Any] | None:
-        if f.count < self.min_samples or f.mean >= self.sm_active_low:
+    def _sm_active(self, f: _Fold, metric: str, scale: float) -> dict[str, Any] | None:
+        mean, low, high = f.mean * scale, f.low * scale, f.high * scale
+        if f.count < self.min_samples or mean >= self.sm_active_low:
             return None
-        entity = f.name.split(":", 1)[1]
+        entity = f.name.split(":", 1)[1] if ":" in f.name else "GPU"
+        sm = metric == "gpu.sm_active"
+        what = "SMs active" if sm else "a kernel running (NVML utilisation: any kernel, not SMs at work)"
+        tool = {"dcgm_dmon": "DCGM", "nsys_sqlite": "nsys GPU metrics", "memory_monitor": "NVML (monitor)"}.get(
+            str(f.source), str(f.source))
+        kind = "dcgm_sm_active" if sm and f.source == "dcgm_dmon" else f"{metric.split('.')[1]}_low"
+        field = "dcgmi dmon field SMACT (1002)" if kind == "dcgm_sm_active" else f"{tool} {f.name} ({metric})"
         return {
-            "id": f"source_checks:dcgm_sm_active:{entity}:{f.rank_key}",
+            "id": f"source_checks:{kind}:{entity}:{f.rank_key}" if kind == "dcgm_sm_active" else
+                  f"source_checks:{kind}:{f.source}:{entity}:{f.rank_key}",
             "category": "optimization", "severity": "warning",
-            "title": f"{entity}: SMs active {f.mean:.1f} % of the time on average over {f.count} DCGM samples "
+            "title": f"{entity}: {what} {mean:.1f} % of the time on average over {f.count} {tool} samples "
                      f"({_rank(f.rank)})",
-            "detail": (f"dcgmi dmon field SMACT (1002) averaged {f.mean:.1f} % (lowest {f.low:.1f}, highest "
-                       f"{f.high:.1f}) over {f.count} samples, under the {self.sm_active_low:g} % this check flags"),
-            "evidence": {"names": [f.name], "ranks": [f.rank], "samples": f.count, "mean": f.mean, "min": f.low,
-                         "max": f.high, "threshold": self.sm_active_low, "unit": f.unit, "source": "dcgm_dmon"},
+            "detail": (f"{field} averaged {mean:.1f} % (lowest {low:.1f}, highest "
+                       f"{high:.1f}) over {f.count} samples, under the {self.sm_active_low:g} % this check flags"),
+            "evidence": {"names": [f.name], "ranks": [f.rank], "samples": f.count, "mean": mean, "min": low,
+                         "max": high, "threshold": self.sm_active_low, "unit": "%", "source": f.source,
+                         "metric": metric},
             "suggestion": _SM_ADVICE,
-            "advice": [{"text": _SM_ADVICE, "kind": "dcgm_sm_active", "facts": [],
-                        "because": [{"table": "totals", "key": {"name": f.name, "rank": f.rank, "source": "dcgm_dmon"},
-                                     "values": {"mean": f.mean, "samples": f.count}}]}],
+            "advice": [{"text": _SM_ADVICE, "kind": kind, "facts": [],
+                        "because": [{"table": "totals", "key": {"name": f.name, "rank": f.rank, "source": f.source},
+                                     "values": {"mean": mean, "samples": f.count}}]}],
         }
 
     def _socket(self, f: _Fold) -> dict[str, Any]:

@@ -74,6 +74,8 @@ def _complete_trace(doc: dict[str, Any], window: WindowInfo | None, closing: Win
             "window": window.name, "rank": window.rank, "start_iter": window.start_iter,
             "stop_iter": window.stop_iter, "origin": window.origin, "first_step": first, "last_step": last,
             "stop_reason": closing.reason.value if closing is not None else None,
+            # step times since the previous window: what profiling cost per step (profiling's capture.overhead)
+            "steps": [s.to_json() for s in closing.steps] if closing is not None else [],
             "stopped_by": None if stopped is None else {
                 "edge": stopped.edge.value, "profile_name": stopped.profile_name, "iteration": stopped.iteration}}
 

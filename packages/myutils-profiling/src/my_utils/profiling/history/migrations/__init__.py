@@ -1,0 +1,1 @@
+"""Alembic migrations of the run store (``env.py`` and ``versions/``); applied by ``history.migrate``."""

@@ -1,0 +1,58 @@
+"""The trend pages and the notebook figures: one figure, drawn on the page and returned in Python; names stay text."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from history_support import make_report
+
+from my_utils.profiling.history import RunContext, RunStore, overview_figures, trend_figures, trends
+from my_utils.profiling.history.pages import render_page
+
+EVIL = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[RunStore]:
+    s = RunStore(tmp_path / "h.sqlite")
+    for i in range(30):
+        r = make_report(EVIL, {"step_time.median": 50.0 if i < 20 else 60.0 + i * 0.01, "mfu": 40.0 - (i >= 20)},
+                        tag=i)
+        s.add(r, RunContext(EVIL, 1.7e9 + i, git_commit=EVIL + str(i), gpu_model="G", gpu_count=1))
+    yield s
+    s.close()
+
+
+def _page_figures(html: str) -> list[dict]:
+    blocks = re.findall(r'<script type="application/json" id="[^"]+-data">(.*?)</script>', html, flags=re.S)
+    return [json.loads(b) for b in blocks]
+
+
+def test_python_figures_are_the_page_figures(store: RunStore) -> None:
+    found = trends(store, "step_time.median")
+    html = render_page("t", "here", found)
+    (page,) = _page_figures(html)
+    (fig,) = trend_figures("step_time.median", store)
+    data = fig.to_plotly_json()["data"]
+    assert [list(t["y"]) for t in data] == [t["y"] for t in page["data"]]
+    assert page["data"][0]["y"] == list(found[0].series.values)
+    assert found[0].changes[0].run_id == 21 and found[0].changes[0].commit == EVIL + "20"
+
+
+def test_names_from_the_store_stay_text(store: RunStore) -> None:
+    html = render_page("t", "here", trends(store, "step_time.median"), overview=True)
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # the tables show it as text
+    (fig,) = trend_figures("step_time.median", store)
+    assert "<script>" not in fig.layout.title.text  # plotly reads a subset of HTML in titles
+
+
+def test_overview_lists_the_regressions_first(store: RunStore) -> None:
+    figs = overview_figures(store)
+    titles = [f.layout.title.text for f in figs]
+    # step time rose (worse) and MFU fell (worse): both regressions, the larger move first
+    assert [t.split(" — ")[0] for t in titles] == ["step_time.median", "mfu"]
