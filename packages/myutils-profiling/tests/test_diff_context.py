@@ -17,6 +17,7 @@ from my_utils.profiling.analysis.diff_context import (
     gpu_architecture,
     gpu_from_kernel_names,
     gpu_warnings,
+    gpus_differ,
     little_in_common_warning,
     similarity,
     window_difference,
@@ -77,6 +78,18 @@ def test_gpu_warnings_for_an_unknown_side() -> None:
     assert "the GPUs differ" in w
     assert gpu_warnings({"gpu": "a"}, {"gpu": "b"}, [], []) == []  # both known: the hardware warning's job
     assert gpu_warnings({}, {"gpu": "b"}, [], volta) == []  # no kernel on the unknown side: nothing to say
+
+
+def test_gpus_differ_by_model_else_by_architecture() -> None:
+    ampere, volta = ["ampere_sgemm_64x64_nn"], ["volta_sgemm_128x64_nn"]
+    a100, v100 = {"gpu": "NVIDIA A100-SXM4-80GB"}, {"gpu": "Tesla V100-SXM2-16GB"}
+    assert gpus_differ(a100, v100, [], [])
+    assert not gpus_differ(a100, dict(a100), volta, volta)  # both models known and equal: the names do not overrule
+    assert gpus_differ({"gpu": "NVIDIA A100-SXM4-80GB"}, {"gpu": "NVIDIA A100-PCIE-40GB"}, [], [])  # two models
+    assert gpus_differ({}, v100, ampere, [])  # the unknown side's kernels are built for another architecture
+    assert not gpus_differ({}, a100, ampere, [])  # ... for the same one: cannot tell the models apart
+    assert gpus_differ({}, {}, ampere, volta) and not gpus_differ({}, {}, ampere, ampere)
+    assert not gpus_differ({}, {}, ["elementwise_kernel"], volta)  # one side cannot be placed: unknown, not "differ"
 
 
 def test_a_different_precision_is_read_from_matrix_kernels_only() -> None:

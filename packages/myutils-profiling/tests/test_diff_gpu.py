@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from my_utils.core.errors import InputError
-from my_utils.profiling.analysis.diff import diff_traces
+from my_utils.profiling.analysis.diff import OPERATIONS_HINT, diff_traces
 from my_utils.profiling.analysis.diff_gpu import GpuSide, account, lane_facts
 from my_utils.profiling.analysis.diff_gpu_read import GpuPass
 from my_utils.profiling.providers.kineto import read_trace
@@ -116,6 +116,30 @@ def test_the_gpu_level_before_and_after_matches_the_raw_traces(real_pair: Any) -
         (281.3, 548.1, 75.6, 178.0)
     assert sum(ms for key, r in rows.items() if key.startswith("idle.") for ms in [r.base or 0.0]) == \
         pytest.approx(rows["idle"].base, abs=1e-6)  # the causes split the idle time
+
+
+def test_different_gpus_point_to_the_operation_matched_section(real_pair: Any, tmp_path: Path) -> None:
+    """A100 vs V100, the operation section not asked for: one note says kernel names do not pair across GPUs and
+    what --operations does; the same GPU on both sides says nothing of it."""
+    result = real_pair[0]
+    assert result.operations is None  # opt-in: the default diff reads no operators' shapes
+    assert [n for n in result.notes if "--operations" in n] == [OPERATIONS_HINT]
+    assert "operator + shape + call stack" in OPERATIONS_HINT and "kernel names differ across GPUs" in OPERATIONS_HINT
+    # no GPU model in these traces: their kernel names say the architecture (Ampere on both, then Volta on one)
+    ampere, volta = [[("ampere_sgemm_64x64_nn", 5.0)]] * 2, [[("volta_sgemm_128x64_nn", 5.0)]] * 2
+    a, b, c = (_no_model(_write(tmp_path / f"{n}.json", k)) for n, k in (("a", ampere), ("b", ampere), ("c", volta)))
+    assert not any("--operations" in n for n in diff_traces([a], [b]).notes)
+    assert OPERATIONS_HINT in diff_traces([a], [c]).notes
+    asked = diff_traces([a], [c], operations=True)
+    assert asked.operations is not None and OPERATIONS_HINT not in asked.notes
+
+
+def _no_model(path: Path) -> Path:
+    """The trace without its ``deviceProperties``: the GPU model unknown."""
+    doc = json.loads(path.read_text())
+    del doc["deviceProperties"]
+    path.write_text(json.dumps(doc))
+    return path
 
 
 def test_the_step_change_is_accounted_for_by_cause(real_pair: Any) -> None:

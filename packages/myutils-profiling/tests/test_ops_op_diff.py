@@ -74,10 +74,11 @@ def test_the_trace_diff_has_an_operations_section(real_fixtures: Any, tmp_path: 
     out, md, html = tmp_path / "diff.json", tmp_path / "diff.md", tmp_path / "diff.html"
     res = CliRunner().invoke(app, ["diff", "--base-trace", str(real_fixtures / CONTROL), "--target-trace",
                                    str(real_fixtures / TEST), "--output", str(out), "--markdown", str(md),
-                                   "--html", str(html)])
+                                   "--html", str(html), "--operations"])
     assert res.exit_code == 0, res.output
     ops = json.loads(out.read_text())["operations"]
     assert ops["paired_pct"] >= 90 > ops["name_paired_pct"] and ops["rows"]
+    assert not any("--operations" in n for n in json.loads(out.read_text())["notes"])  # asked for: no pointer to it
     assert set(ops["rows"][0]) >= {"operator", "level", "base_us_per_step", "target_us_per_step",
                                    "base_roofline_pct", "target_roofline_pct"}
     text = md.read_text()
@@ -96,13 +97,14 @@ def test_the_typed_read_gives_the_profile_the_dict_read_gives(real_fixtures: Any
     assert any(k[1] for k in typed.ops)  # shapes made it through the typed decoding
 
 
-def test_no_operations_reads_without_the_operation_pass(real_fixtures: Any, tmp_path: Path) -> None:
+def test_the_operation_pass_is_opt_in(real_fixtures: Any, tmp_path: Path) -> None:
+    """Without --operations the traces are read without the operation pass (the diff's speed, issue 34)."""
     from typer.testing import CliRunner
 
     from my_utils.profiling.cli import app
 
     base = target = real_fixtures / f"{HTA}/critical_path__cuda_event_sync.json.gz"  # small: the flag is the point
-    for flag, out in (([], tmp_path / "on.json"), (["--no-operations"], tmp_path / "off.json")):
+    for flag, out in ((["--operations"], tmp_path / "on.json"), ([], tmp_path / "off.json")):
         res = CliRunner().invoke(app, ["diff", "--base-trace", str(base), "--target-trace", str(target), "--output",
                                        str(out), *flag])
         assert res.exit_code == 0, res.output

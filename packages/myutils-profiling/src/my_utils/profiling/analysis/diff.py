@@ -6,8 +6,9 @@ and the mean and spread (population std) of the per-step total, per rank. The in
 either two analysis reports (their ``operations`` table already holds those numbers,
 computed per step by the analyzer) or two Kineto traces (streamed by the Kineto provider
 into per-step events, never held as raw events, in one pass that also reads the trace's
-context, its call nesting, its GPU timeline (``diff_gpu_read.GpuPass``) and its operators
-(``ops.op_profile.OpsPass``: the operation-matched diff, ``DiffResult.operations``).
+context, its call nesting, its GPU timeline (``diff_gpu_read.GpuPass``) and, when asked for, its
+operators (``ops.op_profile.OpsPass``: the operation-matched diff, ``DiffResult.operations``; opt-in,
+for the diff's speed: see :func:`diff_traces`).
 
 What a diff refuses (``InputError``, exit 2 in the CLI): a side with nothing to compare (no
 operation and no step: an empty trace, a report whose ``operations`` table is empty), numbers
@@ -338,15 +339,18 @@ def _parents(reads: Sequence[Any]) -> dict[str, tuple[str, float]]:
 
 
 def diff_traces(base: Sequence[str | Path], target: Sequence[str | Path], *, sigmas: float = 3.0,
-                min_pct: float = 5.0, executor: Any = None, operations: bool = True) -> DiffResult:
+                min_pct: float = 5.0, executor: Any = None, operations: bool = False) -> DiffResult:
     """Compare two runs' Kineto traces (one file per rank each), each read once by the Kineto provider.
 
     The same pass reads each trace's context (its ``hardware``), call nesting and GPU
     timeline (``diff_gpu_read.GpuPass``) and, with ``operations``, its operators for the operation-matched
-    section (``ops.op_profile.OpsPass``). A side whose traces hold no operation and no step is
-    refused (``InputError`` naming its files).
+    section (``ops.op_profile.OpsPass``). That section is asked for (``diff --operations``): it needs the
+    operators' shapes and call stacks, a second reading of each trace's CPU side that the speed goal of
+    the diff (issue 34, ``bench/bench_diff_trace.py``) leaves no room for by default; when the GPUs differ
+    and it was not asked for, a note says what it would add. A side whose traces hold no operation and
+    no step is refused (``InputError`` naming its files).
     """
-    from my_utils.profiling.analysis.diff_context import context_warnings
+    from my_utils.profiling.analysis.diff_context import context_warnings, gpus_differ
     from my_utils.profiling.analysis.diff_gpu import GpuSide
     from my_utils.profiling.analysis.diff_gpu_read import GpuPass
     from my_utils.profiling.analysis.ops.op_diff import op_diff
@@ -384,6 +388,8 @@ def diff_traces(base: Sequence[str | Path], target: Sequence[str | Path], *, sig
     else:
         notes.append(f"samples: {sa.steps} and {sb.steps} ProfilerSteps; a change is significant above "
                      f"{sigmas:g} standard errors of the per-step spread and {min_pct:g}% of the base")
+    if not operations and gpus_differ(hw_a, hw_b, _kernel_names(a), _kernel_names(b)):
+        notes.append(OPERATIONS_HINT)
     where = f"{_label(base)} vs {_label(target)}"
     parents = _parents(reads)
     step = (compare({STEP_TIME: sa}, {STEP_TIME: sb}, sigmas=sigmas, min_pct=min_pct, where=where)[0]
@@ -395,6 +401,17 @@ def diff_traces(base: Sequence[str | Path], target: Sequence[str | Path], *, sig
     return DiffResult(_label(base), _label(target), changes, step, warnings, {"sigmas": sigmas, "min_pct": min_pct},
                       hw_a, hw_b, gpu=(gpu_a, gpu_b), similarity=similarity, window=window, notes=notes,
                       operations=matched)
+
+
+#: The trace diff's note when the GPUs differ and the operation-matched section was not asked for.
+OPERATIONS_HINT = ("the GPUs differ, and kernel names differ across GPUs (each architecture gets its own kernels), so "
+                   "many kernels show as added or removed; --operations (operations=True) matches the work by "
+                   "operator + shape + call stack instead")
+
+
+def _kernel_names(stats: Mapping[str, Any]) -> list[str]:
+    """The kernel names among a side's per-name stats (``kernel:`` names, the prefix removed)."""
+    return [n[len("kernel:"):] for n in stats if n.startswith("kernel:")]
 
 
 def _label(paths: Sequence[str | Path]) -> str:

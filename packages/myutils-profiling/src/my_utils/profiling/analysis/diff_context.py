@@ -12,7 +12,8 @@ per-name times), never the traces again.
   the name overlap drops while the time in shared names stays high.
 - **GPU unknown** (:func:`gpu_from_kernel_names`): a side without a GPU model is placed by its
   kernel names (``sm80_``, ``ampere_``, ``cutlass_80`` …: the architecture the kernels were
-  built for); with no such name the warning says the GPUs may differ.
+  built for); with no such name the warning says the GPUs may differ. :func:`gpus_differ` is the
+  same test as a yes/no (the trace diff's note on matching operations instead of kernel names).
 - **dtype** (:func:`dtype_mix`): kernel time by the precision its name states (``bf16``,
   ``fp16``/``h884``, ``sgemm``/``s1688`` …); a different dominant precision changes kernel times
   by itself.
@@ -160,6 +161,20 @@ def gpu_from_kernel_names(names: Iterable[str]) -> tuple[str, str, str] | None:
         return None
     (arch, cc), found = max(votes.items(), key=lambda kv: len(kv[1]))
     return arch, cc, found[0]
+
+
+def gpus_differ(base_hw: Mapping[str, Any], target_hw: Mapping[str, Any], base_kernels: Iterable[str],
+                target_kernels: Iterable[str]) -> bool:
+    """Whether the two sides ran on different GPUs: their models when both are known, else their architectures
+    (a model's, or what its kernel names are built for); False when that cannot be told."""
+    model_a, model_b = base_hw.get("gpu"), target_hw.get("gpu")
+    if model_a and model_b:
+        return bool(model_a != model_b)
+    archs = []
+    for model, kernels in ((model_a, base_kernels), (model_b, target_kernels)):
+        guess = None if model else gpu_from_kernel_names(kernels)
+        archs.append(gpu_architecture(str(model)) if model else guess[0] if guess else None)
+    return None not in archs and archs[0] != archs[1]
 
 
 def gpu_warnings(base_hw: Mapping[str, Any], target_hw: Mapping[str, Any], base_kernels: Iterable[str],

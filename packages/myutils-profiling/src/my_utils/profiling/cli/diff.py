@@ -42,9 +42,9 @@ def diff(
     sigmas: float = typer.Option(3.0, "--sigmas", help="A change must exceed this many standard errors of the "
                                  "per-step spread to be significant."),
     min_pct: float = typer.Option(5.0, "--min-pct", help="...and this percentage of the base value."),
-    operations: bool = typer.Option(True, "--operations/--no-operations", help="For traces: also match the "
-                                    "operations (operator, shapes, call stack) across the runs; off, the traces "
-                                    "are read faster and the diff has no operations section."),
+    operations: bool = typer.Option(False, "--operations", help="For traces: also match the operations "
+                                    "(operator + shape + call stack) across the runs, e.g. when the GPUs differ and "
+                                    "kernel names do not pair; reads the traces' operators too (slower)."),
 ) -> None:
     """Compare two runs: the GPU-level before → after and the step-time change by cause, then per name.
 
