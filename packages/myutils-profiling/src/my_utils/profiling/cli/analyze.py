@@ -72,7 +72,10 @@ def analyze(
                                      "fp8...): the dense peak MFU is measured against."),
     trace_filter: str | None = typer.Option(
         None, "--filter", help="Part of each trace the Kineto analyses read, ';'-separated: first_iteration, "
-                               "iterations=N[,N], time=START:END, device=gpu|cpu, name=REGEX, under=NAME[#POS]."),
+                               "iterations=N[,N], iteration_index=I, time=START:END, device=gpu|cpu, name=REGEX, "
+                               "under=NAME\\[#POS] (no_gpu_kernels: without the kernels it launched), hta_default "
+                               "(HTA's default: before the last ProfilerStep), combined=ROOT|PRECEDING|FOLLOWING "
+                               "(HTA's CombinedOperatorFilter; combined_gpu: with their kernels)."),
     record: bool = typer.Option(False, "--record", help="Also store the run in the run history (`history add`)."),
     store: str | None = typer.Option(None, "--store", help="With --record: the run store (default: "
                                      "$MYUTILS_HISTORY_STORE, else history.sqlite in the user's data folder)."),

@@ -22,7 +22,7 @@ def ops(
     trace: list[Path] = typer.Argument(..., help="Kineto traces (.json/.json.gz), or folders of rank traces."),
     output_dir: Path = typer.Option(..., "--output-dir", help="Folder for the CSV files, the workbook or the script."),
     xlsx: bool = typer.Option(True, "--xlsx/--no-xlsx", help="Also write ops.xlsx, one sheet per table (needs "
-                              "openpyxl, the excel extra of myutils-profiling)."),
+                              "openpyxl: pip install 'myutils-profiling\\[excel]')."),
     replay: str | None = typer.Option(None, "--replay", help="Write replay.py re-running this operator "
                                       "(aten:: optional), or 'top' for the operations with the most GPU time, "
                                       "instead of the tables; one trace file."),
