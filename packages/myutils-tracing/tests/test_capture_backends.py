@@ -329,3 +329,69 @@ run()  # the controller goes out of scope with its window open
     traces = list(tmp_path.glob("trace_rank0_steps0-upto5_left_open.pt.trace.json.gz"))
     assert len(traces) == 1
     assert "aten::linear" in gzip.decompress(traces[0].read_bytes()).decode()
+
+
+def _step_spans(path: Path) -> list[tuple[str, float, float]]:
+    """(name, start, end) of the ``ProfilerStep#N`` X events of a written trace, in start order."""
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    return sorted(((e["name"], e["ts"], e["ts"] + e["dur"]) for e in doc["traceEvents"]
+                   if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda x: x[1])
+
+
+def test_the_documented_window_marks_each_step_for_the_analyses(tmp_path: Path) -> None:
+    """A window from the documented API (ProfileManager, torch_profiler backend, controller.region) gives
+    the user no profiler to call ``prof.step()`` on: the backend marks ``ProfilerStep#N`` itself, one per
+    step held, in order and without overlap (before, the traces held none and every analysis of them
+    warned "no ProfilerStep markers: call prof.step()")."""
+    torch = pytest.importorskip("torch")
+    pm = ProfileManager({"features": {"capture": {"enabled": True, "backend": "torch_profiler",
+                                                  "backend_options": {"output_dir": str(tmp_path)}}},
+                         "capture": {"windows": [{"name": "steps", "start_iter": 3, "stop_iter": 6}]}})
+    controller = pm.create_controller(rank=0)
+    model = torch.nn.Linear(8, 8)
+    for it in range(9):
+        for spec in pm.build_specs_to_arm_at_iter(it, num_microbatches=1):
+            controller.arm(spec)
+        with controller.region("train_step", {"iter": it}):
+            with torch.profiler.record_function("my_work"):
+                model(torch.randn(4, 8)).sum().backward()
+    controller.close()
+    (path,) = controller.backend.traces
+    spans = _step_spans(path)
+    assert [name for name, _s, _e in spans] == ["ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5", "ProfilerStep#6"]
+    assert all(prev[2] <= nxt[1] for prev, nxt in zip(spans, spans[1:], strict=False))
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    work = [e for e in doc["traceEvents"] if e.get("name") == "my_work" and e.get("ph") == "X"]
+    assert len(work) == 4  # each step's work lies inside its marker
+    assert all(any(s <= w["ts"] and w["ts"] + w["dur"] <= e for _n, s, e in spans) for w in work)
+    assert not any(str(e.get("name", "")).startswith(("my_utils.capture", "my_utils")) for e in doc["traceEvents"]
+                   if e.get("ph") == "X")
+    assert doc["otherData"]["myutils_capture"]["step_markers"] == "backend"
+
+
+def test_a_loop_that_marks_its_own_steps_keeps_one_set_of_markers(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    backend = TorchProfilerBackend(output_dir=tmp_path)
+    controller = CaptureController(backend, rank=0)
+    controller.arm(CaptureSpec("own", 2, 0, 4, 0, start_names=frozenset({"step"})))
+    model = torch.nn.Linear(8, 8)
+    for it in range(6):
+        with controller.region("step", {"iter": it}), torch.profiler.record_function(f"ProfilerStep#{it}"):
+            model(torch.randn(4, 8)).sum().backward()
+    (path,) = backend.traces
+    assert [name for name, _s, _e in _step_spans(path)] == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+    assert json.loads(gzip.decompress(path.read_bytes()))["otherData"]["myutils_capture"]["step_markers"] == "user"
+
+
+def test_step_markers_follow_the_iterations_the_controller_sees(tmp_path: Path) -> None:
+    """A skipped iteration number is the next marker; an older or repeated one changes nothing."""
+    pytest.importorskip("torch")
+    backend = TorchProfilerBackend(output_dir=tmp_path)
+    controller = CaptureController(backend, rank=0)
+    controller.arm(CaptureSpec("w", 1, 0, 20, 0, start_names=frozenset({"step"})))
+    for it in (0, 1, 1, 5, 4, 9):
+        with controller.region("step", {"iter": it}):
+            pass
+    controller.close()
+    (path,) = backend.traces
+    assert [name for name, _s, _e in _step_spans(path)] == ["ProfilerStep#1", "ProfilerStep#5", "ProfilerStep#9"]

@@ -7,6 +7,14 @@ which can differ (a window stopped as step 8 begins holds steps 6 and 7, not 8).
 known only once the controller says how the window closed, so the trace is written in
 ``window_closed``; a window cut short before its stop event (``close()``, an exception,
 interpreter exit) is named ``steps<a>-upto<b>``: it began at step a and ended by step b.
+
+Every step in a trace is marked ``ProfilerStep#<iteration>``, as ``prof.step()`` marks them
+under a torch schedule, so the per-step analyses work on these traces: the window gives the
+user no profiler to call ``step()`` on. The backend opens a ``record_function`` when the
+window starts and replaces it whenever the controller sees a new iteration
+(``step_began``); the first marker starts where the window started. The ranges are recorded
+under a private name and renamed at export, so a loop that marks its own ``ProfilerStep#N``
+keeps its markers and gets no second set.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ _log = logging.getLogger("my_utils.tracing.capture")
 
 DEFAULT_OUTPUT_DIR = "profile_captures"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+#: The name our step ranges are recorded under; ``ProfilerStep#N`` in the written trace.
+STEP_MARK = "my_utils.capture.step#"
 
 
 def safe_file_part(text: str, limit: int = 80) -> str:
@@ -67,15 +77,32 @@ def _complete_trace(doc: dict[str, Any], window: WindowInfo | None, closing: Win
             if e.get("ph") != "M" and e.get("pid") not in (None, "") and not (e.get("ph") in ("i", "I") and e.get("s") == "g")}
     for pid in sorted(used - named, key=str):
         events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": str(pid)}})
+    markers = _name_step_markers(events)
     if window is not None:
         first, last = held_steps(window, closing)
         stopped = closing.stopped_by if closing is not None else None
         doc.setdefault("otherData", {})["myutils_capture"] = {
             "window": window.name, "rank": window.rank, "start_iter": window.start_iter,
             "stop_iter": window.stop_iter, "origin": window.origin, "first_step": first, "last_step": last,
-            "stop_reason": closing.reason.value if closing is not None else None,
+            "stop_reason": closing.reason.value if closing is not None else None, "step_markers": markers,
             "stopped_by": None if stopped is None else {
                 "edge": stopped.edge.value, "profile_name": stopped.profile_name, "iteration": stopped.iteration}}
+
+
+def _name_step_markers(events: list[Any]) -> str:
+    """Turn our step ranges into ``ProfilerStep#N`` (or drop them when the loop marked its own steps).
+
+    Returns who marked the steps: ``"backend"``, ``"user"`` or ``"none"``.
+    """
+    ours = [i for i, e in enumerate(events) if str(e.get("name", "")).startswith(STEP_MARK)]
+    theirs = any(str(e.get("name", "")).startswith("ProfilerStep#") for e in events)
+    if theirs:
+        for i in reversed(ours):
+            del events[i]
+        return "user"
+    for i in ours:
+        events[i]["name"] = "ProfilerStep#" + events[i]["name"][len(STEP_MARK):]
+    return "backend" if ours else "none"
 
 
 def _torch_profiler_running() -> bool:
@@ -103,6 +130,8 @@ class TorchProfilerBackend(CaptureBackend):
         self._window: WindowInfo | None = None
         self._prof: Any = None
         self._stopped: Any = None  # a stopped profiler whose trace waits for window_closed
+        self._step_range: Any = None  # the open record_function of the current step
+        self._step: int | None = None
 
     def window_opening(self, window: WindowInfo) -> None:
         """Remember the window: its rank and the steps it holds name the trace file."""
@@ -137,6 +166,27 @@ class TorchProfilerBackend(CaptureBackend):
                                       profile_memory=self.profile_memory, with_stack=self.with_stack)
         prof.start()
         self._prof = prof
+        if self._window is not None:
+            self._open_step(held_steps(self._window, None)[0])
+
+    def step_began(self, iteration: int) -> None:
+        """Close the current step's marker and open ``ProfilerStep#<iteration>`` (later iterations only)."""
+        if self._prof is None or (self._step is not None and iteration <= self._step):
+            return
+        self._close_step()
+        self._open_step(iteration)
+
+    def _open_step(self, iteration: int) -> None:
+        from torch.profiler import record_function
+
+        marker = record_function(f"{STEP_MARK}{iteration}")
+        marker.__enter__()
+        self._step_range, self._step = marker, iteration
+
+    def _close_step(self) -> None:
+        marker, self._step_range = self._step_range, None
+        if marker is not None:
+            marker.__exit__(None, None, None)
 
     def trace_path(self, window: WindowInfo | None, closing: WindowClosing | None = None) -> Path:
         """Where the trace of ``window`` goes (a numbered suffix avoids overwriting an older one)."""
@@ -158,6 +208,10 @@ class TorchProfilerBackend(CaptureBackend):
         prof, self._prof = self._prof, None
         if prof is None:
             return
+        try:
+            self._close_step()
+        finally:
+            self._step = None
         self._flush()
         prof.stop()
         self._stopped = prof
