@@ -195,8 +195,21 @@ def train_rank(rank: int, world: int, plan: dict[str, Any], out: str) -> dict[st
     collector.collect(step=p.steps - 1)
     collector.close()
     manager.close()
-    return {"rank": rank, "kept_bytes": sum(t.numel() * 4 for t in kept),
+    return {"rank": rank, "kept_bytes": sum(t.numel() * 4 for t in kept), "timer_clock_error_ms": _timer_clock_error_ms(),
             "traces": [str(t) for t in getattr(controller.backend, "traces", [])]}
+
+
+def _timer_clock_error_ms() -> float:
+    """MyTimer's unix time less the wall clock, in ms (the tightest of a few paired reads)."""
+    from my_utils.core.clock import unix_now_ns
+
+    pairs = []
+    for _ in range(20):
+        before = time.time_ns()
+        mine = unix_now_ns()
+        after = time.time_ns()
+        pairs.append((after - before, mine - (before + after) // 2))
+    return min(pairs)[1] / 1e6
 
 
 def run(plan: Plan, out_dir: str | Path, timeout: float = 180.0) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import logging
 from pathlib import Path
@@ -352,14 +353,13 @@ def test_the_documented_window_marks_each_step_for_the_analyses(tmp_path: Path) 
     for it in range(9):
         for spec in pm.build_specs_to_arm_at_iter(it, num_microbatches=1):
             controller.arm(spec)
-        with controller.region("train_step", {"iter": it}):
-            with torch.profiler.record_function("my_work"):
-                model(torch.randn(4, 8)).sum().backward()
+        with controller.region("train_step", {"iter": it}), torch.profiler.record_function("my_work"):
+            model(torch.randn(4, 8)).sum().backward()
     controller.close()
     (path,) = controller.backend.traces
     spans = _step_spans(path)
     assert [name for name, _s, _e in spans] == ["ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5", "ProfilerStep#6"]
-    assert all(prev[2] <= nxt[1] for prev, nxt in zip(spans, spans[1:], strict=False))
+    assert all(prev[2] <= nxt[1] for prev, nxt in itertools.pairwise(spans))
     doc = json.loads(gzip.decompress(path.read_bytes()))
     work = [e for e in doc["traceEvents"] if e.get("name") == "my_work" and e.get("ph") == "X"]
     assert len(work) == 4  # each step's work lies inside its marker
