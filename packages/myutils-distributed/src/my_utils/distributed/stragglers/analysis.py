@@ -10,15 +10,17 @@ Decisions:
 - **Working, not waiting.** A synchronous collective makes every rank leave it together, so
   the rank that arrived first waits in it for the last: the wait shows up in *its* section
   although the cause is another rank's earlier section. A rank's head start over the last rank
-  to come in is waiting, and is taken out, when it left with that rank (:class:`_Section`:
-  within a step when the ends coincide, in every step when the section ends in a collective);
-  what remains is compared. Inside such a section a rank slow in its own work cannot be told from the others
-  (they all leave together): time the section more finely to see it.
+  to come in is waiting, and is taken out, when it left with that rank
+  (``my_utils.core.rank_waits``: within a step when the ends coincide, in every step when the
+  section ends in a collective); what remains is compared. Inside such a section a rank slow in
+  its own work cannot be told from the others (they all leave together): time the section more
+  finely to see it.
 - **Robust and persistent.** Per step each rank's time is divided by the median of the other
   ranks' (with two ranks the other rank's time). A straggler is late, at least the minimum
   slowdown, on at least the persistent fraction of the compared steps: a median, not a mean,
   so one step 30 times longer is an outlier and not a straggler, and a two-rank run, where one
   rank is always the slower of the two, names nobody unless one is slower by a real margin.
+  A straggler is judged on at least ``MIN_STEPS`` compared steps.
 - **Outliers and periods.** A step in which a rank took :data:`OUTLIER_RATIO` times the others'
   median and ``min_excess_ms`` more (a scheduler's time slice is not an outlier) is listed;
   one rank's outliers recurring every p steps give the section a period (a stall).
@@ -36,6 +38,7 @@ from pathlib import Path
 
 from my_utils.core.errors import InputError, UsageError
 from my_utils.core.lifecycle import sigterm_exits
+from my_utils.core.rank_waits import COLLECTIVE_SPREAD, MIN_STEPS, step_waits
 from my_utils.core.safe_io import check_regular, utf8_text
 from my_utils.core.scratch import make_scratch
 from my_utils.distributed.clock_record import ClockSyncRecord
@@ -49,8 +52,6 @@ from my_utils.distributed.stragglers.spool import EXECUTORS, read_spooled, spool
 __all__ = ["analyze_stragglers", "find_rank_files"]
 
 _RANK_FILE = re.compile(r"^profile_rank_(\d+)\.csv$")
-#: A straggler is judged on at least this many compared steps.
-MIN_STEPS = 3
 
 
 def find_rank_files(log_dir: str | Path) -> dict[int, Path]:
@@ -76,21 +77,6 @@ def find_rank_files(log_dir: str | Path) -> dict[int, Path]:
     return ordered
 
 
-#: A section ends in a collective when, over the steps whose starts spread enough to tell, the
-#: median of (spread of its ends) / (spread of its starts) is at most this: ranks that came in
-#: apart leave together. Sections that simply follow each other end as far apart as they began.
-COLLECTIVE_SPREAD = 0.25
-#: In such a section, a rank that came in ``head`` ahead of the last rank waited for it unless it
-#: left more than this share of ``head`` before that rank (alone it would have left ``head`` before).
-HALFWAY = 0.5
-#: In any section, a rank that came in ``head`` ahead of the last rank and left within this share
-#: of ``head`` of it waited for it in that step (a 200 ms head start and ends 2 ms apart), when
-#: ``head`` is at least :data:`CLEAR_HEAD` of the last rank's time in the section: two ranks
-#: ending together by chance need work that differs by about their head start.
-ALIGNED = 0.2
-CLEAR_HEAD = 0.25
-#: Starts that spread less than this share of the last rank's time in the section tell nothing.
-MIN_HEAD = 0.05
 #: An outlying step: at least this many times the other ranks' median, and ``min_excess_ms`` above it.
 OUTLIER_RATIO = 1.5
 #: Outlying steps kept per section (the largest): bounded memory whatever the run's length.
@@ -152,12 +138,10 @@ def _histogram(store: dict[int, LogHistogram], rank: int) -> LogHistogram:
 class _Section:
     """Running counts for one section; bounded by the number of ranks (and the bins of their times).
 
-    Two tallies run side by side, each taking a rank's head start over the last rank to come in
-    out of its time when it counts as a wait: ``strict`` when the rank left within
-    :data:`ALIGNED` of that head start of the last rank (clear in one step), ``collective`` also
-    when it did not leave clearly before it (:data:`HALFWAY`). Which one is reported is decided
-    at the end: ``collective`` when the section ends in a collective (:data:`COLLECTIVE_SPREAD`,
-    over at least ``MIN_STEPS`` steps that can tell), else ``strict``.
+    Two tallies run side by side, one taking each rank's ``strict`` waits out of its time, one its
+    ``loose`` waits (``my_utils.core.rank_waits``). Which one is reported is decided at the end:
+    the loose one when the section ends in a collective (the median of the steps' spread ratios,
+    read from a histogram), else the strict one.
     """
 
     def __init__(self, min_slowdown: float, min_excess_ms: float) -> None:
@@ -178,31 +162,14 @@ class _Section:
             self.loose.alone(ms_of)
             return
         self.steps += 1
-        starts = {rank: start for rank, (_, start) in times.items()}
-        last_in = max(starts, key=lambda r: (starts[r], r))
-        latest, first = starts[last_in], min(starts.values())
-        last_out = ends_of(times[last_in])
-        least = MIN_HEAD * times[last_in][0] / 1e3  # s: a smaller head start tells nothing
-        ends = [ends_of(entry) for entry in times.values()]
-        if latest - first > least:
-            self.spreads.add((max(ends) - min(ends)) / (latest - first))
-        strict: dict[int, float] = {}
-        loose: dict[int, float] = {}
-        for rank, entry in times.items():
-            ms, start = entry
-            head = latest - start  # s this rank came in before the last one
-            if head <= least:
-                continue
-            late_by = (ends_of(entry) - last_out) / head  # 0: left with it; -1: as if alone
-            waited = min(head * 1e3, ms)
-            if abs(late_by) <= ALIGNED and head * 1e3 >= CLEAR_HEAD * times[last_in][0]:
-                strict[rank] = waited
-            if late_by >= -HALFWAY:  # not clearly before it (descheduled after the collective: later)
-                loose[rank] = waited
-        self.strict.add(step, ms_of, strict)
-        self.loose.add(step, ms_of, loose)
-        self.spread_sum += (latest - first) * 1e3
-        late = max(starts, key=lambda r: (starts[r], -r))
+        waits = step_waits({rank: (ms, start) for rank, (ms, start) in times.items()})
+        if waits.spread_ratio is not None:
+            self.spreads.add(waits.spread_ratio)
+        self.strict.add(step, ms_of, waits.strict)
+        self.loose.add(step, ms_of, waits.loose)
+        starts = [start for _, start in times.values()]
+        self.spread_sum += (max(starts) - min(starts)) * 1e3
+        late = max(times, key=lambda r: (times[r][1], -r))
         self.last_start[late] = self.last_start.get(late, 0) + 1
 
     @property
@@ -255,11 +222,6 @@ class _Section:
             start_spread_ms=self.spread_sum / self.steps if self.steps else 0.0,
             last_to_start_rank=last[0] if last else None,
         )
-
-
-def ends_of(entry: list[float]) -> float:
-    """The end (unix s) of a ``[ms, start]`` section entry."""
-    return entry[1] + entry[0] / 1e3
 
 
 def _median_without(ordered: list[float], index: int) -> float:
