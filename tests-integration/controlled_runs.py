@@ -31,17 +31,22 @@ conftest puts it on ``sys.path``; elsewhere load it by path).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import os
 import random
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 CASES = ("clean", "slow_rank", "stall", "spike", "leak")
+#: The planted size of each case when the plan gives none (ms).
+DEFAULT_EXTRA_MS = {"slow_rank": 30.0, "stall": 80.0, "spike": 200.0}
 HERE = Path(__file__).resolve()
 BIN = Path(sys.executable).parent
 
@@ -64,13 +69,17 @@ class Plan:
     batch: int = 64
     rank: int | None = 1
     region: str = "forward"
-    extra_ms: float = 30.0
+    extra_ms: float | None = None
     period: int = 6
-    step: int = 20
+    step: int | None = None
     leak_mib: float = 4.0
-    capture: tuple[int, int] = (10, 12)
+    capture: tuple[int, int] = (6, 13)
 
     def __post_init__(self) -> None:
+        if self.extra_ms is None:  # each case's own default size
+            object.__setattr__(self, "extra_ms", DEFAULT_EXTRA_MS.get(self.case, 0.0))
+        if self.step is None:  # the spike's step; the first stalled step
+            object.__setattr__(self, "step", 2 if self.case == "stall" else 20)
         if self.case not in CASES:
             raise ValueError(f"Plan(case={self.case!r}): expected one of {', '.join(CASES)}")
         if self.rank is not None and not 0 <= self.rank < self.world:
@@ -78,20 +87,30 @@ class Plan:
         if self.region not in ("data", "forward", "backward", "optimizer"):
             raise ValueError(f"Plan(region={self.region!r}): expected data, forward, backward or optimizer")
 
+    @property
+    def first_step(self) -> int:
+        """The spike's step, or the first stalled step."""
+        return int(self.step if self.step is not None else 0)
+
+    @property
+    def size_ms(self) -> float:
+        """The planted delay (ms) of a slow rank, a stall or a spike."""
+        return float(self.extra_ms or 0.0)
+
     def stalled_steps(self) -> list[int]:
         """The steps a ``stall`` plan stalls."""
-        return list(range(self.step, self.steps, self.period))
+        return list(range(self.first_step, self.steps, self.period))
 
     def delay_ms(self, rank: int, step: int, region: str) -> float:
         """The sleep planted in ``region`` at ``step`` on ``rank`` (0 where nothing is planted)."""
         case = self.case
         if case == "slow_rank" and rank == self.rank and region == self.region:
-            return self.extra_ms
-        if case == "spike" and rank == self.rank and region == self.region and step == self.step:
-            return self.extra_ms
+            return self.size_ms
+        if case == "spike" and rank == self.rank and region == self.region and step == self.first_step:
+            return self.size_ms
         if case == "stall" and region == "data" and (self.rank is None or rank == self.rank) \
                 and step in self.stalled_steps():
-            return self.extra_ms
+            return self.size_ms
         return 0.0
 
     def truth(self) -> dict[str, Any]:
@@ -99,12 +118,12 @@ class Plan:
         ranks = list(range(self.world)) if self.rank is None else [self.rank]
         out: dict[str, Any] = {"case": self.case, "plan": dataclasses.asdict(self)}
         if self.case == "slow_rank":
-            out.update(ranks=ranks, region=self.region, steps=list(range(self.steps)), extra_ms=self.extra_ms)
+            out.update(ranks=ranks, region=self.region, steps=list(range(self.steps)), extra_ms=self.size_ms)
         elif self.case == "spike":
-            out.update(ranks=ranks, region=self.region, steps=[self.step], extra_ms=self.extra_ms)
+            out.update(ranks=ranks, region=self.region, steps=[self.first_step], extra_ms=self.size_ms)
         elif self.case == "stall":
             out.update(ranks=ranks, region="data", steps=self.stalled_steps(), period=self.period,
-                       extra_ms=self.extra_ms)
+                       extra_ms=self.size_ms)
         elif self.case == "leak":
             out.update(ranks=ranks, region="data", steps=list(range(self.steps)),
                        leak_bytes_per_step=int(self.leak_mib * 2**20))
@@ -212,12 +231,34 @@ def _timer_clock_error_ms() -> float:
     return min(pairs)[1] / 1e6
 
 
+@contextlib.contextmanager
+def busy_load(processes: int | None = None) -> Iterator[list[int]]:
+    """``processes`` busy loops (default: one per core) running beside the block; their pids.
+
+    Each is ``python -c "while True: pass"``, ended by its own pid when the block ends.
+    """
+    count = processes if processes is not None else (os.cpu_count() or 1)
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield [p.pid for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+
+
 def run(plan: Plan, out_dir: str | Path, timeout: float = 180.0) -> Path:
-    """Run ``plan`` into ``out_dir`` (created); return the folder. Raises ``GlooRunError`` on failure."""
+    """Run ``plan`` into ``out_dir`` (created; it must be empty); return the folder.
+
+    Raises ``GlooRunError`` when the ranks fail.
+    """
     from my_utils.distributed.testing import run_gloo
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if any(out.iterdir()):  # an earlier run's traces would be read as this one's
+        raise ValueError(f"run({plan.case!r}, {out}): the folder is not empty; give a new or empty folder")
     results = run_gloo(f"{HERE}:train_rank", plan.world, kwargs={"plan": dataclasses.asdict(plan), "out": str(out)},
                        timeout=timeout)
     with open(out / "metrics_events.jsonl", "w", encoding="utf-8") as merged:
@@ -297,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--extra-ms", type=float, default=None)
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--analyze", action="store_true", help="also run analyze and stragglers")
+    parser.add_argument("--load", action="store_true", help="run beside a busy loop per core")
     args = parser.parse_args(argv)
     if args.case == "held-out":
         plans = held_out(args.count, args.seed)
@@ -307,7 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     for i, plan in enumerate(plans):
         folder = args.out / f"{i:02d}_{plan.case}" if len(plans) > 1 else args.out
         started = time.monotonic()
-        run(plan, folder)
+        with busy_load() if args.load else contextlib.nullcontext():
+            run(plan, folder)
         print(f"{folder}: {plan.case} in {time.monotonic() - started:.1f} s")
         if args.analyze:
             report = analyze(folder)

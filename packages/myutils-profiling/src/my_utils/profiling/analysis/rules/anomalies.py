@@ -19,6 +19,20 @@ procedure keeps at false-discovery rate :data:`FDR` over *all* values tested in 
 are reported (they must also pass the thresholds above). The finding states the rate and
 how many values were tested.
 
+**Working, not waiting.** A region's time on a rank that waited there for another rank (a
+collective) is taken out before testing (``_waits``): a rank that waited 200 ms in ``backward``
+for a rank whose ``forward`` spiked has no anomaly of its own. Its step's excess is then named
+in the finding of the rank that worked (``waiting_ranks``), not as a second finding.
+
+**Severity follows what a fix could save, and the host is not the program.** A loaded host
+delays any region now and then; one or two outlying steps cannot tell the program from the host,
+so such a finding is ``info`` whatever its size (it still names the steps, the rank and the
+region). A finding can be a warning or critical only when its steps *recur*: every p steps
+through the run with a similar size (``_waits.recurring``: a data-loader stall), or three steps
+or more each beyond three times the host's own jitter in this run (``_waits.HostJitter``, at
+least ``jitter_ms``). Then it is critical when the time above the median, spread over the steps
+tested, is at least 5 % of the median step, a warning from 1 %, else info.
+
 A sub-region flagged on the same steps as its step time is the explanation of the step's
 anomaly, not a second finding: it is named in the step's finding (one finding per fact),
 and the advice follows it (see ``analysis.advice.JITTER_ADVICE``: a region that explains
@@ -34,6 +48,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -66,11 +81,29 @@ from my_utils.profiling.analysis.rules._stats import (
     summarize,
     t_two_sided_p,
 )
+from my_utils.profiling.analysis.rules._waits import (
+    TAIL,
+    HostJitter,
+    excess_over_median,
+    fold_waiting,
+    recurring,
+    region_waits,
+    working_series,
+)
 from my_utils.profiling.analysis.rules.suggestions import suggest
 
 METHODS = ("sigma", "mad", "either", "both")
 #: The false-discovery rate the reported outlying steps are controlled at (Benjamini–Hochberg).
 FDR = 0.05
+#: Share of the median step above which a finding's saving is critical, and a warning.
+CRITICAL_SHARE = 0.05
+WARNING_SHARE = 0.01
+#: Steps that do not recur must lie this many times beyond the host's jitter (and be 3 or more).
+BEYOND_HOST = 3.0
+#: Why a rank's step was long when it was waiting for another: not in the advice table, which has
+#: no cross-rank cause yet.
+WAITING_ADVICE = ("rank {rank} spent those steps waiting in {name} for rank {other}, whose {cause} took "
+                  "{excess} longer then: look at rank {other}")
 
 
 #: Degrees of freedom of a MAD-scaled score per point: the MAD estimates σ with about 37 % of
@@ -108,7 +141,8 @@ class AnomalyRule:
     name = "anomalies"
 
     def __init__(self, sigma: float = 3.0, mad_z: float = 3.5, method: str = "either", warmup_steps: int = 1,
-                 min_steps: int = 8, max_names: int = 20, min_excess: float = 0.10, min_share: float = 0.01) -> None:
+                 min_steps: int = 8, max_names: int = 20, min_excess: float = 0.10, min_share: float = 0.01,
+                 jitter_ms: float = 20.0) -> None:
         if method not in METHODS:
             raise ValueError(f"AnomalyRule(method={method!r}): expected one of {list(METHODS)}")
         self.sigma = sigma
@@ -119,22 +153,26 @@ class AnomalyRule:
         self.max_names = max_names
         self.min_excess = min_excess
         self.min_share = min_share
+        self.jitter_ms = jitter_ms
 
     def evaluate(self, events: Sequence[MetricEvent]) -> list[dict[str, Any]]:
         """One finding per (name, rank) with outlying steps, the steps kept by Benjamini–Hochberg at :data:`FDR`."""
-        series = build_series(events)
+        raw = build_series(events)
+        waits = region_waits(events, raw)
+        series = working_series(raw, waits)
         names = {n for (n, _, _), s in series.items() if n == STEP_TIME and s.kind == "duration"}
         totals: dict[str, float] = {}
-        for (n, _, _), s in series.items():
-            if is_candidate_duration(s) and not same_as_step(series, s):
+        for (n, _, _), s in raw.items():
+            if is_candidate_duration(s) and not same_as_step(raw, s):
                 totals[n] = totals.get(n, 0.0) + series_total(events, s)
         names.update(sorted(totals, key=lambda n: -totals[n])[: self.max_names])
-        step_total = {(r, src): series_total(events, s) for (n, r, src), s in series.items() if n == STEP_TIME}
+        step_total = {(r, src): series_total(events, s) for (n, r, src), s in raw.items() if n == STEP_TIME}
         tested: list[tuple[Series, list[int], list[float], Summary, list[dict[str, Any]], list[float]]] = []
+        pool: dict[str, list[float]] = {}
         m = 0
         for (name, _rank, _source), s in sorted(series.items(), key=lambda kv: (
                 kv[0][0] != STEP_TIME, kv[0][0], kv[0][1] or -1, kv[0][2])):
-            if name not in names or same_as_step(series, s):
+            if name not in names or same_as_step(raw, s):
                 continue
             denom = step_total.get((s.rank, s.source), 0.0)
             if name != STEP_TIME and not is_gpu_family(name) and denom > 0 and series_total(events, s) / denom < self.min_share:
@@ -143,7 +181,11 @@ class AnomalyRule:
             if len(values) < self.min_steps:
                 continue
             m += len(values)
-            stats = step_summary(events, s, self.warmup_steps)
+            if name != STEP_TIME and not is_gpu_family(name):
+                pool.setdefault(name, []).extend(excess_over_median(values))
+            # shared statistics only for an unchanged series (a region with waits taken out is new)
+            stats = step_summary(events, s, self.warmup_steps) if s is raw.get((name, _rank, _source)) \
+                else summarize(values)
             rows, ps = self._outliers(steps, values, stats)
             if rows:
                 tested.append((s, steps, values, stats, rows, ps))
@@ -156,6 +198,9 @@ class AnomalyRule:
             if rows:
                 kept.append((s, steps, values, stats, rows))
         self._context = (series, m, sum(1 for _ in tested))
+        self._raw = raw
+        self._waits = waits
+        self._jitter = HostJitter(pool, self.jitter_ms)
         return self._findings(series, kept, m, events)
 
     def _outliers(self, steps: list[int], values: list[float], stats: Summary | None = None
@@ -190,8 +235,63 @@ class AnomalyRule:
             finding["evidence"]["fdr"] = FDR
             finding["evidence"]["values_tested"] = m
             self._explain(series, s, rows, finding, events)
+            self._grade(s, steps, rows, finding, events)
             findings.append(finding)
-        return findings
+        return fold_waiting(findings)
+
+    def _grade(self, s: Series, steps: list[int], rows: list[dict[str, Any]], finding: dict[str, Any],
+               events: Sequence[MetricEvent]) -> None:
+        """Severity, title and impact from whether the steps recur beyond the host's jitter (module docstring)."""
+        ev = finding["evidence"]
+        med, unit = ev["median"], s.unit
+        host = self._jitter.level(s.name)
+        slow = [r for r in rows if r["value"] > med]
+        excess = [r["value"] - med for r in slow]
+        bar = max(self.jitter_ms, host / 2)
+        found = recurring([r["step"] for r in slow], excess, steps[0], steps[-1]) if slow else None
+        if found is not None and min(excess[i] for i, r in enumerate(slow) if r["step"] in found[1]) < bar:
+            found = None
+        far = [x for x in excess if x >= max(self.jitter_ms, BEYOND_HOST * host)]
+        ev["host_jitter_ms"] = host
+        ev["host_jitter_pooled"] = self._jitter.pooled()
+        tested = ev["steps_tested"]
+        step = self._raw.get((STEP_TIME, s.rank, s.source))
+        step_ms = step_summary(events, step, 0).median if step is not None and step.values else None
+        if found is not None:
+            period, run = found
+            ev["period"], ev["recurring_steps"] = period, run
+            kept = [x for r, x in zip(slow, excess, strict=True) if r["step"] in run]
+            saving = sum(kept) / tested if tested else 0.0
+            finding["title"] = (f"{s.name}: every {period} steps ({step_ranges(run)}) on {rank_label(s.rank)}, "
+                                f"{statistics.median(kept):.4g} {unit} above its median each")
+            basis = f"the recurring steps' time above the median, spread over the {tested} steps tested"
+        elif len(far) >= 3:
+            saving = sum(far) / tested if tested else 0.0
+            basis = (f"the time above the median of the {len(far)} steps beyond the host's jitter, spread over the "
+                     f"{tested} steps tested")
+        else:
+            saving = None
+            basis = ""
+        if saving is not None and step_ms:
+            share = saving / step_ms
+            finding["severity"] = ("critical" if share >= CRITICAL_SHARE else
+                                   "warning" if share >= WARNING_SHARE else "info")
+            finding["impact"] = impact(saving, step_ms, basis, tested, s.source)
+        else:
+            finding["severity"] = "info"
+            if len(rows) <= 2:
+                worst = max(rows, key=lambda r: abs(r["value"] - med))
+                finding["title"] = (f"{s.name}: step {worst['step']} on {rank_label(s.rank)} took {worst['value']:.4g} "
+                                    f"{unit} against a median of {med:.4g} ({worst['value'] - med:+.4g} {unit})"
+                                    + (f" and {len(rows) - 1} more step" if len(rows) == 2 else ""))
+            finding["detail"] += (f"; {'one step that does' if len(rows) == 1 else 'a few steps that do'} not recur cannot tell "
+                                  f"the program from the host, whose own delays in this run reach {host:.4g} {unit} "
+                                  f"(the {TAIL:.0%} quantile of the other regions' excess over their median, at "
+                                  f"least {self.jitter_ms:g}): information, not a warning")
+        explained = ev.get("explained_by")
+        if explained is not None:
+            finding["title"] += f"; in {explained['name']}"
+
 
     def _explain(self, series: dict[Any, Series], s: Series, rows: list[dict[str, Any]],
                  finding: dict[str, Any], events: Sequence[MetricEvent] = ()) -> None:
@@ -203,17 +303,25 @@ class AnomalyRule:
             "median": med, "values": [r["value"] for r in rows]})]
         facts = [series_fact(s) + ":outliers"]  # the outlying steps, not the series' share (a bottleneck's fact)
         best = None
+        waiting = None
         if s.name == STEP_TIME and excess > 0:
             for other in series.values():
                 if (other.rank, other.source) != (s.rank, s.source) or other.kind != "duration" \
-                        or other.name == STEP_TIME or same_as_step(series, other) or not other.values:
+                        or other.name == STEP_TIME or same_as_step(self._raw, other) or not other.values:
                     continue
                 at = dict(zip(other.steps, other.values, strict=True))
-                o_med = step_summary(events, other, 0).median
+                shared = other is self._raw.get((other.name, other.rank, other.source))  # else waits taken out
+                o_med = step_summary(events, other, 0).median if shared else statistics.median(other.values)
                 gain = sum(at.get(st, o_med) - o_med for st in flagged)
                 if best is None or gain > best[0]:
                     best = (gain, other, o_med)
-        if best is not None and best[0] >= 0.5 * excess:
+            waiting = self._waited(series, s, flagged, excess)
+        if waiting is not None and (best is None or waiting["ms"] > best[0]):
+            cause = "waiting"
+            text = WAITING_ADVICE.format(rank=s.rank, name=waiting["in"], other=waiting["for_rank"],
+                                         cause=waiting["cause"], excess=f"{waiting['cause_ms']:.4g} {s.unit}")
+            finding["evidence"]["waiting_for"] = waiting
+        elif best is not None and best[0] >= 0.5 * excess:
             _gain, other, o_med = best
             cause = "explained"
             text = JITTER_ADVICE["explained"].format(name=other.name, advice=jitter_cause(other.name))
@@ -234,6 +342,36 @@ class AnomalyRule:
         finding["impact"] = impact(saving if step_ms else None, step_ms,
                                    f"the outlying steps' time above the median, spread over the {tested} steps tested",
                                    tested, s.source)
+
+    def _waited(self, series: dict[Any, Series], s: Series, flagged: list[int], excess: float) -> dict[str, Any] | None:
+        """Where rank ``s.rank`` waited at the ``flagged`` steps, and for whom, when its waits explain half the excess.
+
+        The wait is the largest of its regions' (``_waits``) over those steps; the rank it waited for
+        is the other rank whose region took the most above its median then (working time).
+        """
+        where: tuple[float, str] | None = None
+        for other in series.values():
+            if (other.rank, other.source) != (s.rank, s.source) or other.name == STEP_TIME:
+                continue
+            total = sum(self._waits.at((other.name, other.rank, other.source), st) for st in flagged)
+            if total > 0 and (where is None or total > where[0]):
+                where = (total, other.name)
+        if where is None or where[0] < 0.5 * excess:
+            return None
+        cause: tuple[float, Series] | None = None
+        for other in series.values():
+            if other.source != s.source or other.rank in (s.rank, None) or other.kind != "duration" \
+                    or other.name == STEP_TIME or same_as_step(self._raw, other) or not other.values:
+                continue
+            at = dict(zip(other.steps, other.values, strict=True))
+            med = statistics.median(other.values)
+            gain = sum(at.get(st, med) - med for st in flagged)
+            if cause is None or gain > cause[0]:
+                cause = (gain, other)
+        if cause is None or cause[0] <= 0:
+            return None
+        return {"in": where[1], "ms": where[0], "steps": list(flagged), "for_rank": cause[1].rank,
+                "cause": cause[1].name, "cause_ms": cause[0] / len(flagged)}
 
     def _rows(self, steps: list[int], values: list[float], stats: Summary | None = None) -> list[dict[str, Any]]:
         """The steps a threshold test flags (with unrounded scores in ``_z``/``_rz``), in step order.
@@ -323,3 +461,4 @@ class AnomalyRule:
                          "method": self.method, "steps_tested": len(values)},
             "suggestion": suggest("anomaly", name),
         }
+
