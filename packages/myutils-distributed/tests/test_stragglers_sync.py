@@ -162,3 +162,18 @@ def test_json_carries_the_new_fields(tmp_path: Path) -> None:
     assert [(o["section"], o["rank"], o["step"]) for o in doc["outliers"]] == [("optimizer", 0, 4)]
     backward = next(s for s in doc["sections"] if s["section"] == "backward")
     assert set(backward) >= {"collective", "waiting", "late_steps", "seen_steps", "period", "end_spread_ratio"}
+
+
+def test_late_on_just_over_half_the_steps_is_chance_with_two_ranks(tmp_path: Path) -> None:
+    """Rank 1 is 1.3x rank 0 on 19 of 36 steps and slightly faster on the rest: its median ratio is 1.3 and
+    it is late on more than half the steps, but above rank 0 on 19 of 36 is what chance gives (sign test
+    p = 0.43): no straggler. On 27 of 36 (p = 0.002) it is one."""
+    late = set(range(0, 36, 2)) | {1}
+    sync_run(tmp_path, 2, 36, extra=lambda r, s, n: (1.5 if s in late else -0.15) if (r, n) == (1, "forward") else 0.0)
+    forward = _section(analyze_stragglers(tmp_path), "forward")
+    assert forward.late_steps == 19 and forward.slowdown > 1.2
+    assert forward.sign_test_p == pytest.approx(0.4340, abs=1e-3) and forward.straggler is None
+    more = set(range(27))
+    sync_run(tmp_path, 2, 36, extra=lambda r, s, n: (1.5 if s in more else -0.15) if (r, n) == (1, "forward") else 0.0)
+    forward = _section(analyze_stragglers(tmp_path), "forward")
+    assert forward.late_steps == 27 and forward.sign_test_p < 0.01 and forward.straggler == 1

@@ -20,7 +20,8 @@ Decisions:
   slowdown, on at least the persistent fraction of the compared steps: a median, not a mean,
   so one step 30 times longer is an outlier and not a straggler, and a two-rank run, where one
   rank is always the slower of the two, names nobody unless one is slower by a real margin.
-  A straggler is judged on at least ``MIN_STEPS`` compared steps.
+  It must also be above the others' median on more steps than chance explains (a one-sided
+  sign test at :data:`SIGN_ALPHA`), and is judged on at least ``MIN_STEPS`` compared steps.
 - **Outliers and periods.** A step in which a rank took :data:`OUTLIER_RATIO` times the others'
   median and ``min_excess_ms`` more (a scheduler's time slice is not an outlier) is listed;
   one rank's outliers recurring every p steps give the section a period (a stall).
@@ -46,7 +47,7 @@ from my_utils.distributed.stragglers.dask_spool import is_dask, require_dask, sp
 from my_utils.distributed.stragglers.model import Outlier, RankClock, RankValue, SectionStats, StragglerReport
 from my_utils.distributed.stragglers.open_files import open_file_budget
 from my_utils.distributed.stragglers.rank_stream import RankStep, iter_rank_steps
-from my_utils.distributed.stragglers.robust import LogHistogram, period_of
+from my_utils.distributed.stragglers.robust import LogHistogram, period_of, sign_test_p
 from my_utils.distributed.stragglers.spool import EXECUTORS, read_spooled, spool_ranks
 
 __all__ = ["analyze_stragglers", "find_rank_files"]
@@ -77,6 +78,9 @@ def find_rank_files(log_dir: str | Path) -> dict[int, Path]:
     return ordered
 
 
+#: A straggler must also be above the other ranks' median on more steps than chance gives (one-sided
+#: sign test): two ranks under a loaded host can each be the slower one on half the steps.
+SIGN_ALPHA = 0.01
 #: An outlying step: at least this many times the other ranks' median, and ``min_excess_ms`` above it.
 OUTLIER_RATIO = 1.5
 #: Outlying steps kept per section (the largest): bounded memory whatever the run's length.
@@ -92,6 +96,7 @@ class _Tally:
         self.work: dict[int, LogHistogram] = {}
         self.ratios: dict[int, LogHistogram] = {}
         self.late: dict[int, int] = {}
+        self.above: dict[int, int] = {}
         self.slowest: dict[int, int] = {}
         self.wait_ms: dict[int, float] = {}
         self.outliers: list[tuple[float, int, int, float, float]] = []  # heap of (excess, -step, rank, ms, ref)
@@ -116,6 +121,8 @@ class _Tally:
                 continue
             ratio = ms / reference
             _histogram(self.ratios, rank).add(ratio)
+            if ratio > 1.0:
+                self.above[rank] = self.above.get(rank, 0) + 1
             if ratio >= self.min_slowdown:
                 self.late[rank] = self.late.get(rank, 0) + 1
             if ratio >= OUTLIER_RATIO and ms - reference >= self.min_excess_ms:
@@ -189,7 +196,9 @@ class _Section:
         own = next(ms for ms, r in medians if r == slowest_rank)
         others = [ms for ms, r in medians if r != slowest_rank]
         excess = own - statistics.median(others) if others else 0.0
-        flagged = self.steps >= MIN_STEPS and late >= fraction * self.steps and slowdown >= self.min_slowdown
+        chance = sign_test_p(tally.above.get(slowest_rank, 0), self.steps)
+        flagged = (self.steps >= MIN_STEPS and late >= fraction * self.steps and slowdown >= self.min_slowdown
+                   and chance <= SIGN_ALPHA)
         straggler = slowest_rank if flagged else None
         outliers = [Outlier(rank, -neg_step, ms, ref) for _e, neg_step, rank, ms, ref
                     in sorted(tally.outliers, reverse=True) if rank != straggler]
@@ -213,6 +222,7 @@ class _Section:
             slowest_excess_ms=excess,
             slowest_steps=tally.slowest.get(slowest_rank, 0),
             late_steps=late,
+            sign_test_p=chance,
             straggler=straggler,
             collective=collective,
             end_spread_ratio=self.spreads.median() if self.spreads.count else None,

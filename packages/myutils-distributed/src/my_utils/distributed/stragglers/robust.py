@@ -14,7 +14,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-__all__ = ["RESOLUTION", "LogHistogram", "period_of"]
+__all__ = ["RESOLUTION", "LogHistogram", "period_of", "sign_test_p"]
 
 #: Relative width of a bin: a median read back is within half of it (0.05 %) of the true one.
 RESOLUTION = 1e-3
@@ -84,3 +84,15 @@ def period_of(steps: Sequence[int], min_repeats: int = 3) -> int | None:
         return None
     (gap,) = gaps
     return gap if gap > 1 else None
+
+
+def sign_test_p(above: int, n: int) -> float:
+    """One-sided P(X >= ``above``) for X ~ Binomial(``n``, 1/2), summed in log space (no overflow at any ``n``)."""
+    if n <= 0 or above <= 0:
+        return 1.0
+    if above > n:
+        return 0.0
+    log_half = n * math.log(0.5)
+    terms = [math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + log_half for k in range(above, n + 1)]
+    top = max(terms)
+    return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
