@@ -14,7 +14,9 @@ user no profiler to call ``step()`` on. The backend opens a ``record_function`` 
 window starts and replaces it whenever the controller sees a new iteration
 (``step_began``); the first marker starts where the window started. The ranges are recorded
 under a private name and renamed at export, so a loop that marks its own ``ProfilerStep#N``
-keeps its markers and gets no second set.
+keeps its markers and gets no second set. The profiler's own start-up lands in the first step
+of a window: as ``schedule(warmup=N)`` does, the first ``warmup_steps`` steps of a window that
+holds more run under the profiler but are not marked, so no per-step figure includes them.
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ def held_steps(window: WindowInfo, closing: WindowClosing | None) -> tuple[int, 
     return first, max(first, last)
 
 
-def _complete_trace(doc: dict[str, Any], window: WindowInfo | None, closing: WindowClosing | None) -> None:
+def _complete_trace(doc: dict[str, Any], window: WindowInfo | None, closing: WindowClosing | None,
+                    warmup: int = 0) -> None:
     """Name every process lane (Kineto leaves its ``Spans`` lane unnamed) and record the window."""
     events = doc.setdefault("traceEvents", [])
     named = {e.get("pid") for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
@@ -85,6 +88,7 @@ def _complete_trace(doc: dict[str, Any], window: WindowInfo | None, closing: Win
             "window": window.name, "rank": window.rank, "start_iter": window.start_iter,
             "stop_iter": window.stop_iter, "origin": window.origin, "first_step": first, "last_step": last,
             "stop_reason": closing.reason.value if closing is not None else None, "step_markers": markers,
+            "warmup_steps": warmup,
             "stopped_by": None if stopped is None else {
                 "edge": stopped.edge.value, "profile_name": stopped.profile_name, "iteration": stopped.iteration}}
 
@@ -120,7 +124,11 @@ class TorchProfilerBackend(CaptureBackend):
     """
 
     def __init__(self, output_dir: str | os.PathLike[str] = DEFAULT_OUTPUT_DIR, record_shapes: bool = False,
-                 profile_memory: bool = False, with_stack: bool = False, cuda: bool | None = None) -> None:
+                 profile_memory: bool = False, with_stack: bool = False, cuda: bool | None = None,
+                 warmup_steps: int = 1) -> None:
+        if warmup_steps < 0:
+            raise ValueError(f"TorchProfilerBackend(warmup_steps={warmup_steps!r}): expected 0 or more steps")
+        self.warmup_steps = warmup_steps
         self.output_dir = Path(output_dir)
         self.record_shapes = record_shapes
         self.profile_memory = profile_memory
@@ -132,6 +140,7 @@ class TorchProfilerBackend(CaptureBackend):
         self._stopped: Any = None  # a stopped profiler whose trace waits for window_closed
         self._step_range: Any = None  # the open record_function of the current step
         self._step: int | None = None
+        self._marked_from: int | None = None  # the first step this window marks (after its warm-up)
 
     def window_opening(self, window: WindowInfo) -> None:
         """Remember the window: its rank and the steps it holds name the trace file."""
@@ -167,7 +176,10 @@ class TorchProfilerBackend(CaptureBackend):
         prof.start()
         self._prof = prof
         if self._window is not None:
-            self._open_step(held_steps(self._window, None)[0])
+            first = held_steps(self._window, None)[0]
+            warm = self.warmup_steps if self._window.stop_iter - first >= self.warmup_steps else 0
+            self._marked_from = first + warm
+            self._open_step(first)
 
     def step_began(self, iteration: int) -> None:
         """Close the current step's marker and open ``ProfilerStep#<iteration>`` (later iterations only)."""
@@ -177,11 +189,14 @@ class TorchProfilerBackend(CaptureBackend):
         self._open_step(iteration)
 
     def _open_step(self, iteration: int) -> None:
+        self._step = iteration
+        if self._marked_from is not None and iteration < self._marked_from:
+            return  # a warm-up step: profiled, not marked
         from torch.profiler import record_function
 
         marker = record_function(f"{STEP_MARK}{iteration}")
         marker.__enter__()
-        self._step_range, self._step = marker, iteration
+        self._step_range = marker
 
     def _close_step(self) -> None:
         marker, self._step_range = self._step_range, None
@@ -211,7 +226,7 @@ class TorchProfilerBackend(CaptureBackend):
         try:
             self._close_step()
         finally:
-            self._step = None
+            self._step = self._marked_from = None
         self._flush()
         prof.stop()
         self._stopped = prof
@@ -233,7 +248,7 @@ class TorchProfilerBackend(CaptureBackend):
                 raw = Path(tmp) / "trace.json"
                 prof.export_chrome_trace(str(raw))
                 doc = json.loads(raw.read_text(encoding="utf-8"))
-                _complete_trace(doc, window, closing)
+                _complete_trace(doc, window, closing, self._exported_warmup(window))
                 with atomic_write(target, "wb") as dst, gzip.GzipFile(fileobj=dst, mode="wb", mtime=0) as gz:
                     gz.write(json.dumps(doc).encode("utf-8"))
         except OSError as exc:
@@ -241,6 +256,13 @@ class TorchProfilerBackend(CaptureBackend):
             return
         self.traces.append(target)
         _log.info("capture trace written: %s", target)
+
+    def _exported_warmup(self, window: WindowInfo | None) -> int:
+        """The warm-up steps a window's trace left unmarked (none for a one-step window)."""
+        if window is None:
+            return 0
+        first = held_steps(window, None)[0]
+        return self.warmup_steps if window.stop_iter - first >= self.warmup_steps else 0
 
     def window_closed(self, window: WindowInfo, closing: WindowClosing) -> None:
         """Write the window's trace, named for the steps it holds, and forget the window."""
