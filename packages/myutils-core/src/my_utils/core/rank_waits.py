@@ -6,9 +6,10 @@ section looks long although the cause is another rank's earlier section. From th
 start and time in a section, one step at a time, :func:`step_waits` gives each rank's head
 start over the last rank to come in when it counts as waiting:
 
-- ``strict``: the rank left within :data:`ALIGNED` of its head start of the last rank, and the
-  head start is at least :data:`CLEAR_HEAD` of that rank's time (clear in one step: two ranks
-  ending together by chance need work that differs by about their head start);
+- ``strict``: the rank left within :data:`ALIGNED` of its head start of the last rank (closer to
+  leaving with it than to leaving a head start before it), and the head start is at least
+  :data:`CLEAR_HEAD` of that rank's time (clear in one step: two ranks ending together by chance
+  need work that differs by about their head start);
 - ``loose``: also when it did not leave clearly before that rank (:data:`HALFWAY`; a rank
   descheduled after the collective leaves later), for sections known to end in a collective.
 
@@ -28,9 +29,10 @@ __all__ = ["ALIGNED", "CLEAR_HEAD", "COLLECTIVE_SPREAD", "HALFWAY", "MIN_HEAD", 
            "ends_in_collective", "step_waits"]
 
 #: A rank that came in ``head`` ahead of the last rank and left within this share of ``head`` of it
-#: waited for it (a 200 ms head start, ends 2 ms apart), when ``head`` is at least :data:`CLEAR_HEAD`
-#: of the last rank's time in the section.
-ALIGNED = 0.2
+#: waited for it (a 200 ms head start, ends 2 ms apart; on its own it would have left ``head``
+#: before), when ``head`` is at least :data:`CLEAR_HEAD` of the last rank's time in the section.
+#: Either rank may be descheduled after the collective, so either may leave some ms later.
+ALIGNED = 0.5
 CLEAR_HEAD = 0.25
 #: In a section that ends in a collective, a rank waited unless it left more than this share of its
 #: head start before the last rank (on its own it would have left a whole head start before).

@@ -203,31 +203,27 @@ def recurring(steps: Sequence[int], excess: Sequence[float], first: int, last: i
     return best
 
 
-def fold_waiting(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Fold a rank that only waited into the finding of the rank it waited for; join ranks with the same finding.
+def fold_waiting(findings: list[dict[str, Any]], waited: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Name each rank's waiting steps in the finding of the rank it waited for; join ranks with the same finding.
 
-    A step-time finding whose excess was waiting (``waiting_for``) joins the step-time finding of the
-    rank it waited for when that one flags the same steps (``waiting_ranks``); step-time findings of
-    several ranks explained by the same region on the same recurring steps become one (``ranks``).
+    ``waited`` holds the steps a rank's step time was long because it waited for another rank
+    (``rank``, ``step``, ``in``, ``ms``, ``for_rank``): they are no anomaly of that rank and go to the
+    ``waiting_ranks`` of the finding of ``for_rank`` that holds the step. Step-time findings of several
+    ranks explained by the same region on the same recurring steps become one (``ranks``).
     """
-    steps_of = {id(f): set(f["evidence"]["steps"]) for f in findings}
-    by_rank = {(f["evidence"]["names"][0], f["evidence"]["ranks"][0]): f for f in findings}
-    out: list[dict[str, Any]] = []
-    for f in findings:
-        waiting = f["evidence"].get("waiting_for")
-        target = by_rank.get((STEP_TIME, waiting["for_rank"])) if waiting is not None else None
-        if target is not None and target is not f and steps_of[id(f)] & steps_of[id(target)]:
-            rank = f["evidence"]["ranks"][0]
-            target["evidence"].setdefault("waiting_ranks", []).append(
-                {"rank": rank, "in": waiting["in"], "ms": waiting["ms"], "steps": waiting["steps"]})
-            target["detail"] += (f"; rank {rank} waited {waiting['ms']:.4g} {target['evidence']['unit']} for it in "
-                                 f"{waiting['in']} (its own finding, folded in here)")
-            target.setdefault("facts", []).extend(f.get("facts", []))
+    for w in waited:
+        target = next((f for f in findings if f["evidence"]["ranks"] == [w["for_rank"]]
+                       and w["step"] in f["evidence"]["steps"] and f["evidence"].get("source", w["source"]) == w["source"]),
+                      None)
+        if target is None:
             continue
-        out.append(f)
+        entry = {"rank": w["rank"], "in": w["in"], "ms": w["ms"], "steps": [w["step"]]}
+        target["evidence"].setdefault("waiting_ranks", []).append(entry)
+        target["detail"] += (f"; rank {w['rank']} waited {w['ms']:.4g} {target['evidence']['unit']} for it in "
+                             f"{w['in']} at step {w['step']}")
     joined: dict[tuple[Any, ...], dict[str, Any]] = {}
     result: list[dict[str, Any]] = []
-    for f in out:
+    for f in findings:
         ev = f["evidence"]
         explained = ev.get("explained_by")
         if ev["names"][0] != STEP_TIME or explained is None or "recurring_steps" not in ev:
@@ -239,9 +235,10 @@ def fold_waiting(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
             joined[key] = f
             result.append(f)
             continue
+        first = head["evidence"]["ranks"][0]
         head["evidence"]["ranks"] = sorted({*head["evidence"]["ranks"], *ev["ranks"]})
         head["facts"] = [*head.get("facts", []), *f.get("facts", [])]
         head["detail"] += f"; the same on rank {ev['ranks'][0]}"
-        head["title"] = head["title"].replace(rank_label(head["evidence"]["ranks"][0]),
+        head["title"] = head["title"].replace(rank_label(first),
                                               "ranks " + ", ".join(map(str, head["evidence"]["ranks"])), 1)
     return result

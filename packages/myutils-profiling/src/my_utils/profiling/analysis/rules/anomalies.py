@@ -100,10 +100,6 @@ CRITICAL_SHARE = 0.05
 WARNING_SHARE = 0.01
 #: Steps that do not recur must lie this many times beyond the host's jitter (and be 3 or more).
 BEYOND_HOST = 3.0
-#: Why a rank's step was long when it was waiting for another: not in the advice table, which has
-#: no cross-rank cause yet.
-WAITING_ADVICE = ("rank {rank} spent those steps waiting in {name} for rank {other}, whose {cause} took "
-                  "{excess} longer then: look at rank {other}")
 
 
 #: Degrees of freedom of a MAD-scaled score per point: the MAD estimates σ with about 37 % of
@@ -223,10 +219,15 @@ class AnomalyRule:
                   events: Sequence[MetricEvent] = ()) -> list[dict[str, Any]]:
         by_step_series = {(s.rank, s.source): (s, rows) for s, _st, _v, _stats, rows in kept if s.name == STEP_TIME}
         findings: list[dict[str, Any]] = []
+        waited: list[dict[str, Any]] = []  # steps a rank spent waiting for another: the other's finding names them
         for s, steps, values, stats, rows in kept:
             step = by_step_series.get((s.rank, s.source))
             if s.name != STEP_TIME and step is not None and {r["step"] for r in rows} <= {r["step"] for r in step[1]}:
                 continue  # explains its step's anomaly: named there, not a second finding
+            if s.name == STEP_TIME:
+                rows = self._own_rows(series, s, rows, stats.median, waited)
+                if not rows:
+                    continue
             finding = self._check(s, steps, values, rows, stats)
             if finding is None:
                 continue
@@ -237,7 +238,7 @@ class AnomalyRule:
             self._explain(series, s, rows, finding, events)
             self._grade(s, steps, rows, finding, events)
             findings.append(finding)
-        return fold_waiting(findings)
+        return fold_waiting(findings, waited)
 
     def _grade(self, s: Series, steps: list[int], rows: list[dict[str, Any]], finding: dict[str, Any],
                events: Sequence[MetricEvent]) -> None:
@@ -291,6 +292,9 @@ class AnomalyRule:
         explained = ev.get("explained_by")
         if explained is not None:
             finding["title"] += f"; in {explained['name']}"
+        elif ev.get("causes") and ev["causes"][0]["name"] is not None and len(rows) > 1:
+            top = ev["causes"][0]
+            finding["title"] += f"; the largest, step {top['step']} ({top['excess']:+.4g} {unit}), in {top['name']}"
 
 
     def _explain(self, series: dict[Any, Series], s: Series, rows: list[dict[str, Any]],
@@ -303,7 +307,6 @@ class AnomalyRule:
             "median": med, "values": [r["value"] for r in rows]})]
         facts = [series_fact(s) + ":outliers"]  # the outlying steps, not the series' share (a bottleneck's fact)
         best = None
-        waiting = None
         if s.name == STEP_TIME and excess > 0:
             for other in series.values():
                 if (other.rank, other.source) != (s.rank, s.source) or other.kind != "duration" \
@@ -315,13 +318,8 @@ class AnomalyRule:
                 gain = sum(at.get(st, o_med) - o_med for st in flagged)
                 if best is None or gain > best[0]:
                     best = (gain, other, o_med)
-            waiting = self._waited(series, s, flagged, excess)
-        if waiting is not None and (best is None or waiting["ms"] > best[0]):
-            cause = "waiting"
-            text = WAITING_ADVICE.format(rank=s.rank, name=waiting["in"], other=waiting["for_rank"],
-                                         cause=waiting["cause"], excess=f"{waiting['cause_ms']:.4g} {s.unit}")
-            finding["evidence"]["waiting_for"] = waiting
-        elif best is not None and best[0] >= 0.5 * excess:
+            finding["evidence"]["causes"] = self._causes(series, s, rows, med)
+        if best is not None and best[0] >= 0.5 * excess:
             _gain, other, o_med = best
             cause = "explained"
             text = JITTER_ADVICE["explained"].format(name=other.name, advice=jitter_cause(other.name))
@@ -342,6 +340,35 @@ class AnomalyRule:
         finding["impact"] = impact(saving if step_ms else None, step_ms,
                                    f"the outlying steps' time above the median, spread over the {tested} steps tested",
                                    tested, s.source)
+
+    def _own_rows(self, series: dict[Any, Series], s: Series, rows: list[dict[str, Any]], med: float,
+                  waited: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``rows`` of a step time less the steps whose excess was a wait for another rank (those go to ``waited``)."""
+        own = []
+        for r in rows:
+            excess = r["value"] - med
+            wait = self._waited(series, s, [r["step"]], excess) if excess > 0 else None
+            if wait is None:
+                own.append(r)
+            else:
+                waited.append({"rank": s.rank, "source": s.source, "step": r["step"], "excess": excess, **wait})
+        return own
+
+    def _causes(self, series: dict[Any, Series], s: Series, rows: list[dict[str, Any]], med: float
+                ) -> list[dict[str, Any]]:
+        """For the largest outlying steps of a step time (at most 10), the region that took most above its median."""
+        regions = [o for o in series.values() if (o.rank, o.source) == (s.rank, s.source) and o.kind == "duration"
+                   and o.name != STEP_TIME and o.values and not same_as_step(self._raw, o)]
+        usual = {o.name: statistics.median(o.values) for o in regions}
+        at = {o.name: dict(zip(o.steps, o.values, strict=True)) for o in regions}
+        out = []
+        for r in sorted(rows, key=lambda r: -abs(r["value"] - med))[:10]:
+            st, excess = r["step"], r["value"] - med
+            gains = [(at[o.name].get(st, usual[o.name]) - usual[o.name], o.name) for o in regions]
+            gain, name = max(gains, default=(0.0, ""))
+            out.append({"step": st, "excess": excess, "name": name if excess > 0 and gain >= 0.5 * excess else None,
+                        "region_excess": gain})
+        return out
 
     def _waited(self, series: dict[Any, Series], s: Series, flagged: list[int], excess: float) -> dict[str, Any] | None:
         """Where rank ``s.rank`` waited at the ``flagged`` steps, and for whom, when its waits explain half the excess.
