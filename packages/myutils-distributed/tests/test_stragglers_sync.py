@@ -32,7 +32,8 @@ def _jitter(rank: int, step: int, node: int) -> float:
 
 
 def sync_run(folder: Path, ranks: int, steps: int, extra: Extra = lambda r, s, n: 0.0,
-             only: tuple[str, int] | None = None) -> dict[int, dict[int, dict[str, float]]]:
+             only: tuple[str, int] | None = None,
+             sections: tuple[tuple[str, float], ...] = SECTIONS) -> dict[int, dict[int, dict[str, float]]]:
     """Write the run; return the planted work ms per (rank, step, section), waits left out.
 
     ``only=(section, rank)`` adds a section that runs on that rank alone (an evaluation, say).
@@ -43,7 +44,7 @@ def sync_run(folder: Path, ranks: int, steps: int, extra: Extra = lambda r, s, n
     t0 = BASE_NS
     for step in range(steps):
         clock = dict.fromkeys(range(ranks), t0)
-        for node, (name, base) in enumerate(SECTIONS):
+        for node, (name, base) in enumerate(sections):
             starts = dict(clock)
             for r in range(ranks):
                 ms = base * _jitter(r, step, node) + extra(r, step, name)
@@ -177,3 +178,13 @@ def test_late_on_just_over_half_the_steps_is_chance_with_two_ranks(tmp_path: Pat
     sync_run(tmp_path, 2, 36, extra=lambda r, s, n: (1.5 if s in more else -0.15) if (r, n) == (1, "forward") else 0.0)
     forward = _section(analyze_stragglers(tmp_path), "forward")
     assert forward.late_steps == 27 and forward.sign_test_p < 0.01 and forward.straggler == 1
+
+
+def test_a_straggler_must_cost_a_share_of_the_step(tmp_path: Path) -> None:
+    """A 0.05 ms section twice as slow on rank 1 every step (0.3 % of a 15 ms step) is no straggler; 0.5 ms is."""
+    tiny = (*SECTIONS, ("log", 0.05))
+    sync_run(tmp_path, 2, 30, extra=lambda r, s, n: 0.05 if (r, n) == (1, "log") else 0.0, sections=tiny)
+    log = _section(analyze_stragglers(tmp_path), "log")
+    assert log.late_steps == 30 and log.sign_test_p < 0.01 and log.straggler is None
+    sync_run(tmp_path, 2, 30, extra=lambda r, s, n: 0.5 if (r, n) == (1, "log") else 0.0, sections=tiny)
+    assert _section(analyze_stragglers(tmp_path), "log").straggler == 1

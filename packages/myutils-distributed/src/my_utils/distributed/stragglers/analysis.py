@@ -21,7 +21,8 @@ Decisions:
   so one step 30 times longer is an outlier and not a straggler, and a two-rank run, where one
   rank is always the slower of the two, names nobody unless one is slower by a real margin.
   It must also be above the others' median on more steps than chance explains (a one-sided
-  sign test at :data:`SIGN_ALPHA`), and is judged on at least ``MIN_STEPS`` compared steps.
+  sign test at :data:`SIGN_ALPHA`), cost at least :data:`MIN_STEP_SHARE` of the step, and is
+  judged on at least ``MIN_STEPS`` compared steps.
 - **Outliers and periods.** A step in which a rank took :data:`OUTLIER_RATIO` times the others'
   median and ``min_excess_ms`` more (a scheduler's time slice is not an outlier) is listed;
   one rank's outliers recurring every p steps give the section a period (a stall).
@@ -42,12 +43,13 @@ from my_utils.core.lifecycle import sigterm_exits
 from my_utils.core.rank_waits import COLLECTIVE_SPREAD, MIN_STEPS, step_waits
 from my_utils.core.safe_io import check_regular, utf8_text
 from my_utils.core.scratch import make_scratch
+from my_utils.core.step_patterns import recurring
 from my_utils.distributed.clock_record import ClockSyncRecord
 from my_utils.distributed.stragglers.dask_spool import is_dask, require_dask, spool_on_dask
 from my_utils.distributed.stragglers.model import Outlier, RankClock, RankValue, SectionStats, StragglerReport
 from my_utils.distributed.stragglers.open_files import open_file_budget
 from my_utils.distributed.stragglers.rank_stream import RankStep, iter_rank_steps
-from my_utils.distributed.stragglers.robust import LogHistogram, period_of, sign_test_p
+from my_utils.distributed.stragglers.robust import LogHistogram, sign_test_p
 from my_utils.distributed.stragglers.spool import EXECUTORS, read_spooled, spool_ranks
 
 __all__ = ["analyze_stragglers", "find_rank_files"]
@@ -81,6 +83,9 @@ def find_rank_files(log_dir: str | Path) -> dict[int, Path]:
 #: A straggler must also be above the other ranks' median on more steps than chance gives (one-sided
 #: sign test): two ranks under a loaded host can each be the slower one on half the steps.
 SIGN_ALPHA = 0.01
+#: A straggler must cost the others at least this share of the step (the longest section's median):
+#: a 0.2 ms section twice as slow on one rank of a busy host is no straggler.
+MIN_STEP_SHARE = 0.01
 #: An outlying step: at least this many times the other ranks' median, and ``min_excess_ms`` above it.
 OUTLIER_RATIO = 1.5
 #: Outlying steps kept per section (the largest): bounded memory whatever the run's length.
@@ -160,9 +165,14 @@ class _Section:
         self.spreads = LogHistogram()  # end spread / start spread, per step that can tell
         self.last_start: dict[int, int] = {}
         self.spread_sum = 0.0
+        self.first_step: int | None = None
+        self.last_step = 0
 
     def add(self, step: int, times: dict[int, list[float]]) -> None:
         self.seen += 1
+        if self.first_step is None:
+            self.first_step = step
+        self.last_step = step
         ms_of = {rank: ms for rank, (ms, _) in times.items()}
         if len(times) < 2:
             self.strict.alone(ms_of)
@@ -184,9 +194,18 @@ class _Section:
         """Whether the section ends in a collective (the class docstring)."""
         return self.spreads.count >= MIN_STEPS and self.spreads.median() <= COLLECTIVE_SPREAD
 
-    def stats(self, name: str, fraction: float) -> SectionStats:
+    @property
+    def tally(self) -> _Tally:
+        """The tally reported: waits taken out loosely in a section that ends in a collective, else strictly."""
+        return self.loose if self.collective else self.strict
+
+    def median_ms(self) -> float:
+        """The median over ranks of each rank's median time per step."""
+        return statistics.median(h.median() for h in self.tally.work.values())
+
+    def stats(self, name: str, fraction: float, step_ms: float) -> SectionStats:
         collective = self.collective
-        tally = self.loose if collective else self.strict
+        tally = self.tally
         medians = sorted((h.median(), r) for r, h in tally.work.items())
         med = statistics.median(ms for ms, _ in medians)
         near = min(medians, key=lambda item: (abs(item[0] - med), item[1]))
@@ -198,15 +217,19 @@ class _Section:
         excess = own - statistics.median(others) if others else 0.0
         chance = sign_test_p(tally.above.get(slowest_rank, 0), self.steps)
         flagged = (self.steps >= MIN_STEPS and late >= fraction * self.steps and slowdown >= self.min_slowdown
-                   and chance <= SIGN_ALPHA)
+                   and chance <= SIGN_ALPHA and excess >= MIN_STEP_SHARE * step_ms)
         straggler = slowest_rank if flagged else None
         outliers = [Outlier(rank, -neg_step, ms, ref) for _e, neg_step, rank, ms, ref
                     in sorted(tally.outliers, reverse=True) if rank != straggler]
         period = None
         for rank in sorted({o.rank for o in outliers}):
-            period = period_of([o.step for o in outliers if o.rank == rank])
-            if period is not None:
+            mine = [o for o in outliers if o.rank == rank]
+            found = recurring([o.step for o in mine], [o.excess_ms for o in mine], self.first_step or 0, self.last_step)
+            if found is not None:
+                period, recurring_steps = found[0], found[1]
                 break
+        else:
+            recurring_steps = []
         last = max(self.last_start.items(), key=lambda kv: (kv[1], -kv[0]), default=None)
         compared = self.steps or 1
         return SectionStats(
@@ -229,6 +252,7 @@ class _Section:
             waiting=[RankValue(r, w / compared) for r, w in sorted(tally.wait_ms.items()) if w > 0],
             outliers=outliers,
             period=period,
+            recurring_steps=recurring_steps,
             start_spread_ms=self.spread_sum / self.steps if self.steps else 0.0,
             last_to_start_rank=last[0] if last else None,
         )
@@ -339,12 +363,13 @@ def _report(log_dir: str | Path, files: dict[int, Path], streams: dict[int, Iter
             if section is None:
                 section = sections[name] = _Section(min_slowdown, min_excess_ms)
             section.add(step, times)
+    step_ms = max((s.median_ms() for s in sections.values()), default=0.0)  # the longest section: the step
     return StragglerReport(
         log_dir=str(log_dir),
         ranks=list(files),
         steps=steps,
         # a name read from a file is text we print: never a lone surrogate that cannot be encoded
-        sections=[s.stats(utf8_text(name), persistent_fraction) for name, s in sections.items()],
+        sections=[s.stats(utf8_text(name), persistent_fraction, step_ms) for name, s in sections.items()],
         clocks=[RankClock(rank, c.offset_s, c.uncertainty_s, c.reference_rank, c.applied)
                 for rank, records in clocks.items() for c in records[-1:]],
         persistent_fraction=persistent_fraction,

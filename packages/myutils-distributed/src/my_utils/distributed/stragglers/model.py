@@ -56,7 +56,8 @@ class SectionStats:
     slowdown: one slow step does not make a straggler, and with two ranks neither is one by
     default). ``slowest_steps`` counts the steps it was the slowest rank. ``outliers`` are the steps
     in which a rank that is not the straggler took far longer than the others (largest first);
-    ``period`` is set when one rank's outliers recur every ``period`` steps. ``start_spread_ms``
+    ``period`` is set when one rank's outliers recur every ``period`` steps through the run with a
+    similar size (``my_utils.core.step_patterns``), at ``recurring_steps``. ``start_spread_ms``
     is the mean, over steps, of last minus first start (clock offsets applied);
     ``last_to_start_rank`` started last most often.
     """
@@ -80,6 +81,7 @@ class SectionStats:
     waiting: list[RankValue]
     outliers: list[Outlier]
     period: int | None
+    recurring_steps: list[int]
     start_spread_ms: float
     last_to_start_rank: int | None
 

@@ -74,17 +74,17 @@ def render_text(report: StragglerReport) -> str:
         lines.append("persistent stragglers: " + "; ".join(parts))
     else:
         lines.append(f"no persistent straggler (no rank at >= {report.min_slowdown:.2f}x the other ranks' "
-                     f"median in >= {report.persistent_fraction:.0%} of steps)")
+                     f"median in >= {report.persistent_fraction:.0%} of steps, more often than chance, costing "
+                     "1% of the step or more)")
     waits = [(s, w) for s in report.sections for w in s.waiting if w.ms >= SHOWN_WAIT_MS]
     for s, w in sorted(waits, key=lambda x: -x[1].ms)[:SHOWN_OUTLIERS]:
         lines.append(f"waiting: rank {w.rank} waits {w.ms:.3f} ms per step in {shown(s.section)} for the ranks that "
                      f"come in after it (it leaves with them: a collective ends the section); not counted as its time")
     for s in report.sections:
         if s.period is not None:
-            rank = next(o.rank for o in s.outliers if _on_period(o.step, s))
-            hits = sorted(o.step for o in s.outliers if o.rank == rank)
+            rank = next(o.rank for o in s.outliers if o.step == s.recurring_steps[0])
             lines.append(f"periodic: rank {rank} in {shown(s.section)} every {s.period} steps (steps "
-                         f"{', '.join(map(str, hits))})")
+                         f"{', '.join(map(str, s.recurring_steps))})")
     outliers = report.outliers
     if outliers:
         lines.append(f"outlying steps (>= 1.5x the other ranks' median and >= {report.min_excess_ms:g} ms above it):")
@@ -95,8 +95,3 @@ def render_text(report: StragglerReport) -> str:
             lines.append(f"  ... {len(outliers) - SHOWN_OUTLIERS} more (--json lists them all)")
     return "\n".join(lines)
 
-
-def _on_period(step: int, s: SectionStats) -> bool:
-    period = s.period or 1
-    first = min(o.step for o in s.outliers)
-    return (step - first) % period == 0

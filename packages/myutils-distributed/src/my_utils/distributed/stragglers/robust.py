@@ -1,4 +1,4 @@
-"""Bounded-memory robust statistics for the lockstep merge: medians from log-scale histograms, tails, periods.
+"""Bounded-memory robust statistics for the lockstep merge: medians from log-scale histograms, a sign test.
 
 The merge holds one step per rank, so a median over steps cannot keep the values. A value
 goes into a bin of relative width :data:`RESOLUTION` on a log scale (a sparse counter:
@@ -9,12 +9,10 @@ overflowed have bins of their own.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections import Counter
-from collections.abc import Sequence
 
-__all__ = ["RESOLUTION", "LogHistogram", "period_of", "sign_test_p"]
+__all__ = ["RESOLUTION", "LogHistogram", "sign_test_p"]
 
 #: Relative width of a bin: a median read back is within half of it (0.05 %) of the true one.
 RESOLUTION = 1e-3
@@ -68,22 +66,6 @@ def _center(b: int) -> float:
         return min(math.exp(b * _LOG), _LARGEST)
     except OverflowError:
         return _LARGEST
-
-
-def period_of(steps: Sequence[int], min_repeats: int = 3) -> int | None:
-    """The period of ``steps`` when they recur every p steps (at least ``min_repeats`` times), else None.
-
-    Every step from the first to the last that is p apart must be there: a recurring stall,
-    not a few spikes that happen to share a gap.
-    """
-    ordered = sorted(set(steps))
-    if len(ordered) < min_repeats:
-        return None
-    gaps = {b - a for a, b in itertools.pairwise(ordered)}
-    if len(gaps) != 1:
-        return None
-    (gap,) = gaps
-    return gap if gap > 1 else None
 
 
 def sign_test_p(above: int, n: int) -> float:

@@ -10,8 +10,9 @@
   :data:`TAIL` quantile of every tested region's excess over its median, pooled over the other
   names and the ranks. An isolated step beyond the median by less than that is what the host
   does to every region; the rules do not warn about it.
-- **Recurring steps.** :func:`recurring` finds outlying steps that come back every p steps through
-  the whole run with a similar size (a stall of the data loader), which random delays do not.
+- **Recurring steps.** ``my_utils.core.step_patterns.recurring`` (re-exported here) finds outlying
+  steps that come back every p steps through the whole run with a similar size (a stall of the
+  data loader), which random delays do not.
 - **One finding per cause.** :func:`fold_waiting` folds the step-time finding of a rank that only
   waited into the finding of the rank it waited for, and joins ranks with the same recurring cause.
 """
@@ -27,6 +28,7 @@ from typing import Any
 
 from my_utils.core.events import MetricEvent
 from my_utils.core.rank_waits import ends_in_collective, step_waits
+from my_utils.core.step_patterns import recurring
 from my_utils.profiling.analysis.rules._evidence import same_as_step
 from my_utils.profiling.analysis.rules._series import (
     START_SOURCES,
@@ -38,13 +40,13 @@ from my_utils.profiling.analysis.rules._series import (
     rank_label,
 )
 
+__all__ = ["TAIL", "HostJitter", "Waits", "excess_over_median", "fold_waiting", "recurring", "region_starts",
+           "region_waits", "working_series"]
+
 #: The quantile of the pooled excess taken as the host's jitter.
 TAIL = 0.99
 #: Fewer pooled values than this cannot give a tail quantile: the fixed floor alone applies.
 MIN_POOL = 100
-#: Recurring steps: at least this many, each within this factor of the largest's excess.
-MIN_REPEATS = 3
-SIMILAR = 3.0
 
 
 def region_starts(events: Iterable[MetricEvent]) -> dict[SeriesKey, dict[int, float]]:
@@ -175,32 +177,6 @@ def excess_over_median(values: Sequence[float]) -> list[float]:
         return []
     med = statistics.median(values)
     return [v - med if v > med else 0.0 for v in values]
-
-
-def recurring(steps: Sequence[int], excess: Sequence[float], first: int, last: int) -> tuple[int, list[int]] | None:
-    """(period, steps) of the longest run of ``steps`` that recurs every p steps from ``first`` to ``last``.
-
-    The run has at least :data:`MIN_REPEATS` steps, leaves no occurrence out between ``first``
-    and ``last`` (it starts less than p after ``first`` and ends less than p before ``last``),
-    and its excesses are within :data:`SIMILAR` of each other. None when no such run exists.
-    """
-    size = dict(zip(steps, excess, strict=True))
-    flagged = sorted(size)
-    best: tuple[int, list[int]] | None = None
-    for i, a in enumerate(flagged):
-        for b in flagged[i + 1:]:
-            p = b - a
-            if p < 2 or a - first >= p:  # an occurrence before `a` would be missing
-                continue
-            run = list(range(a, last + 1, p))  # ends less than p before `last`
-            if len(run) < MIN_REPEATS or any(st not in size for st in run):
-                continue
-            sizes = [size[st] for st in run]
-            if min(sizes) <= 0 or max(sizes) > SIMILAR * min(sizes):
-                continue
-            if best is None or len(run) > len(best[1]):
-                best = (p, run)
-    return best
 
 
 def fold_waiting(findings: list[dict[str, Any]], waited: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

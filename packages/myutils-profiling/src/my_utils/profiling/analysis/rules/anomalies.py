@@ -220,10 +220,11 @@ class AnomalyRule:
         by_step_series = {(s.rank, s.source): (s, rows) for s, _st, _v, _stats, rows in kept if s.name == STEP_TIME}
         findings: list[dict[str, Any]] = []
         waited: list[dict[str, Any]] = []  # steps a rank spent waiting for another: the other's finding names them
+        inside: list[tuple[dict[str, Any], set[int]]] = []  # sub-region findings within their step's steps
         for s, steps, values, stats, rows in kept:
             step = by_step_series.get((s.rank, s.source))
-            if s.name != STEP_TIME and step is not None and {r["step"] for r in rows} <= {r["step"] for r in step[1]}:
-                continue  # explains its step's anomaly: named there, not a second finding
+            within = s.name != STEP_TIME and step is not None and \
+                {r["step"] for r in rows} <= {r["step"] for r in step[1]}
             if s.name == STEP_TIME:
                 rows = self._own_rows(series, s, rows, stats.median, waited)
                 if not rows:
@@ -236,22 +237,39 @@ class AnomalyRule:
             finding["evidence"]["fdr"] = FDR
             finding["evidence"]["values_tested"] = m
             self._explain(series, s, rows, finding, events)
-            self._grade(s, steps, rows, finding, events)
+            self._grade(s, steps, values, rows, finding, events)
+            if within:
+                inside.append((finding, {r["step"] for r in rows}))
             findings.append(finding)
-        return fold_waiting(findings, waited)
+        # a region flagged on its step's steps explains that step's finding (named there, not a second
+        # finding) unless it recurs and its step does not: then it says more than the step does
+        recurs = {(f["evidence"]["ranks"][0], tuple(f["evidence"].get("recurring_steps", ()))) for f in findings
+                  if f["evidence"]["names"] == [STEP_TIME] and "recurring_steps" in f["evidence"]}
+        drop = {id(f) for f, _steps in inside
+                if "recurring_steps" not in f["evidence"]
+                or (f["evidence"]["ranks"][0], tuple(f["evidence"]["recurring_steps"])) in recurs}
+        return fold_waiting([f for f in findings if id(f) not in drop], waited)
 
-    def _grade(self, s: Series, steps: list[int], rows: list[dict[str, Any]], finding: dict[str, Any],
-               events: Sequence[MetricEvent]) -> None:
-        """Severity, title and impact from whether the steps recur beyond the host's jitter (module docstring)."""
+    def _grade(self, s: Series, steps: list[int], values: list[float], rows: list[dict[str, Any]],
+               finding: dict[str, Any], events: Sequence[MetricEvent]) -> None:
+        """Severity, title and impact from whether the steps recur or lie beyond the host's jitter (module docstring).
+
+        Recurring steps must also stand out of their own series: each at least ``jitter_ms`` above
+        the median and above every other step of it (a stall is the series' largest steps; delays
+        the host scatters over a region are not all smaller than three of them in a row).
+        """
         ev = finding["evidence"]
         med, unit = ev["median"], s.unit
         host = self._jitter.level(s.name)
         slow = [r for r in rows if r["value"] > med]
         excess = [r["value"] - med for r in slow]
-        bar = max(self.jitter_ms, host / 2)
         found = recurring([r["step"] for r in slow], excess, steps[0], steps[-1]) if slow else None
-        if found is not None and min(excess[i] for i, r in enumerate(slow) if r["step"] in found[1]) < bar:
-            found = None
+        if found is not None:
+            members = set(found[1])
+            least = min(x for r, x in zip(slow, excess, strict=True) if r["step"] in members)
+            rest = max((v - med for st, v in zip(steps, values, strict=True) if st not in members), default=0.0)
+            if least < self.jitter_ms or least <= rest:
+                found = None
         far = [x for x in excess if x >= max(self.jitter_ms, BEYOND_HOST * host)]
         ev["host_jitter_ms"] = host
         ev["host_jitter_pooled"] = self._jitter.pooled()

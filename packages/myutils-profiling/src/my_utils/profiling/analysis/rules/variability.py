@@ -19,9 +19,10 @@ spread (its robust spread in ms) names the cause (``analysis.advice.JITTER_ADVIC
 (a collective) is taken out first (``_waits``): waiting varies with the *other* rank. A loaded
 host delays any region now and then; a spread (robust standard deviation, in ms) no larger
 than the host's own jitter in this run (``_waits.HostJitter``: the tail of the other regions'
-excess over their median, at least ``jitter_ms``) is the host's, and the finding is ``info``.
-Beyond it, severity follows the time above the median per step: critical from 5 % of the
-median step, a warning from 1 %.
+excess over their median, at least ``jitter_ms``) is the host's, and the finding is ``info``;
+so is the step time's when its regions are timed (a step gathers every region's delays: the
+regions' own findings say whether one of them varies). Beyond it, severity follows the time
+above the median per step: critical from 5 % of the median step, a warning from 1 %.
 """
 
 from __future__ import annotations
@@ -130,6 +131,7 @@ class VariabilityRule:
         tested = 0
         ps: list[float] = []
         pool: dict[str, list[float]] = {}
+        regions: set[tuple[int | None, str]] = set()  # (rank, source) whose step is made of tested regions
         for (name, rank, source), s in series.items():
             if not (is_candidate_duration(s) or name == STEP_TIME) or same_as_step(raw, s):
                 continue
@@ -142,6 +144,7 @@ class VariabilityRule:
                 continue
             if name != STEP_TIME and not is_gpu_family(name):
                 pool.setdefault(name, []).extend(excess_over_median(values))
+                regions.add((rank, source))
             # shared: sorted once per analysis (a region with waits taken out is a new series)
             stats = step_summary(events, s, self.warmup_steps) if s is raw.get((name, rank, source)) \
                 else summarize(values)
@@ -161,7 +164,7 @@ class VariabilityRule:
                 "title": f"{name} varies {rcv:.0%} from step to step on {rank_label(rank)}",
                 "detail": (f"robust CV {rcv:.3f} (plain CV {plain_cv:.3f}) over {len(values)} steps; "
                            f"p10 {p10:.4g}, median {med:.4g}, p90 {p90:.4g} {s.unit}; threshold {self.cv:.0%}"),
-                "evidence": {"names": [name], "ranks": [rank], "robust_cv": round(rcv, 4),
+                "evidence": {"names": [name], "ranks": [rank], "source": source, "robust_cv": round(rcv, 4),
                              "robust_sd": MAD_TO_SIGMA * stats.mad,
                              "cv": round(plain_cv, 4), "median": med, "p10": p10, "p90": p90, "unit": s.unit,
                              "steps": slowest, "fastest_steps": fastest, "steps_tested": len(values)},
@@ -177,17 +180,21 @@ class VariabilityRule:
                             "series tested")
             f["evidence"]["fdr"] = FDR
             f["evidence"]["series_tested"] = tested
-            self._grade(f, jitter)
+            self._grade(f, jitter, regions)
         found.sort(key=lambda kv: -kv[0])
         return [f for _, f in found[: self.max_findings]]
 
-    def _grade(self, finding: dict[str, Any], jitter: HostJitter) -> None:
+    def _grade(self, finding: dict[str, Any], jitter: HostJitter, regions: set[tuple[int | None, str]]) -> None:
         """Severity from the host's jitter and the time above the median (module docstring)."""
         ev = finding["evidence"]
         host = jitter.level(ev["names"][0])
         ev["host_jitter_ms"] = host
         share = finding["impact"].get("share_of_step")
-        if ev["robust_sd"] <= host:
+        if ev["names"] == [STEP_TIME] and (ev["ranks"][0], ev["source"]) in regions:
+            finding["severity"] = "info"
+            finding["detail"] += ("; the step is the sum of its timed regions, whose own findings say whether one of "
+                                  "them varies beyond the host's jitter (a step gathers every region's delays)")
+        elif ev["robust_sd"] <= host:
             finding["severity"] = "info"
             finding["detail"] += (f"; its robust spread ({ev['robust_sd']:.4g} {ev['unit']}) is no larger than the "
                                   f"host's own delays in this run ({host:.4g}: the tail of the other regions' excess "
