@@ -116,13 +116,14 @@ def test_two_ranks_that_merely_differ_name_nobody(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fraction", [0.5, 0.8])
 def test_a_straggler_needs_the_persistent_fraction_of_late_steps(tmp_path: Path, fraction: float) -> None:
-    """Late (1.5x) on 20 of 30 steps: a straggler at a fraction of 0.5, not at 0.8; at exactly the fraction too."""
-    sync_run(tmp_path, 2, 30, extra=lambda r, s, n: 2.5 if (r, n) == (1, "forward") and s % 3 else 0.0)
+    """Late (1.5x) on 27 of 36 steps (more than chance: sign test p = 0.002): a straggler at a fraction of
+    0.5, not at 0.8; at exactly the fraction (0.75) too."""
+    sync_run(tmp_path, 2, 36, extra=lambda r, s, n: 2.5 if (r, n) == (1, "forward") and s % 4 else 0.0)
     report = analyze_stragglers(tmp_path, persistent_fraction=fraction)
     forward = _section(report, "forward")
-    assert forward.late_steps == 20
-    assert report.stragglers == ([(1, "forward")] if fraction <= 20 / 30 else [])
-    at = analyze_stragglers(tmp_path, persistent_fraction=20 / 30)
+    assert forward.late_steps == 27 and forward.sign_test_p < 0.01
+    assert report.stragglers == ([(1, "forward")] if fraction <= 27 / 36 else [])
+    at = analyze_stragglers(tmp_path, persistent_fraction=27 / 36)
     assert at.stragglers == [(1, "forward")]
 
 
@@ -167,8 +168,8 @@ def test_json_carries_the_new_fields(tmp_path: Path) -> None:
 
 def test_late_on_just_over_half_the_steps_is_chance_with_two_ranks(tmp_path: Path) -> None:
     """Rank 1 is 1.3x rank 0 on 19 of 36 steps and slightly faster on the rest: its median ratio is 1.3 and
-    it is late on more than half the steps, but above rank 0 on 19 of 36 is what chance gives (sign test
-    p = 0.43): no straggler. On 27 of 36 (p = 0.002) it is one."""
+    it is late on more than half the steps, but 19 of 36 is what chance gives (sign test p = 0.43): no
+    straggler. On 27 of 36 (p = 0.002) it is one."""
     late = set(range(0, 36, 2)) | {1}
     sync_run(tmp_path, 2, 36, extra=lambda r, s, n: (1.5 if s in late else -0.15) if (r, n) == (1, "forward") else 0.0)
     forward = _section(analyze_stragglers(tmp_path), "forward")

@@ -20,9 +20,9 @@ Decisions:
   slowdown, on at least the persistent fraction of the compared steps: a median, not a mean,
   so one step 30 times longer is an outlier and not a straggler, and a two-rank run, where one
   rank is always the slower of the two, names nobody unless one is slower by a real margin.
-  It must also be above the others' median on more steps than chance explains (a one-sided
-  sign test at :data:`SIGN_ALPHA`), cost at least :data:`MIN_STEP_SHARE` of the step, and is
-  judged on at least ``MIN_STEPS`` compared steps.
+  It must also be late on more steps than chance explains (a one-sided sign test at
+  :data:`SIGN_ALPHA`), cost at least :data:`MIN_STEP_SHARE` of the step, and is judged on at
+  least ``MIN_STEPS`` compared steps.
 - **Outliers and periods.** A step in which a rank took :data:`OUTLIER_RATIO` times the others'
   median and ``min_excess_ms`` more (a scheduler's time slice is not an outlier) is listed;
   one rank's outliers recurring every p steps give the section a period (a stall).
@@ -80,8 +80,9 @@ def find_rank_files(log_dir: str | Path) -> dict[int, Path]:
     return ordered
 
 
-#: A straggler must also be above the other ranks' median on more steps than chance gives (one-sided
-#: sign test): two ranks under a loaded host can each be the slower one on half the steps.
+#: A straggler must also be late on more steps than chance gives (one-sided sign test against 1/2,
+#: conservative since "late" is rarer than "above"): two ranks under a loaded host can each be the
+#: slower one on half the steps.
 SIGN_ALPHA = 0.01
 #: A straggler must cost the others at least this share of the step (the longest section's median):
 #: a 0.2 ms section twice as slow on one rank of a busy host is no straggler.
@@ -215,7 +216,7 @@ class _Section:
         own = next(ms for ms, r in medians if r == slowest_rank)
         others = [ms for ms, r in medians if r != slowest_rank]
         excess = own - statistics.median(others) if others else 0.0
-        chance = sign_test_p(tally.above.get(slowest_rank, 0), self.steps)
+        chance = sign_test_p(late, self.steps)  # late (not merely above) more often than chance: conservative
         flagged = (self.steps >= MIN_STEPS and late >= fraction * self.steps and slowdown >= self.min_slowdown
                    and chance <= SIGN_ALPHA and excess >= MIN_STEP_SHARE * step_ms)
         straggler = slowest_rank if flagged else None

@@ -50,8 +50,8 @@ class SectionStats:
     by the median of the other ranks' times in that step: ``slowest_rank`` is the rank whose
     median of those ratios is largest, ``slowdown`` that median, and ``late_steps`` the steps in
     which its ratio reached the minimum slowdown; ``slowest_excess_ms`` is its median time less the
-    median of the other ranks' medians; ``sign_test_p`` how likely chance would put it above the
-    others' median on as many steps. It is the ``straggler`` when the late steps are at least
+    median of the other ranks' medians; ``sign_test_p`` how likely chance (a coin per step) would
+    make it late on as many steps. It is the ``straggler`` when the late steps are at least
     the persistent fraction of the compared steps and that chance at most 1 % (so its median ratio is at least the minimum
     slowdown: one slow step does not make a straggler, and with two ranks neither is one by
     default). ``slowest_steps`` counts the steps it was the slowest rank. ``outliers`` are the steps

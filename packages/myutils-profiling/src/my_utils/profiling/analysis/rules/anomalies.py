@@ -25,12 +25,13 @@ for a rank whose ``forward`` spiked has no anomaly of its own. Its step's excess
 in the finding of the rank that worked (``waiting_ranks``), not as a second finding.
 
 **Severity follows what a fix could save, and the host is not the program.** A loaded host
-delays any region now and then; one or two outlying steps cannot tell the program from the host,
-so such a finding is ``info`` whatever its size (it still names the steps, the rank and the
-region). A finding can be a warning or critical only when its steps *recur*: every p steps
-through the run with a similar size (``_waits.recurring``: a data-loader stall), or three steps
-or more each beyond three times the host's own jitter in this run (``_waits.HostJitter``, at
-least ``jitter_ms``). Then it is critical when the time above the median, spread over the steps
+delays any region now and then, by tens of ms on a busy machine, on steps nobody chose; outlying
+steps that do not recur cannot tell the program from the host, so such a finding is ``info``
+whatever its size (it still names the steps, the rank, the region and the host's own jitter in
+this run, ``_waits.HostJitter``). A finding can be a warning or critical only when its steps
+*recur*: every p steps through the run with a similar size, each at least ``jitter_ms`` above
+the median and above every other step of the series (``my_utils.core.step_patterns``: a
+data-loader stall). Then it is critical when the time above the median, spread over the steps
 tested, is at least 5 % of the median step, a warning from 1 %, else info.
 
 A sub-region flagged on the same steps as its step time is the explanation of the step's
@@ -98,8 +99,6 @@ FDR = 0.05
 #: Share of the median step above which a finding's saving is critical, and a warning.
 CRITICAL_SHARE = 0.05
 WARNING_SHARE = 0.01
-#: Steps that do not recur must lie this many times beyond the host's jitter (and be 3 or more).
-BEYOND_HOST = 3.0
 
 
 #: Degrees of freedom of a MAD-scaled score per point: the MAD estimates σ with about 37 % of
@@ -270,7 +269,6 @@ class AnomalyRule:
             rest = max((v - med for st, v in zip(steps, values, strict=True) if st not in members), default=0.0)
             if least < self.jitter_ms or least <= rest:
                 found = None
-        far = [x for x in excess if x >= max(self.jitter_ms, BEYOND_HOST * host)]
         ev["host_jitter_ms"] = host
         ev["host_jitter_pooled"] = self._jitter.pooled()
         tested = ev["steps_tested"]
@@ -284,10 +282,6 @@ class AnomalyRule:
             finding["title"] = (f"{s.name}: every {period} steps ({step_ranges(run)}) on {rank_label(s.rank)}, "
                                 f"{statistics.median(kept):.4g} {unit} above its median each")
             basis = f"the recurring steps' time above the median, spread over the {tested} steps tested"
-        elif len(far) >= 3:
-            saving = sum(far) / tested if tested else 0.0
-            basis = (f"the time above the median of the {len(far)} steps beyond the host's jitter, spread over the "
-                     f"{tested} steps tested")
         else:
             saving = None
             basis = ""

@@ -13,8 +13,9 @@ no straggler, and no rank is special.
 times: the slow rank is then seen in a region. For each timed region with its starts (MyTimer),
 on two ranks or more, a rank's *working* time (its wait for the others taken out, ``_waits``)
 is compared the same way; a rank whose median ratio to the others is at least ``min_slowdown``
-(1.2: late on at least half the steps) and that passes the sign test is reported, with the
-time it costs per step and where the other ranks wait for it. A rank's step-time finding is
+(1.2: late on at least half the steps) and late on more steps than chance gives (the sign test
+on the late steps: under a busy host two ranks can each be the slower on half the steps) is
+reported, with the time it costs per step and where the other ranks wait for it. A rank's step-time finding is
 left out when one of its regions is reported (the region says where).
 
 Severity follows what a fix could save: the others' wait per step (the rank's median excess)
@@ -185,7 +186,7 @@ class RankImbalanceRule:
         if ratio < self.min_slowdown:
             return None
         above = sum(1 for r in rows if r[0] > 0)
-        p = sign_test_p(above, n)
+        p = sign_test_p(late, n)  # late (>= min_slowdown) more often than chance: a conservative test
         ms = statistics.median(r[2] for r in rows)
         own = statistics.median(r[3] + r[2] for r in rows)
         theirs = statistics.median(r[3] for r in rows)
@@ -204,8 +205,8 @@ class RankImbalanceRule:
                       f"other rank(s) ({ratio:.2f}x, +{ms:.4g} {s.unit}, late on {late} of {n} steps)"),
             "detail": (f"rank {rank}'s working time in {s.name} ({source}; time spent waiting for other ranks taken "
                        f"out) is at least {self.min_slowdown:.2f} times the other ranks' median on {late} of {n} "
-                       f"shared steps (median {ratio:.2f}x, {ms:.4g} {s.unit} more per step); above it on {above} "
-                       f"(sign test p = {p:.2g})"
+                       f"shared steps (median {ratio:.2f}x, {ms:.4g} {s.unit} more per step; sign test of the late "
+                       f"steps p = {p:.2g}); above it on {above}"
                        + (f"; the other ranks wait for it: {where}" if waited else
                           "; no other rank was seen waiting for it (no region that ends in a collective)")),
             "evidence": {"names": [s.name], "ranks": [rank], "source": source, "median_ratio": round(ratio, 4),
