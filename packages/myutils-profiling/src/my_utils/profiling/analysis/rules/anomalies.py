@@ -30,8 +30,8 @@ steps that do not recur cannot tell the program from the host, so such a finding
 whatever its size (it still names the steps, the rank, the region and the host's own jitter in
 this run, ``_waits.HostJitter``). A finding can be a warning or critical only when its steps
 *recur*: every p steps through the run with a similar size, each at least ``jitter_ms`` above
-the median and above every other step of the series (``my_utils.core.step_patterns``: a
-data-loader stall). Then it is critical when the time above the median, spread over the steps
+the median, and make at least half of the series' steps that far above it
+(``my_utils.core.step_patterns``: a data-loader stall). Then it is critical when the time above the median, spread over the steps
 tested, is at least 5 % of the median step, a warning from 1 %, else info.
 
 A sub-region flagged on the same steps as its step time is the explanation of the step's
@@ -254,8 +254,9 @@ class AnomalyRule:
         """Severity, title and impact from whether the steps recur or lie beyond the host's jitter (module docstring).
 
         Recurring steps must also stand out of their own series: each at least ``jitter_ms`` above
-        the median and above every other step of it (a stall is the series' largest steps; delays
-        the host scatters over a region are not all smaller than three of them in a row).
+        the median, and at least half of the series' steps that far above it (a stall is most of a
+        region's large steps; among delays a host scatters over a region, a few that happen to line
+        up are not).
         """
         ev = finding["evidence"]
         med, unit = ev["median"], s.unit
@@ -266,8 +267,8 @@ class AnomalyRule:
         if found is not None:
             members = set(found[1])
             least = min(x for r, x in zip(slow, excess, strict=True) if r["step"] in members)
-            rest = max((v - med for st, v in zip(steps, values, strict=True) if st not in members), default=0.0)
-            if least < self.jitter_ms or least <= rest:
+            large = sum(1 for v in values if v - med >= self.jitter_ms)
+            if least < self.jitter_ms or 2 * len(members) < large:
                 found = None
         ev["host_jitter_ms"] = host
         ev["host_jitter_pooled"] = self._jitter.pooled()
