@@ -46,7 +46,7 @@ __all__ = ["TAIL", "HostJitter", "Waits", "excess_over_median", "fold_waiting", 
 #: The quantile of the pooled excess taken as the host's jitter.
 TAIL = 0.99
 #: Fewer pooled values than this cannot give a tail quantile: the fixed floor alone applies.
-MIN_POOL = 100
+MIN_POOL = 30
 
 
 def region_starts(events: Iterable[MetricEvent]) -> dict[SeriesKey, dict[int, float]]:
