@@ -17,6 +17,8 @@ def test_the_first_occurrence_may_come_a_whole_period_late() -> None:
 
 
 def test_sizes_must_be_similar_and_three_at_least() -> None:
-    assert recurring([2, 14, 26], [80.0, 80.0, 240.0], 1, 35) == (12, [2, 14, 26])
-    assert recurring([2, 14, 26], [80.0, 80.0, 241.0], 1, 35) is None
+    # a stall step made longer by another delay is still the stall; one a third of the others' size is not
+    assert recurring([2, 14, 26], [80.0, 80.0, 400.0], 1, 35) == (12, [2, 14, 26])
+    assert recurring([2, 14, 26], [27.0, 80.0, 80.0], 1, 35) == (12, [2, 14, 26])
+    assert recurring([2, 14, 26], [26.0, 80.0, 80.0], 1, 35) is None
     assert recurring([2, 14], [80.0, 80.0], 1, 25) is None

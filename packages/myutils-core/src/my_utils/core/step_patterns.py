@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 __all__ = ["MIN_REPEATS", "SIMILAR", "recurring"]
 
-#: Recurring steps: at least this many, each within this factor of the largest's excess.
+#: Recurring steps: at least this many, none smaller than the median of them over this factor (a
+#: stall's steps can be made longer by other delays, never shorter).
 MIN_REPEATS = 3
 SIMILAR = 3.0
 
@@ -21,7 +22,7 @@ def recurring(steps: Sequence[int], excess: Sequence[float], first: int, last: i
 
     The run has at least :data:`MIN_REPEATS` steps, leaves no occurrence out between ``first``
     and ``last`` (it starts at most p after ``first`` and ends less than p before ``last``),
-    and its excesses are within :data:`SIMILAR` of each other. None when no such run exists.
+    and none of its excesses is under their median over :data:`SIMILAR`. None when no such run exists.
     """
     size = dict(zip(steps, excess, strict=True))
     flagged = sorted(size)
@@ -34,8 +35,8 @@ def recurring(steps: Sequence[int], excess: Sequence[float], first: int, last: i
             run = list(range(a, last + 1, p))  # ends less than p before `last`
             if len(run) < MIN_REPEATS or any(st not in size for st in run):
                 continue
-            sizes = [size[st] for st in run]
-            if min(sizes) <= 0 or max(sizes) > SIMILAR * min(sizes):
+            sizes = sorted(size[st] for st in run)
+            if sizes[0] <= 0 or SIMILAR * sizes[0] < sizes[(len(sizes) - 1) // 2]:
                 continue
             if best is None or len(run) > len(best[1]):
                 best = (p, run)
