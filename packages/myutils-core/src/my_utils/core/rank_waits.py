@@ -7,9 +7,10 @@ start and time in a section, one step at a time, :func:`step_waits` gives each r
 start over the last rank to come in when it counts as waiting:
 
 - ``strict``: the rank left within :data:`ALIGNED` of its head start of the last rank (closer to
-  leaving with it than to leaving a head start before it), and the head start is at least
-  :data:`CLEAR_HEAD` of that rank's time (clear in one step: two ranks ending together by chance
-  need work that differs by about their head start);
+  leaving with it than to leaving a head start before it) and within that rank's own time in the
+  section (after waiting, both finish the same collective), and the head start is at least
+  :data:`CLEAR_HEAD` of that rank's time (clear in one step: a rank stalled on its own for about
+  the head start of a rank with a short section ends near it by chance, but not within its time);
 - ``loose``: also when it did not leave clearly before that rank (:data:`HALFWAY`; a rank
   descheduled after the collective leaves later), for sections known to end in a collective.
 
@@ -73,9 +74,10 @@ def step_waits(times: Mapping[int, tuple[float, float]]) -> StepWaits:
         head = latest - start  # s this rank came in before the last one
         if head <= least:
             continue
-        late_by = (start + ms / 1e3 - last_out) / head  # 0: left with it; -1: as if on its own
+        apart = start + ms / 1e3 - last_out  # s this rank left after the last one came out
+        late_by = apart / head  # 0: left with it; -1: as if on its own
         waited = min(head * 1e3, ms)
-        if abs(late_by) <= ALIGNED and head * 1e3 >= CLEAR_HEAD * last_ms:
+        if abs(late_by) <= ALIGNED and head * 1e3 >= CLEAR_HEAD * last_ms and abs(apart) * 1e3 <= last_ms:
             strict[rank] = waited
         if late_by >= -HALFWAY:
             loose[rank] = waited
