@@ -218,3 +218,29 @@ def test_runtime_modules_stay_light() -> None:
             "print(sorted(m for m in ('torch', 'numpy', 'pandas', 'plotly') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("mode", ["process", "thread", "inline"])
+def test_close_then_exit_is_silent_and_the_csv_complete(tmp_path: Path, mode: str) -> None:
+    """``close()`` then the atexit hook: the second close found the log gone and warned that "the
+    steps stay in the log" although the CSV held every step (issue 33)."""
+    code = (
+        "from my_utils.core import GlobalLogger, MyTimer\n"
+        "mgr = GlobalLogger()\n"
+        f"mgr.setup({str(tmp_path)!r}, rank=0, world_size=1)\n"
+        "t = MyTimer(tag='c')\n"
+        "t.set_logger(mgr)\n"
+        "for s in range(30):\n"
+        "    t.set_step(s)\n"
+        "    with t.region('iter'):\n"
+        "        pass\n"
+        "    t.step()\n"
+        "mgr.close()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "MYUTILS_PROFILE_CSV": mode})
+    assert proc.returncode == 0, proc.stderr
+    assert "WARNING" not in proc.stderr and "ERROR" not in proc.stderr, proc.stderr
+    rows = read_profile_csv(tmp_path / "profile_rank_0.csv")
+    assert [(r.step, r.event_type) for r in rows] == [(s, k) for s in range(30) for k in ("START", "END")]
+    assert not (tmp_path / "profile_rank_0.steplog").exists()

@@ -56,7 +56,7 @@ def test_etcd_example(tmp_path: Path) -> None:
 
 
 def test_stragglers_example(tmp_path: Path) -> None:
-    assert _run(BLOCKS[3], tmp_path) == "[(5, 'forward')]\n"
+    assert _run(BLOCKS[3], tmp_path) == "[(5, 'forward')]\n1.6 50\n[]\n"
 
 
 def test_clock_sync_row_documented_as_written() -> None:

@@ -27,9 +27,9 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def wide_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """150 ranks x 3 steps, one slow, and the report read without any limit (the reference)."""
+    """150 ranks x 8 steps, one slow, and the report read without any limit (the reference)."""
     folder = tmp_path_factory.mktemp("wide")
-    write_synthetic_run(folder, RANKS, 3, slow=(77, "forward", 2.0), clock_offsets={5: (0.002, False)})
+    write_synthetic_run(folder, RANKS, 8, slow=(77, "forward", 2.0), clock_offsets={5: (0.002, False)})
     return folder, analyze_stragglers(folder).to_dict()
 
 

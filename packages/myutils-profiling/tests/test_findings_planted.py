@@ -96,7 +96,8 @@ def test_a_bottleneck_and_a_suggestion_on_one_fact_are_one_finding() -> None:
         events.append(MetricEvent("step_time", 100.0, "duration", "ms", "mytimer", 0, s))
     report = MetricsAnalyzer(events, traces=[]).analyze()
     ids = [f.id for f in report.findings]
-    # before: "dataloader takes 40% of step time" and "data loading takes 40% of step time" as two cards
-    assert "suggestion:data_loading:rank0" not in ids and "bottleneck:dataloader" in ids
-    (f,) = [f for f in report.findings if f.id == "bottleneck:dataloader"]
-    assert f.evidence["merged"] == ["suggestion:data_loading:rank0"] and "num_workers" in f.suggestion
+    # before: "dataloader takes 40% of step time" and "data loading takes 40% of step time" as two cards;
+    # the share alone is a breakdown (info), so the data-loading suggestion owns the fact
+    assert "suggestion:data_loading:rank0" in ids and "bottleneck:dataloader" not in ids
+    (f,) = [f for f in report.findings if f.id == "suggestion:data_loading:rank0"]
+    assert f.evidence["merged"] == ["bottleneck:dataloader"] and "num_workers" in f.suggestion

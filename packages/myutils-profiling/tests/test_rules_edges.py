@@ -63,9 +63,26 @@ def _jitter(rcv: float, steps: int = 200, name: str = "forward") -> list[MetricE
     return out
 
 
-@pytest.mark.parametrize(("rcv", "severity"), [(0.10, None), (0.30, "warning"), (0.45, "warning"),
+@pytest.mark.parametrize(("rcv", "severity"), [(0.10, None), (0.30, "warning"), (0.45, "critical"),
                                                (0.80, "critical")])
-def test_jitter_is_flagged_above_cv_and_critical_above_critical_cv(rcv: float, severity: str | None) -> None:
+def test_jitter_is_flagged_above_cv_and_its_severity_follows_the_time_above_the_median(
+        rcv: float, severity: str | None) -> None:
+    """Values M-D, M, M+D: the time above the median is D/3 per step, over a 200 ms median step; critical
+    from 5 % (rcv 0.45: D = 30.35 ms, 5.06 %), a warning from 1 % (rcv 0.30: 3.4 %)."""
     findings = [f for f in check_analysis_rule("variability", _jitter(rcv), cv=0.15, critical_cv=0.5)
                 if f["evidence"]["names"] == ["forward"]]
     assert [f["severity"] for f in findings] == ([severity] if severity else [])
+    if findings:
+        spread = rcv * 100.0 / 1.4826
+        assert findings[0]["impact"]["share_of_step"] == pytest.approx(spread / 3 / 200.0, rel=0.02)
+
+
+def test_a_spread_within_the_host_jitter_is_information() -> None:
+    """A 20 ms region varying 30 % (robust SD 6 ms) is what a loaded host does: info, below the 10 ms floor;
+    the same region with a floor of 5 ms is a warning."""
+    events = [MetricEvent(e.name, e.value / 5.0, e.kind, e.unit, e.source, e.rank, e.step, attrs=e.attrs)
+              for e in _jitter(0.30)]
+    (f,) = [f for f in check_analysis_rule("variability", events) if f["evidence"]["names"] == ["forward"]]
+    assert f["severity"] == "info" and f["evidence"]["host_jitter_ms"] == 10.0 and "the host's" in f["detail"]
+    (f,) = [f for f in check_analysis_rule("variability", events, jitter_ms=5.0) if f["evidence"]["names"] == ["forward"]]
+    assert f["severity"] == "warning"

@@ -149,7 +149,7 @@ def test_an_analysis_summarises_each_series_once_for_every_rule(tmp_path: Path,
 
     monkeypatch.setattr(_series, "summarize", counting)
     monkeypatch.setattr(_series, "summarize_sorted", counting_sorted)
-    for module in ("anomalies", "variability"):
+    for module in ("anomalies", "variability", "imbalance"):
         monkeypatch.setattr(f"my_utils.profiling.analysis.rules.{module}.step_summary", asking)
     report = MetricsAnalyzer(path).analyze()
     assert {f.category for f in report.findings} >= {"anomaly"}

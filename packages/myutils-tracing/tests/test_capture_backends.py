@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import logging
 from pathlib import Path
@@ -329,3 +330,87 @@ run()  # the controller goes out of scope with its window open
     traces = list(tmp_path.glob("trace_rank0_steps0-upto5_left_open.pt.trace.json.gz"))
     assert len(traces) == 1
     assert "aten::linear" in gzip.decompress(traces[0].read_bytes()).decode()
+
+
+def _step_spans(path: Path) -> list[tuple[str, float, float]]:
+    """(name, start, end) of the ``ProfilerStep#N`` X events of a written trace, in start order."""
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    return sorted(((e["name"], e["ts"], e["ts"] + e["dur"]) for e in doc["traceEvents"]
+                   if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda x: x[1])
+
+
+@pytest.mark.parametrize(("warmup", "marked"), [(None, [4, 5, 6]), (0, [3, 4, 5, 6]), (2, [5, 6])])
+def test_the_documented_window_marks_each_step_for_the_analyses(tmp_path: Path, warmup: int | None,
+                                                                marked: list[int]) -> None:
+    """A window from the documented API (ProfileManager, torch_profiler backend, controller.region) gives
+    the user no profiler to call ``prof.step()`` on: the backend marks ``ProfilerStep#N`` itself, one per
+    step held after the warm-up (1 step by default: the profiler's start-up lands in it), in order and
+    without overlap (before, the traces held none and every analysis of them warned "no ProfilerStep
+    markers: call prof.step()")."""
+    torch = pytest.importorskip("torch")
+    options = {"output_dir": str(tmp_path)} | ({} if warmup is None else {"warmup_steps": warmup})
+    pm = ProfileManager({"features": {"capture": {"enabled": True, "backend": "torch_profiler",
+                                                  "backend_options": options}},
+                         "capture": {"windows": [{"name": "steps", "start_iter": 3, "stop_iter": 6}]}})
+    controller = pm.create_controller(rank=0)
+    model = torch.nn.Linear(8, 8)
+    for it in range(9):
+        for spec in pm.build_specs_to_arm_at_iter(it, num_microbatches=1):
+            controller.arm(spec)
+        with controller.region("train_step", {"iter": it}), torch.profiler.record_function("my_work"):
+            model(torch.randn(4, 8)).sum().backward()
+    controller.close()
+    (path,) = controller.backend.traces
+    spans = _step_spans(path)
+    assert [name for name, _s, _e in spans] == [f"ProfilerStep#{n}" for n in marked]
+    assert all(prev[2] <= nxt[1] for prev, nxt in itertools.pairwise(spans))
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    work = [e for e in doc["traceEvents"] if e.get("name") == "my_work" and e.get("ph") == "X"]
+    assert len(work) == 4  # every step was profiled, the warm-up too
+    inside = [w for w in work if any(s <= w["ts"] and w["ts"] + w["dur"] <= e for _n, s, e in spans)]
+    assert len(inside) == len(marked)  # each marked step's work lies inside its marker
+    assert not any(str(e.get("name", "")).startswith(("my_utils.capture", "my_utils")) for e in doc["traceEvents"]
+                   if e.get("ph") == "X")
+    capture = doc["otherData"]["myutils_capture"]
+    assert capture["step_markers"] == "backend" and capture["warmup_steps"] == 4 - len(marked)
+    assert path.name == "trace_rank0_steps3-6_steps.pt.trace.json.gz"  # the steps it holds, warm-up included
+
+
+def test_a_one_step_window_has_no_warm_up(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    backend = TorchProfilerBackend(output_dir=tmp_path)
+    controller = CaptureController(backend, rank=0)
+    controller.arm(CaptureSpec("one", 2, 0, 2, 0, start_names=frozenset({"step"})))
+    for it in range(4):
+        with controller.region("step", {"iter": it}):
+            pass
+    (path,) = backend.traces
+    assert [name for name, _s, _e in _step_spans(path)] == ["ProfilerStep#2"]
+
+
+def test_a_loop_that_marks_its_own_steps_keeps_one_set_of_markers(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    backend = TorchProfilerBackend(output_dir=tmp_path)
+    controller = CaptureController(backend, rank=0)
+    controller.arm(CaptureSpec("own", 2, 0, 4, 0, start_names=frozenset({"step"})))
+    model = torch.nn.Linear(8, 8)
+    for it in range(6):
+        with controller.region("step", {"iter": it}), torch.profiler.record_function(f"ProfilerStep#{it}"):
+            model(torch.randn(4, 8)).sum().backward()
+    (path,) = backend.traces
+    assert [name for name, _s, _e in _step_spans(path)] == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+    assert json.loads(gzip.decompress(path.read_bytes()))["otherData"]["myutils_capture"]["step_markers"] == "user"
+
+
+def test_step_markers_follow_the_iterations_the_controller_sees(tmp_path: Path) -> None:
+    """A skipped iteration number is the next marker; an older or repeated one changes nothing."""
+    pytest.importorskip("torch")
+    backend = TorchProfilerBackend(output_dir=tmp_path, warmup_steps=0)
+    controller = CaptureController(backend, rank=0)
+    controller.arm(CaptureSpec("w", 1, 0, 20, 0, start_names=frozenset({"step"})))
+    for it in (0, 1, 1, 5, 4, 9):
+        with controller.region("step", {"iter": it}):
+            pass
+    controller.close()
+    (path,) = backend.traces
+    assert [name for name, _s, _e in _step_spans(path)] == ["ProfilerStep#1", "ProfilerStep#5", "ProfilerStep#9"]

@@ -311,6 +311,10 @@ class StepLogWriter:
                 os.close(self._fd)
                 self._fd = None
             return
+        if self._fd is None and self._helper is None and self._thread is None:
+            # closed already (GlobalLogger.close() and then its atexit hook): the CSV is complete and
+            # the log is gone, so there is nothing to render and nothing to report
+            return
         self._stop.set()
         helper, self._helper = self._helper, None
         if helper is not None and helper.stdin is not None:

@@ -30,9 +30,11 @@ def myutils_cli(app: "typer.Typer") -> None:
         log_dir: Annotated[Path, typer.Argument(help="folder with profile_rank_<rank>.csv files")],
         as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
         persistent_fraction: Annotated[float, typer.Option(
-            help="a straggler is slowest in at least this fraction of steps")] = 0.5,
+            help="a straggler is late in at least this fraction of the compared steps")] = 0.5,
         min_slowdown: Annotated[float, typer.Option(
-            help="... and on average at least this many times the other ranks' median")] = 1.2,
+            help="... late meaning at least this many times the other ranks' median in that step")] = 1.2,
+        min_excess_ms: Annotated[float, typer.Option(
+            help="an outlying step is at least this many ms above the other ranks' median (and 1.5x it)")] = 20.0,
         executor: Annotated[str | None, typer.Option(
             "--executor", help="'serial' (default: this process), 'process' (parse the ranks in a process pool), "
             "'dask' (joins $DASK_SCHEDULER_ADDRESS, else starts a local cluster) or a Dask scheduler address such "
@@ -42,13 +44,13 @@ def myutils_cli(app: "typer.Typer") -> None:
             "--workers", min=1, help="processes for --executor process, or workers of a local Dask cluster "
             "(default: one per CPU)")] = None,
     ) -> None:
-        """Per section across ranks: min / median / max with their ranks, slowdown, persistent stragglers."""
+        """Per section across ranks: min / median / max with their ranks, slowdown, stragglers, waits, outlying steps."""
         from my_utils.core.safe_io import strict_json
         from my_utils.distributed.stragglers.analysis import analyze_stragglers
         from my_utils.distributed.stragglers.render import render_text
 
         report = analyze_stragglers(log_dir, persistent_fraction=persistent_fraction, min_slowdown=min_slowdown,
-                                    executor=executor, max_workers=workers)
+                                    min_excess_ms=min_excess_ms, executor=executor, max_workers=workers)
         # strict: a time that overflowed is null, never a bare Infinity/NaN other tools refuse
         typer.echo(strict_json(report.to_dict(), indent=2) if as_json else render_text(report))
 

@@ -112,7 +112,8 @@ _WARMUP = OptionSpec("warmup_steps", int, 1, "first steps of each series left ou
 RULE_OPTIONS: dict[str, tuple[OptionSpec, ...]] = {
     "bottleneck": (
         OptionSpec("share", float, 0.10, "fraction of step (or device) time above which a name is a bottleneck"),
-        OptionSpec("critical_share", float, 0.30, "fraction above which the finding is critical"),
+        OptionSpec("critical_share", float, 0.30, "fraction above which the finding is marked large (findings are "
+                   "info: a breakdown)"),
         OptionSpec("max_findings", int, 20, "most bottleneck findings reported"),
         OptionSpec("merge_same_cost", bool, True,
                    "report operators of (within 3 %) the same cost, without nesting information, as one chain"),
@@ -132,6 +133,7 @@ RULE_OPTIONS: dict[str, tuple[OptionSpec, ...]] = {
         OptionSpec("max_names", int, 20, "names tested besides step_time (largest totals first)"),
         OptionSpec("min_excess", float, 0.10, "smallest distance from the median, as a fraction of it"),
         OptionSpec("min_share", float, 0.01, "host names under this share of step time are left out"),
+        OptionSpec("jitter_ms", float, 20.0, "least excess (ms) a step needs to count beyond the host's jitter"),
     ),
     "variability": (
         OptionSpec("cv", float, 0.15, "robust coefficient of variation above which a name is unstable"),
@@ -140,11 +142,17 @@ RULE_OPTIONS: dict[str, tuple[OptionSpec, ...]] = {
         OptionSpec("min_steps", int, 5, "fewest steps a series needs"),
         OptionSpec("min_share", float, 0.01, "names under this share of step time are left out"),
         OptionSpec("max_findings", int, 20, "most variability findings reported"),
+        OptionSpec("jitter_ms", float, 10.0, "a robust spread (ms) no larger than the host's jitter, and at least "
+                   "this, is info"),
     ),
     "rank_imbalance": (
-        OptionSpec("excess", float, 0.05, "median excess over the all-ranks median above which a rank is slow"),
-        OptionSpec("critical_excess", float, 0.25, "excess above which the finding is critical"),
+        OptionSpec("excess", float, 0.05, "median step-time excess over the other ranks' median above which a "
+                   "rank is slow"),
+        OptionSpec("critical_excess", float, 0.25, "step-time excess above which the finding is critical (runs "
+                   "without collectives; with them severity follows the others' wait)"),
         OptionSpec("min_steps", int, 3, "fewest shared steps to compare"),
+        OptionSpec("min_slowdown", float, 1.2, "median ratio of a rank's working time in a region to the other "
+                   "ranks' above which it is slow there"),
     ),
     "suggestions": (
         OptionSpec("share", float, 0.2, "share of time above which a pattern (data loading, copies...) is reported"),

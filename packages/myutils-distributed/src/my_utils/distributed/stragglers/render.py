@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import re
 
-from my_utils.distributed.stragglers.model import RankValue, StragglerReport
+from my_utils.distributed.stragglers.model import RankValue, SectionStats, StragglerReport
 
 __all__ = ["render_text"]
 
 # control characters (C0, DEL, C1) and line/paragraph separators: a section name read from a
 # file must not break the table's lines or send escape sequences to the terminal
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: A rank's wait in a section is listed from this many ms per step.
+SHOWN_WAIT_MS = 1.0
+#: Outlying steps listed (the largest); the JSON has them all.
+SHOWN_OUTLIERS = 10
 
 
 def shown(name: str) -> str:
@@ -24,8 +28,17 @@ def _value(v: RankValue) -> str:
     return f"{v.ms:.3f} (r{v.rank})"
 
 
+def _steps(s: SectionStats) -> str:
+    return str(s.steps) if s.steps == s.seen_steps else f"{s.steps} of {s.seen_steps}"
+
+
+def _waits(s: SectionStats) -> str:
+    waits = [w for w in s.waiting if w.ms >= SHOWN_WAIT_MS]
+    return ", ".join(f"r{w.rank} {w.ms:.3f}" for w in waits) or "-"
+
+
 def render_text(report: StragglerReport) -> str:
-    """A table, one line per section, then the verdict."""
+    """A table, one line per section (times are each rank's median per step), then the verdict."""
     ranks = report.ranks
     lines = [f"{shown(report.log_dir)}: {len(ranks)} ranks ({ranks[0]}..{ranks[-1]}), {report.steps} steps"]
     if report.clocks:
@@ -35,18 +48,50 @@ def render_text(report: StragglerReport) -> str:
     else:
         lines.append("clock offsets: none recorded (no CLOCK_SYNC rows); start spreads assume one clock")
     head = ("section", "steps", "min ms (rank)", "median ms (rank)", "max ms (rank)", "slowdown",
-            "slowest in", "start spread ms", "straggler")
+            "late steps", "waits ms/step", "start spread ms", "straggler")
     rows = [head]
     for s in report.sections:
-        rows.append((shown(s.section), str(s.steps), _value(s.min), _value(s.median), _value(s.max),
-                     f"{s.slowdown:.2f}x", f"r{s.slowest_rank} {s.slowest_steps}/{s.steps}",
-                     f"{s.start_spread_ms:.3f}", f"rank {s.straggler}" if s.straggler is not None else "-"))
+        compared = s.steps > 0
+        rows.append((shown(s.section), _steps(s), _value(s.min), _value(s.median), _value(s.max),
+                     f"{s.slowdown:.2f}x (r{s.slowest_rank})" if compared else "-",
+                     f"r{s.slowest_rank} {s.late_steps}/{s.steps}" if compared else "-", _waits(s),
+                     f"{s.start_spread_ms:.3f}" if compared else "-",
+                     f"rank {s.straggler}" if s.straggler is not None else "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.append("times: each rank's median per step of its working time (time spent waiting for a later "
+                 "rank inside the section taken out); slowdown: the median, over steps, of a rank's time "
+                 "over the other ranks' median")
+    by_name = {s.section: s for s in report.sections}
     found = report.stragglers
     if found:
-        lines.append("persistent stragglers: " + "; ".join(f"rank {r} in {shown(name)}" for r, name in found))
+        parts = []
+        for r, name in found:
+            s = by_name[name]
+            parts.append(f"rank {r} in {shown(name)} ({s.slowdown:.2f}x the other ranks' median on "
+                         f"{s.late_steps} of {s.steps} steps at >= {report.min_slowdown:.2f}x; "
+                         f"+{s.slowest_excess_ms:.3f} ms per step)")
+        lines.append("persistent stragglers: " + "; ".join(parts))
     else:
-        lines.append(f"no persistent straggler (none slowest in >= {report.persistent_fraction:.0%} of steps "
-                     f"by >= {report.min_slowdown:.2f}x the other ranks' median)")
+        lines.append(f"no persistent straggler (no rank at >= {report.min_slowdown:.2f}x the other ranks' "
+                     f"median in >= {report.persistent_fraction:.0%} of steps, more often than chance, costing "
+                     "1% of the step or more)")
+    waits = [(s, w) for s in report.sections for w in s.waiting if w.ms >= SHOWN_WAIT_MS]
+    for s, w in sorted(waits, key=lambda x: -x[1].ms)[:SHOWN_OUTLIERS]:
+        lines.append(f"waiting: rank {w.rank} waits {w.ms:.3f} ms per step in {shown(s.section)} for the ranks that "
+                     f"come in after it (it leaves with them: a collective ends the section); not counted as its time")
+    for s in report.sections:
+        if s.period is not None:
+            rank = next(o.rank for o in s.outliers if o.step == s.recurring_steps[0])
+            lines.append(f"periodic: rank {rank} in {shown(s.section)} every {s.period} steps (steps "
+                         f"{', '.join(map(str, s.recurring_steps))})")
+    outliers = report.outliers
+    if outliers:
+        lines.append(f"outlying steps (>= 1.5x the other ranks' median and >= {report.min_excess_ms:g} ms above it):")
+        for name, o in outliers[:SHOWN_OUTLIERS]:
+            lines.append(f"  step {o.step} rank {o.rank} {shown(name)}: {o.ms:.3f} ms against {o.reference_ms:.3f} "
+                         f"ms on the other ranks (+{o.excess_ms:.3f} ms)")
+        if len(outliers) > SHOWN_OUTLIERS:
+            lines.append(f"  ... {len(outliers) - SHOWN_OUTLIERS} more (--json lists them all)")
     return "\n".join(lines)
+

@@ -59,6 +59,7 @@ from my_utils.profiling.analysis.nsight import SOURCES as NSIGHT_SOURCES
 from my_utils.profiling.analysis.nsight import NsightInputs, NsightResult
 from my_utils.profiling.analysis.overhead import overhead_statement
 from my_utils.profiling.analysis.rules._series import (
+    START_SOURCES,
     STEP_TIME,
     Series,
     SeriesKey,
@@ -120,6 +121,9 @@ class EventAggregate:
         # occurrences beyond one per event, per cell: a provider's pre-aggregated event (Kineto: one
         # event per kernel name and step) says in attrs["count"] how many launches it stands for
         self.extra_occurrences: dict[tuple[str, int | None, int | None, str], int] = {}
+        # the first start (unix s) of each cell of a source whose events are timed regions with their
+        # start (MyTimer): the rules tell a rank's work from its wait for the others by it
+        self.starts: dict[tuple[str, int | None, int | None, str], float] = {}
 
     def cell(self, key: tuple[str, int | None, int | None, str]) -> tuple[int, float, float, float]:
         """``(count, sum, min, max)`` of the cell ``(name, step, rank, source)`` (KeyError when absent)."""
@@ -139,6 +143,7 @@ class EventAggregate:
         cells = self.cells
         meta = self.meta
         extra = self.extra_occurrences
+        starts = self.starts
         run_ids = self.run_ids
         nsight_files = self.nsight_files
         by_source: dict[str, int] = {}
@@ -196,6 +201,10 @@ class EventAggregate:
                         first = ts
                     if last is None or ts > last:
                         last = ts
+                    if source in START_SOURCES:
+                        known = starts.get(key)
+                        if known is None or ts < known:
+                            starts[key] = ts
                 chunk += 1
                 if chunk == 65536:
                     total += chunk
@@ -227,6 +236,8 @@ class EventAggregate:
         cells = self.cells
         meta = self.meta
         extra = self.extra_occurrences
+        starts = self.starts
+        keep_start = False  # whether the current run of lines is of a START_SOURCES source
         run_ids = self.run_ids
         nsight_files = self.nsight_files
         by_source: dict[str, int] = {}
@@ -299,6 +310,7 @@ class EventAggregate:
                     if source not in by_source:
                         by_source[source] = 0
                     run_source, run_count = source, 1
+                    keep_start = source in START_SOURCES
                 if run_id != last_run_id:
                     last_run_id = run_id
                     if run_id and run_id not in run_ids:
@@ -340,6 +352,10 @@ class EventAggregate:
                         first = ts
                     if last is None or ts > last:
                         last = ts
+                    if keep_start:
+                        known = starts.get(key)
+                        if known is None or ts < known:
+                            starts[key] = ts
                 chunk += 1
                 if chunk == 65536:
                     total += chunk
@@ -362,6 +378,7 @@ class EventAggregate:
         """The events of :meth:`aggregated`, built one at a time; with ``only``, those of these (name, source)."""
         meta = self.meta
         extra = self.extra_occurrences
+        starts = self.starts
         for key, cell in self.cells.items():
             name, step, rank, source = key
             if only is not None and (name, source) not in only:
@@ -377,7 +394,7 @@ class EventAggregate:
             if depth is not None:
                 attrs["depth"] = depth
             # the fields were checked when read (or built); only the value is computed here
-            yield trusted_event(name, float(value), kind, unit, source, rank, step, None, "", attrs)
+            yield trusted_event(name, float(value), kind, unit, source, rank, step, starts.get(key), "", attrs)
 
 
 #: how a cell of a kind becomes its step's value: 0 its peak (gauge), 1 its mean (ratio, info), else (2) its sum

@@ -206,6 +206,12 @@ class CaptureController:
             self.logger.warning("capture window %r %s (now at iteration %s, stop_iter %s); stopping it",
                                 active.spec.name, StopReason.OVERRUN.value, it, active.spec.stop_iter)
             self._stop(active, StopReason.OVERRUN, None)
+        active = self._active
+        if active is not None:  # the backend may mark steps (torch_profiler: ProfilerStep#N)
+            try:
+                getattr(self.backend, "step_began", _ignore)(it)
+            except Exception:
+                self._backend_failed("step_began()", active)
 
     def _check_stop(self, window: _Window, record: EventRecord) -> None:
         if record.profile_name == window.trigger_name:

@@ -36,6 +36,10 @@ GPU_FAMILIES: tuple[str, ...] = ("kernel:", "memcpy:", "memset:", "device_op:")
 #: Totals computed by providers from other events: never a bottleneck candidate themselves.
 AGGREGATE_PREFIXES: tuple[str, ...] = ("gpu.", "device.", "trace.", "memory.", "timer.")
 STEP_TIME = "step_time"
+#: Sources whose duration events are timed regions carrying their start (``ts``): MyTimer. The
+#: analyzer keeps each cell's first start for them (``EventAggregate.starts``) and the rules read
+#: them through ``_waits`` to tell a rank's work from its wait for the other ranks.
+START_SOURCES: frozenset[str] = frozenset({"mytimer"})
 _MEMORY_UNITS = frozenset({"b", "bytes", "byte", "kb", "mb", "gb", "kib", "mib", "gib"})
 
 

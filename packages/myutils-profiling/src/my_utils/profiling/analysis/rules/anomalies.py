@@ -19,6 +19,21 @@ procedure keeps at false-discovery rate :data:`FDR` over *all* values tested in 
 are reported (they must also pass the thresholds above). The finding states the rate and
 how many values were tested.
 
+**Working, not waiting.** A region's time on a rank that waited there for another rank (a
+collective) is taken out before testing (``_waits``): a rank that waited 200 ms in ``backward``
+for a rank whose ``forward`` spiked has no anomaly of its own. Its step's excess is then named
+in the finding of the rank that worked (``waiting_ranks``), not as a second finding.
+
+**Severity follows what a fix could save, and the host is not the program.** A loaded host
+delays any region now and then, by tens of ms on a busy machine, on steps nobody chose; outlying
+steps that do not recur cannot tell the program from the host, so such a finding is ``info``
+whatever its size (it still names the steps, the rank, the region and the host's own jitter in
+this run, ``_waits.HostJitter``). A finding can be a warning or critical only when its steps
+*recur*: every p steps through the run with a similar size, each at least ``jitter_ms`` above
+the median, and make at least half of the series' steps that far above it
+(``my_utils.core.step_patterns``: a data-loader stall). Then it is critical when the time above the median, spread over the steps
+tested, is at least 5 % of the median step, a warning from 1 %, else info.
+
 A sub-region flagged on the same steps as its step time is the explanation of the step's
 anomaly, not a second finding: it is named in the step's finding (one finding per fact),
 and the advice follows it (see ``analysis.advice.JITTER_ADVICE``: a region that explains
@@ -34,6 +49,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -66,11 +82,23 @@ from my_utils.profiling.analysis.rules._stats import (
     summarize,
     t_two_sided_p,
 )
+from my_utils.profiling.analysis.rules._waits import (
+    TAIL,
+    HostJitter,
+    excess_over_median,
+    fold_waiting,
+    recurring,
+    region_waits,
+    working_series,
+)
 from my_utils.profiling.analysis.rules.suggestions import suggest
 
 METHODS = ("sigma", "mad", "either", "both")
 #: The false-discovery rate the reported outlying steps are controlled at (Benjamini–Hochberg).
 FDR = 0.05
+#: Share of the median step above which a finding's saving is critical, and a warning.
+CRITICAL_SHARE = 0.05
+WARNING_SHARE = 0.01
 
 
 #: Degrees of freedom of a MAD-scaled score per point: the MAD estimates σ with about 37 % of
@@ -108,7 +136,8 @@ class AnomalyRule:
     name = "anomalies"
 
     def __init__(self, sigma: float = 3.0, mad_z: float = 3.5, method: str = "either", warmup_steps: int = 1,
-                 min_steps: int = 8, max_names: int = 20, min_excess: float = 0.10, min_share: float = 0.01) -> None:
+                 min_steps: int = 8, max_names: int = 20, min_excess: float = 0.10, min_share: float = 0.01,
+                 jitter_ms: float = 20.0) -> None:
         if method not in METHODS:
             raise ValueError(f"AnomalyRule(method={method!r}): expected one of {list(METHODS)}")
         self.sigma = sigma
@@ -119,22 +148,26 @@ class AnomalyRule:
         self.max_names = max_names
         self.min_excess = min_excess
         self.min_share = min_share
+        self.jitter_ms = jitter_ms
 
     def evaluate(self, events: Sequence[MetricEvent]) -> list[dict[str, Any]]:
         """One finding per (name, rank) with outlying steps, the steps kept by Benjamini–Hochberg at :data:`FDR`."""
-        series = build_series(events)
+        raw = build_series(events)
+        waits = region_waits(events, raw)
+        series = working_series(raw, waits)
         names = {n for (n, _, _), s in series.items() if n == STEP_TIME and s.kind == "duration"}
         totals: dict[str, float] = {}
-        for (n, _, _), s in series.items():
-            if is_candidate_duration(s) and not same_as_step(series, s):
+        for (n, _, _), s in raw.items():
+            if is_candidate_duration(s) and not same_as_step(raw, s):
                 totals[n] = totals.get(n, 0.0) + series_total(events, s)
         names.update(sorted(totals, key=lambda n: -totals[n])[: self.max_names])
-        step_total = {(r, src): series_total(events, s) for (n, r, src), s in series.items() if n == STEP_TIME}
+        step_total = {(r, src): series_total(events, s) for (n, r, src), s in raw.items() if n == STEP_TIME}
         tested: list[tuple[Series, list[int], list[float], Summary, list[dict[str, Any]], list[float]]] = []
+        pool: dict[str, list[float]] = {}
         m = 0
         for (name, _rank, _source), s in sorted(series.items(), key=lambda kv: (
                 kv[0][0] != STEP_TIME, kv[0][0], kv[0][1] or -1, kv[0][2])):
-            if name not in names or same_as_step(series, s):
+            if name not in names or same_as_step(raw, s):
                 continue
             denom = step_total.get((s.rank, s.source), 0.0)
             if name != STEP_TIME and not is_gpu_family(name) and denom > 0 and series_total(events, s) / denom < self.min_share:
@@ -143,7 +176,11 @@ class AnomalyRule:
             if len(values) < self.min_steps:
                 continue
             m += len(values)
-            stats = step_summary(events, s, self.warmup_steps)
+            if name != STEP_TIME and not is_gpu_family(name):
+                pool.setdefault(name, []).extend(excess_over_median(values))
+            # shared statistics only for an unchanged series (a region with waits taken out is new)
+            stats = step_summary(events, s, self.warmup_steps) if s is raw.get((name, _rank, _source)) \
+                else summarize(values)
             rows, ps = self._outliers(steps, values, stats)
             if rows:
                 tested.append((s, steps, values, stats, rows, ps))
@@ -156,6 +193,9 @@ class AnomalyRule:
             if rows:
                 kept.append((s, steps, values, stats, rows))
         self._context = (series, m, sum(1 for _ in tested))
+        self._raw = raw
+        self._waits = waits
+        self._jitter = HostJitter(pool, self.jitter_ms)
         return self._findings(series, kept, m, events)
 
     def _outliers(self, steps: list[int], values: list[float], stats: Summary | None = None
@@ -178,10 +218,16 @@ class AnomalyRule:
                   events: Sequence[MetricEvent] = ()) -> list[dict[str, Any]]:
         by_step_series = {(s.rank, s.source): (s, rows) for s, _st, _v, _stats, rows in kept if s.name == STEP_TIME}
         findings: list[dict[str, Any]] = []
+        waited: list[dict[str, Any]] = []  # steps a rank spent waiting for another: the other's finding names them
+        inside: list[tuple[dict[str, Any], set[int]]] = []  # sub-region findings within their step's steps
         for s, steps, values, stats, rows in kept:
             step = by_step_series.get((s.rank, s.source))
-            if s.name != STEP_TIME and step is not None and {r["step"] for r in rows} <= {r["step"] for r in step[1]}:
-                continue  # explains its step's anomaly: named there, not a second finding
+            within = s.name != STEP_TIME and step is not None and \
+                {r["step"] for r in rows} <= {r["step"] for r in step[1]}
+            if s.name == STEP_TIME:
+                rows = self._own_rows(series, s, rows, stats.median, waited)
+                if not rows:
+                    continue
             finding = self._check(s, steps, values, rows, stats)
             if finding is None:
                 continue
@@ -190,8 +236,79 @@ class AnomalyRule:
             finding["evidence"]["fdr"] = FDR
             finding["evidence"]["values_tested"] = m
             self._explain(series, s, rows, finding, events)
+            self._grade(s, steps, values, rows, finding, events)
+            if within:
+                inside.append((finding, {r["step"] for r in rows}))
             findings.append(finding)
-        return findings
+        # a region flagged on its step's steps explains that step's finding (named there, not a second
+        # finding) unless it recurs and its step does not: then it says more than the step does
+        recurs = {(f["evidence"]["ranks"][0], tuple(f["evidence"].get("recurring_steps", ()))) for f in findings
+                  if f["evidence"]["names"] == [STEP_TIME] and "recurring_steps" in f["evidence"]}
+        drop = {id(f) for f, _steps in inside
+                if "recurring_steps" not in f["evidence"]
+                or (f["evidence"]["ranks"][0], tuple(f["evidence"]["recurring_steps"])) in recurs}
+        return fold_waiting([f for f in findings if id(f) not in drop], waited)
+
+    def _grade(self, s: Series, steps: list[int], values: list[float], rows: list[dict[str, Any]],
+               finding: dict[str, Any], events: Sequence[MetricEvent]) -> None:
+        """Severity, title and impact from whether the steps recur or lie beyond the host's jitter (module docstring).
+
+        Recurring steps must also stand out of their own series: each at least ``jitter_ms`` above
+        the median, and at least half of the series' steps that far above it (a stall is most of a
+        region's large steps; among delays a host scatters over a region, a few that happen to line
+        up are not).
+        """
+        ev = finding["evidence"]
+        med, unit = ev["median"], s.unit
+        host = self._jitter.level(s.name)
+        slow = [r for r in rows if r["value"] > med]
+        excess = [r["value"] - med for r in slow]
+        found = recurring([r["step"] for r in slow], excess, steps[0], steps[-1]) if slow else None
+        if found is not None:
+            members = set(found[1])
+            least = min(x for r, x in zip(slow, excess, strict=True) if r["step"] in members)
+            large = sum(1 for v in values if v - med >= self.jitter_ms)
+            if least < self.jitter_ms or 2 * len(members) < large:
+                found = None
+        ev["host_jitter_ms"] = host
+        ev["host_jitter_pooled"] = self._jitter.pooled()
+        tested = ev["steps_tested"]
+        step = self._raw.get((STEP_TIME, s.rank, s.source))
+        step_ms = step_summary(events, step, 0).median if step is not None and step.values else None
+        if found is not None:
+            period, run = found
+            ev["period"], ev["recurring_steps"] = period, run
+            kept = [x for r, x in zip(slow, excess, strict=True) if r["step"] in run]
+            saving = sum(kept) / tested if tested else 0.0
+            finding["title"] = (f"{s.name}: every {period} steps ({step_ranges(run)}) on {rank_label(s.rank)}, "
+                                f"{statistics.median(kept):.4g} {unit} above its median each")
+            basis = f"the recurring steps' time above the median, spread over the {tested} steps tested"
+        else:
+            saving = None
+            basis = ""
+        if saving is not None and step_ms:
+            share = saving / step_ms
+            finding["severity"] = ("critical" if share >= CRITICAL_SHARE else
+                                   "warning" if share >= WARNING_SHARE else "info")
+            finding["impact"] = impact(saving, step_ms, basis, tested, s.source)
+        else:
+            finding["severity"] = "info"
+            if len(rows) <= 2:
+                worst = max(rows, key=lambda r: abs(r["value"] - med))
+                finding["title"] = (f"{s.name}: step {worst['step']} on {rank_label(s.rank)} took {worst['value']:.4g} "
+                                    f"{unit} against a median of {med:.4g} ({worst['value'] - med:+.4g} {unit})"
+                                    + (f" and {len(rows) - 1} more step" if len(rows) == 2 else ""))
+            finding["detail"] += (f"; {'one step that does' if len(rows) == 1 else 'a few steps that do'} not recur cannot tell "
+                                  f"the program from the host, whose own delays in this run reach {host:.4g} {unit} "
+                                  f"(the {TAIL:.0%} quantile of the other regions' excess over their median, at "
+                                  f"least {self.jitter_ms:g}): information, not a warning")
+        explained = ev.get("explained_by")
+        if explained is not None:
+            finding["title"] += f"; in {explained['name']}"
+        elif ev.get("causes") and ev["causes"][0]["name"] is not None and len(rows) > 1:
+            top = ev["causes"][0]
+            finding["title"] += f"; the largest, step {top['step']} ({top['excess']:+.4g} {unit}), in {top['name']}"
+
 
     def _explain(self, series: dict[Any, Series], s: Series, rows: list[dict[str, Any]],
                  finding: dict[str, Any], events: Sequence[MetricEvent] = ()) -> None:
@@ -206,13 +323,15 @@ class AnomalyRule:
         if s.name == STEP_TIME and excess > 0:
             for other in series.values():
                 if (other.rank, other.source) != (s.rank, s.source) or other.kind != "duration" \
-                        or other.name == STEP_TIME or same_as_step(series, other) or not other.values:
+                        or other.name == STEP_TIME or same_as_step(self._raw, other) or not other.values:
                     continue
                 at = dict(zip(other.steps, other.values, strict=True))
-                o_med = step_summary(events, other, 0).median
+                shared = other is self._raw.get((other.name, other.rank, other.source))  # else waits taken out
+                o_med = step_summary(events, other, 0).median if shared else statistics.median(other.values)
                 gain = sum(at.get(st, o_med) - o_med for st in flagged)
                 if best is None or gain > best[0]:
                     best = (gain, other, o_med)
+            finding["evidence"]["causes"] = self._causes(series, s, rows, med)
         if best is not None and best[0] >= 0.5 * excess:
             _gain, other, o_med = best
             cause = "explained"
@@ -234,6 +353,65 @@ class AnomalyRule:
         finding["impact"] = impact(saving if step_ms else None, step_ms,
                                    f"the outlying steps' time above the median, spread over the {tested} steps tested",
                                    tested, s.source)
+
+    def _own_rows(self, series: dict[Any, Series], s: Series, rows: list[dict[str, Any]], med: float,
+                  waited: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``rows`` of a step time less the steps whose excess was a wait for another rank (those go to ``waited``)."""
+        own = []
+        for r in rows:
+            excess = r["value"] - med
+            wait = self._waited(series, s, [r["step"]], excess) if excess > 0 else None
+            if wait is None:
+                own.append(r)
+            else:
+                waited.append({"rank": s.rank, "source": s.source, "step": r["step"], "excess": excess, **wait})
+        return own
+
+    def _causes(self, series: dict[Any, Series], s: Series, rows: list[dict[str, Any]], med: float
+                ) -> list[dict[str, Any]]:
+        """For the largest outlying steps of a step time (at most 10), the region that took most above its median."""
+        regions = [o for o in series.values() if (o.rank, o.source) == (s.rank, s.source) and o.kind == "duration"
+                   and o.name != STEP_TIME and o.values and not same_as_step(self._raw, o)]
+        usual = {o.name: statistics.median(o.values) for o in regions}
+        at = {o.name: dict(zip(o.steps, o.values, strict=True)) for o in regions}
+        out = []
+        for r in sorted(rows, key=lambda r: -abs(r["value"] - med))[:10]:
+            st, excess = r["step"], r["value"] - med
+            gains = [(at[o.name].get(st, usual[o.name]) - usual[o.name], o.name) for o in regions]
+            gain, name = max(gains, default=(0.0, ""))
+            out.append({"step": st, "excess": excess, "name": name if excess > 0 and gain >= 0.5 * excess else None,
+                        "region_excess": gain})
+        return out
+
+    def _waited(self, series: dict[Any, Series], s: Series, flagged: list[int], excess: float) -> dict[str, Any] | None:
+        """Where rank ``s.rank`` waited at the ``flagged`` steps, and for whom, when its waits explain half the excess.
+
+        The wait is the largest of its regions' (``_waits``) over those steps; the rank it waited for
+        is the other rank whose region took the most above its median then (working time).
+        """
+        where: tuple[float, str] | None = None
+        for other in series.values():
+            if (other.rank, other.source) != (s.rank, s.source) or other.name == STEP_TIME:
+                continue
+            total = sum(self._waits.at((other.name, other.rank, other.source), st) for st in flagged)
+            if total > 0 and (where is None or total > where[0]):
+                where = (total, other.name)
+        if where is None or where[0] < 0.5 * excess:
+            return None
+        cause: tuple[float, Series] | None = None
+        for other in series.values():
+            if other.source != s.source or other.rank in (s.rank, None) or other.kind != "duration" \
+                    or other.name == STEP_TIME or same_as_step(self._raw, other) or not other.values:
+                continue
+            at = dict(zip(other.steps, other.values, strict=True))
+            med = statistics.median(other.values)
+            gain = sum(at.get(st, med) - med for st in flagged)
+            if cause is None or gain > cause[0]:
+                cause = (gain, other)
+        if cause is None or cause[0] <= 0:
+            return None
+        return {"in": where[1], "ms": where[0], "steps": list(flagged), "for_rank": cause[1].rank,
+                "cause": cause[1].name, "cause_ms": cause[0] / len(flagged)}
 
     def _rows(self, steps: list[int], values: list[float], stats: Summary | None = None) -> list[dict[str, Any]]:
         """The steps a threshold test flags (with unrounded scores in ``_z``/``_rz``), in step order.
@@ -323,3 +501,4 @@ class AnomalyRule:
                          "method": self.method, "steps_tested": len(values)},
             "suggestion": suggest("anomaly", name),
         }
+

@@ -13,6 +13,13 @@ detail lists every rank above the threshold and the all-ranks aggregate (summed 
 summed denominators). The count is of occurrences (kernel launches, op calls), not events.
 The only top-level region of a rank, when it covers 95 % or more of the step, is the
 step itself (an ``iter`` wrapper) and is not reported.
+
+**A breakdown, not a problem.** Where the step's time goes is a table (``backward`` at 70 % of
+a training step is normal; a parent region's share holds its children's): every finding of this
+rule is ``info``, and its impact names no saving (``ms_per_step`` None), so it never outranks a
+finding that measured what a fix could save (``analysis.savings.as_breakdown`` restates the
+impact). ``critical_share`` is kept for configurations
+that set it and marks ``evidence["large"]``.
 """
 
 from __future__ import annotations
@@ -155,7 +162,7 @@ class BottleneckRule:
                          f"({num / den:.0%}, summed over ranks)")
         n_steps = len(s.steps)
         thin = n_steps < self.min_steps_critical
-        severity = "critical" if share >= self.critical_share and not thin else "warning"
+        severity = "info"  # a breakdown (module docstring)
         step_ms = median_step(self._series, s.rank, s.source)
         per_step = statistics.median(s.values) if s.values else None
         measure = "median per-step share" if n_steps >= 3 and not name.startswith(GPU_PREFIXES) else "share"
@@ -182,9 +189,13 @@ class BottleneckRule:
                 "total": s.total, "denominator": denom, "of": of, "unit": s.unit, "source": s.source,
                 "steps": [st for _, st in worst], "slowest_steps": [{"step": st, "value": v} for v, st in worst],
                 "steps_measured": n_steps, "occurrences": s.occurrences or s.events, "threshold": self.share,
+                "large": share >= self.critical_share and not thin,
+                "per_step_ms": per_step, "step_ms": step_ms,
             },
             "suggestion": text or base,
             "facts": [series_fact(r[1]) for r in rows],
+            # stated as at most all of the region's time; analysis.savings restates it as a breakdown
+            # (the share the title quotes, no saving) once the facts are known
             "impact": impact(per_step if not name.startswith(GPU_PREFIXES) else None, step_ms,
                              f"at most all of {name}'s time per step (median over {n_steps} step(s))",
                              n_steps, s.source, upper_bound=True) if step_ms else impact(None, None, "no step time to compare with",

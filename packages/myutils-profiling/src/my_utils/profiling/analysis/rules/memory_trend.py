@@ -65,11 +65,13 @@ class MemoryGrowthRule:
             if growth < self.min_growth:
                 continue
             unit = s.unit or "units"
+            rate = _amount(trend.slope, unit)
             findings.append({
                 "id": f"memory_growth:{series_id(s)}",
                 "category": "memory",
                 "severity": "critical" if growth >= self.critical_growth else "warning",
-                "title": f"{name} grows {growth:.0%} over steps {first}-{last} on {rank_label(rank)}",
+                "title": (f"{name} grows {growth:.0%} over steps {first}-{last} on {rank_label(rank)}: "
+                          f"{rate} per step ({_amount(trend.low, unit)} to {_amount(trend.high, unit)})"),
                 "detail": (f"Theil–Sen slope {trend.slope:.4g} {unit}/step "
                            f"({self.confidence:.0%} interval {trend.low:.4g} to {trend.high:.4g}) "
                            f"from {start:.4g} to {end:.4g} {unit} over {len(s.steps)} steps"),
@@ -77,7 +79,7 @@ class MemoryGrowthRule:
                     "names": [name], "ranks": [rank], "step_range": [first, last], "steps": [first, last],
                     "slope_per_step": trend.slope, "slope_low": trend.low, "slope_high": trend.high,
                     "confidence": self.confidence, "start": start, "end": end, "growth": round(growth, 4),
-                    "unit": s.unit, "points": trend.points,
+                    "unit": s.unit, "points": trend.points, "rate_per_step": rate,
                     "tail_slope_per_step": None if tail is None else tail.slope,
                     "tail_slope_low": None if tail is None else tail.low,
                 },
@@ -91,3 +93,18 @@ class MemoryGrowthRule:
                 "suggestion": suggest("memory", name),
             })
         return findings
+
+
+_BYTE_UNITS = {"b": 1, "byte": 1, "bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def _amount(value: float, unit: str) -> str:
+    """``value`` of ``unit`` for people: bytes as KiB/MiB/GiB, anything else with its unit."""
+    scale = _BYTE_UNITS.get(unit.lower())
+    if scale is None:
+        return f"{value:.4g} {unit}"
+    size = value * scale
+    for name, step in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(size) >= step:
+            return f"{size / step:.3g} {name}"
+    return f"{size:.4g} B"

@@ -14,6 +14,15 @@ tested are reported; the finding states the rate.
 
 Advice comes from the evidence: for the step time, the sub-region carrying most of the
 spread (its robust spread in ms) names the cause (``analysis.advice.JITTER_ADVICE``).
+
+**The host is not the program.** A region's time on a rank that waited there for another rank
+(a collective) is taken out first (``_waits``): waiting varies with the *other* rank. A loaded
+host delays any region now and then; a spread (robust standard deviation, in ms) no larger
+than the host's own jitter in this run (``_waits.HostJitter``: the tail of the other regions'
+excess over their median, at least ``jitter_ms``) is the host's, and the finding is ``info``;
+so is the step time's when its regions are timed (a step gathers every region's delays: the
+regions' own findings say whether one of them varies). Beyond it, severity follows the time
+above the median per step: critical from 5 % of the median step, a warning from 1 %.
 """
 
 from __future__ import annotations
@@ -46,12 +55,21 @@ from my_utils.profiling.analysis.rules._series import (
     series_total,
     step_summary,
 )
-from my_utils.profiling.analysis.rules._stats import MAD_TO_SIGMA, Summary, benjamini_hochberg
+from my_utils.profiling.analysis.rules._stats import MAD_TO_SIGMA, Summary, benjamini_hochberg, summarize
+from my_utils.profiling.analysis.rules._waits import (
+    HostJitter,
+    excess_over_median,
+    region_waits,
+    working_series,
+)
 from my_utils.profiling.analysis.rules.suggestions import suggest
 
 #: The false-discovery rate of the reported variability findings (Benjamini–Hochberg over the series tested).
 FDR = 0.05
 _NORMAL = statistics.NormalDist()
+#: Share of the median step above which the time above the median is critical, and a warning.
+CRITICAL_SHARE = 0.05
+WARNING_SHARE = 0.01
 
 
 def above_threshold_p(rcv: float, threshold: float, n: int) -> float:
@@ -91,7 +109,8 @@ class VariabilityRule:
     name = "variability"
 
     def __init__(self, cv: float = 0.15, critical_cv: float = 0.5, warmup_steps: int = 1, min_steps: int = 5,
-                 min_share: float = 0.01, max_findings: int = 20) -> None:
+                 min_share: float = 0.01, max_findings: int = 20, jitter_ms: float = 10.0) -> None:
+        self.jitter_ms = jitter_ms
         self.cv = cv
         self.critical_cv = max(cv, critical_cv)
         self.warmup_steps = warmup_steps
@@ -101,8 +120,9 @@ class VariabilityRule:
 
     def evaluate(self, events: Sequence[MetricEvent]) -> list[dict[str, Any]]:
         """One finding per unstable (name, rank), most unstable first."""
-        series = build_series(events)
-        step_total = {(r, src): series_total(events, s) for (n, r, src), s in series.items() if n == STEP_TIME}
+        raw = self._raw = build_series(events)
+        series = working_series(raw, region_waits(events, raw))
+        step_total = {(r, src): series_total(events, s) for (n, r, src), s in raw.items() if n == STEP_TIME}
         device_total: dict[int | None, float] = {}
         for (n, r, _src), s in series.items():
             if is_gpu_family(n) and s.kind == "duration":
@@ -110,16 +130,24 @@ class VariabilityRule:
         found: list[tuple[float, dict[str, Any]]] = []
         tested = 0
         ps: list[float] = []
+        pool: dict[str, list[float]] = {}
+        regions: set[tuple[int | None, str]] = set()  # (rank, source) whose step is made of tested regions
         for (name, rank, source), s in series.items():
-            if not (is_candidate_duration(s) or name == STEP_TIME) or same_as_step(series, s):
+            if not (is_candidate_duration(s) or name == STEP_TIME) or same_as_step(raw, s):
                 continue
             denom = device_total.get(rank, 0.0) if is_gpu_family(name) else step_total.get((rank, source), 0.0)
-            if name != STEP_TIME and denom > 0 and series_total(events, s) / denom < self.min_share:
+            if name != STEP_TIME and denom > 0 and series_total(events, raw.get((name, rank, source), s)) / denom \
+                    < self.min_share:
                 continue
             steps, values = after_warmup(s, self.warmup_steps)
             if len(values) < self.min_steps:
                 continue
-            stats = step_summary(events, s, self.warmup_steps)  # shared: sorted once per analysis
+            if name != STEP_TIME and not is_gpu_family(name):
+                pool.setdefault(name, []).extend(excess_over_median(values))
+                regions.add((rank, source))
+            # shared: sorted once per analysis (a region with waits taken out is a new series)
+            stats = step_summary(events, s, self.warmup_steps) if s is raw.get((name, rank, source)) \
+                else summarize(values)
             med = stats.median
             rcv = stats.robust_cv
             tested += 1
@@ -136,7 +164,8 @@ class VariabilityRule:
                 "title": f"{name} varies {rcv:.0%} from step to step on {rank_label(rank)}",
                 "detail": (f"robust CV {rcv:.3f} (plain CV {plain_cv:.3f}) over {len(values)} steps; "
                            f"p10 {p10:.4g}, median {med:.4g}, p90 {p90:.4g} {s.unit}; threshold {self.cv:.0%}"),
-                "evidence": {"names": [name], "ranks": [rank], "robust_cv": round(rcv, 4),
+                "evidence": {"names": [name], "ranks": [rank], "source": source, "robust_cv": round(rcv, 4),
+                             "robust_sd": MAD_TO_SIGMA * stats.mad,
                              "cv": round(plain_cv, 4), "median": med, "p10": p10, "p90": p90, "unit": s.unit,
                              "steps": slowest, "fastest_steps": fastest, "steps_tested": len(values)},
                 "suggestion": suggest("variability", name),
@@ -145,13 +174,36 @@ class VariabilityRule:
             self._explain(series, s, steps, values, stats, found[-1][1], events)
         keep = benjamini_hochberg(ps, tested, FDR)
         found = [f for f, k in zip(found, keep, strict=True) if k]
+        jitter = HostJitter(pool, self.jitter_ms)
         for _rcv, f in found:
             f["detail"] += (f"; kept by Benjamini–Hochberg at a {FDR:.0%} false-discovery rate over {tested} "
                             "series tested")
             f["evidence"]["fdr"] = FDR
             f["evidence"]["series_tested"] = tested
+            self._grade(f, jitter, regions)
         found.sort(key=lambda kv: -kv[0])
         return [f for _, f in found[: self.max_findings]]
+
+    def _grade(self, finding: dict[str, Any], jitter: HostJitter, regions: set[tuple[int | None, str]]) -> None:
+        """Severity from the host's jitter and the time above the median (module docstring)."""
+        ev = finding["evidence"]
+        host = jitter.level(ev["names"][0])
+        ev["host_jitter_ms"] = host
+        share = finding["impact"].get("share_of_step")
+        if ev["names"] == [STEP_TIME] and (ev["ranks"][0], ev["source"]) in regions:
+            finding["severity"] = "info"
+            finding["detail"] += ("; the step is the sum of its timed regions, whose own findings say whether one of "
+                                  "them varies beyond the host's jitter (a step gathers every region's delays)")
+        elif ev["robust_sd"] <= host:
+            finding["severity"] = "info"
+            finding["detail"] += (f"; its robust spread ({ev['robust_sd']:.4g} {ev['unit']}) is no larger than the "
+                                  f"host's own delays in this run ({host:.4g}: the tail of the other regions' excess "
+                                  f"over their median, at least {self.jitter_ms:g}): the host's, not the program's")
+        elif share is None:
+            finding["severity"] = "info"
+        else:
+            finding["severity"] = ("critical" if share >= CRITICAL_SHARE else
+                                   "warning" if share >= WARNING_SHARE else "info")
 
     def _explain(self, series: dict[Any, Any], s: Any, steps: list[int], values: list[float], stats: Summary,
                  finding: dict[str, Any], events: Sequence[MetricEvent]) -> None:
@@ -165,7 +217,7 @@ class VariabilityRule:
             best = None
             for other in series.values():
                 if (other.rank, other.source) != (s.rank, s.source) or other.kind != "duration" \
-                        or other.name == STEP_TIME or same_as_step(series, other) or len(other.values) < 3:
+                        or other.name == STEP_TIME or same_as_step(self._raw, other) or len(other.values) < 3:
                     continue
                 o_spread = MAD_TO_SIGMA * step_summary(events, other, 0).mad
                 if best is None or o_spread > best[0]:
