@@ -69,19 +69,24 @@ def test_the_ring_report_draws_its_devices_ranks_and_hosts(real_fixtures: Any, p
     assert len(files) == 6
     devices = [raw(f, "SELECT DISTINCT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0] for f in files]
     hosts = [raw(f, "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'")[0][0] for f in files]
+    # each export's rank is the launcher's (PMI_RANK in the captured environment), not the file order
+    ranks = [int(raw(f, "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE '%:ENVIRONMENT_VARIABLE' "
+                        "AND value LIKE 'PMI_RANK=%'")[0][0].split("=", 1)[1].strip('"')) for f in files]
+    assert sorted(ranks) == list(range(6)) and ranks != list(range(6))  # the order differs on this ring
+    by_rank = sorted(zip(ranks, devices, hosts, files, strict=True))
     html = analyze(files[0].parent, tmp_path)
     p, log = page
     _open(p, html)
     assert (log.console_errors, log.page_errors, log.blocked) == ([], [], [])
     # one bar per device (ranks by file order), stacked: busy, idle inside setup, idle outside it
     busy = p.locator("#chart-nsys-busy")
-    assert [t for t in _ticks(p, "chart-nsys-busy", "x")] == [f"rank {i} · GPU {d}" for i, d in enumerate(devices)]
+    assert [t for t in _ticks(p, "chart-nsys-busy", "x")] == [f"rank {r} · GPU {d}" for r, d, _h, _f in by_rank]
     legend = busy.locator(".legendtext").all_text_contents()
     assert {"busy", "setup"} <= set(legend)
     assert busy.locator(".point").count() == 6 * len(legend) == int(busy.get_attribute("data-marks"))
     # NCCL per rank, labelled with its host; the rank wait drawn apart from the rest
     nccl = p.locator("#chart-nsys-nccl")
-    assert _ticks(p, "chart-nsys-nccl", "x") == [f"rank {i} · {h}" for i, h in enumerate(hosts)]
+    assert _ticks(p, "chart-nsys-nccl", "x") == [f"rank {r} · {h}" for r, _d, h, _f in by_rank]
     assert set(nccl.locator(".legendtext").all_text_contents()) == {"rank wait", "communication"}
     assert nccl.locator(".point").count() == 12
     # the one kernel each rank ran
@@ -94,7 +99,7 @@ def test_the_ring_report_draws_its_devices_ranks_and_hosts(real_fixtures: Any, p
     link.click()
     p.wait_for_function("window.nsysTimeline && window.nsysTimeline.ready", timeout=15_000)
     assert p.url.endswith("/nsys_timeline.html") and (log.console_errors, log.page_errors) == ([], [])
-    assert [r["label"] for r in p.evaluate("nsysTimeline.summary().ranks")] == [f.name for f in files]
+    assert [r["label"] for r in p.evaluate("nsysTimeline.summary().ranks")] == [f.name for _r, _d, _h, f in by_rank]
 
 
 def test_the_h100_report_names_its_top_kernel_first(real_fixtures: Any, page: tuple[Any, Any],

@@ -100,7 +100,8 @@ def _empty_report() -> Any:
 #: values for the non-path parameters callables require (keyed by parameter name), made on demand
 FILL: dict[str, Any] = {"prefix": lambda: "walk", "obj": lambda: {"x": 1}, "name": lambda: "walk_plugin",
                         "kind": lambda: "provider", "current_task_type": lambda: "walk", "fmt": lambda: "json",
-                        "events": lambda: [], "report": _empty_report, "model": _tiny_model}
+                        "events": lambda: [], "report": _empty_report, "model": _tiny_model,
+                        "metric": lambda: "step_time"}
 
 
 #: callables whose call has effects a test must undo: the undo, given the result
@@ -132,7 +133,10 @@ def test_path_annotations_admit_str(name: str, params: tuple[str, ...], annotati
             continue
         # a dataclass field typed Path (what its readers get) converts what the constructor was given
         assert dataclasses.is_dataclass(obj), f"{name}({param}: {annotations[param]}): a str path must be accepted"
-        made = obj(**{param: str(tmp_path / "x")})
+        # its other required fields from FILL (a value of the wrong type is stored as given: only the path is checked)
+        others = {f.name: FILL[f.name]() for f in dataclasses.fields(obj)
+                  if f.name != param and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+        made = obj(**{param: str(tmp_path / "x")}, **others)
         assert getattr(made, param) == tmp_path / "x" and isinstance(getattr(made, param), Path), name
 
 

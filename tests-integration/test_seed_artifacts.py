@@ -112,7 +112,8 @@ def test_read_ncu_csv_gives_the_sm_throughput_of_a_real_export(real_fixtures: Pa
 
 
 def test_ncu_summary_gives_each_kernels_sm_throughput(real_fixtures: Path) -> None:
-    """``ncu_summary`` (profiling/ncu) agrees with the provider's reader: per kernel, the mean SM throughput."""
+    """``ncu_summary`` (profiling/ncu) agrees with the provider's reader: per kernel, the SM throughput
+    averaged over its launches weighted by each launch's duration (what a launch costs)."""
     try:
         from my_utils.artifacts import ncu_compare, ncu_summary
     except ImportError as exc:  # only a myutils-profiling without my_utils.profiling.ncu (the message says which)
@@ -122,13 +123,24 @@ def test_ncu_summary_gives_each_kernels_sm_throughput(real_fixtures: Path) -> No
     from my_utils.artifacts import read_ncu_csv
 
     path = real_fixtures / "ncu" / "ai4mat__gcn_torch_ncu_metrics_show.csv.txt"
-    by_kernel: dict[str, list[float]] = {}
+    sol: dict[tuple[str, str], float] = {}
+    duration: dict[tuple[str, str], float] = {}
     for e in read_ncu_csv(path):
+        key = (e.attrs["kernel"], e.attrs["launch_id"])
         if e.name == "ncu:sm__throughput.avg.pct_of_peak_sustained_elapsed":
-            by_kernel.setdefault(e.attrs["kernel"], []).append(e.value)
+            sol[key] = e.value
+        elif e.name == "ncu:gpu__time_duration.sum":
+            duration[key] = e.value
+    by_kernel: dict[str, list[tuple[float, float]]] = {}
+    for key, value in sol.items():
+        by_kernel.setdefault(key[0], []).append((value, duration[key]))
     analysis = ncu_summary([path])
     assert {k.kernel: k.launches for k in analysis.kernels} == {k: len(v) for k, v in by_kernel.items()}
     for kernel in analysis.kernels:
-        assert kernel.sol_compute_pct == pytest.approx(fmean(by_kernel[kernel.kernel]))
+        pairs = by_kernel[kernel.kernel]
+        assert kernel.sol_compute_pct == pytest.approx(sum(v * w for v, w in pairs) / sum(w for _, w in pairs))
+    # the weighting matters on this file: some kernel's plain mean differs from its weighted one
+    assert any(fmean(v for v, _ in p) != pytest.approx(sum(v * w for v, w in p) / sum(w for _, w in p))
+               for p in by_kernel.values())
     same = ncu_compare([path], [path])
     assert same is not None

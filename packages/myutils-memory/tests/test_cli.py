@@ -164,7 +164,10 @@ def test_profile_made_snapshot_reports_no_reserved_memory(tmp_path: Path) -> Non
         (small(torch.randn(32, 64)).sum() + big(torch.randn(512, 2048)).sum()).backward()
     snap = _profile_to_snapshot(prof)
     (seg,) = snap["segments"]
-    assert seg["total_size"] > 1 << 40  # what the old summary printed as reserved memory
+    # one segment from the lowest to the highest address seen: terabytes when the big weights are mmap'd
+    # far from the heap (what the old summary printed as reserved memory), less when the allocator placed
+    # them nearby (it varies with the process's memory layout); either way it is no reservation
+    assert seg["total_size"] >= 2048 * 2048 * 4
     path = save_snapshot(tmp_path / "profile.pickle", snap)
     out_json = tmp_path / "s.json"
     result = _run("memory", "summarize", str(path), "--json", str(out_json))

@@ -236,7 +236,9 @@ def test_the_headline_reaches_the_terminal(real_fixtures: Any, tmp_path: Path) -
     by_id = {f["id"]: f for f in report["findings"]}
     titles = [by_id[i]["title"] for i in report["headline"]["top_findings"]]
     fixes = lines[lines.index("fix first:") + 1:][:len(titles)]
-    assert len(titles) == 3 and all(f.split(". ", 1)[1].startswith(t) for f, t in zip(fixes, titles, strict=True))
+    # up to three: only findings that state a saving of at least 1% of the step are fixes (two on this trace;
+    # the region shares are breakdowns and the two-step variability cannot be told from the host)
+    assert 1 <= len(titles) <= 3 and all(f.split(". ", 1)[1].startswith(t) for f, t in zip(fixes, titles, strict=True))
     assert all("save" in f or "per step" in f for f in fixes)  # what each would save
     assert lines[-1] == f"report: {out / 'analysis_report.html'}"
     # piped (CliRunner is no terminal) and without --headline: the output stays the written paths only

@@ -326,7 +326,9 @@ def test_optimizer_step_of_every_subclass() -> None:
 def test_optimizer_patched_before_its_first_instance_is_disabled_not_broken() -> None:
     """torch wraps a subclass's ``step`` when the first instance is built: patching a class that has
     no instance yet puts torch's wrapper on top of ours, so ours can only be disabled, and says so."""
-    cls = type("FreshSGD", (torch.optim.SGD,), {"step": torch.optim.SGD.step.__wrapped__})
+    # SGD's own step without torch's profiling wrapper (its "hooked" mark), under no_grad as its
+    # decorator would run it: the raw function updates leaf tensors in place, which autograd refuses
+    cls = type("FreshSGD", (torch.optim.SGD,), {"step": torch.no_grad()(torch.optim.SGD.step.__wrapped__)})
     rec = Recorder()
     p = MethodPatcher()
     p.patch_with_context((cls, "step"), rec)

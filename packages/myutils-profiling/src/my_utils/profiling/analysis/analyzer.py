@@ -574,6 +574,7 @@ class MetricsAnalyzer:
         from my_utils.profiling.analysis.headline import build_headline
         from my_utils.profiling.analysis.nsight import measured_dimensions, merge_facts
         from my_utils.profiling.analysis.nsight_rules import nsight_findings
+        from my_utils.profiling.analysis.run_overlap import repeated_step_rows
 
         agg = self.aggregate()
         events = agg.aggregated()
@@ -604,7 +605,8 @@ class MetricsAnalyzer:
             if finding.id not in seen:
                 findings.append(finding)
                 seen.add(finding.id)
-        findings += [f for f in capture_findings(kineto_tables.get("kineto_health", [])) if f.id not in seen]
+        findings += [f for f in capture_findings(kineto_tables.get("kineto_health", []) + repeated_step_rows(agg))
+                     if f.id not in seen]
         diagnosis = diagnose(findings, by_id, tables, (name for name, _source in agg.meta))
         findings = diagnosis.findings
         unmeasured = measured_dimensions(not_measured(series, agg, kineto_tables, findings), tables)

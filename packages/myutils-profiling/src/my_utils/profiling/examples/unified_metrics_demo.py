@@ -45,6 +45,35 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _clear_previous_run(output_dir: Path, rank: int, world_size: int) -> int:
+    """Remove what an earlier demo run of this rank left in ``output_dir``; the number of files removed.
+
+    The profile CSV and ``metrics_events.jsonl`` are appended to, never replaced (a resumed job keeps
+    its history), and every trace in ``torch_traces/`` is analysed: a second demo run into the same
+    folder would analyse both runs folded together. The folder is the demo's own, so its files of
+    this rank go; anything else there is left alone. The events file is shared by the ranks: only a
+    single-rank demo removes it (a rank of several could remove what another has begun to write;
+    the analysis then warns that the inputs hold more than one run).
+    """
+    from my_utils.core.events import events_path
+    from my_utils.core.step_log import steplog_path
+
+    logs = output_dir / "logs"
+    csv = logs / f"profile_rank_{rank}.csv"
+    owned = [csv, steplog_path(csv), logs / f"rank_{rank}.log"]
+    if world_size == 1:
+        owned.append(events_path(output_dir))
+    owned += sorted((output_dir / "torch_traces").glob(f"rank{rank}.step*.pt.trace.json"))
+    removed = 0
+    for path in owned:
+        try:
+            path.unlink()
+            removed += 1
+        except FileNotFoundError:
+            pass
+    return removed
+
+
 def run(steps: int, output_dir: Path, collect_every: int = 10, threads: int = 1) -> dict[str, Path]:
     """Run the demo; return the files it wrote, by role."""
     try:
@@ -64,6 +93,7 @@ def run(steps: int, output_dir: Path, collect_every: int = 10, threads: int = 1)
     log_dir = output_dir / "logs"
     ranks = resolve_rank_info()  # torchrun's RANK / WORLD_SIZE, else rank 0 of 1
     rank = ranks.rank
+    replaced = _clear_previous_run(output_dir, rank, ranks.world_size)
     manager = GlobalLogger()
     manager.setup(log_dir=str(log_dir), rank=rank, world_size=ranks.world_size, extra_log_label="demo")
     logger = manager.get_logger()
@@ -94,6 +124,8 @@ def run(steps: int, output_dir: Path, collect_every: int = 10, threads: int = 1)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if use_cuda else [])
     window = schedule(wait=min(5, max(steps - 3, 0)), warmup=1, active=2, repeat=1)
     logger.info("demo: %d steps on %s, output in %s", steps, device, output_dir)
+    if replaced:
+        logger.info("demo: replaced %d file(s) of an earlier demo run in %s", replaced, output_dir)
     with warnings.catch_warnings():
         # torch.profiler warns that it clears events at the end of each cycle: expected here
         warnings.simplefilter("ignore", UserWarning)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import zlib
 from dataclasses import dataclass
@@ -59,9 +60,14 @@ class Sniffed:
     rank_source: str = ""
     detail: str = ""
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, Path):  # a str or another os.PathLike: the readers want a Path
+            object.__setattr__(self, "path", Path(os.fspath(self.path)))
 
-def sniff(path: Path) -> Sniffed:
+
+def sniff(path: str | os.PathLike[str]) -> Sniffed:
     """The kind of ``path`` (module docstring); ``InputError`` only when it cannot be read at all."""
+    path = Path(os.fspath(path))
     if path.name.lower().endswith(NSYS_REP_SUFFIXES):
         return Sniffed(path, FileKind.NSYS_REP, *_name_rank(path))
     head = _head(path, HEAD_BYTES)

@@ -21,6 +21,7 @@ Times are µs; bandwidths GB/s (10⁹ B/s, as the plugin writes them).
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -206,11 +207,11 @@ def analyze_operations(ops: Sequence[InspectorOp], files: Sequence[str] = (), to
                              tuple(_skew_rows(ops)), nan, tuple(notes))
 
 
-def analyze_inspector(paths: str | Path | Iterable[str | Path], top: int = TOP) -> InspectorAnalysis:
+def analyze_inspector(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], top: int = TOP) -> InspectorAnalysis:
     """Read every Inspector log under ``paths`` (files or folders of ``*.log``) once and analyse them together."""
     from my_utils.profiling.providers._files import find_inputs
 
-    if isinstance(paths, (str, Path)):
+    if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     files: list[Path] = []
     for p in paths:

@@ -50,6 +50,9 @@ _OPERATION_COLUMNS = ("name", "source", "unit", "count", "steps", "total", "mean
 KINETO_COLUMNS: dict[str, tuple[str, ...]] = {
     "kineto_op_shapes": ("rank", "operator", "input_dims", "calls", "gpu_us", "pct", "tflops", "gbps", "bound",
                          "roofline_pct_low", "roofline_pct_high"),
+    # every launch's kernel, its operator and its launch call are three long names side by side: the page
+    # keeps what ranks a launch (its kernel, its operator, its delay); the correlation id and the rest are in the JSON
+    "kineto_kernel_launches": ("rank", "kernel", "operator", "gpu_us", "launch_delay_us", "ts_us"),
 }
 #: Tables whose ``name`` column holds GPU kernel names (shortened like the charts' labels).
 _KERNEL_TABLES = frozenset({"kineto_top_kernels", "kineto_launch_outliers", "nsys_top_kernels"})

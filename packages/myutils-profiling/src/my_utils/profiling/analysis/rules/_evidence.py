@@ -70,6 +70,21 @@ def impact(ms_per_step: float | None, step_ms: float | None, basis: str, steps: 
             "weight": round(weight(steps), 4), "step_source": step_source, "upper_bound": upper_bound}
 
 
+def not_attributable(finding: dict[str, Any], reason: str) -> None:
+    """State no saving for ``finding``: its evidence cannot tell the program from the host (or from its
+    own parts), so a fix of the program may save nothing.
+
+    The time the rule measured stays in ``evidence["excess_ms_per_step"]`` (the detail says it); the
+    impact names no saving and ``reason`` as its basis, so that the one severity rule
+    (``analysis.severity``: severity follows the stated saving) makes it information, as the rule judged.
+    """
+    old = finding.get("impact") or {}
+    if old.get("ms_per_step") is not None:
+        finding["evidence"]["excess_ms_per_step"] = old["ms_per_step"]
+    finding["impact"] = impact(None, None, reason, old.get("steps"), str(old.get("step_source", "")))
+    finding["severity"] = "info"
+
+
 def median_step(series: Mapping[SeriesKey, Series], rank: int | None, source: str) -> float | None:
     """The median step time of (rank, source), None when there is no step time."""
     step = series.get((STEP_TIME, rank, source))

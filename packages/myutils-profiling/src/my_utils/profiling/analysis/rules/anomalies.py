@@ -58,6 +58,7 @@ from my_utils.profiling.analysis.advice import JITTER_ADVICE, jitter_cause
 from my_utils.profiling.analysis.rules._evidence import (
     advice,
     impact,
+    not_attributable,
     same_as_step,
     series_fact,
     steps_row,
@@ -292,7 +293,8 @@ class AnomalyRule:
                                    "warning" if share >= WARNING_SHARE else "info")
             finding["impact"] = impact(saving, step_ms, basis, tested, s.source)
         else:
-            finding["severity"] = "info"
+            not_attributable(finding, "none attributable: outlying steps that do not recur cannot tell the "
+                                      "program from the host")
             if len(rows) <= 2:
                 worst = max(rows, key=lambda r: abs(r["value"] - med))
                 finding["title"] = (f"{s.name}: step {worst['step']} on {rank_label(s.rank)} took {worst['value']:.4g} "

@@ -40,6 +40,7 @@ from my_utils.profiling.analysis.advice import JITTER_ADVICE, jitter_cause
 from my_utils.profiling.analysis.rules._evidence import (
     advice,
     impact,
+    not_attributable,
     same_as_step,
     series_fact,
     steps_row,
@@ -191,11 +192,12 @@ class VariabilityRule:
         ev["host_jitter_ms"] = host
         share = finding["impact"].get("share_of_step")
         if ev["names"] == [STEP_TIME] and (ev["ranks"][0], ev["source"]) in regions:
-            finding["severity"] = "info"
+            not_attributable(finding, "none stated here: the step gathers its timed regions' delays, whose own "
+                                      "findings state theirs")
             finding["detail"] += ("; the step is the sum of its timed regions, whose own findings say whether one of "
                                   "them varies beyond the host's jitter (a step gathers every region's delays)")
         elif ev["robust_sd"] <= host:
-            finding["severity"] = "info"
+            not_attributable(finding, "none attributable: the spread is within the host's own delays")
             finding["detail"] += (f"; its robust spread ({ev['robust_sd']:.4g} {ev['unit']}) is no larger than the "
                                   f"host's own delays in this run ({host:.4g}: the tail of the other regions' excess "
                                   f"over their median, at least {self.jitter_ms:g}): the host's, not the program's")
