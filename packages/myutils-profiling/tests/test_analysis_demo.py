@@ -112,3 +112,37 @@ def test_the_demos_findings_do_not_follow_the_machines_load(demo: Any, tmp_path:
             share = f.impact.share_of_step
             if f.category in TIMING_CATEGORIES and f.severity in ("warning", "critical") and share is not None:
                 assert share >= (0.05 if f.severity == "critical" else 0.01), f.title
+
+
+def test_a_second_demo_into_the_same_folder_analyses_its_own_steps(demo: Any) -> None:
+    """The profile CSV and the events file are appended to: a second demo run into the folder of the first
+    analysed both runs folded together (12 + 12 steps as 24 'steps', each step's time the sum of two runs)."""
+    out, _ = demo
+    proc = subprocess.run([sys.executable, "-m", "my_utils.profiling.examples.unified_metrics_demo", "--steps",
+                           "5", "--output-dir", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "replaced" in proc.stderr and "earlier demo run" in proc.stderr
+    events = read_events(out / "metrics_events.jsonl")
+    assert sorted(e.step for e in events if e.name == "step_time" and e.source == "mytimer") == list(range(5))
+    rows = (out / "logs" / "profile_rank_0.csv").read_text().splitlines()
+    assert sum(1 for r in rows if ",iter,END," in r) == 5
+    assert "5 steps" in proc.stdout and "12 steps" not in proc.stdout
+
+
+def _step_events(run_id: str, steps: range, ms: float) -> list[Any]:
+    from my_utils.core.events import MetricEvent
+
+    return [MetricEvent("step_time", ms, "duration", "ms", "mytimer", 0, s, 1.0e9 + s, run_id) for s in steps]
+
+
+def test_two_runs_over_the_same_steps_are_a_capture_warning() -> None:
+    """Events of two runs that both recorded steps 0-9 (an output folder used twice) are named, with the
+    repeated steps; runs that recorded different steps, and one run alone, are not."""
+    both = MetricsAnalyzer(_step_events("run-a", range(10), 10.0) + _step_events("run-b", range(5, 15), 30.0)).analyze()
+    (warn,) = [f for f in both.findings if f.id.startswith("capture:one run per step")]
+    assert warn.severity == "warning" and warn.evidence["ranks"] == [0] and warn.evidence["value"] == 5
+    assert "2 runs (run-a, run-b)" in warn.detail and "(5-9)" in warn.detail
+    apart = MetricsAnalyzer(_step_events("run-a", range(10), 10.0) + _step_events("run-b", range(10, 20), 30.0))
+    assert not [f for f in apart.analyze().findings if f.id.startswith("capture:one run per step")]
+    alone = MetricsAnalyzer(_step_events("run-a", range(10), 10.0) * 2).analyze()  # one run: a region twice per step
+    assert not [f for f in alone.findings if f.id.startswith("capture:one run per step")]

@@ -75,7 +75,15 @@ def test_bottleneck_threshold_is_configurable_and_a_share_is_a_breakdown() -> No
     found = {f["id"]: f for f in check_analysis_rule("bottleneck", events, share=0.15)}
     assert {i: f["severity"] for i, f in found.items()} == {"bottleneck:forward": "info", "bottleneck:backward": "info"}
     assert found["bottleneck:forward"]["evidence"]["large"] and not found["bottleneck:backward"]["evidence"]["large"]
-    assert all(f["impact"]["ms_per_step"] is None and "breakdown" in f["impact"]["basis"] for f in found.values())
+    # the rule states at most the region's time; the report restates it as a breakdown, with no saving
+    assert all(f["impact"]["upper_bound"] for f in found.values())
+    from my_utils.profiling.analysis import MetricsAnalyzer
+
+    report = MetricsAnalyzer(events, traces=[], rules=["bottleneck"], rule_options={"bottleneck": {"share": 0.15}})
+    shares = {f.id: f.impact for f in report.analyze().findings if f.category == "bottleneck"}
+    assert set(shares) == set(found)
+    assert all(i.breakdown and i.ms_per_step is None and i.share_of_step is None for i in shares.values())
+    assert shares["bottleneck:forward"].region_share == pytest.approx(found["bottleneck:forward"]["evidence"]["share"])
     assert {f["id"] for f in check_analysis_rule("bottleneck", events, share=0.5)} == {"bottleneck:forward"}
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from my_utils.core.events import MetricEvent
 from my_utils.profiling.analysis.advice import advice_for, family_of
-from my_utils.profiling.analysis.rules._evidence import series_fact
+from my_utils.profiling.analysis.rules._evidence import impact, series_fact
 from my_utils.profiling.analysis.rules._series import STEP_TIME, build_series, rank_label
 
 #: The default suggestion of each finding category.
@@ -90,6 +90,7 @@ class SuggestionsRule:
             checks: list[tuple[str, str, list[str], float, str, list[int]]] = []  # id, title, names, share, of, steps
             tag = rank_label(rank).replace(" ", "")
             data_fact = ""
+            data_impact: dict[str, Any] | None = None
             data = [s for (n, r, _), s in series.items() if r == rank and s.kind == "duration"
                     and n != STEP_TIME and _family(n) == "data_loading"
                     and not n.startswith(("kernel:", "memcpy:", "memset:"))]
@@ -100,6 +101,12 @@ class SuggestionsRule:
                     checks.append(("data_loading", "data loading", [top.name], top.total / step.total,
                                    f"{top.source} step time", _worst_steps(top.steps, top.values)))
                     data_fact = series_fact(top)
+                    # the loop waits for its batch in this region: a prefetching loader (workers, pinned
+                    # memory) overlaps it with the step, so at most all of it per step could go
+                    data_impact = impact(statistics.median(top.values), statistics.median(step.values),
+                                         f"at most all of {top.name}'s time per step (median over "
+                                         f"{len(top.values)} step(s)), hidden by prefetching",
+                                         len(top.values), top.source, upper_bound=True)
             if gpu is not None and gpu.total > 0:
                 for sname, key, label in (("gpu.memcpy_time", "copies", "host↔device copies"),
                                           ("gpu.comm_time", "communication", "communication kernels")):
@@ -119,6 +126,7 @@ class SuggestionsRule:
                                      "steps": steps},
                         "suggestion": suggest("optimization", _ADVICE_NAME[key]),
                         "facts": [data_fact if key == "data_loading" else _FACT[key].format(tag=tag)],
+                        **({"impact": data_impact} if key == "data_loading" and data_impact else {}),
                         "advice": [{"text": suggest("optimization", _ADVICE_NAME[key]), "kind": key, "facts": [],
                                     "because": [{"table": "operations", "key": {"name": names[0]},
                                                  "values": {"share": round(share, 4), "of": of, "rank": rank}}]}],
