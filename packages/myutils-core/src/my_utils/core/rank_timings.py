@@ -28,6 +28,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "KINETO_TRACE",
     "NSYS_EXPORT",
+    "READER_DISTRIBUTION",
     "CollectiveArrival",
     "RankTimings",
     "RankTimingsReader",
