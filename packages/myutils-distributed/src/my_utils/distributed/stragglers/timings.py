@@ -156,10 +156,7 @@ def _collectives(ranks: Sequence[RankTimings], fraction: float) -> tuple[Collect
             chance_p = sign_test_p(top.late, top.occurrences, 1 / len(per_host))
     if late_host is None:
         top_rank = max(per_rank, key=lambda r: (r.last, r.late_ms, -r.rank))
-        others = [statistics.median(late[r]) for r in late if r != top_rank.rank]
-        spread_others = max(others) - min(others) if len(others) > 1 else 0.0
-        if top_rank.late_ms >= max(MIN_LAG_MS, HOST_FACTOR * spread_others) and \
-                (n < MIN_STEPS or top_rank.last >= fraction * n):
+        if top_rank.late_ms >= MIN_LAG_MS and (n < MIN_STEPS or top_rank.last >= fraction * n):
             late_rank, count = top_rank.rank, top_rank.last
             chance_p = sign_test_p(top_rank.last, n, 1 / len(per_rank))
     persistent = (late_host is not None or late_rank is not None) and n >= MIN_STEPS \
