@@ -168,7 +168,13 @@ def read_rank_timings(paths: Sequence[Path], entry_points: Sequence[EntryPointLi
     """
     from my_utils.core.entry_point_cache import cached_entry_points
     from my_utils.core.errors import MyUtilsError
-    from my_utils.core.plugin_calls import call_bounded, contained, describe_failure, import_timeout, plugin_output
+    from my_utils.core.plugin_calls import (
+        call_bounded,
+        contained,
+        describe_failure,
+        import_timeout,
+        plugin_output,
+    )
 
     eps = cached_entry_points(ENTRY_POINT_GROUP) if entry_points is None else entry_points
     timings: list[RankTimings] = []

@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 @hookimpl
 def myutils_cli(app: "typer.Typer") -> None:
     """Add ``myutils stragglers PATH...`` (who is slow across ranks: profile CSVs, Kineto traces, nsys exports)."""
-    from pathlib import Path
     from typing import Annotated
 
     import typer

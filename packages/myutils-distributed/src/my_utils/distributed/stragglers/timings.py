@@ -198,11 +198,11 @@ def _hosts(occurrences: list[dict[int, float]], host_of: dict[int, str | None],
         if not lag[h]:
             continue
         mine = [r for r in host_of if host_of[r] == h]
-        rest = [r for r in host_of if host_of[r] is not None and host_of[r] != h]
+        theirs = [r for r in host_of if host_of[r] is not None and host_of[r] != h]
         ends_own = [e for r in mine if (e := setup_end.get(r)) is not None]
-        ends_rest = [e for r in rest if (e := setup_end.get(r)) is not None]
+        ends_rest = [e for r in theirs if (e := setup_end.get(r)) is not None]
         setup_lag = None
-        if len(ends_own) == len(mine) and len(ends_rest) == len(rest) and ends_rest:
+        if len(ends_own) == len(mine) and len(ends_rest) == len(theirs) and ends_rest:
             setup_lag = (statistics.median(ends_own) - statistics.median(ends_rest)) / 1e3
         out.append(HostLateness(h, tuple(sorted(mine)), len(lag[h]), late[h], statistics.median(lag[h]), min(sep[h]),
                                 spread[h], setup_lag))

@@ -47,7 +47,7 @@ def render_timings(report: TimingsReport) -> str:
 def _steps(report: TimingsReport) -> list[str]:
     s = report.steps
     head = f"steps ({report.step_source}):"
-    if s is None and not report.ranks or s is None and all(r.steps == 0 for r in report.ranks):
+    if s is None and all(r.steps == 0 for r in report.ranks):
         return [f"steps: {report.steps_note}"]
     if s is None:
         return [f"{head} {report.steps_note}"]
@@ -78,7 +78,7 @@ def _collectives(report: TimingsReport) -> list[str]:
     lines = [f"collective arrivals: {c.occurrences} occurrence(s) matched on 2+ ranks ({kinds})"
              + (f"; {c.unmatched} seen on one rank only" if c.unmatched else "")]
     if c.per_host:
-        rows = [("host", "ranks", "last", "lag ms", "separation ms", "spread ms", "setup end lag ms")]
+        rows: list[tuple[str, ...]] = [("host", "ranks", "last", "lag ms", "separation ms", "spread ms", "setup end lag ms")]
         for h in c.per_host:
             rows.append((shown(h.host), ", ".join(map(str, h.ranks)), f"{h.late}/{h.occurrences}", f"{h.lag_ms:+.3f}",
                          f"{h.separation_ms:+.3f}", f"{h.spread_ms:.3f}",
@@ -87,10 +87,11 @@ def _collectives(report: TimingsReport) -> list[str]:
         lines.append("  lag: the host's median arrival minus the other hosts' ranks' (median over occurrences); "
                      "separation: its first rank minus the others' last (least over occurrences); spread: its own "
                      "ranks' last minus first (largest)")
-    rows = [("rank", "host", "last", "late ms", "waits ms")]
+    rank_rows: list[tuple[str, ...]] = [("rank", "host", "last", "late ms", "waits ms")]
     for r in c.per_rank:
-        rows.append((str(r.rank), _host(r.host), f"{r.last}/{r.occurrences}", f"{r.late_ms:+.3f}", f"{r.wait_ms:.3f}"))
-    lines += ["  " + line for line in _table(rows)]
+        rank_rows.append((str(r.rank), _host(r.host), f"{r.last}/{r.occurrences}", f"{r.late_ms:+.3f}",
+                          f"{r.wait_ms:.3f}"))
+    lines += ["  " + line for line in _table(rank_rows)]
     lines.append("  late: the rank's arrival minus the other ranks' median; waits: the last arrival minus its own "
                  "(time inside the collective waiting for the last rank); medians over occurrences")
     for o in c.worst[:SHOWN_OCCURRENCES]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from my_utils.core.rank_timings import KINETO_TRACE, NSYS_EXPORT, CollectiveArrival, RankTimings, StepSpan
 
@@ -75,7 +75,7 @@ def _kineto(paths: list[Path]) -> list[RankTimings]:
     return _numbered(out)
 
 
-def _kineto_arrival(row: dict[str, object]) -> CollectiveArrival:
+def _kineto_arrival(row: dict[str, Any]) -> CollectiveArrival:
     """One ``_arrivals`` row (``arrivals.arrival_tables``): its key split back into a name and a sequence number."""
     key = str(row["key"])
     if "|" in key:  # "<process group>|<collective>|<Seq>"
