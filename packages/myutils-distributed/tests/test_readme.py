@@ -16,7 +16,7 @@ BLOCKS = re.findall(r"```python\n(.*?)```", TEXT, flags=re.S)
 
 
 def test_readme_has_examples() -> None:
-    assert len(BLOCKS) == 4
+    assert len(BLOCKS) == 5
 
 
 def _run(code: str, cwd: Path) -> str:
@@ -67,3 +67,7 @@ def test_clock_sync_row_documented_as_written() -> None:
             .split(";")]
     assert "`" + ";".join(f"{k}=<{'0/1' if k == 'applied' else 'r' if k == 'reference_rank' else 's'}>"
                           for k in keys) + "`" in TEXT
+
+
+def test_rank_timings_example(tmp_path: Path) -> None:
+    assert _run(BLOCKS[4], tmp_path) == "b None True\n[('a', -10.1), ('b', 10.1)]\nnot measured\n"

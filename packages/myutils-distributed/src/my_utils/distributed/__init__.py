@@ -35,6 +35,8 @@ _EXPORTS: dict[str, str] = {
     "pad_to": "my_utils.distributed.padding",
     "unpad": "my_utils.distributed.padding",
     "analyze_stragglers": "my_utils.distributed.stragglers.analysis",
+    "analyze_rank_timings": "my_utils.distributed.stragglers.timings",
+    "stragglers_of": "my_utils.distributed.stragglers.run",
     "StragglerReport": "my_utils.distributed.stragglers.model",
 }
 
@@ -66,3 +68,5 @@ if TYPE_CHECKING:
     from my_utils.distributed.socket_clock import SocketClockSynchronizer as SocketClockSynchronizer
     from my_utils.distributed.stragglers.analysis import analyze_stragglers as analyze_stragglers
     from my_utils.distributed.stragglers.model import StragglerReport as StragglerReport
+    from my_utils.distributed.stragglers.run import stragglers_of as stragglers_of
+    from my_utils.distributed.stragglers.timings import analyze_rank_timings as analyze_rank_timings

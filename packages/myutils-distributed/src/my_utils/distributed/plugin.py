@@ -17,8 +17,7 @@ if TYPE_CHECKING:
 
 @hookimpl
 def myutils_cli(app: "typer.Typer") -> None:
-    """Add ``myutils stragglers LOG_DIR`` (who is slow across ranks, from the profile CSVs)."""
-    from pathlib import Path
+    """Add ``myutils stragglers PATH...`` (who is slow across ranks: profile CSVs, Kineto traces, nsys exports)."""
     from typing import Annotated
 
     import typer
@@ -27,7 +26,9 @@ def myutils_cli(app: "typer.Typer") -> None:
 
     @exit_on_error
     def stragglers(
-        log_dir: Annotated[Path, typer.Argument(help="folder with profile_rank_<rank>.csv files")],
+        paths: Annotated[list[str], typer.Argument(
+            help="a folder of profile_rank_<rank>.csv files, or Kineto traces and nsys SQLite exports (files, "
+            "folders, globs; read through myutils-profiling)", metavar="PATH...")],
         as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
         persistent_fraction: Annotated[float, typer.Option(
             help="a straggler is late in at least this fraction of the compared steps")] = 0.5,
@@ -44,14 +45,18 @@ def myutils_cli(app: "typer.Typer") -> None:
             "--workers", min=1, help="processes for --executor process, or workers of a local Dask cluster "
             "(default: one per CPU)")] = None,
     ) -> None:
-        """Per section across ranks: min / median / max with their ranks, slowdown, stragglers, waits, outlying steps."""
+        """Who is slow across ranks: per section (MyTimer CSVs) or per step and collective (Kineto, nsys), by host first."""
         from my_utils.core.safe_io import strict_json
-        from my_utils.distributed.stragglers.analysis import analyze_stragglers
+        from my_utils.distributed.stragglers.model import StragglerReport
         from my_utils.distributed.stragglers.render import render_text
+        from my_utils.distributed.stragglers.run import stragglers_of
+        from my_utils.distributed.stragglers.timings_render import render_timings
 
-        report = analyze_stragglers(log_dir, persistent_fraction=persistent_fraction, min_slowdown=min_slowdown,
-                                    min_excess_ms=min_excess_ms, executor=executor, max_workers=workers)
-        # strict: a time that overflowed is null, never a bare Infinity/NaN other tools refuse
-        typer.echo(strict_json(report.to_dict(), indent=2) if as_json else render_text(report))
+        report = stragglers_of(paths, persistent_fraction=persistent_fraction, min_slowdown=min_slowdown,
+                               min_excess_ms=min_excess_ms, executor=executor, max_workers=workers)
+        if as_json:  # strict: a time that overflowed is null, never a bare Infinity/NaN other tools refuse
+            typer.echo(strict_json(report.to_dict(), indent=2))
+        else:
+            typer.echo(render_text(report) if isinstance(report, StragglerReport) else render_timings(report))
 
     app.command("stragglers")(stragglers)

@@ -1,4 +1,4 @@
-"""Who is slow across ranks: ``analyze_stragglers(log_dir)`` and the ``myutils stragglers`` command."""
+"""Who is slow across ranks: ``stragglers_of(paths)`` (CSVs, Kineto traces, nsys exports), the ``myutils stragglers`` command."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ _EXPORTS: dict[str, str] = {
     "SectionStats": "my_utils.distributed.stragglers.model",
     "StragglerReport": "my_utils.distributed.stragglers.model",
     "render_text": "my_utils.distributed.stragglers.render",
+    "analyze_rank_timings": "my_utils.distributed.stragglers.timings",
+    "stragglers_of": "my_utils.distributed.stragglers.run",
+    "TimingsReport": "my_utils.distributed.stragglers.timings_model",
+    "render_timings": "my_utils.distributed.stragglers.timings_render",
 }
 
 __all__ = list(_EXPORTS)
@@ -28,3 +32,7 @@ if TYPE_CHECKING:
     from my_utils.distributed.stragglers.model import SectionStats as SectionStats
     from my_utils.distributed.stragglers.model import StragglerReport as StragglerReport
     from my_utils.distributed.stragglers.render import render_text as render_text
+    from my_utils.distributed.stragglers.run import stragglers_of as stragglers_of
+    from my_utils.distributed.stragglers.timings import analyze_rank_timings as analyze_rank_timings
+    from my_utils.distributed.stragglers.timings_model import TimingsReport as TimingsReport
+    from my_utils.distributed.stragglers.timings_render import render_timings as render_timings

@@ -148,7 +148,7 @@ def _histogram(store: dict[int, LogHistogram], rank: int) -> LogHistogram:
     return found
 
 
-class _Section:
+class SectionCounts:
     """Running counts for one section; bounded by the number of ranks (and the bins of their times).
 
     Two tallies run side by side, one taking each rank's ``strict`` waits out of its time, one its
@@ -351,7 +351,7 @@ def analyze_stragglers(
 def _report(log_dir: str | Path, files: dict[int, Path], streams: dict[int, Iterator[RankStep]],
             clocks: dict[int, list[ClockSyncRecord]], persistent_fraction: float,
             min_slowdown: float, min_excess_ms: float) -> StragglerReport:
-    sections: dict[str, _Section] = {}
+    sections: dict[str, SectionCounts] = {}
     steps = 0
     for step, group in _merged(streams):
         steps += 1
@@ -362,7 +362,7 @@ def _report(log_dir: str | Path, files: dict[int, Path], streams: dict[int, Iter
         for name, times in by_section.items():
             section = sections.get(name)
             if section is None:
-                section = sections[name] = _Section(min_slowdown, min_excess_ms)
+                section = sections[name] = SectionCounts(min_slowdown, min_excess_ms)
             section.add(step, times)
     step_ms = max((s.median_ms() for s in sections.values()), default=0.0)  # the longest section: the step
     return StragglerReport(

@@ -68,13 +68,17 @@ def _center(b: int) -> float:
         return _LARGEST
 
 
-def sign_test_p(above: int, n: int) -> float:
-    """One-sided P(X >= ``above``) for X ~ Binomial(``n``, 1/2), summed in log space (no overflow at any ``n``)."""
+def sign_test_p(above: int, n: int, chance: float = 0.5) -> float:
+    """One-sided P(X >= ``above``) for X ~ Binomial(``n``, ``chance``), summed in log space (no overflow at any ``n``).
+
+    ``chance`` 1/2: late or early as a coin falls; 1/k: the last of k ranks by chance.
+    """
     if n <= 0 or above <= 0:
         return 1.0
     if above > n:
         return 0.0
-    log_half = n * math.log(0.5)
-    terms = [math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + log_half for k in range(above, n + 1)]
+    hit, miss = math.log(chance), math.log1p(-chance)
+    terms = [math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * hit + (n - k) * miss
+             for k in range(above, n + 1)]
     top = max(terms)
     return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))

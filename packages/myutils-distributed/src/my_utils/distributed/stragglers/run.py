@@ -1,0 +1,60 @@
+"""``myutils stragglers PATH...``: the CSV analysis for a MyTimer run, the rank-timings one for profiler files.
+
+Profiler files are read only through core's rank-timings seam: when no reader is installed,
+one line says which distribution to install (a ``UsageError``: exit 2, nothing written).
+A reader that breaks is named with its distribution; files no reader took are said by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from my_utils.core.errors import UsageError
+from my_utils.core.plugin_errors import PluginLoadError
+from my_utils.core.rank_timings import READER_DISTRIBUTION, read_rank_timings
+from my_utils.distributed.stragglers.analysis import analyze_stragglers
+from my_utils.distributed.stragglers.inputs import classify_inputs
+from my_utils.distributed.stragglers.model import StragglerReport
+from my_utils.distributed.stragglers.timings import analyze_rank_timings
+from my_utils.distributed.stragglers.timings_model import TimingsReport
+
+__all__ = ["stragglers_of"]
+
+
+def stragglers_of(paths: Sequence[str | Path], *, persistent_fraction: float = 0.5, min_slowdown: float = 1.2,
+                  min_excess_ms: float = 20.0, executor: str | None = None, max_workers: int | None = None
+                  ) -> StragglerReport | TimingsReport:
+    """The straggler report of ``paths`` (a folder of profile CSVs, or Kineto traces / nsys exports)."""
+    if not 0 < persistent_fraction <= 1 or not min_slowdown >= 1 or not min_excess_ms >= 0:
+        # the CSV path checks these itself; said here first so that bad thresholds never cost a read
+        raise UsageError(f"stragglers(persistent_fraction={persistent_fraction}, min_slowdown={min_slowdown}, "
+                         f"min_excess_ms={min_excess_ms}): expected 0 < persistent_fraction <= 1, min_slowdown >= 1 "
+                         "and min_excess_ms >= 0")
+    inputs = classify_inputs(paths)
+    if inputs.csv_dir is not None:
+        return analyze_stragglers(inputs.csv_dir, persistent_fraction=persistent_fraction, min_slowdown=min_slowdown,
+                                  min_excess_ms=min_excess_ms, executor=executor, max_workers=max_workers)
+    if executor not in (None, "serial"):
+        raise UsageError(f"--executor {executor}: only MyTimer CSV runs are parsed in a pool; Kineto traces and nsys "
+                         "exports are read in this process (leave --executor out)")
+    read = read_rank_timings(inputs.files)
+    counts = ", ".join(f"{inputs.kinds.count(k)} {k}(s)" for k in sorted(set(inputs.kinds)))
+    if read.readers == 0:
+        raise UsageError(f"{counts} given, and no installed distribution reads them: pip install "
+                         f"{READER_DISTRIBUTION}")
+    broken = "; ".join(f"reader {f.name!r} ({f.distribution or 'no distribution'}): {f.reason}"
+                       for f in read.failures)
+    if not read.timings:
+        if broken:
+            raise PluginLoadError(f"{counts} given; the rank-timings reader failed: {broken}")
+        raise UsageError(f"{counts} given; the installed readers took none of them")
+    report = analyze_rank_timings(read.timings, [str(p) for p in paths], persistent_fraction=persistent_fraction,
+                                  min_slowdown=min_slowdown, min_excess_ms=min_excess_ms)
+    taken = {Path(t.source).resolve() for t in read.timings}
+    missed = [str(p) for p in inputs.files if p.resolve() not in taken]
+    if missed:
+        report.notes.append(f"not read (no reader took them, or they hold no rank's times): {', '.join(missed)}")
+    if broken:
+        report.notes.append(f"a reader failed: {broken}")
+    return report
