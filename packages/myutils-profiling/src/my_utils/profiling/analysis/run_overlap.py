@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Protocol
 
+from my_utils.profiling.analysis.rules._series import step_ranges
+
 __all__ = ["repeated_step_rows"]
 
 STEP_NAME = "step_time"
@@ -25,20 +27,6 @@ STEP_NAME = "step_time"
 class _Folded(Protocol):
     cells: dict[tuple[str, int | None, int | None, str], Any]
     run_ids: set[str]
-
-
-def _spans(steps: list[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
-    out: list[str] = []
-    start = prev = steps[0]
-    for s in steps[1:] + [None]:  # type: ignore[list-item]
-        if s is not None and s == prev + 1:
-            prev = s
-            continue
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-        if s is not None:
-            start = prev = s
-    return ", ".join(out)
 
 
 def repeated_step_rows(agg: _Folded) -> list[dict[str, Any]]:
@@ -61,7 +49,7 @@ def repeated_step_rows(agg: _Folded) -> list[dict[str, Any]]:
         rows.append({
             "check": "one run per step", "rank": rank, "status": "warning", "value": len(steps),
             "detail": (f"the inputs hold {len(runs)} runs ({named}) and {len(steps)} {source} step(s) "
-                       f"({_spans(steps)}) were recorded by more than one of them: their times are folded "
+                       f"({step_ranges(steps)}) were recorded by more than one of them: their times are folded "
                        "together, so the per-step statistics of this report mix the runs. Analyse one run: "
                        "give each run its own output folder (the profile CSV and metrics_events.jsonl are "
                        "appended to, never replaced), or move the older files away"),
