@@ -67,6 +67,19 @@ def test_the_slow_rank_and_section_are_named(tmp_path: Path) -> None:
     assert "persistent stragglers: rank 2 in forward" in render_text(report)
 
 
+def test_one_rank_is_compared_with_nothing_and_says_so(tmp_path: Path) -> None:
+    """One rank's logs printed "1 ranks (0..0)", "0 of 30" steps per section and "no persistent straggler"."""
+    write_synthetic_run(tmp_path, 1, 30)
+    text = render_text(analyze_stragglers(tmp_path))
+    medians = _independent_medians(tmp_path)
+    assert text.splitlines()[0].endswith(": 1 rank (0), 30 steps")
+    assert "stragglers need at least two ranks" in text
+    assert "0 of 30" not in text and "no persistent straggler" not in text
+    for name, by_rank in medians.items():
+        row = next(line for line in text.splitlines() if line.startswith(name + " ")).split()
+        assert row[1] == "30" and float(row[2]) == pytest.approx(by_rank[0], abs=1.5e-3)
+
+
 def test_an_even_run_names_nobody(tmp_path: Path) -> None:
     write_synthetic_run(tmp_path, 8, 30)
     report = analyze_stragglers(tmp_path)

@@ -40,7 +40,17 @@ def _waits(s: SectionStats) -> str:
 def render_text(report: StragglerReport) -> str:
     """A table, one line per section (times are each rank's median per step), then the verdict."""
     ranks = report.ranks
-    lines = [f"{shown(report.log_dir)}: {len(ranks)} ranks ({ranks[0]}..{ranks[-1]}), {report.steps} steps"]
+    who = f"{len(ranks)} ranks ({ranks[0]}..{ranks[-1]})" if len(ranks) > 1 else f"1 rank ({ranks[0]})"
+    lines = [f"{shown(report.log_dir)}: {who}, {report.steps} steps"]
+    if len(ranks) == 1:
+        # nothing to compare across: the per-section medians only, never "0 of 30 steps" or "no straggler"
+        lines.append(f"one rank (rank {ranks[0]}): stragglers need at least two ranks' logs of the same steps; "
+                     "its per-section medians follow, compared with nothing")
+        head1 = ("section", "steps", "median ms")
+        rows1 = [head1] + [(shown(s.section), str(s.seen_steps), f"{s.median.ms:.3f}") for s in report.sections]
+        widths1 = [max(len(r[i]) for r in rows1) for i in range(len(head1))]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths1, strict=True)).rstrip() for r in rows1]
+        return "\n".join(lines)
     if report.clocks:
         offsets = ", ".join(f"r{c.rank} {c.offset_s * 1e3:+.3f} ms ± {c.uncertainty_s * 1e3:.3f}"
                             f"{'' if c.applied else ' (applied here)'}" for c in report.clocks)
