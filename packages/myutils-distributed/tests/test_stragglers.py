@@ -77,7 +77,7 @@ def test_one_rank_is_compared_with_nothing_and_says_so(tmp_path: Path) -> None:
     assert "0 of 30" not in text and "no persistent straggler" not in text
     for name, by_rank in medians.items():
         row = next(line for line in text.splitlines() if line.startswith(name + " ")).split()
-        assert row[1] == "30" and float(row[2]) == pytest.approx(by_rank[0], abs=1.5e-3)
+        assert row[1] == "30" and float(row[2]) == pytest.approx(by_rank[0], rel=1e-3)
 
 
 def test_an_even_run_names_nobody(tmp_path: Path) -> None:
