@@ -314,13 +314,19 @@ def build_context(report: AnalysisReport) -> dict[str, Any]:
     """The template context of ``report`` (plain strings and lists; the templates escape them)."""
     summary = report.summary
     steps = summary.get("steps") if isinstance(summary.get("steps"), Mapping) else {}
+    ranks = summary.get("ranks")
+    run_ids = report.inputs.get("run_ids") or []
     facts = [("workload", report.workload), ("schema", report.schema_version),
              ("events", fmt_value(summary.get("events", report.inputs.get("events")))),
+             # no step numbered in the inputs (an nsys export without an iteration range): said, not "0 (–––)"
              ("steps", f"{fmt_value(steps.get('count'))} ({fmt_value(steps.get('first'), 'step')}"
-                       f"–{fmt_value(steps.get('last'), 'step')})" if steps else "-"),
-             ("ranks", fmt_value(summary.get("ranks"))),
+                       f"–{fmt_value(steps.get('last'), 'step')})" if steps and steps.get("count")
+              else "not measured: no input numbers its steps"),
+             # the events' own rank numbers; none (Nsight exports) leaves the row to "ranks analysed" below
+             *((("ranks", ", ".join(str(r) for r in ranks)),) if isinstance(ranks, list) and ranks else ()),
              ("sources", ", ".join(source_label(s) for s in summary.get("sources") or []) or "-"),
-             ("run ids", fmt_value(report.inputs.get("run_ids")))]
+             ("run ids", ", ".join(str(r) for r in run_ids) if isinstance(run_ids, list) and run_ids
+              else "none: only my_utils' own events carry a run id")]
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in SEVERITIES}
     pinned = _pinned(report)
     step_time = summary.get("step_time")
