@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _fixtures import _registry  # noqa: E402  (bench/ is no package)
+from _fixtures import _registry
 
 VOLATILE_KEY = re.compile(r"^(generated_at|generated|created(_at)?|started(_at)?|elapsed.*|wall.*|now|"
                           r"analysis_seconds|duration_s|took_s|timestamp_utc)$")

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from my_utils.profiling.analysis.contents import CaptureContents
-from my_utils.profiling.analysis.model import SEVERITIES, Advice, Fact, Finding, Impact
 from my_utils.profiling.analysis.ranking import rank_findings, tier
 from my_utils.profiling.analysis.savings import state_impacts, with_denominator
 from my_utils.profiling.analysis.severity import CRITICAL_SHARE, WARNING_SHARE, apply_severity, severity_for
+from my_utils.profiling.model.report import SEVERITIES, Advice, Fact, Finding, Impact
 
 
 def _f(fid: str, share: float | None, severity: str = "critical", category: str = "optimization",

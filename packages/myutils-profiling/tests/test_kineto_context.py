@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.providers.kineto_context import (
+from my_utils.profiling.kineto.read.context import (
     TraceContext,
     cuda_version,
     read_trace_context,

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.model import EvidenceRow, Fact
-from my_utils.profiling.analysis.ncu_rules import MAX_ROOF, MIN_KERNEL_SHARE, ncu_findings
+from my_utils.profiling.analysis.nsight.ncu_rules import MAX_ROOF, MIN_KERNEL_SHARE, ncu_findings
+from my_utils.profiling.model.report import EvidenceRow, Fact
 
 
 def kernel(name: str, ms: float, launches: int, **row: Any) -> dict[str, Any]:

@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 from my_utils.profiling.ncu import csv_read
+from my_utils.profiling.ncu import provider as provider
 from my_utils.profiling.ncu.launches import read_launches
-from my_utils.profiling.providers import ncu as provider
 
 
 def test_the_provider_reads_through_the_ncu_package(real_fixtures: Any) -> None:
@@ -28,4 +28,4 @@ def test_the_analyses_never_import_the_provider(real_fixtures: Any) -> None:
             f"a = analyze_files([{str(path)!r}]); assert a.kernels; "
             "print(sorted(m for m in sys.modules if m.startswith('my_utils.profiling.providers')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    assert out.stdout.strip() == "['my_utils.profiling.providers', 'my_utils.profiling.providers._values']"
+    assert out.stdout.strip() == "['my_utils.profiling.providers', 'my_utils.profiling.formats._values']"

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.model import EvidenceRow, Fact
-from my_utils.profiling.analysis.nsight_rules import SETUP_DOMINANT, nsight_findings, setup_dominated
+from my_utils.profiling.analysis.nsight.rules import SETUP_DOMINANT, nsight_findings, setup_dominated
+from my_utils.profiling.model.report import EvidenceRow, Fact
 
 SCOPE = "rank0:device0"
 SPAN = 1000.0

@@ -16,8 +16,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from my_utils.profiling.analysis.kineto.run import read_rank  # noqa: E402
-from my_utils.profiling.analysis.ops.op_memory import device_name, memory_tables  # noqa: E402
+from my_utils.profiling.kineto.ops.op_memory import device_name, memory_tables  # noqa: E402
+from my_utils.profiling.kineto.run import read_rank  # noqa: E402
 
 
 def _record(tmp_path: Path) -> Path:

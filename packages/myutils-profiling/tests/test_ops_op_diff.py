@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.ops.op_diff import LEVELS, OpProfile, op_diff
-from my_utils.profiling.analysis.ops.op_profile import OpsPass
-from my_utils.profiling.providers.kineto import read_trace
+from my_utils.profiling.kineto.ops.op_diff import LEVELS, OpProfile, op_diff
+from my_utils.profiling.kineto.ops.op_profile import OpsPass
+from my_utils.profiling.kineto.read.provider import read_trace
 
 HTA = "kineto/hta"
 CONTROL, TEST = f"{HTA}/trace_diff__control.json.gz", f"{HTA}/trace_diff__test.json.gz"

@@ -15,8 +15,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from my_utils.profiling.analysis.ops.args import OpArgs  # noqa: E402
-from my_utils.profiling.analysis.ops.cost import op_cost  # noqa: E402
+from my_utils.profiling.kineto.ops.args import OpArgs  # noqa: E402
+from my_utils.profiling.kineto.ops.cost import op_cost  # noqa: E402
 
 F = 4  # bytes per fp32 element
 L = 8  # bytes per int64 index

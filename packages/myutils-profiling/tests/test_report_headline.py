@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from my_utils.profiling.analysis.model import (
+from my_utils.profiling.model.report import (
     Advice,
     AnalysisReport,
     EvidenceRow,

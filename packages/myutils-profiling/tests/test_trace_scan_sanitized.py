@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.providers import trace_scan
+from my_utils.profiling.kineto.read import scan as trace_scan
 
 RUNS = 2500  # per build
 TRACES = ["kineto/kineto_repo/after_fix_trace.json", "kineto/hta/critical_path__alexnet_trace.json.gz"]
@@ -95,7 +95,7 @@ def test_the_driver_catches_a_disagreement(tmp_path: Path, real_fixtures: Any) -
     wrapper = tmp_path / "doubled.py"
     wrapper.write_text(
         "from array import array\n"
-        "from my_utils.profiling.providers import _kineto_scan as real\n"
+        "from my_utils.profiling.kineto.read import _kineto_scan as real\n"
         "ABI = real.ABI\n"
         "def scan(*args):\n"
         "    got = real.scan(*args)\n"

@@ -11,7 +11,7 @@ Rules are the ``myutils_analysis_rules`` plugins (the built-ins included); each 
 with the workload profile's options for it, runs alone, and a rule that fails or returns
 a malformed finding is named in ``summary["rule_errors"]`` while the others still report.
 When the events came from torch.profiler traces and the traces can be found, the Kineto
-analyses (``my_utils.profiling.analysis.kineto``) add their tables and the traces' context
+analyses (``my_utils.profiling.kineto``) add their tables and the traces' context
 (GPU, world size, versions) joins ``hardware``; likewise Nsight Systems exports and Nsight
 Compute CSVs (``analysis.nsight``) add their tables, facts and findings (``analysis.nsight_rules``).
 
@@ -49,14 +49,8 @@ from my_utils.profiling.analysis.assembly import (
     run_hardware,
     run_warnings,
 )
-from my_utils.profiling.analysis.model import (
-    REPORT_SCHEMA_VERSION,
-    SEVERITIES,
-    AnalysisReport,
-    Finding,
-)
-from my_utils.profiling.analysis.nsight import SOURCES as NSIGHT_SOURCES
-from my_utils.profiling.analysis.nsight import NsightInputs, NsightResult
+from my_utils.profiling.analysis.nsight.analyze import SOURCES as NSIGHT_SOURCES
+from my_utils.profiling.analysis.nsight.analyze import NsightInputs, NsightResult
 from my_utils.profiling.analysis.overhead import overhead_statement
 from my_utils.profiling.analysis.rules._series import (
     START_SOURCES,
@@ -67,7 +61,6 @@ from my_utils.profiling.analysis.rules._series import (
     build_series,
 )
 from my_utils.profiling.analysis.rules._stats import cv, quantile
-from my_utils.profiling.analysis.scores import compute_scores, score_dimensions
 from my_utils.profiling.analysis.tables import (
     MAX_OPERATION_ROWS,
     MAX_SERIES_ROWS,
@@ -75,6 +68,13 @@ from my_utils.profiling.analysis.tables import (
     build_tables,
     cell_stats,
 )
+from my_utils.profiling.model.report import (
+    REPORT_SCHEMA_VERSION,
+    SEVERITIES,
+    AnalysisReport,
+    Finding,
+)
+from my_utils.profiling.model.scores import compute_scores, score_dimensions
 
 __all__ = ["MAX_OPERATION_ROWS", "MAX_SERIES_ROWS", "AggregatedEvents", "EventAggregate", "MetricsAnalyzer",
            "build_tables", "capture_findings", "event_rows"]
@@ -572,8 +572,8 @@ class MetricsAnalyzer:
         from my_utils.profiling.analysis.fact_rules import fact_findings
         from my_utils.profiling.analysis.facts import build_facts, primary_step_source
         from my_utils.profiling.analysis.headline import build_headline
-        from my_utils.profiling.analysis.nsight import measured_dimensions, merge_facts
-        from my_utils.profiling.analysis.nsight_rules import nsight_findings
+        from my_utils.profiling.analysis.nsight.analyze import measured_dimensions, merge_facts
+        from my_utils.profiling.analysis.nsight.rules import nsight_findings
 
         agg = self.aggregate()
         events = agg.aggregated()
@@ -719,7 +719,7 @@ class MetricsAnalyzer:
             return self.traces
         if not agg.trace_files or not isinstance(self.source, (str, Path)):
             return []
-        from my_utils.profiling.providers._files import locate_named
+        from my_utils.profiling.formats._files import locate_named
 
         # names read from the events are names inside the events' folder, never patterns or ways out
         located, missing, ambiguous = locate_named(Path(self.source).parent, agg.trace_files)
@@ -732,7 +732,12 @@ class MetricsAnalyzer:
 
     def _nsight(self, agg: EventAggregate, hardware: Mapping[str, Any]) -> NsightResult:
         """The Nsight analyses of the exports given, or named in the events (``analysis.nsight``)."""
-        from my_utils.profiling.analysis.nsight import analyze_nsight, combine, find_named, missing_note
+        from my_utils.profiling.analysis.nsight.analyze import (
+            analyze_nsight,
+            combine,
+            find_named,
+            missing_note,
+        )
 
         events_path = self.source if isinstance(self.source, (str, Path)) else None
         inputs = combine(self.nsight, find_named(agg.nsight_files, events_path))
@@ -760,11 +765,11 @@ class MetricsAnalyzer:
             return {}, ("no torch.profiler trace files given or found beside the events" if agg.trace_files
                         else ""), []
         try:
-            from my_utils.profiling.analysis import kineto
+            from my_utils.profiling import kineto
 
             analyze_traces = kineto.analyze_traces
         except (ImportError, AttributeError):
-            return {}, "the Kineto analyses (my_utils.profiling.analysis.kineto) are not installed in this version", []
+            return {}, "the Kineto analyses (my_utils.profiling.kineto) are not installed in this version", []
         try:
             result = analyze_traces(paths, trace_filter=self.trace_filter) if self.trace_filter is not None \
                 else analyze_traces(paths)

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from my_utils.core.lazy import lazy_module
 from my_utils.profiling.analysis.diff_gpu import IDLE_CAUSES, GpuSide, LaneFacts, lane_facts
-from my_utils.profiling.analysis.kineto.kinds import KINDS, KernelKind, kind_of
-from my_utils.profiling.providers.trace_aggregate import group_of
+from my_utils.profiling.kineto.kinds import KINDS, KernelKind, kind_of
+from my_utils.profiling.kineto.read.aggregate import group_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -175,8 +175,8 @@ class GpuPass:
 
 def _idle_causes(ts: Any, end: Any, device: Any, corr: Any, rt_ts: Any, rt_corr: Any) -> dict[int, dict[str, float]]:
     """Idle ms per device and cause, by the Kineto device-idle analysis (``kineto.idle.device_idle``)."""
-    from my_utils.profiling.analysis.kineto.idle import device_idle
-    from my_utils.profiling.analysis.kineto.rank_data import RankData
+    from my_utils.profiling.kineto.idle import device_idle
+    from my_utils.profiling.kineto.rank_data import RankData
 
     order = np.argsort(ts, kind="stable")
     ts, end, device, corr = ts[order], end[order], device[order], corr[order]

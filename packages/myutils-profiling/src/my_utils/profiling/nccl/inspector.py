@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from my_utils.profiling.providers.nccl_inspector import InspectorOp, read_operations, size_bucket
+from my_utils.profiling.formats.nccl_inspector import InspectorOp, read_operations, size_bucket
 
 TOP = 20
 
@@ -208,7 +208,7 @@ def analyze_operations(ops: Sequence[InspectorOp], files: Sequence[str] = (), to
 
 def analyze_inspector(paths: str | Path | Iterable[str | Path], top: int = TOP) -> InspectorAnalysis:
     """Read every Inspector log under ``paths`` (files or folders of ``*.log``) once and analyse them together."""
-    from my_utils.profiling.providers._files import find_inputs
+    from my_utils.profiling.formats._files import find_inputs
 
     if isinstance(paths, (str, Path)):
         paths = [paths]

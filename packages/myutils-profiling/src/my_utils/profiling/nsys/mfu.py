@@ -201,7 +201,7 @@ def _gpu(gpus: Sequence[GpuInfo], devices: Sequence[int], given: str | None) -> 
 
 def _peak(gpu: str, dtype: str) -> tuple[float, str, str] | str:
     """(peak TFLOP/s, its hardware.csv row, its source) of ``gpu`` in ``dtype``, or why the table has none."""
-    from my_utils.profiling.analysis.kineto.peaks import peak_flops
+    from my_utils.profiling.hardware.peaks import peak_flops
     from my_utils.profiling.hardware.table import TABLE_PATH, figures, gpu_model
 
     peak = peak_flops(gpu, dtype)

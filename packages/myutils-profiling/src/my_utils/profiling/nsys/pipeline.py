@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from my_utils.profiling.analysis.kineto.pipeline import (
+from my_utils.profiling.kineto.pipeline import (
     MicrobatchRange,
     PipelineBubbleRow,
     _union,

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from my_utils.profiling.analysis.model import AnalysisReport, EvidenceRow, Fact, NotMeasured
+from my_utils.profiling.model.report import AnalysisReport, EvidenceRow, Fact, NotMeasured
 from my_utils.profiling.reports.formatting import (
     MISSING,
     fmt_count,

@@ -194,7 +194,7 @@ def _nsys_specs(found: Sequence[Found], files: Sequence[InputFile]) -> list[str]
             specs.append(f.spec)
     covered: set[Path] = set()
     if specs:
-        from my_utils.profiling.nsys.ranks import expand_inputs
+        from my_utils.profiling.formats.ranks import expand_inputs
 
         covered = {i.path.resolve() for i in expand_inputs(specs)}
     specs += [str(f.path) for f in files if f.kind is FileKind.NSYS_SQLITE and f.read
@@ -205,7 +205,7 @@ def _nsys_specs(found: Sequence[Found], files: Sequence[InputFile]) -> list[str]
 def _with_nsys_ranks(files: list[InputFile], specs: Sequence[str]) -> list[InputFile]:
     if not specs:
         return files
-    from my_utils.profiling.nsys.ranks import expand_inputs
+    from my_utils.profiling.formats.ranks import expand_inputs
 
     ranks = {i.path.resolve(): i for i in expand_inputs(specs)}
     out = []

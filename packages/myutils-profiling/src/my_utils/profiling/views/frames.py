@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from my_utils.profiling.analysis.model import AnalysisReport, Finding
+from my_utils.profiling.model.report import AnalysisReport, Finding
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,7 +29,7 @@ def table_frame(name: str, rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 
     if rows:
         return pd.DataFrame([dict(r) for r in rows])
-    from my_utils.profiling.analysis.kineto.frames import columns
+    from my_utils.profiling.kineto.frames import columns
 
     cols = list(columns(name.removeprefix("kineto_"))) if name.startswith("kineto_") else []
     return pd.DataFrame(columns=cols or None)
