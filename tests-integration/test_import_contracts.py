@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not Path(sys.executable).with_name("lint-imports
                                 reason="import-linter is in requirements-test.txt")
 
 
-def _load_script():  # noqa: ANN202 - a module loaded by path (.ci/ is no package)
+def _load_script():
     spec = importlib.util.spec_from_file_location("_lint_imports", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

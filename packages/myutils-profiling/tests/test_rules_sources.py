@@ -93,7 +93,7 @@ def test_source_checks_builds_no_event_of_other_names(monkeypatch: pytest.Monkey
     """Before: the rule walked every aggregated cell of the run (1M MetricEvents built on the bench's 1M-event
     run, ~30 % of the analysis) to find the few DCGM / NCCL / perf names it reads."""
     from my_utils.core.events import MetricEvent
-    from my_utils.profiling.analysis.analyzer import EventAggregate
+    from my_utils.profiling.analysis.aggregate import EventAggregate
     from my_utils.profiling.analysis.rules.sources import SourceChecksRule
 
     agg = EventAggregate()

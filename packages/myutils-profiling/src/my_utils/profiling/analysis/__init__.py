@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from my_utils.core.lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
-    "EventAggregate": "my_utils.profiling.analysis.analyzer",
+    "EventAggregate": "my_utils.profiling.analysis.aggregate",
     "MetricsAnalyzer": "my_utils.profiling.analysis.analyzer",
     "compute_scores": "my_utils.profiling.model.scores",
     "WORKLOADS": "my_utils.profiling.analysis.workloads",
@@ -35,7 +35,7 @@ __all__ = list(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
-    from my_utils.profiling.analysis.analyzer import EventAggregate as EventAggregate
+    from my_utils.profiling.analysis.aggregate import EventAggregate as EventAggregate
     from my_utils.profiling.analysis.analyzer import MetricsAnalyzer as MetricsAnalyzer
     from my_utils.profiling.analysis.workloads import WORKLOADS as WORKLOADS
     from my_utils.profiling.analysis.workloads import WorkloadProfile as WorkloadProfile

@@ -13,7 +13,7 @@ from my_utils.profiling.analysis.rules.suggestions import suggest
 from my_utils.profiling.model.report import SEVERITIES, Advice, EvidenceRow, Finding
 
 if TYPE_CHECKING:
-    from my_utils.profiling.analysis.analyzer import EventAggregate
+    from my_utils.profiling.analysis.aggregate import EventAggregate
 
 
 def capture_findings(health: Sequence[Mapping[str, Any]]) -> list[Finding]:

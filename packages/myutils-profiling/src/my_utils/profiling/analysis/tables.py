@@ -19,7 +19,7 @@ from my_utils.profiling.analysis.rules._series import STEP_TIME, SeriesSource, i
 from my_utils.profiling.analysis.rules._stats import quantile, std_cv
 
 if TYPE_CHECKING:
-    from my_utils.profiling.analysis.analyzer import EventAggregate
+    from my_utils.profiling.analysis.aggregate import EventAggregate
 
 #: Rows kept in the ``operations`` table (largest totals first); the rest are counted in the summary.
 MAX_OPERATION_ROWS = 1000
