@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from my_utils.core.errors import InputError
 from my_utils.profiling.kineto.read import events as trace_events
-from my_utils.profiling.kineto.read import trace_stream
+from my_utils.profiling.kineto.read import stream as trace_stream
 from my_utils.profiling.kineto.read.aggregate import TraceAggregator
 from my_utils.profiling.kineto.read.nesting import NestingPass
 from my_utils.profiling.kineto.read.provider import TraceRead, read_trace
@@ -284,7 +284,7 @@ def test_parse_pure_python_path_without_msgspec(real_fixtures: Any, tmp_path: Pa
     path = real_fixtures / "kineto/hta/trace_filter__sampled_rank-0.json.gz"
     code = (
         "import sys; sys.modules['msgspec'] = None\n"
-        "from my_utils.profiling.kineto.read import events as trace_events, trace_stream\n"
+        "from my_utils.profiling.kineto.read import events as trace_events, stream as trace_stream\n"
         "from my_utils.profiling.kineto.read.provider import read_trace\n"
         "assert trace_events.typed_decoder() is None and trace_events.REFUSED == ()\n"
         "import pickle; sys.stdout.buffer.write(pickle.dumps(read_trace(sys.argv[1]).events))\n"

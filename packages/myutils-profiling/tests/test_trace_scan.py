@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from my_utils.core.errors import InputError
 from my_utils.profiling.kineto.read import events as trace_events
-from my_utils.profiling.kineto.read import trace_scan, trace_stream
+from my_utils.profiling.kineto.read import scan as trace_scan
+from my_utils.profiling.kineto.read import stream as trace_stream
 from my_utils.profiling.kineto.read.aggregate import TraceAggregator
 from my_utils.profiling.kineto.read.provider import read_trace
 from my_utils.profiling.kineto.read.scan import ScannedRun
@@ -241,7 +242,7 @@ def portable_scanner(tmp_path_factory: pytest.TempPathFactory) -> Any:
     import sys
     import sysconfig
 
-    root = Path(trace_scan.__file__).resolve().parents[4]  # packages/myutils-profiling
+    root = Path(trace_scan.__file__).resolve().parents[5]  # packages/myutils-profiling
     if not (root / "hatch_build.py").is_file():
         pytest.skip(f"the package's source tree (hatch_build.py) is not at {root}: an installed wheel")
     sys.path.insert(0, str(root))

@@ -21,7 +21,7 @@ import pytest
 from my_utils.profiling.kineto.read import scan as trace_scan
 
 SOURCE = Path(trace_scan.__file__).with_name("_kineto_scan.c")
-PACKAGE = Path(trace_scan.__file__).resolve().parents[4]  # packages/myutils-profiling in a checkout
+PACKAGE = Path(trace_scan.__file__).resolve().parents[5]  # packages/myutils-profiling in a checkout
 REINSTALL = f"{sys.executable} -m pip install --no-deps -e {PACKAGE}"
 
 

@@ -42,7 +42,7 @@ def _runtime(compiler: str) -> str | None:
 @pytest.fixture(scope="module", params=["sse2", "portable"])
 def sanitized(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """(module path, ASan runtime) of a sanitized build of the scanner."""
-    root = Path(trace_scan.__file__).resolve().parents[4]  # packages/myutils-profiling
+    root = Path(trace_scan.__file__).resolve().parents[5]  # packages/myutils-profiling
     if not (root / "hatch_build.py").is_file():
         pytest.skip(f"the package's source tree (hatch_build.py) is not at {root}: an installed wheel")
     sys.path.insert(0, str(root))
