@@ -137,7 +137,7 @@ def test_profiling_wheel_carries_the_compiled_scanner(wheelhouse: Path) -> None:
     (path,) = wheelhouse.glob("myutils_profiling-*.whl")
     assert not path.name.endswith("-none-any.whl"), f"{path.name}: a pure-Python tag on a wheel with a C module"
     modules = [n for n in zipfile.ZipFile(path).namelist() if Path(n).name.startswith("_kineto_scan.")]
-    assert len(modules) == 1 and modules[0].startswith("my_utils/profiling/providers/") and \
+    assert len(modules) == 1 and modules[0].startswith("my_utils/profiling/kineto/read/") and \
         modules[0].endswith((".so", ".pyd")), modules
 
 

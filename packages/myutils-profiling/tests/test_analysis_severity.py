@@ -1,6 +1,6 @@
 """Impact on one stated denominator, severity that follows it, and a ranking by the saving (issue 33, principle 2).
 
-Findings are generated here with the impact the rules give (``analysis.model.Impact``); the
+Findings are generated here with the impact the rules give (``model.report.Impact``); the
 diagnosis restates it (``analysis.savings``), sets the severity (``analysis.severity``) and ranks
 (``analysis.ranking``). Each rule is tested at its threshold and on both sides of it.
 """

@@ -1,4 +1,4 @@
-"""``providers.kineto_nesting`` through ``read_trace``: the dominant parent of each host range, in the same pass."""
+"""``kineto.read.nesting`` through ``read_trace``: the dominant parent of each host range, in the same pass."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The Nsight Compute findings at their thresholds, with the saving each states worked out by hand (issue 36).
 
-``analysis.ncu_rules`` reads the ``ncu_kernels``/``ncu_rules`` tables and the ``ncu.*`` facts; the
+``analysis.nsight.ncu_rules`` reads the ``ncu_kernels``/``ncu_rules`` tables and the ``ncu.*`` facts; the
 tables and facts are built here the way ``analysis.nsight`` writes them, for the plausible bugs of
 ``.ci/mutants/ncu.toml`` the end-to-end tests let pass: a kernel at exactly 5 % of the profiled
 time, a roofline at exactly 50 %, a rule at exactly 10 % estimated speedup, the roofline and

@@ -1,4 +1,4 @@
-"""The breakdowns (``analysis.ops.breakdown``) on real traces, every figure recomputed from the raw trace.
+"""The breakdowns (``kineto.ops.breakdown``) on real traces, every figure recomputed from the raw trace.
 
 ``trace_diff__test`` (V100, DLRM-like, part of its work replayed from CUDA graphs): the GEMM share
 by kernel name, the replayed GPU time by correlation with ``cudaGraphLaunch``, the mix in the

@@ -1,4 +1,4 @@
-"""The matrix-unit formulas (``analysis.ops.flops``) against an independent count.
+"""The matrix-unit formulas (``kineto.ops.flops``) against an independent count.
 
 Matrix products and convolutions are run for real on the CPU under torch.profiler (record_shapes)
 and under ``torch.utils.flop_counter.FlopCounterMode``, on generated shapes; the model reads the

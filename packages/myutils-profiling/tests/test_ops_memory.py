@@ -1,4 +1,4 @@
-"""Per-operation memory (``analysis.ops.op_memory``) on traces torch 2.13 records with ``profile_memory``.
+"""Per-operation memory (``kineto.ops.op_memory``) on traces torch 2.13 records with ``profile_memory``.
 
 The expected figures are recomputed from the raw ``[memory]`` events with a brute-force search
 for the innermost operator around each event (gzip/json, not the code under test): per operator

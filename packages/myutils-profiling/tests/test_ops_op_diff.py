@@ -1,4 +1,4 @@
-"""The operation-matched diff (``analysis.ops.op_diff``) on the real A100 → V100 pair, and in the trace diff's output.
+"""The operation-matched diff (``kineto.ops.op_diff``) on the real A100 → V100 pair, and in the trace diff's output.
 
 The kernel-name figure it is compared with is recomputed from the raw traces (gzip + json): the
 share of the base's GPU time in kernels whose name the target also has.

@@ -1,4 +1,4 @@
-"""Replay scripts (``analysis.ops.replay``) written from a trace torch 2.13 records here, run as real programs.
+"""Replay scripts (``kineto.ops.replay``) written from a trace torch 2.13 records here, run as real programs.
 
 Each script is run in a fresh interpreter with only torch; its printed output shapes and dtypes
 must be those the recorded call produced in the test process (computed here by calling torch

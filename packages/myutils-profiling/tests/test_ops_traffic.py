@@ -1,4 +1,4 @@
-"""The memory-bound formulas (``analysis.ops.norms``, ``analysis.ops.traffic``) against hand derivations.
+"""The memory-bound formulas (``kineto.ops.norms``, ``kineto.ops.traffic``) against hand derivations.
 
 Each case runs for real on the CPU under torch.profiler, so the model reads the arguments torch
 2.13 records (positions, concrete scalars, tensor lists); the expected FLOPs and bytes are worked

@@ -16,10 +16,10 @@ that are not finite or overflow a float, and reports that are not strict JSON. A
 gate that sees no data must not pass, so the diff itself refuses it.
 
 Context: the ``hardware`` of both sides (a report's, or each trace's ``deviceProperties`` and
-``distributedInfo``, see ``providers.kineto_context``) is kept in the result, and the
+``distributedInfo``, see ``kineto.read.context``) is kept in the result, and the
 like-for-like checks of ``diff_context`` (GPU, world size, workload in common, dtype,
 capture window) become warnings that say what each difference means for the numbers.
-Nesting: for traces, each host range's dominant parent (``providers.kineto_nesting``) is kept
+Nesting: for traces, each host range's dominant parent (``kineto.read.nesting``) is kept
 with the share of its time inside it, so a renderer can list ``aten::_local_scalar_dense``
 under ``aten::item`` instead of counting the same milliseconds twice (:meth:`DiffResult.folded`).
 """

@@ -1,10 +1,10 @@
 """Where a diff's GPU lanes come from for Kineto: a pass of the provider's read of a trace, or a report's tables.
 
-:class:`GpuPass` is fed in the Kineto provider's own pass over a trace (``providers.kineto.read_trace``),
+:class:`GpuPass` is fed in the Kineto provider's own pass over a trace (``kineto.read.provider.read_trace``),
 so a diff still reads each trace once; it keeps GPU activities, launches and ``ProfilerStep`` spans
 as numbers and finishes into one :class:`~.diff_gpu.LaneFacts` per device, idle causes by the
 Kineto device-idle analysis. :func:`side_from_tables` builds a side from an analysis report's
-Kineto tables (one capture per rank: a report keeps no per-step GPU split). ``nsys.diff`` builds
+Kineto tables (one capture per rank: a report keeps no per-step GPU split). ``analysis.diff_nsys`` builds
 its lanes from its own named queries.
 """
 
@@ -34,7 +34,7 @@ _NO_STREAM = (-1, 4294967295)  # a cuda_sync on no stream: the host waiting, not
 
 
 class GpuPass:
-    """A ``providers.kineto.read_trace`` consumer: GPU activities, launches and steps → one :class:`LaneFacts` per device.
+    """A ``kineto.read.provider.read_trace`` consumer: GPU activities, launches and steps → one :class:`LaneFacts` per device.
 
     Fed in the provider's own pass (typed events with lanes, or dicts), so the diff still
     reads each trace once. Times are kept relative to the first one kept (epoch µs would

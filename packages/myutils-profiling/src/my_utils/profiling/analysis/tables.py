@@ -3,7 +3,7 @@
 ``operations`` (one row per name and source, every share naming its denominator), ``steps``
 and ``memory`` (bounded per series: a longer series keeps the lowest and highest step of
 each bucket of consecutive steps), ``ranks`` (one row per rank and source, never pooled) and
-``totals`` (events without a step). ``analysis.model`` documents the columns.
+``totals`` (events without a step). ``model.report`` documents the columns.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The verdict: what the run is (``analysis.model.BOUNDS``), in 2–3 lines with the facts behind it.
+"""The verdict: what the run is (``model.report.BOUNDS``), in 2–3 lines with the facts behind it.
 
 Capture validity comes first (``diagnosis/CASES.md``, principle 1), then the bound:
 

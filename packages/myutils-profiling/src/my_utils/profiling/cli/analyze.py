@@ -4,7 +4,7 @@
 the traces only feed the Kineto analyses. Either way each trace is read once: the Kineto
 provider's pass also feeds the Kineto analyses and reads the trace's context (GPU, world
 size, versions: the report's ``hardware``). ``--nsys`` (Nsight Systems exports) and ``--ncu``
-(Nsight Compute CSVs) work the same way (``cli.analyze_nsight``: each export read once for
+(Nsight Compute CSVs) work the same way (``run.nsight``: each export read once for
 its events and the Nsight analyses). An input that is bad fails the command (exit 2); the
 reports are written together at the end, or not at all.
 """

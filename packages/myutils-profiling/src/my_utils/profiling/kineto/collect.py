@@ -56,7 +56,7 @@ _NCCL_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "In msg size
               "In split size", "Out split size", "Seq")
 _COPY_ARGS = ("bytes", "memory bandwidth (GB/s)")
 _OP_ARGS = ("Input Dims", "Input type", "Concrete Inputs")
-#: The recorded arguments the operation model (``analysis.ops``) and ``kineto.compiled_kernels`` read, kept once per
+#: The recorded arguments the operation model (``kineto.ops``) and ``kineto.compiled_kernels`` read, kept once per
 #: distinct value. ``kernel_backend`` / ``kernel_hash`` are what torch.compile writes on the operator that launches one
 #: of its generated kernels (Triton, C++); its ``kernel_file`` is left out (the path holds the user's name).
 SIG_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs", "kernel_flop", "kernel_num_gb",

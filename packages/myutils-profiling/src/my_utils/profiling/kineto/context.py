@@ -23,7 +23,7 @@ def trace_context(metadata: Mapping[str, Any], rank: int | None, rank_source: st
                   devices_used: Iterable[Any] = ()) -> dict[str, Any]:
     """The context of one trace (see the module docstring); ``rank``/``rank_source`` as resolved by the caller.
 
-    The metadata is parsed by the one reader, ``providers.kineto_context.trace_context`` (also
+    The metadata is parsed by the one reader, ``kineto.read.context.trace_context`` (also
     behind ``diff``'s hardware comparison); this adds what the analysis pass knows besides.
     """
     from my_utils.profiling.kineto.read.context import trace_context as read_context

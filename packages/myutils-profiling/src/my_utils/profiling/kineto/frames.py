@@ -42,7 +42,7 @@ instantiations · ``cuda_graph_kernels`` · ``compiled_kernels`` rank, operator,
 calls, gpu_activities, gpu_us, kernels · ``pipeline_bubble`` rank, step, framework, schedule, stages,
 microbatches, chunks, window_us, busy_us, bubble_us, bubble_pct, expected_pct, excess_us, step_us,
 excess_step_pct, flagged, note · ``op_categories``, ``op_operators``, ``op_shapes``,
-``op_coverage``, ``op_memory``, ``memory_peaks``: the operation model (``analysis.ops``, its modules say each column).
+``op_coverage``, ``op_memory``, ``memory_peaks``: the operation model (``kineto.ops``, its modules say each column).
 
 Times are µs (``_us``), bandwidths GB/s (10⁹ B/s), shares % (``_pct``); ``ts_us`` counts from the
 trace's first event. Each module of ``my_utils.profiling.kineto`` documents its tables' meaning.

@@ -44,7 +44,7 @@ class RankData:
     ``context`` the trace's description of the run (GPU model, world size...: ``kineto.context``).
     ``op_sig`` / ``sigs``: each operator's recorded arguments, stored once per distinct value (shapes,
     Inductor's figures, torch.compile's ``kernel_backend`` / ``kernel_hash``: ``collect.SIG_ARGS``);
-    ``mem_*``: the allocator's ``[memory]`` events (the operation model: ``analysis.ops``).
+    ``mem_*``: the allocator's ``[memory]`` events (the operation model: ``kineto.ops``).
     """
 
     rank: int | None

@@ -64,7 +64,7 @@ def _needs_ops(analyses: Sequence[str] | None, trace_filter: TraceFilter | None)
 
 class KinetoPass:
     """The analyses of one trace, fed by whoever streams it: :func:`analyze_file`, or the Kineto
-    provider's own pass (``providers.kineto.read_trace``), so that a command that also needs the
+    provider's own pass (``kineto.read.provider.read_trace``), so that a command that also needs the
     provider's events reads the trace once (ARCHITECTURE.md §8).
 
     ``add`` every event, then ``finish`` gives the :class:`RankAnalysis`. ``trace_filter``,

@@ -1,6 +1,6 @@
 """Facts as the analyzer reads them: a number with its unit, denominator, source, ranks and evidence rows.
 
-:class:`NsysFact` serialises to exactly the JSON object of ``analysis.model.Fact.to_dict()``
+:class:`NsysFact` serialises to exactly the JSON object of ``model.report.Fact.to_dict()``
 (``id``, ``label``, ``value``, ``unit``, ``source``, ``denominator``, ``denominator_value``,
 ``denominator_unit``, ``ranks``, ``aggregate``, ``steps``, ``evidence`` rows of ``table``/
 ``key``/``values``, ``detail``; ``value`` null and ``not_measured`` the reason when the
@@ -57,7 +57,7 @@ class NsysFact:
         return self.not_measured is None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object of ``analysis.model.Fact``."""
+        """The JSON object of ``model.report.Fact``."""
         out: dict[str, Any] = {
             "id": self.id, "label": self.label, "value": None if self.not_measured is not None else self.value,
             "unit": self.unit, "source": self.source, "denominator": self.denominator,
@@ -70,7 +70,7 @@ class NsysFact:
         return out
 
     def to_fact(self) -> Fact:
-        """The same fact as an ``analysis.model.Fact`` (``NotMeasured`` as its value when not measured)."""
+        """The same fact as an ``model.report.Fact`` (``NotMeasured`` as its value when not measured)."""
         from my_utils.profiling.model.report import EvidenceRow, Fact, NotMeasured
 
         value = NotMeasured(self.not_measured) if self.not_measured is not None else self.value

@@ -23,7 +23,7 @@ __all__ = ["Analysed", "analyse_run"]
 class Analysed:
     """The report, what the one pass read (None when only an events file was analysed), the files not counted."""
 
-    report: Any  # analysis.model.AnalysisReport
+    report: Any  # model.report.AnalysisReport
     read: RunRead | None = None
     skipped: dict[Path, str] = field(default_factory=dict)
 

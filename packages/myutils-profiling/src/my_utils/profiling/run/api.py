@@ -246,7 +246,7 @@ class CriticalPathView:
     """One rank's critical path: its summary row, its breakdown by kind, the events that set it, and its trace.
 
     :meth:`write_overlay` writes the trace back with the path drawn on it (flow arrows, ``args.critical``)
-    and the counter tracks, for Perfetto (``analysis.kineto.overlay.write_overlay``).
+    and the counter tracks, for Perfetto (``kineto.overlay.write_overlay``).
     """
 
     rank: Any

@@ -1,7 +1,7 @@
 """``analyze --nsys`` / ``--ncu``: each Nsight export read once, for both its events and the Nsight analyses.
 
 An nsys export is opened once (``nsys.run.analyze_run``): the summary, the NCCL alignment and
-the ``nsys_sqlite`` provider's events (``providers.nsys.export_events``, called on the open
+the ``nsys_sqlite`` provider's events (``nsys.provider.export_events``, called on the open
 export) share the connection. An ncu CSV is parsed once (``ncu.csv_read.read_ncu_csv``): its
 events are the provider's, and the launches the analysis reads are grouped from them.
 """

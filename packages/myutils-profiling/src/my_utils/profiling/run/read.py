@@ -1,9 +1,9 @@
 """Read a run's files once, in parallel across files: Kineto traces, Nsight exports, and every provider's files.
 
 One pool of tasks for the whole run, whatever the kinds: one task per Kineto trace (the
-provider's events and the Kineto analyses from one pass, ``providers.kineto.read_trace``),
+provider's events and the Kineto analyses from one pass, ``kineto.read.provider.read_trace``),
 one task for the Nsight inputs together (the NCCL alignment needs every export at once,
-``cli.analyze_nsight.read_nsight``), one task per other file (its provider's reader). The tasks
+``run.nsight.read_nsight``), one task per other file (its provider's reader). The tasks
 run largest first, so the slowest file starts at once and the small ones fill the gaps. Small
 runs stay in this process (``providers.parallel.pool_for``): starting workers would cost more.
 
@@ -58,8 +58,8 @@ class RunRead:
     """What one pass over the plan gave: Kineto analyses, the Nsight read, each other file's events."""
 
     trace_events: list[MetricEvent] = field(default_factory=list)
-    kineto: Any = None  # analysis.kineto.model.KinetoAnalysis
-    nsight: Any = None  # cli.analyze_nsight.NsightRead
+    kineto: Any = None  # kineto.model.KinetoAnalysis
+    nsight: Any = None  # run.nsight.NsightRead
     by_file: dict[Path, list[MetricEvent]] = field(default_factory=dict)  # the readers' files
 
     def events(self) -> list[MetricEvent]:

@@ -10,7 +10,7 @@ Nsight analyses once (``nsys.run.analyze_run``, ``ncu.analysis.analyze_launches`
   ``nsys_cuda_api``, ``nsys_osrt``, ``nsys_iterations``, ``nsys_nccl_ranks``... (every table of
   ``RunSummary.tables()``), ``ncu_kernels``, ``ncu_rules``, and ``nsys_inputs`` (the exports read,
   their ranks and GPUs);
-- their facts as ``analysis.model.Fact`` (``nsys.*``, ``ncu.*``), and the run-level facts the
+- their facts as ``model.report.Fact`` (``nsys.*``, ``ncu.*``), and the run-level facts the
   headline shows (:mod:`.nsight_facts`: ``gpu.busy``, ``gpu.idle``, ``comm.overlap``, ``step_time.*``,
   ``context.gpu``... with source ``nsys``), which stand in for the torch.profiler ones only where
   those are not measured (:func:`merge_facts`);

@@ -305,7 +305,7 @@ def rank_words(source: str, default: str | None = None) -> str:
     return RANK_SOURCES.get(source, default if default is not None else source)
 
 
-#: Where an export's rank came from, in words (``nsys.ranks.RankInput.rank_source``).
+#: Where an export's rank came from, in words (``formats.ranks.RankInput.rank_source``).
 RANK_SOURCES = {"file order": "file order (no rank in the file names: the sorted position)",
                 "file name": "the file names (rank3, rank_3, worker3)", "given": "the caller",
                 "none": "nothing (no rank recorded)"}

@@ -1,6 +1,6 @@
 """One trace's operations as a small, picklable profile for the operation-matched diff (``ops.op_diff``).
 
-:class:`OpsPass` is fed in the Kineto provider's own pass over a trace (``providers.kineto.read_trace``,
+:class:`OpsPass` is fed in the Kineto provider's own pass over a trace (``kineto.read.provider.read_trace``,
 msgspec's typed runs with the operators' shapes), collects what the Kineto analyses collect and, at
 the end, :func:`profile` ties every GPU activity to its operator (``ops.attribution``) and sums, per
 operation key (operator, shapes and types, call stack, annotated scope), the GPU time, the calls and
@@ -124,7 +124,7 @@ def profile(d: RankData) -> OpProfile:
 
 
 class OpsPass:
-    """A ``providers.kineto.read_trace`` pass: the trace's operators and GPU work → its :class:`OpProfile`.
+    """A ``kineto.read.provider.read_trace`` pass: the trace's operators and GPU work → its :class:`OpProfile`.
 
     It takes the typed runs with shapes (``needs_shapes``), so a diff keeps msgspec's fast decoding;
     the Kineto collector keeps them without a dict per event (``TraceCollector.add_typed``).
