@@ -70,8 +70,8 @@ import json, sys, time
 from pathlib import Path
 if __name__ == "__main__":
     t = time.perf_counter()
-    from my_utils.profiling.providers.kineto import parse_trace_file
-    from my_utils.profiling.providers.parallel import run_many
+    from my_utils.profiling.kineto.read.provider import parse_trace_file
+    from my_utils.profiling.formats.parallel import run_many
     files = sorted(Path(sys.argv[1]).glob("rank_*.json.gz"))
     results = run_many(parse_trace_file, [(str(f), None) for f in files], sys.argv[2], max_workers=int(sys.argv[3]))
     s = time.perf_counter() - t

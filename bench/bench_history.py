@@ -133,9 +133,9 @@ def detection(report: Report, seeds: int, runs: int) -> None:
 
 def build_store(path: Path, series_runs: int) -> None:
     """20 series x ``series_runs`` runs, 6 metrics each, with a few planted changes (added in one transaction each)."""
-    from my_utils.profiling.analysis.model import REPORT_SCHEMA_VERSION, AnalysisReport, Fact
     from my_utils.profiling.history.context import RunContext
     from my_utils.profiling.history.store import RunStore
+    from my_utils.profiling.model.report import REPORT_SCHEMA_VERSION, AnalysisReport, Fact
 
     rng = np.random.default_rng(0)
     with RunStore(path) as store:

@@ -41,7 +41,7 @@ from _temp import bench_tempdir
 OURS = """
 import json, sys, time
 t = time.perf_counter()
-from my_utils.profiling.providers.kineto import parse_trace_file
+from my_utils.profiling.kineto.read.provider import parse_trace_file
 events = parse_trace_file(sys.argv[1])
 print(json.dumps({"s": time.perf_counter() - t, "rss_mb": [int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:")][0] / 1024,
                   "events": len(events)}))

@@ -64,7 +64,7 @@ def _done(t0, figures):
 
 OURS = SAMPLER + """
 t0 = time.perf_counter()
-from my_utils.profiling.analysis.kineto import analyze_traces
+from my_utils.profiling.kineto import analyze_traces
 # the same five analyses as HTA's child below; OURS_FULL runs every registered analysis too
 a = analyze_traces(sys.argv[1], executor="process", analyses=None if FULL else [])
 # per-rank rows only (rank None rows are the all-ranks sums), as HTA reports them

@@ -41,7 +41,7 @@ SMALL = "kineto/hta/trace_filter__sampled_rank-0.json.gz"
 # our command in a child: with "without", the ops analysis is taken out of the registry first
 ANALYZE = """
 import sys
-from my_utils.profiling.analysis.kineto import registry
+from my_utils.profiling.kineto import registry
 if sys.argv[1] == "without":
     registry.ANALYSES = tuple(a for a in registry.ANALYSES if a.name != "ops")
 from my_utils.profiling.cli import main

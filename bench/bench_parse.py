@@ -58,8 +58,8 @@ from _temp import bench_tempdir
 ANCHOR = "import json, sys; json.loads(open(sys.argv[1], 'rb').read())"
 IN_PROCESS = """
 import json, os, sys, time
-import numpy, my_utils.profiling.providers.kineto as k, my_utils.profiling.providers.kineto_context
-import my_utils.profiling.providers.trace_stream
+import numpy, my_utils.profiling.kineto.read.provider as k, my_utils.profiling.kineto.read.context
+import my_utils.profiling.kineto.read.stream
 t = time.process_time()
 n = len(k.read_trace(sys.argv[1]).events)
 print(json.dumps({"cpu_s": time.process_time() - t, "events": n}))
@@ -118,7 +118,7 @@ def _forget_start(folder: Path) -> None:
 
 def _scanner_built() -> bool:
     """Whether myutils-profiling's C scanner was compiled at install (``trace_scan.compiled``)."""
-    from my_utils.profiling.providers.trace_scan import compiled
+    from my_utils.profiling.kineto.read.scan import compiled
 
     return compiled()
 

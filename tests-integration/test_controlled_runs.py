@@ -75,7 +75,7 @@ def _raw(run: Path, region: str) -> dict[int, dict[int, float]]:
     return out
 
 
-#: Findings not judged here: the Kineto capture-health check of warm-up steps (``analysis/kineto/health.py``)
+#: Findings not judged here: the Kineto capture-health check of warm-up steps (``kineto/health.py``)
 #: flags a first marked step over 1.5x the median of the later ones, which a busy host gives a 7-step
 #: window now and then whatever the program does (reported to the lead; the backend leaves the profiler's
 #: own start-up out of the marked steps).

@@ -228,8 +228,8 @@ def test_checklist_imports_work_in_a_fresh_interpreter(tmp_path: Path) -> None:
 
 def test_checklist_claims_hold() -> None:
     from my_utils.core.events import MetricEvent
-    from my_utils.profiling.analysis.model import AnalysisReport
     from my_utils.profiling.collector import MetricsCollector
+    from my_utils.profiling.model.report import AnalysisReport
 
     text = " ".join(CHECKLIST.read_text(encoding="utf-8").split())
     # the quick-start test it cites exists
@@ -280,7 +280,7 @@ def test_checklist_no_distribution_requires_torch_and_scores_have_overall() -> N
 
 
 def test_checklist_report_keeps_unknown_fields_and_refuses_newer_major() -> None:
-    from my_utils.profiling.analysis.model import AnalysisReport
+    from my_utils.profiling.model.report import AnalysisReport
 
     report = AnalysisReport(schema_version="1.0", workload="pretrain", scores={"overall": 1.0}, findings=[],
                             summary={})

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from my_utils.profiling.analysis.model import REPORT_SCHEMA_VERSION, AnalysisReport, Fact
 from my_utils.profiling.cli import app
 from my_utils.profiling.history.context import RunContext
 from my_utils.profiling.history.store import RunStore
+from my_utils.profiling.model.report import REPORT_SCHEMA_VERSION, AnalysisReport, Fact
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 EVIL = "<img src=x onerror=window.__pwned=1>"

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from perfetto_ui import PerfettoUI
 
-from my_utils.profiling.analysis.kineto.overlay import write_overlay
+from my_utils.profiling.kineto.overlay import write_overlay
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

@@ -187,7 +187,7 @@ def test_a_builtin_is_never_displaced(plugin_env: PluginEnv) -> None:
     assert intruder["reason"].startswith(
         "name clash: 'mytimer' is the built-in metrics provider of myutils-profiling, which is kept")
     shown = plugin_env.myutils("plugins", "show", "mytimer")
-    assert shown.returncode == 0 and "my_utils.profiling.providers.mytimer:MyTimerMetricsProvider" in shown.stdout
+    assert shown.returncode == 0 and "my_utils.profiling.formats.mytimer:MyTimerMetricsProvider" in shown.stdout
     assert "myutils-ext-clash-a" in shown.stdout
 
 

@@ -137,7 +137,7 @@ def test_profiling_wheel_carries_the_compiled_scanner(wheelhouse: Path) -> None:
     (path,) = wheelhouse.glob("myutils_profiling-*.whl")
     assert not path.name.endswith("-none-any.whl"), f"{path.name}: a pure-Python tag on a wheel with a C module"
     modules = [n for n in zipfile.ZipFile(path).namelist() if Path(n).name.startswith("_kineto_scan.")]
-    assert len(modules) == 1 and modules[0].startswith("my_utils/profiling/providers/") and \
+    assert len(modules) == 1 and modules[0].startswith("my_utils/profiling/kineto/read/") and \
         modules[0].endswith((".so", ".pyd")), modules
 
 
@@ -152,7 +152,7 @@ def test_profiling_wheel_without_a_compiler_is_pure_python(tmp_path: Path) -> No
     assert path.name.endswith("-py3-none-any.whl")
     names = zipfile.ZipFile(path).namelist()
     assert not [n for n in names if n.endswith((".so", ".pyd"))]
-    assert "my_utils/profiling/providers/trace_scan.py" in names  # the pure path says the scanner is absent
+    assert "my_utils/profiling/kineto/read/scan.py" in names  # the pure path says the scanner is absent
 
 
 def test_the_dist_session_gives_a_folder_one_part_installs_from(tmp_path: Path, index_unreachable: Any,

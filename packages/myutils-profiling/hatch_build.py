@@ -1,4 +1,4 @@
-"""Build hook: compile the optional C scanner of Kineto traces (``providers/_kineto_scan.c``).
+"""Build hook: compile the optional C scanner of Kineto traces (``kineto/read/_kineto_scan.c``).
 
 Run by hatchling for wheels and editable installs. It calls the C compiler the interpreter
 was built with (``sysconfig``: ``LDSHARED``, ``CFLAGS``, ``CCSHARED``) on the one C file. When
@@ -27,8 +27,8 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCE = Path("src/my_utils/profiling/providers/_kineto_scan.c")
-MODULE_DIR = "my_utils/profiling/providers"
+SOURCE = Path("src/my_utils/profiling/kineto/read/_kineto_scan.c")
+MODULE_DIR = "my_utils/profiling/kineto/read"
 NO_COMPILE_ENV = "MYUTILS_NO_COMPILE"
 
 

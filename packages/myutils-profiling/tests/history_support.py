@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.model import REPORT_SCHEMA_VERSION, AnalysisReport, Fact
+from my_utils.profiling.model.report import REPORT_SCHEMA_VERSION, AnalysisReport, Fact
 
 UNITS = {"step_time.median": "ms", "step_time.p90": "ms", "gpu.idle": "%", "gpu.busy": "%", "mfu": "%",
          "comm.exposed": "ms"}

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from my_utils.profiling.analysis.kineto.run import read_rank
-from my_utils.profiling.analysis.ops.args import OpArgs
+from my_utils.profiling.kineto.ops.args import OpArgs
+from my_utils.profiling.kineto.run import read_rank
 
 
 def record(tmp_path: Path, cases: Sequence[Callable[[], Any]], *, memory: bool = False,

@@ -114,8 +114,8 @@ def finished(agg: Any, fast: bool) -> str:
 
 
 def main(module_path: str, trace: str, count: int, seed: int) -> int:
-    from my_utils.profiling.providers import trace_scan
-    from my_utils.profiling.providers.trace_aggregate import TraceAggregator
+    from my_utils.profiling.kineto.read import scan as trace_scan
+    from my_utils.profiling.kineto.read.aggregate import TraceAggregator
 
     module = load(module_path)
     assert module.ABI == trace_scan.ABI, (module.ABI, trace_scan.ABI)

@@ -25,7 +25,7 @@ from my_utils.profiling.analysis.advice import (
 )
 from my_utils.profiling.analysis.advice_gate import GATES, gate_findings, strip
 from my_utils.profiling.analysis.contents import CaptureContents, capture_contents
-from my_utils.profiling.analysis.model import BOUNDS, Advice, Fact, Finding
+from my_utils.profiling.model.report import BOUNDS, Advice, Fact, Finding
 
 #: What a careful engineer must never read, by condition (diagnosis/CASES.md).
 GPU_ADVICE = re.compile(r"caching allocator|autocast|mixed precision|CUDA graph|reduce-overhead|pin_memory|"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from my_utils.profiling.analysis.advice_gate import removed_pieces
 from my_utils.profiling.analysis.contents import CaptureContents, capture_contents
 from my_utils.profiling.analysis.diagnosis import diagnose, plain_number
-from my_utils.profiling.analysis.model import Advice, Fact, Finding
+from my_utils.profiling.model.report import Advice, Fact, Finding
 
 
 def test_unknown_gpu_and_framework_rule_nothing_out() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from my_utils.core.errors import InputError
-from my_utils.profiling.analysis.model import REPORT_SCHEMA_VERSION, AnalysisReport, Finding
+from my_utils.profiling.model.report import REPORT_SCHEMA_VERSION, AnalysisReport, Finding
 
 
 def _report() -> AnalysisReport:
@@ -56,7 +56,7 @@ def test_load_reports_bad_json_with_its_line(tmp_path: Path) -> None:
 
 
 def test_facts_headline_dimensions_and_finding_fields_round_trip(tmp_path: Path) -> None:
-    from my_utils.profiling.analysis.model import (
+    from my_utils.profiling.model.report import (
         Advice,
         EvidenceRow,
         Fact,

@@ -15,7 +15,7 @@ import pytest
 
 from my_utils.core.events import MetricEvent, write_events
 from my_utils.profiling.analysis import MetricsAnalyzer
-from my_utils.profiling.analysis.nsight import find_named
+from my_utils.profiling.analysis.nsight.analyze import find_named
 
 TRACE = "kineto/hta/trace_filter__sampled_rank-0.json.gz"
 

@@ -1,6 +1,6 @@
 """Impact on one stated denominator, severity that follows it, and a ranking by the saving (issue 33, principle 2).
 
-Findings are generated here with the impact the rules give (``analysis.model.Impact``); the
+Findings are generated here with the impact the rules give (``model.report.Impact``); the
 diagnosis restates it (``analysis.savings``), sets the severity (``analysis.severity``) and ranks
 (``analysis.ranking``). Each rule is tested at its threshold and on both sides of it.
 """
@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from my_utils.profiling.analysis.contents import CaptureContents
-from my_utils.profiling.analysis.model import SEVERITIES, Advice, Fact, Finding, Impact
 from my_utils.profiling.analysis.ranking import rank_findings, tier
 from my_utils.profiling.analysis.savings import state_impacts, with_denominator
 from my_utils.profiling.analysis.severity import CRITICAL_SHARE, WARNING_SHARE, apply_severity, severity_for
+from my_utils.profiling.model.report import SEVERITIES, Advice, Fact, Finding, Impact
 
 
 def _f(fid: str, share: float | None, severity: str = "critical", category: str = "optimization",

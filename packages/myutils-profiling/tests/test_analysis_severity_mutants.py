@@ -14,10 +14,10 @@ from __future__ import annotations
 import pytest
 
 from my_utils.profiling.analysis.contents import CaptureContents
-from my_utils.profiling.analysis.model import Advice, Fact, Finding, Impact
 from my_utils.profiling.analysis.ranking import rank_findings, tier
 from my_utils.profiling.analysis.savings import as_breakdown, setup_idle_ms, state_impacts, with_denominator
 from my_utils.profiling.analysis.severity import severity_for
+from my_utils.profiling.model.report import Advice, Fact, Finding, Impact
 
 
 def _f(fid: str, share: float | None, severity: str = "warning", category: str = "optimization", steps: int = 5,

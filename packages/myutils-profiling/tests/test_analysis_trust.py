@@ -278,7 +278,7 @@ def test_a_cpu_only_trace_has_no_empty_gpu_sections(real_fixtures: Any, tmp_path
 
 def test_the_profiler_overhead_is_measured_from_kineto_overhead_events_or_not_measured(tmp_path: Path,
                                                                                           dfi: Any) -> None:
-    from my_utils.profiling.analysis.kineto.run import analyze_file
+    from my_utils.profiling.kineto.run import analyze_file
 
     events = [{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "ts": 0, "dur": 10_000, "pid": "Spans",
                "tid": "PyTorch Profiler"},

@@ -15,8 +15,8 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from my_utils.profiling.analysis.model import Fact, Finding, Impact, NotMeasured
 from my_utils.profiling.analysis.verdict import KEYWORDS, classify, fix_first, verdict
+from my_utils.profiling.model.report import Fact, Finding, Impact, NotMeasured
 
 SPAN = 1000.0
 

@@ -12,8 +12,8 @@ states them (``test_analysis_verdict.gpu``), each run built to be its class or i
 from __future__ import annotations
 
 from my_utils.profiling.analysis.headline import build_headline
-from my_utils.profiling.analysis.model import Fact, Finding, Impact
 from my_utils.profiling.analysis.verdict import TIE, TIE_SHARE, classify, tied, verdict
+from my_utils.profiling.model.report import Fact, Finding, Impact
 
 SPAN = 1000.0
 

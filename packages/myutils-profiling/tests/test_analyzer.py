@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from my_utils.core.events import MetricEvent, read_events, write_events
 from my_utils.profiling.analysis import AnalysisReport, MetricsAnalyzer
-from my_utils.profiling.analysis.scores import PENALTY, compute_scores
 from my_utils.profiling.analysis.workloads import WORKLOADS, get_workload
+from my_utils.profiling.model.scores import PENALTY, compute_scores
 
 CONTROL = "kineto/hta/trace_diff__control.json.gz"  # rank 3 of 8, ProfilerStep#1009..1014
 
@@ -161,7 +161,7 @@ def test_overhead_counts_mytimer_regions_per_step() -> None:
 
 
 def test_scores_follow_the_documented_formula() -> None:
-    from my_utils.profiling.analysis.model import Finding
+    from my_utils.profiling.model.report import Finding
 
     fs = [Finding("a", "bottleneck", "critical", "t", ""), Finding("b", "variability", "warning", "t", ""),
           Finding("c", "memory", "info", "t", ""), Finding("d", "third_party", "warning", "t", "")]

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from my_utils.core.errors import InputError
 from my_utils.core.events import iter_event_rows, read_events
 from my_utils.profiling.analysis import MetricsAnalyzer
-from my_utils.profiling.analysis.analyzer import EventAggregate
+from my_utils.profiling.analysis.aggregate import EventAggregate
 from my_utils.profiling.analysis.rules import _stats
 from my_utils.profiling.analysis.rules._evidence import per_step_shares
 from my_utils.profiling.analysis.rules._series import (

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from my_utils.core.events import MetricEvent, write_events
 from my_utils.profiling.analysis import MetricsAnalyzer
-from my_utils.profiling.analysis.analyzer import AggregatedEvents
+from my_utils.profiling.analysis.aggregate import AggregatedEvents
 from my_utils.profiling.analysis.rules import _series
 from my_utils.profiling.analysis.rules._series import SeriesSource, _build_series, build_series
 

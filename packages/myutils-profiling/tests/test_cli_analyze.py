@@ -20,7 +20,7 @@ from my_utils.core import events as events_module
 from my_utils.core.events import write_events
 from my_utils.profiling.cli import app
 from my_utils.profiling.examples import example_config_path
-from my_utils.profiling.providers.mytimer import read_profile_csv_events
+from my_utils.profiling.formats.mytimer import read_profile_csv_events
 
 _DATA = example_config_path().parent / "data"
 
@@ -111,7 +111,7 @@ def test_a_torn_trace_is_refused_not_skipped(real_fixtures: Any, tmp_path: Path,
 
 def test_a_torn_trace_named_by_the_events_is_refused(real_fixtures: Any, tmp_path: Path) -> None:
     # the default lookup (the traces the events name, beside the events file) failed silently as well
-    from my_utils.profiling.providers.kineto import parse_trace_file
+    from my_utils.profiling.kineto.read.provider import parse_trace_file
 
     real = real_fixtures / SMALL
     run = tmp_path / "run"
@@ -130,9 +130,9 @@ def test_analyze_a_trace_alone_reads_it_once(real_fixtures: Any, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     # before: --events was required (an ingest first), and events + Kineto analyses read each trace twice
     from my_utils.profiling.analysis import MetricsAnalyzer
-    from my_utils.profiling.analysis.kineto import analyze_traces
-    from my_utils.profiling.providers import trace_stream
-    from my_utils.profiling.providers.kineto import parse_trace_file
+    from my_utils.profiling.kineto import analyze_traces
+    from my_utils.profiling.kineto.read import stream as trace_stream
+    from my_utils.profiling.kineto.read.provider import parse_trace_file
 
     real = real_fixtures / SMALL
     opened: list[str] = []

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from my_utils.core.events import write_events
 from my_utils.profiling.cli import app
 from my_utils.profiling.examples import example_config_path
-from my_utils.profiling.providers.mytimer import read_profile_csv_events
+from my_utils.profiling.formats.mytimer import read_profile_csv_events
 
 _CSV = example_config_path().parent / "data" / "profile_rank_0.csv"
 TRACES = ("kineto/hta/trace_filter__sampled_rank-0.json.gz", "kineto/hta/trace_filter__sampled_rank-1.json.gz")
@@ -109,7 +109,7 @@ def test_a_folder_of_many_kinds_gives_one_report_and_names_every_file(real_fixtu
     assert len(nsys_rows) == len(EXPORTS)
     kernels = sum(_sqlite_kernels(real_fixtures / n) for n in EXPORTS)
     assert sum(int(r["count"]) for r in report["tables"]["nsys_kernel_kinds"]) == kernels
-    from my_utils.profiling.providers.perf_stat import read_perf_stat
+    from my_utils.profiling.formats.perf_stat import read_perf_stat
 
     assert by_source["perf_stat"] == len(read_perf_stat(real_fixtures / PERF))
     assert by_source["mytimer"] == len(read_profile_csv_events(_CSV))

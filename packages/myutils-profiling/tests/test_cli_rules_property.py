@@ -89,7 +89,7 @@ def _with_token(obj: dict[str, Any], path: list[Any], token: str) -> str:
 
 
 def _events(folder: Path) -> Path:
-    from my_utils.profiling.providers.mytimer import read_profile_csv_events
+    from my_utils.profiling.formats.mytimer import read_profile_csv_events
 
     path = folder / "metrics_events.jsonl"
     write_events(path, read_profile_csv_events(_DATA / "profile_rank_0.csv"))

@@ -154,7 +154,7 @@ def _base_bytes(fmt: Format, real_fixtures: Path, work: Path) -> bytes:
     source = fmt.sample(real_fixtures)
     if fmt.name in ("events_jsonl", "analyze_events", "diff_report"):
         from my_utils.core.events import write_events
-        from my_utils.profiling.providers.mytimer import read_profile_csv_events
+        from my_utils.profiling.formats.mytimer import read_profile_csv_events
 
         write_events(work / "base.jsonl", read_profile_csv_events(source))
         if fmt.name == "diff_report":  # the real analyzer's report of that run: the unmutated base side

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from my_utils.core.errors import UnsupportedInputError
-from my_utils.profiling.providers.cprofile import CProfileStatsProvider
+from my_utils.profiling.formats.cprofile import CProfileStatsProvider
 
 
 @pytest.mark.parametrize("name", ["gprof2dot__memtrail.pstats", "gprof2dot__print1.pstats"])

@@ -12,8 +12,8 @@ import pytest
 
 from my_utils.core import dask_local
 from my_utils.core.errors import UsageError
-from my_utils.profiling.providers.kineto import TorchProfilerMetricsProvider, parse_trace_file
-from my_utils.profiling.providers.parallel import DASK_ENV, _packed, _unpack, run_many
+from my_utils.profiling.formats.parallel import DASK_ENV, _packed, _unpack, run_many
+from my_utils.profiling.kineto.read.provider import TorchProfilerMetricsProvider, parse_trace_file
 
 RANKS = ("kineto/hta/trace_filter__sampled_rank-0.json.gz", "kineto/hta/trace_filter__sampled_rank-1.json.gz")
 
@@ -196,7 +196,7 @@ def test_small_results_go_to_dask_in_larger_batches_on_a_quiet_scheduler(
     pytest.importorskip("distributed")
     import dask
 
-    from my_utils.profiling.providers import dask_run, parallel
+    from my_utils.profiling.formats import dask_run, parallel
 
     monkeypatch.delenv(DASK_ENV, raising=False)
     sizes: list[int] = []
@@ -227,7 +227,7 @@ def test_a_local_cluster_leaves_distributed_logging_at_error_after_its_import() 
     import subprocess
 
     code = ("import logging, sys\n"
-            "from my_utils.profiling.providers.parallel import run_many\n"
+            "from my_utils.profiling.formats.parallel import run_many\n"
             "assert 'distributed' not in sys.modules\n"
             "assert run_many(abs, [(-1,), (-2,)], 'dask', 2) == [1, 2]\n"
             "print(logging.getLogger('distributed.batched').getEffectiveLevel())\n")

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from my_utils.core.errors import InputError, MyUtilsError, UnsupportedInputError
-from my_utils.profiling.providers.dcgm import DcgmDmonProvider, read_dcgm_dmon
+from my_utils.profiling.formats.dcgm import DcgmDmonProvider, read_dcgm_dmon
 
 DATA = Path(__file__).resolve().parent / "data"
 H100 = DATA / "dcgmi_dmon_2gpu_h100.txt"

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.model import AnalysisReport, Finding
+from my_utils.profiling.model.report import AnalysisReport, Finding
 
 # the contract's numbers and words (HELPERS-CONTRACT.md), written here rather than imported from the code under test
 CRITICAL_SHARE, WARNING_SHARE = 0.05, 0.01

@@ -89,7 +89,7 @@ def test_plain_number_leaves_names_alone() -> None:
 
 
 def test_a_tie_is_stated_on_both_cards() -> None:
-    from my_utils.profiling.analysis.model import AnalysisReport, Finding, Impact
+    from my_utils.profiling.model.report import AnalysisReport, Finding, Impact
 
     findings = [Finding(f"f{i}", "optimization", "critical", f"finding {i}", "",
                         impact=Impact(10.0 * s, s, "", 30, 0.9, "mytimer", denominator="median step",

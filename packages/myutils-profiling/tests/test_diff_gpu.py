@@ -24,7 +24,7 @@ from my_utils.core.errors import InputError
 from my_utils.profiling.analysis.diff import OPERATIONS_HINT, diff_traces
 from my_utils.profiling.analysis.diff_gpu import GpuSide, account, lane_facts
 from my_utils.profiling.analysis.diff_gpu_read import GpuPass
-from my_utils.profiling.providers.kineto import read_trace
+from my_utils.profiling.kineto.read.provider import read_trace
 
 CONTROL = "kineto/hta/trace_diff__control.json.gz"
 TEST = "kineto/hta/trace_diff__test.json.gz"

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from my_utils.profiling.analysis.fact_rules import fact_findings
-from my_utils.profiling.analysis.model import EvidenceRow, Fact
 from my_utils.profiling.analysis.rules._series import STEP_TIME, Series
+from my_utils.profiling.model.report import EvidenceRow, Fact
 
 SPAN = 1000.0
 STEPS = 5

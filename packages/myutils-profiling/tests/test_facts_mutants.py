@@ -22,8 +22,8 @@ from my_utils.profiling.analysis.facts import (
     primary_step_source,
     step_facts,
 )
-from my_utils.profiling.analysis.model import Fact
 from my_utils.profiling.analysis.rules._series import STEP_TIME, Series
+from my_utils.profiling.model.report import Fact
 
 
 def series(rank: int | None, values: list[float], source: str = "mytimer") -> dict[Any, Series]:

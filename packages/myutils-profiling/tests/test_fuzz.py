@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from my_utils.core.errors import InputError
 from my_utils.profiling import MetricsCollector
 from my_utils.profiling.examples import example_config_path
-from my_utils.profiling.providers.cprofile import read_pstats
-from my_utils.profiling.providers.kineto import parse_trace_file
-from my_utils.profiling.providers.mytimer import read_profile_csv_events
-from my_utils.profiling.providers.ncu import read_ncu_csv
-from my_utils.profiling.providers.nsys import NsysSqliteMetricsProvider
-from my_utils.profiling.providers.table_csv import TableCsvMetricsProvider
+from my_utils.profiling.formats.cprofile import read_pstats
+from my_utils.profiling.formats.mytimer import read_profile_csv_events
+from my_utils.profiling.formats.table_csv import TableCsvMetricsProvider
+from my_utils.profiling.kineto.read.provider import parse_trace_file
+from my_utils.profiling.ncu.provider import read_ncu_csv
+from my_utils.profiling.nsys.provider import NsysSqliteMetricsProvider
 
 _DATA = example_config_path().parent / "data"
 # derandomize: the same examples on every run, so CI is deterministic (the seeded corpus

@@ -104,7 +104,7 @@ def test_bad_delimiter_is_refused_not_zero_events(tmp_path: Path) -> None:
 
 def test_a_provider_bug_exits_1_naming_provider_file_and_cause(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from my_utils.profiling.providers.table_csv import TableCsvMetricsProvider
+    from my_utils.profiling.formats.table_csv import TableCsvMetricsProvider
 
     def broken(self: object, path: Path) -> list:
         raise KeyError("column index")
@@ -267,7 +267,7 @@ def test_no_progress_in_a_pipe(real_fixtures: Path, tmp_path: Path) -> None:
 
 
 def test_a_bug_while_opening_the_input_exits_1_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from my_utils.profiling.providers.table_csv import TableCsvMetricsProvider
+    from my_utils.profiling.formats.table_csv import TableCsvMetricsProvider
 
     def broken(self: object, file: Path) -> None:
         raise IndexError("sniff bug")

@@ -12,11 +12,11 @@ import pytest
 
 from my_utils.profiling import MetricsCollector
 from my_utils.profiling.examples import example_config_path
-from my_utils.profiling.providers import rank_files
-from my_utils.profiling.providers.rank_files import SPILL_PREFIX, RankFile, Stamp, read_rank_file
+from my_utils.profiling.formats import rank_files
+from my_utils.profiling.formats.rank_files import SPILL_PREFIX, RankFile, Stamp, read_rank_file
 
 CSV = example_config_path().parent / "data" / "profile_rank_0.csv"
-KIND = "my_utils.profiling.providers.mytimer:MyTimerMetricsProvider"
+KIND = "my_utils.profiling.formats.mytimer:MyTimerMetricsProvider"
 HOW = Stamp("mytimer", "run-1", None)
 
 

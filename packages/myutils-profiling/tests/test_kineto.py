@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from my_utils.core.errors import InputError, UnsupportedInputError
-from my_utils.profiling.providers.kineto import TorchProfilerMetricsProvider, parse_trace_file
-from my_utils.profiling.providers.trace_stream import TraceStream
+from my_utils.profiling.kineto.read.provider import TorchProfilerMetricsProvider, parse_trace_file
+from my_utils.profiling.kineto.read.stream import TraceStream
 
 KINETO = [
     "hta/call_stack__backward_thread.json",

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from my_utils.core.errors import InputError
-from my_utils.profiling.analysis.kineto import KinetoAnalysis, analyze_traces
-from my_utils.profiling.analysis.kineto.run import analyze_file
+from my_utils.profiling.kineto import KinetoAnalysis, analyze_traces
+from my_utils.profiling.kineto.run import analyze_file
 
 FAST = [
     "hta/trace_filter__sampled_rank-0.json.gz",
@@ -426,7 +426,7 @@ def test_every_rank_present_is_analysed_and_merged(real_fixtures: Any, tmp_path:
             "kineto_launch", "kineto_launch_outliers", "kineto_annotations", "kineto_health",
             "kineto_inputs", "kineto_idle_device", "kineto_sync", "kineto_profiler_overhead",
             "kineto_context"}
-    from my_utils.profiling.analysis.kineto.registry import ANALYSES
+    from my_utils.profiling.kineto.registry import ANALYSES
 
     registered = {f"kineto_{t}" for a in ANALYSES for t in a.tables}
     assert core <= set(tables) and set(tables) - core <= registered  # the rest: tables of registered analyses

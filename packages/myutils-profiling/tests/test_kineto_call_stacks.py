@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.kineto.aten_launch import aten_launch_rows, aten_launch_tables
-from my_utils.profiling.analysis.kineto.call_stacks import build_stacks, call_stack_tables, stack_of
-from my_utils.profiling.analysis.kineto.rank_data import RankData
-from my_utils.profiling.analysis.kineto.run import read_rank
-from my_utils.profiling.analysis.kineto.sequences import kernel_sequences, sequence_tables
+from my_utils.profiling.kineto.aten_launch import aten_launch_rows, aten_launch_tables
+from my_utils.profiling.kineto.call_stacks import build_stacks, call_stack_tables, stack_of
+from my_utils.profiling.kineto.rank_data import RankData
+from my_utils.profiling.kineto.run import read_rank
+from my_utils.profiling.kineto.sequences import kernel_sequences, sequence_tables
 
 
 @pytest.fixture(scope="module")

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.kineto import analyze_traces
-from my_utils.profiling.analysis.kineto.collectives import bus_factor, collective_rows, collectives_of
-from my_utils.profiling.analysis.kineto.cupti import SASS_FLOPS, cupti_rows
-from my_utils.profiling.analysis.kineto.peaks import nvlink_bandwidth, peak_flops
-from my_utils.profiling.analysis.kineto.run import read_rank
+from my_utils.profiling.hardware.peaks import nvlink_bandwidth, peak_flops
+from my_utils.profiling.kineto import analyze_traces
+from my_utils.profiling.kineto.collectives import bus_factor, collective_rows, collectives_of
+from my_utils.profiling.kineto.cupti import SASS_FLOPS, cupti_rows
+from my_utils.profiling.kineto.run import read_rank
 
 NCCL = "hta/nccl_parser_config__nccl_data.json.gz"
 

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.kineto import stragglers
-from my_utils.profiling.analysis.kineto.collectives import (
+from my_utils.profiling.kineto import stragglers
+from my_utils.profiling.kineto.collectives import (
     FLAG_SHARE,
     MIN_FLAG_BYTES,
     collective_rows,
     link_speed,
 )
-from my_utils.profiling.analysis.kineto.run import read_rank
+from my_utils.profiling.kineto.run import read_rank
 
 A100 = "NVIDIA A100-SXM4-80GB"
 

@@ -10,10 +10,10 @@ import pytest
 
 from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
 from my_utils.profiling.analysis.diff import diff_reports
-from my_utils.profiling.analysis.kineto.compare import compare_kineto
-from my_utils.profiling.analysis.model import AnalysisReport
 from my_utils.profiling.cli.diff import render_markdown
-from my_utils.profiling.providers.kineto import parse_trace_file
+from my_utils.profiling.kineto.compare import compare_kineto
+from my_utils.profiling.kineto.read.provider import parse_trace_file
+from my_utils.profiling.model.report import AnalysisReport
 from my_utils.profiling.reports.diff_markdown import md_text
 
 

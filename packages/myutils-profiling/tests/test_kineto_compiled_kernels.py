@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from my_utils.profiling.analysis.kineto import analyze_traces
+from my_utils.profiling.kineto import analyze_traces
 
 
 def test_htas_triton_operator(real_fixtures: Any) -> None:

@@ -1,4 +1,4 @@
-"""``providers.kineto_context``: GPU model, device count, world size, rank, host and versions of real traces.
+"""``kineto.read.context``: GPU model, device count, world size, rank, host and versions of real traces.
 
 Expected values are read from the same files with the stdlib ``json`` module (an
 independent reader), and the pair diffed in the docs is checked against what its
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.providers.kineto_context import (
+from my_utils.profiling.kineto.read.context import (
     TraceContext,
     cuda_version,
     read_trace_context,

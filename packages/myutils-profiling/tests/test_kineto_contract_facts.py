@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from my_utils.profiling.analysis.facts import build_facts
-from my_utils.profiling.analysis.kineto import analyze_traces
-from my_utils.profiling.analysis.kineto.contract_facts import contract_facts
+from my_utils.profiling.kineto import analyze_traces
+from my_utils.profiling.kineto.contract_facts import contract_facts
 
 REAL54 = "hta/df_index_resolver.json.gz"
 PAIR = ("hta/trace_filter__sampled_rank-0.json.gz", "hta/trace_filter__sampled_rank-1.json.gz")

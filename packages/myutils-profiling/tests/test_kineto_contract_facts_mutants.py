@@ -12,8 +12,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from my_utils.profiling.analysis.kineto import arrivals
-from my_utils.profiling.analysis.kineto.contract_facts import host_facts, setup_facts
+from my_utils.profiling.kineto import arrivals
+from my_utils.profiling.kineto.contract_facts import host_facts, setup_facts
 
 
 def _rank(rank: int, host: str, starts: list[float]) -> Any:

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.kineto import analyze_traces
-from my_utils.profiling.analysis.kineto.critical_path import CriticalPath, critical_path, critical_path_tables
-from my_utils.profiling.analysis.kineto.overlay import write_overlay
-from my_utils.profiling.analysis.kineto.run import read_rank
+from my_utils.profiling.kineto import analyze_traces
+from my_utils.profiling.kineto.critical_path import CriticalPath, critical_path, critical_path_tables
+from my_utils.profiling.kineto.overlay import write_overlay
+from my_utils.profiling.kineto.run import read_rank
 
 ALEXNET_FORWARD = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.kineto.critical_path import critical_path, critical_path_tables
-from my_utils.profiling.analysis.kineto.run import read_rank
+from my_utils.profiling.kineto.critical_path import critical_path, critical_path_tables
+from my_utils.profiling.kineto.run import read_rank
 
 
 def _overlapping_kernels(path: Path, overlap_us: float) -> Any:

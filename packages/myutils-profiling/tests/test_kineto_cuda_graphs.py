@@ -15,7 +15,7 @@ import pytest
 
 from my_utils.profiling.analysis.advice_gate import removed_pieces
 from my_utils.profiling.analysis.contents import capture_contents
-from my_utils.profiling.analysis.kineto import analyze_traces
+from my_utils.profiling.kineto import analyze_traces
 
 LANE = {"pid": 1, "tid": 1}
 

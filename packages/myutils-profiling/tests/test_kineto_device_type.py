@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.kineto import analyze_traces
-from my_utils.profiling.analysis.kineto.context import device_type
+from my_utils.profiling.kineto import analyze_traces
+from my_utils.profiling.kineto.context import device_type
 
 #: HTA's labels for the same families.
 HTA = {"CUDA": "NVIDIA GPU", "ROCm": "AMD GPU", "MTIA": "MTIA", "unknown": "UNKNOWN GPU"}

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from my_utils.core.errors import UsageError
-from my_utils.profiling.analysis.kineto import analyze_traces
-from my_utils.profiling.analysis.kineto.filters import TraceFilter, iteration_of
-from my_utils.profiling.analysis.kineto.rank_data import RankData
-from my_utils.profiling.analysis.kineto.run import read_rank
-from my_utils.profiling.providers.kineto import parse_trace_file
+from my_utils.profiling.kineto import analyze_traces
+from my_utils.profiling.kineto.filters import TraceFilter, iteration_of
+from my_utils.profiling.kineto.rank_data import RankData
+from my_utils.profiling.kineto.read.provider import parse_trace_file
+from my_utils.profiling.kineto.run import read_rank
 
 
 def rows(d: RankData) -> int:

@@ -8,11 +8,11 @@ from typing import Any
 
 import pandas as pd
 
-from my_utils.profiling.analysis.kineto import TraceFilter, kineto_frames
-from my_utils.profiling.analysis.kineto.frames import columns
-from my_utils.profiling.analysis.kineto.queue_length import queue_series
-from my_utils.profiling.analysis.kineto.registry import ANALYSES
-from my_utils.profiling.analysis.kineto.run import read_rank
+from my_utils.profiling.kineto import TraceFilter, kineto_frames
+from my_utils.profiling.kineto.frames import columns
+from my_utils.profiling.kineto.queue_length import queue_series
+from my_utils.profiling.kineto.registry import ANALYSES
+from my_utils.profiling.kineto.run import read_rank
 
 
 def test_one_call_on_a_folder_of_ranks(real_fixtures: Any, tmp_path: Path) -> None:

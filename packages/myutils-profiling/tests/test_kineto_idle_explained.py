@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.kineto.idle_explained import LAUNCHING, MAIN, NOTHING, idle_host_op_rows
-from my_utils.profiling.analysis.kineto.run import read_rank
+from my_utils.profiling.kineto.idle_explained import LAUNCHING, MAIN, NOTHING, idle_host_op_rows
+from my_utils.profiling.kineto.run import read_rank
 
 
 def _innermost(spans: list[dict[str, Any]], t: float) -> str | None:

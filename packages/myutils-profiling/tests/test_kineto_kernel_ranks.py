@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.kineto import analyze_traces
+from my_utils.profiling.kineto import analyze_traces
 
 PAIR = ("trace_filter__sampled_rank-0.json.gz", "trace_filter__sampled_rank-1.json.gz")
 

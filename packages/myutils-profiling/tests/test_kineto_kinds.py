@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from my_utils.profiling.analysis.kineto.kinds import KIND_RULES, KernelKind, kind_of
+from my_utils.profiling.kineto.kinds import KIND_RULES, KernelKind, kind_of
 
 COMM, MEM, COMP, OTHER = "communication", "memory", "computation", "other"
 

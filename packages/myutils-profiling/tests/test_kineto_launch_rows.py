@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.kineto import analyze_traces
-from my_utils.profiling.analysis.kineto.launch_rows import launch_rows
-from my_utils.profiling.analysis.kineto.run import read_rank
+from my_utils.profiling.kineto import analyze_traces
+from my_utils.profiling.kineto.launch_rows import launch_rows
+from my_utils.profiling.kineto.run import read_rank
 
 HTA_CALLS = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync",
              "runFunction - job_prep_and_submit_for_execution"}

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from my_utils.core.errors import InputError
-from my_utils.profiling.analysis.kineto.memory_timeline import (
+from my_utils.profiling.kineto.memory_timeline import (
     CATEGORIES,
     memory_timeline_rows,
     read_memory_timeline,

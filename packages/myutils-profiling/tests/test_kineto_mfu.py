@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.kineto.idle import idle_breakdown
-from my_utils.profiling.analysis.kineto.idle_explained import MAIN, idle_host_op_rows
-from my_utils.profiling.analysis.kineto.mfu import mfu_tables, op_flops
-from my_utils.profiling.analysis.kineto.run import read_rank
+from my_utils.profiling.kineto.idle import idle_breakdown
+from my_utils.profiling.kineto.idle_explained import MAIN, idle_host_op_rows
+from my_utils.profiling.kineto.mfu import mfu_tables, op_flops
+from my_utils.profiling.kineto.run import read_rank
 
 TRACE = "hta/trace_filter__sampled_rank-0.json.gz"
 

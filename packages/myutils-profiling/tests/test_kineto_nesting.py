@@ -1,4 +1,4 @@
-"""``providers.kineto_nesting`` through ``read_trace``: the dominant parent of each host range, in the same pass."""
+"""``kineto.read.nesting`` through ``read_trace``: the dominant parent of each host range, in the same pass."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from my_utils.profiling.providers.kineto import parse_trace_file, read_trace
-from my_utils.profiling.providers.kineto_nesting import NestingPass, Parent
+from my_utils.profiling.kineto.read.nesting import NestingPass, Parent
+from my_utils.profiling.kineto.read.provider import parse_trace_file, read_trace
 
 
 def _x(name: str, ts: float, dur: float, tid: int = 1, cat: str = "cpu_op") -> dict[str, Any]:

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from my_utils.core.errors import UsageError
-from my_utils.profiling.analysis.kineto.filters import TraceFilter
-from my_utils.profiling.analysis.kineto.operator_filter import CombinedOperatorFilter
-from my_utils.profiling.analysis.kineto.rank_data import RankData
-from my_utils.profiling.analysis.kineto.run import read_rank
+from my_utils.profiling.kineto.filters import TraceFilter
+from my_utils.profiling.kineto.operator_filter import CombinedOperatorFilter
+from my_utils.profiling.kineto.rank_data import RankData
+from my_utils.profiling.kineto.run import read_rank
 
 
 def rows(d: RankData) -> int:
@@ -83,7 +83,7 @@ def test_a_missing_name_leaves_its_criterion_out(rank0: RankData) -> None:
 
 def test_stack_depths_keep_one_level(rank0: RankData) -> None:
     """``depths`` (HTA's ``stack_depths``) keeps CPU events at those depths of the call stack only."""
-    from my_utils.profiling.analysis.kineto.call_stacks import build_stacks
+    from my_utils.profiling.kineto.call_stacks import build_stacks
 
     f = CombinedOperatorFilter("## forward ##", "All2All_Pooled_Wait", "## sdd_preprocess_tensors ##")
     every = f.apply(rank0)

@@ -17,7 +17,7 @@ from my_utils.core.lazy import lazy_module
 
 CHILD = """
 import json, sys
-from my_utils.profiling.analysis.kineto import analyze_traces
+from my_utils.profiling.kineto import analyze_traces
 a = analyze_traces(sys.argv[1], executor="process")
 print(json.dumps({"numpy": "numpy" in sys.modules, "ranks": list(a.ranks),
                   "tables": sorted(a.tables), "launches": sum(r.launches for r in a.launch)}))

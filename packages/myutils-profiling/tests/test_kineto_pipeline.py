@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.kineto import analyze_traces
-from my_utils.profiling.analysis.kineto.pipeline import classify, compile_patterns, expected_share
 from my_utils.profiling.analysis.pipeline_rule import pipeline_facts, pipeline_findings
+from my_utils.profiling.kineto import analyze_traces
+from my_utils.profiling.kineto.pipeline import classify, compile_patterns, expected_share
 
 P, M = 4, 8
 TAIL = 1_000.0  # the optimizer after the pipeline, inside the step

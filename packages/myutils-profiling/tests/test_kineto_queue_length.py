@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.kineto import analyze_traces
-from my_utils.profiling.analysis.kineto.memory_bw import memory_subtype, memory_tables
-from my_utils.profiling.analysis.kineto.overlay import counter_events, write_overlay
-from my_utils.profiling.analysis.kineto.queue_length import queue_length_tables, queue_series, trace_duration
-from my_utils.profiling.analysis.kineto.rank_data import RankData
-from my_utils.profiling.analysis.kineto.run import read_rank
+from my_utils.profiling.kineto import analyze_traces
+from my_utils.profiling.kineto.memory_bw import memory_subtype, memory_tables
+from my_utils.profiling.kineto.overlay import counter_events, write_overlay
+from my_utils.profiling.kineto.queue_length import queue_length_tables, queue_series, trace_duration
+from my_utils.profiling.kineto.rank_data import RankData
+from my_utils.profiling.kineto.run import read_rank
 
 NEGATIVE_QUEUE = "hta/negative_queue_length__rank0.json.gz"
 
@@ -141,7 +141,7 @@ def test_series_table_is_bounded_and_keeps_the_extremes(negq: RankData) -> None:
 
 def test_top_kernels_name_the_copy_subtype(real_fixtures: Any) -> None:
     """The kernel table's memory rows carry their subtype (HTA's get_memory_kernel_type); others carry none."""
-    from my_utils.profiling.analysis.kineto import analyze_traces
+    from my_utils.profiling.kineto import analyze_traces
 
     rows = analyze_traces(real_fixtures / "kineto" / NEGATIVE_QUEUE, executor="serial",
                           analyses=[]).to_rows()["kineto_top_kernels"]

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from my_utils.core.errors import UsageError
-from my_utils.profiling.analysis.kineto import analyze_traces
-from my_utils.profiling.analysis.kineto.registry import ANALYSES, names, select
+from my_utils.profiling.kineto import analyze_traces
+from my_utils.profiling.kineto.registry import ANALYSES, names, select
 
 
 def test_every_analysis_names_its_hta_reference_and_tables() -> None:
@@ -23,7 +23,7 @@ def test_every_analysis_names_its_hta_reference_and_tables() -> None:
 
 
 def test_listing_imports_nothing_heavy() -> None:
-    code = ("import sys; from my_utils.profiling.analysis.kineto.registry import names; names(); "
+    code = ("import sys; from my_utils.profiling.kineto.registry import names; names(); "
             "print(sorted(m for m in ('numpy', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
-from my_utils.profiling.analysis.kineto.registry import ANALYSES
-from my_utils.profiling.analysis.model import AnalysisReport
-from my_utils.profiling.providers.kineto import parse_trace_file
+from my_utils.profiling.kineto.read.provider import parse_trace_file
+from my_utils.profiling.kineto.registry import ANALYSES
+from my_utils.profiling.model.report import AnalysisReport
 from my_utils.profiling.reports import render_report
 from my_utils.profiling.reports.charts import build_charts
 

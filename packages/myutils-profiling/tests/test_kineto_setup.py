@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.kineto import analyze_traces
-from my_utils.profiling.analysis.kineto.contract_facts import contract_facts
+from my_utils.profiling.kineto import analyze_traces
+from my_utils.profiling.kineto.contract_facts import contract_facts
 
 LANE = {"pid": 1, "tid": 1}
 

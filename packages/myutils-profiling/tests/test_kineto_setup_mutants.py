@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.kineto import analyze_traces
+from my_utils.profiling.kineto import analyze_traces
 
 LANE = {"pid": 1, "tid": 1}
 

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from my_utils.profiling.analysis.kineto.filters import TraceFilter
-from my_utils.profiling.analysis.kineto.frames import kineto_frames
 from my_utils.profiling.cli import app
+from my_utils.profiling.kineto.filters import TraceFilter
+from my_utils.profiling.kineto.frames import kineto_frames
 
 TRACE = "kineto/hta/trace_filter__sampled_rank-0.json.gz"
 

@@ -13,8 +13,8 @@ import pytest
 from my_utils.profiling.analysis.fact_rules import fact_findings
 from my_utils.profiling.analysis.facts import build_facts
 from my_utils.profiling.analysis.headline import verdict
-from my_utils.profiling.analysis.kineto import analyze_traces
-from my_utils.profiling.analysis.model import Fact, Finding
+from my_utils.profiling.kineto import analyze_traces
+from my_utils.profiling.model.report import Fact, Finding
 
 NCCL = "hta/nccl_parser_config__nccl_data.json.gz"
 

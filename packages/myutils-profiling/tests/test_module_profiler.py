@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from my_utils.core.errors import InputError, UsageError
-from my_utils.profiling.providers.module_profiler import ModuleProfilerMetricsProvider
+from my_utils.profiling.formats.module_profiler import ModuleProfilerMetricsProvider
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from my_utils.core.errors import InputError, UsageError
 from my_utils.core.timer import MyTimer
-from my_utils.profiling.providers.mytimer import MyTimerMetricsProvider
+from my_utils.profiling.formats.mytimer import MyTimerMetricsProvider
 
 
 def _run_steps(timer: MyTimer, steps: range) -> None:

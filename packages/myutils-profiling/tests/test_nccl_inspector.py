@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from my_utils.core.errors import InputError, MyUtilsError, UnsupportedInputError
-from my_utils.profiling.providers.nccl_inspector import (
+from my_utils.profiling.formats.nccl_inspector import (
     NcclInspectorProvider,
     read_nccl_inspector,
     size_bucket,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from my_utils.profiling.formats.nccl_inspector import size_bucket
 from my_utils.profiling.nccl.inspector import analyze_inspector, escape_label
-from my_utils.profiling.providers.nccl_inspector import size_bucket
 
 LOGS = Path(__file__).resolve().parent / "data" / "nccl_inspector"
 

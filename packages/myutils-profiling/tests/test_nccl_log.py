@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from my_utils.core.errors import InputError, MyUtilsError, UnsupportedInputError
-from my_utils.profiling.providers.nccl_log import NcclLogProvider, read_nccl_log
+from my_utils.profiling.formats.nccl_log import NcclLogProvider, read_nccl_log
 
 SOCKET_LOG = "nccl/dsl__example_2.502726.o.nccl2.22.3.log"     # 2 nodes over TCP sockets, NCCL 2.22.3
 IB_LOG = "nccl/dsl__deepspeed_example.526831.o.nccl2.20.5.log"  # 2 nodes over InfiniBand, NCCL 2.20.5

@@ -9,7 +9,7 @@ import pytest
 
 from my_utils.core.errors import InputError, UnsupportedInputError
 from my_utils.profiling.nccl.ras import read_ras
-from my_utils.profiling.providers.nccl_ras import NcclRasProvider
+from my_utils.profiling.nccl.ras_provider import NcclRasProvider
 
 DATA = Path(__file__).resolve().parent / "data" / "nccl_ras"
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.kineto.collectives import collective_rows
-from my_utils.profiling.analysis.kineto.run import read_rank
+from my_utils.profiling.kineto.collectives import collective_rows
+from my_utils.profiling.kineto.run import read_rank
 from my_utils.profiling.nccl.topology import expected_busbw, read_topology
 
 GRAPH_LOG = Path(__file__).resolve().parent / "data" / "nccl_graph_2nodes.log"
@@ -87,7 +87,7 @@ def test_the_log_decides_the_collectives_link(tmp_path: Path) -> None:
 
 def test_the_collectives_option(tmp_path: Path) -> None:
     """``options={"collectives": {"nccl_log": ...}}`` reaches the analysis in its worker."""
-    from my_utils.profiling.analysis.kineto import analyze_traces
+    from my_utils.profiling.kineto import analyze_traces
 
     rows = analyze_traces(_allreduce_trace(tmp_path, 16), executor="serial", analyses=["collectives"],
                           options={"collectives": {"nccl_log": str(GRAPH_LOG)}}).to_rows()["kineto_collectives"]

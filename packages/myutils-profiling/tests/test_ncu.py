@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from my_utils.core.errors import UnsupportedInputError
-from my_utils.profiling.providers.ncu import NcuCsvMetricsProvider, read_ncu_csv
+from my_utils.profiling.ncu.provider import NcuCsvMetricsProvider, read_ncu_csv
 
 CSV_FILES = [
     "ai4mat__metrics_713_paddle_.csv",

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from my_utils.profiling.analysis.diff_ncu import better_direction, diff_ncu
 from my_utils.profiling.cli import app
-from my_utils.profiling.ncu.diff import better_direction, diff_ncu
 
 REAL = "ncu/ai4mat__gcn_torch_ncu_metrics_show.csv.txt"
 ONCE = "ampere_sgemm_32x32_sliced1x4_tn"  # one launch in the real export

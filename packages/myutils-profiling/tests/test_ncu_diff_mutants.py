@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from my_utils.profiling.ncu.diff import better_direction, diff_launches, diff_ncu
+from my_utils.profiling.analysis.diff_ncu import better_direction, diff_launches, diff_ncu
 from my_utils.profiling.ncu.launches import NcuLaunch, read_launches
 
 DURATION = "gpu__time_duration.sum"

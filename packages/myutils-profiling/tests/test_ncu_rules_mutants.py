@@ -1,6 +1,6 @@
 """The Nsight Compute findings at their thresholds, with the saving each states worked out by hand (issue 36).
 
-``analysis.ncu_rules`` reads the ``ncu_kernels``/``ncu_rules`` tables and the ``ncu.*`` facts; the
+``analysis.nsight.ncu_rules`` reads the ``ncu_kernels``/``ncu_rules`` tables and the ``ncu.*`` facts; the
 tables and facts are built here the way ``analysis.nsight`` writes them, for the plausible bugs of
 ``.ci/mutants/ncu.toml`` the end-to-end tests let pass: a kernel at exactly 5 % of the profiled
 time, a roofline at exactly 50 %, a rule at exactly 10 % estimated speedup, the roofline and
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.model import EvidenceRow, Fact
-from my_utils.profiling.analysis.ncu_rules import MAX_ROOF, MIN_KERNEL_SHARE, ncu_findings
+from my_utils.profiling.analysis.nsight.ncu_rules import MAX_ROOF, MIN_KERNEL_SHARE, ncu_findings
+from my_utils.profiling.model.report import EvidenceRow, Fact
 
 
 def kernel(name: str, ms: float, launches: int, **row: Any) -> dict[str, Any]:

@@ -6,7 +6,7 @@ of its span, the host-wait share taken *outside* setup, a capture exactly half s
 exactly 30 % of busy time, a host blocked while the GPU is busy (nothing to win), a first
 iteration at exactly 1.2× the median, well-overlapped but much exposed communication, a rank
 wait spread over the ranks, and a late host's own ranks not counted as waiting for it. The facts
-are built as ``analysis.nsight_facts`` states them (``nsys.gpu_idle`` in ms, host wait as % of
+are built as ``analysis.nsight.facts`` states them (``nsys.gpu_idle`` in ms, host wait as % of
 the idle, one device of 1,000 ms span); every figure is worked out in the test.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.model import EvidenceRow, Fact
-from my_utils.profiling.analysis.nsight_rules import SETUP_DOMINANT, nsight_findings, setup_dominated
+from my_utils.profiling.analysis.nsight.rules import SETUP_DOMINANT, nsight_findings, setup_dominated
+from my_utils.profiling.model.report import EvidenceRow, Fact
 
 SCOPE = "rank0:device0"
 SPAN = 1000.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from my_utils.profiling.analysis.nsight_setup import setup_facts
+from my_utils.profiling.analysis.nsight.setup import setup_facts
 
 
 def _capture(rank: int, one_shot: int, repeated: int) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from my_utils.core.errors import InputError, UnsupportedInputError
-from my_utils.profiling.providers.nsys import NsysSqliteMetricsProvider
+from my_utils.profiling.nsys.provider import NsysSqliteMetricsProvider
 
 DBS = ["extrap__con_kernel.sqlite", "extrap__concurrent_s1_profile1.sqlite", "extrap__ex-gpu.s10.sqlite"]
 

@@ -186,7 +186,7 @@ def test_facts_carry_unit_denominator_and_evidence(summaries: dict[str, Any]) ->
                                  "values": {"busy_ns": row["busy_ns"], "idle_ns": row["idle_ns"],
                                             "span_ns": row["span_ns"]}}]
     json.dumps(s.to_dict(), allow_nan=False)  # the whole summary is strict JSON
-    # the JSON object of analysis.model.Fact, so Fact.from_dict() takes every fact over unchanged
+    # the JSON object of model.report.Fact, so Fact.from_dict() takes every fact over unchanged
     keys = {"id", "label", "value", "unit", "source", "denominator", "denominator_value", "denominator_unit", "ranks",
             "aggregate", "steps", "evidence", "detail"}
     assert all(set(f) - {"not_measured"} == keys for f in facts.values())

@@ -8,7 +8,7 @@ import nsys_real as H  # nsys_real.py beside this file, registered by conftest.p
 import pytest
 
 from my_utils.profiling.analysis import AnalysisReport
-from my_utils.profiling.analysis.nsight import NsightInputs, analyze_nsight
+from my_utils.profiling.analysis.nsight.analyze import NsightInputs, analyze_nsight
 from my_utils.profiling.reports.charts import build_charts
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from my_utils.profiling.analysis.diff_nsys import diff_exports, nvtx_scope
 from my_utils.profiling.cli import app
-from my_utils.profiling.nsys.diff import diff_exports, nvtx_scope
 
 BEFORE = "nsys/nsysai__mfu_2gpu_before.sqlite"
 AFTER = "nsys/nsysai__mfu_2gpu_after.sqlite"

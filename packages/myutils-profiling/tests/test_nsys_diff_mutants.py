@@ -14,7 +14,7 @@ import math
 import pytest
 
 from my_utils.profiling.analysis.diff_model import OpStats
-from my_utils.profiling.nsys.diff import _parts, _range_warnings, _Side, _stats
+from my_utils.profiling.analysis.diff_nsys import _parts, _range_warnings, _Side, _stats
 
 
 def _side(names: set[str]) -> _Side:

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from my_utils.core.errors import UsageError
-from my_utils.profiling.analysis.nsight import nsys_tables
-from my_utils.profiling.analysis.nsight_facts import run_facts
+from my_utils.profiling.analysis.nsight.analyze import nsys_tables
+from my_utils.profiling.analysis.nsight.facts import run_facts
 from my_utils.profiling.cli import app
 from my_utils.profiling.nsys.mfu import ModelFlops
 from my_utils.profiling.nsys.run import analyze_run

@@ -10,8 +10,8 @@ import nsys_real as H  # nsys_real.py beside this file, registered by conftest.p
 import pytest
 
 from my_utils.core.errors import InputError, UsageError
+from my_utils.profiling.formats.ranks import expand_inputs
 from my_utils.profiling.nsys.nccl_ops import bus_bandwidth, bus_factor, collective_of
-from my_utils.profiling.nsys.ranks import expand_inputs
 from my_utils.profiling.nsys.run import analyze_run
 
 MIB2 = 2 * 1024 * 1024

@@ -19,7 +19,7 @@ from typing import Any
 import nsys_real as H  # nsys_real.py beside this file, registered by conftest.py
 import pytest
 
-from my_utils.profiling.analysis.kineto.collectives import bus_factor as kineto_bus_factor
+from my_utils.profiling.kineto.collectives import bus_factor as kineto_bus_factor
 from my_utils.profiling.nsys import nccl_ops
 from my_utils.profiling.nsys.nccl_sizes import REASONS, decode_size, size_schemas
 from my_utils.profiling.nsys.run import analyze_run

@@ -13,8 +13,8 @@ from typing import Any
 import nsys_real as H  # nsys_real.py beside this file, registered by conftest.py
 import pytest
 
-from my_utils.profiling.analysis.nsight import NsightInputs, analyze_nsight
-from my_utils.profiling.analysis.nsight_rules import nsight_findings
+from my_utils.profiling.analysis.nsight.analyze import NsightInputs, analyze_nsight
+from my_utils.profiling.analysis.nsight.rules import nsight_findings
 from my_utils.profiling.nsys.analyze import summarize
 
 GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")

@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 from my_utils.core.events import write_events
 from my_utils.profiling.analysis import AnalysisReport, MetricsAnalyzer
-from my_utils.profiling.analysis.nsight import NsightInputs
+from my_utils.profiling.analysis.nsight.analyze import NsightInputs
 from my_utils.profiling.cli import app
-from my_utils.profiling.providers.nsys import read_nsys_sqlite
+from my_utils.profiling.nsys.provider import read_nsys_sqlite
 from my_utils.profiling.reports.headline import find_row
 
 SAXPY = "nsys/pipit__saxpy-mpi-cuda_perlmutter0.sqlite"
@@ -207,8 +207,8 @@ def test_ingest_analyze_runs_the_nsight_analyses(real_fixtures: Any, tmp_path: P
 def test_iteration_idle_names_the_host_wait_when_os_runtime_was_traced() -> None:
     # no public export holds NVTX iterations with idle GPU windows and OS-runtime tracing: the facts are built
     # here in the shape nsys.summary_facts writes them (the rule reads facts only)
-    from my_utils.profiling.analysis.model import EvidenceRow, Fact, NotMeasured
-    from my_utils.profiling.analysis.nsight_rules import nsight_findings
+    from my_utils.profiling.analysis.nsight.rules import nsight_findings
+    from my_utils.profiling.model.report import EvidenceRow, Fact, NotMeasured
 
     ev = (EvidenceRow("nsys_iterations", {"rank": 0, "pid": 7}, {"iterations": 40}),)
     idle = Fact("nsys.iteration_gpu_idle:rank0:pid7", "GPU idle inside the iterations' GPU windows", 35.0, "%",

@@ -14,7 +14,7 @@ from typing import Any
 import nsys_real as H  # nsys_real.py beside this file, registered by conftest.py
 import pytest
 
-from my_utils.profiling.providers.nsys import NsysSqliteMetricsProvider
+from my_utils.profiling.nsys.provider import NsysSqliteMetricsProvider
 
 BACKTRACE_EXPORTS = {"nsys/extrap__ex-gpu.s10.sqlite": (18, 36), "nsys/pipit__saxpy-mpi-cuda_perlmutter0.sqlite": (57, 95)}
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from my_utils.profiling.analysis import AnalysisReport, MetricsAnalyzer
-from my_utils.profiling.analysis.nsight import NsightInputs
+from my_utils.profiling.analysis.nsight.analyze import NsightInputs
 from my_utils.profiling.ncu.csv_read import read_ncu_csv
-from my_utils.profiling.providers.nsys import read_nsys_sqlite
+from my_utils.profiling.nsys.provider import read_nsys_sqlite
 from my_utils.profiling.reports import render_report
 from my_utils.profiling.reports.context import NSIGHT_TABLES
 

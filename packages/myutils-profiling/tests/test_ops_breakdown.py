@@ -1,4 +1,4 @@
-"""The breakdowns (``analysis.ops.breakdown``) on real traces, every figure recomputed from the raw trace.
+"""The breakdowns (``kineto.ops.breakdown``) on real traces, every figure recomputed from the raw trace.
 
 ``trace_diff__test`` (V100, DLRM-like, part of its work replayed from CUDA graphs): the GEMM share
 by kernel name, the replayed GPU time by correlation with ``cudaGraphLaunch``, the mix in the
@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.kineto.run import read_rank
-from my_utils.profiling.analysis.model import Fact
-from my_utils.profiling.analysis.ops.tables import ops_tables
 from my_utils.profiling.analysis.verdict import verdict
+from my_utils.profiling.kineto.ops.tables import ops_tables
+from my_utils.profiling.kineto.run import read_rank
+from my_utils.profiling.model.report import Fact
 
 TEST = "kineto/hta/trace_diff__test.json.gz"
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")

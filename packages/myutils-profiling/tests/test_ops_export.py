@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from my_utils.profiling.analysis.ops.frames import op_frames
-from my_utils.profiling.analysis.ops.tables import TABLES
 from my_utils.profiling.cli import app
+from my_utils.profiling.kineto.ops.frames import op_frames
+from my_utils.profiling.kineto.ops.tables import TABLES
 from my_utils.profiling.reports.roofline_chart import roofline_figure
 from my_utils.profiling.reports.table_export import sheet_name, write_tables
 

@@ -1,4 +1,4 @@
-"""The matrix-unit formulas (``analysis.ops.flops``) against an independent count.
+"""The matrix-unit formulas (``kineto.ops.flops``) against an independent count.
 
 Matrix products and convolutions are run for real on the CPU under torch.profiler (record_shapes)
 and under ``torch.utils.flop_counter.FlopCounterMode``, on generated shapes; the model reads the
@@ -26,9 +26,9 @@ torch = pytest.importorskip("torch")
 
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count  # noqa: E402
 
-from my_utils.profiling.analysis.ops import flops as model  # noqa: E402
-from my_utils.profiling.analysis.ops.args import OpArgs  # noqa: E402
-from my_utils.profiling.analysis.ops.cost import op_cost  # noqa: E402
+from my_utils.profiling.kineto.ops import flops as model  # noqa: E402
+from my_utils.profiling.kineto.ops.args import OpArgs  # noqa: E402
+from my_utils.profiling.kineto.ops.cost import op_cost  # noqa: E402
 
 
 def _counted(run: Any) -> int:

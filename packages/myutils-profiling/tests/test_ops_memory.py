@@ -1,4 +1,4 @@
-"""Per-operation memory (``analysis.ops.op_memory``) on traces torch 2.13 records with ``profile_memory``.
+"""Per-operation memory (``kineto.ops.op_memory``) on traces torch 2.13 records with ``profile_memory``.
 
 The expected figures are recomputed from the raw ``[memory]`` events with a brute-force search
 for the innermost operator around each event (gzip/json, not the code under test): per operator
@@ -16,8 +16,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from my_utils.profiling.analysis.kineto.run import read_rank  # noqa: E402
-from my_utils.profiling.analysis.ops.op_memory import device_name, memory_tables  # noqa: E402
+from my_utils.profiling.kineto.ops.op_memory import device_name, memory_tables  # noqa: E402
+from my_utils.profiling.kineto.run import read_rank  # noqa: E402
 
 
 def _record(tmp_path: Path) -> Path:

@@ -1,4 +1,4 @@
-"""The operation-matched diff (``analysis.ops.op_diff``) on the real A100 → V100 pair, and in the trace diff's output.
+"""The operation-matched diff (``kineto.ops.op_diff``) on the real A100 → V100 pair, and in the trace diff's output.
 
 The kernel-name figure it is compared with is recomputed from the raw traces (gzip + json): the
 share of the base's GPU time in kernels whose name the target also has.
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.analysis.ops.op_diff import LEVELS, OpProfile, op_diff
-from my_utils.profiling.analysis.ops.op_profile import OpsPass
-from my_utils.profiling.providers.kineto import read_trace
+from my_utils.profiling.kineto.ops.op_diff import LEVELS, OpProfile, op_diff
+from my_utils.profiling.kineto.ops.op_profile import OpsPass
+from my_utils.profiling.kineto.read.provider import read_trace
 
 HTA = "kineto/hta"
 CONTROL, TEST = f"{HTA}/trace_diff__control.json.gz", f"{HTA}/trace_diff__test.json.gz"

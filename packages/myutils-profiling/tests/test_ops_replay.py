@@ -1,4 +1,4 @@
-"""Replay scripts (``analysis.ops.replay``) written from a trace torch 2.13 records here, run as real programs.
+"""Replay scripts (``kineto.ops.replay``) written from a trace torch 2.13 records here, run as real programs.
 
 Each script is run in a fresh interpreter with only torch; its printed output shapes and dtypes
 must be those the recorded call produced in the test process (computed here by calling torch
@@ -19,8 +19,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from my_utils.core.errors import InputError  # noqa: E402
-from my_utils.profiling.analysis.kineto.run import read_rank  # noqa: E402
-from my_utils.profiling.analysis.ops.replay import pick_ops, replay_from_trace, replay_script  # noqa: E402
+from my_utils.profiling.kineto.ops.replay import pick_ops, replay_from_trace, replay_script  # noqa: E402
+from my_utils.profiling.kineto.run import read_rank  # noqa: E402
 
 #: operator → (the call recorded, what it returned: list of (shape, dtype)).
 CALLS: dict[str, Any] = {
@@ -111,7 +111,7 @@ def test_a_trace_without_strides_and_concrete_inputs_says_so_per_operation(tmp_p
 
 
 def test_names_from_a_trace_never_become_code(tmp_path: Path) -> None:
-    from my_utils.profiling.analysis.ops.replay import ReplayOp
+    from my_utils.profiling.kineto.ops.replay import ReplayOp
 
     hostile = ReplayOp("aten::mm", {"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"],
                                     "Concrete Inputs": ["\"\"\"; import os; os.system('echo pwned') #", ""]}, 1)

@@ -1,4 +1,4 @@
-"""The memory-bound formulas (``analysis.ops.norms``, ``analysis.ops.traffic``) against hand derivations.
+"""The memory-bound formulas (``kineto.ops.norms``, ``kineto.ops.traffic``) against hand derivations.
 
 Each case runs for real on the CPU under torch.profiler, so the model reads the arguments torch
 2.13 records (positions, concrete scalars, tensor lists); the expected FLOPs and bytes are worked
@@ -15,8 +15,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from my_utils.profiling.analysis.ops.args import OpArgs  # noqa: E402
-from my_utils.profiling.analysis.ops.cost import op_cost  # noqa: E402
+from my_utils.profiling.kineto.ops.args import OpArgs  # noqa: E402
+from my_utils.profiling.kineto.ops.cost import op_cost  # noqa: E402
 
 F = 4  # bytes per fp32 element
 L = 8  # bytes per int64 index

@@ -17,9 +17,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from my_utils.profiling.analysis.kineto.mfu import mfu_tables  # noqa: E402
-from my_utils.profiling.analysis.kineto.run import read_rank  # noqa: E402
-from my_utils.profiling.analysis.ops.tables import ops_tables  # noqa: E402
+from my_utils.profiling.kineto.mfu import mfu_tables  # noqa: E402
+from my_utils.profiling.kineto.ops.tables import ops_tables  # noqa: E402
+from my_utils.profiling.kineto.run import read_rank  # noqa: E402
 
 KERNEL = "triton_tem_fused_mm_0"
 FLOP, GB, KERNEL_US = 2 * 512 * 256 * 128, 0.000524288, 40.0
@@ -89,7 +89,7 @@ def test_mfu_counts_inductors_flops(tmp_path: Path) -> None:
 ])
 def test_mfu_reads_each_attention_variants_layout_and_causal_flag(name: str, dims: list[Any],
                                                                   concrete: list[str]) -> None:
-    from my_utils.profiling.analysis.kineto.mfu import op_flops
+    from my_utils.profiling.kineto.mfu import op_flops
 
     args = {"Input Dims": dims, "Input type": ["c10::BFloat16"] * 3 + [""] * (len(dims) - 3),
             "Concrete Inputs": concrete}

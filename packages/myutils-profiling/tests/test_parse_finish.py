@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from my_utils.core.events import MetricEvent
-from my_utils.profiling.providers import trace_aggregate
-from my_utils.profiling.providers.trace_aggregate import TraceAggregator
-from my_utils.profiling.providers.trace_stream import TraceStream
+from my_utils.profiling.kineto.read import aggregate as trace_aggregate
+from my_utils.profiling.kineto.read.aggregate import TraceAggregator
+from my_utils.profiling.kineto.read.stream import TraceStream
 
 np = pytest.importorskip("numpy", reason="the reference grouping is numpy's (a dependency of myutils-profiling)")
 

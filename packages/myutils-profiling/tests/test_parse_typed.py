@@ -21,11 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from my_utils.core.errors import InputError
-from my_utils.profiling.providers import trace_events, trace_stream
-from my_utils.profiling.providers.kineto import TraceRead, read_trace
-from my_utils.profiling.providers.kineto_nesting import NestingPass
-from my_utils.profiling.providers.trace_aggregate import TraceAggregator
-from my_utils.profiling.providers.trace_stream import TraceStream
+from my_utils.profiling.kineto.read import events as trace_events
+from my_utils.profiling.kineto.read import stream as trace_stream
+from my_utils.profiling.kineto.read.aggregate import TraceAggregator
+from my_utils.profiling.kineto.read.nesting import NestingPass
+from my_utils.profiling.kineto.read.provider import TraceRead, read_trace
+from my_utils.profiling.kineto.read.stream import TraceStream
 
 pytest.importorskip("msgspec", reason="the typed path needs msgspec (myutils-profiling[fast], in requirements-dev)")
 
@@ -283,8 +284,8 @@ def test_parse_pure_python_path_without_msgspec(real_fixtures: Any, tmp_path: Pa
     path = real_fixtures / "kineto/hta/trace_filter__sampled_rank-0.json.gz"
     code = (
         "import sys; sys.modules['msgspec'] = None\n"
-        "from my_utils.profiling.providers import trace_events, trace_stream\n"
-        "from my_utils.profiling.providers.kineto import read_trace\n"
+        "from my_utils.profiling.kineto.read import events as trace_events, stream as trace_stream\n"
+        "from my_utils.profiling.kineto.read.provider import read_trace\n"
         "assert trace_events.typed_decoder() is None and trace_events.REFUSED == ()\n"
         "import pickle; sys.stdout.buffer.write(pickle.dumps(read_trace(sys.argv[1]).events))\n"
     )
@@ -314,7 +315,7 @@ def test_parse_nesting_ignores_a_lane_that_is_no_thread_id(typed: bool, tmp_path
 def test_parse_provider_pass_imports_no_numpy(real_fixtures: Any) -> None:
     # importing numpy cost a one-file `plugins run torch_profiler` ~0.1 s of CPU, more than its grouping
     path = real_fixtures / "kineto/hta/trace_filter__sampled_rank-0.json.gz"
-    code = ("import sys\nfrom my_utils.profiling.providers.kineto import read_trace\n"
+    code = ("import sys\nfrom my_utils.profiling.kineto.read.provider import read_trace\n"
             "assert read_trace(sys.argv[1]).events\nprint(sorted(m for m in ('numpy', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
                          timeout=300)

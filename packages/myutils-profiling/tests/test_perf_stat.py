@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from my_utils.core.errors import InputError, MyUtilsError, UnsupportedInputError
 from my_utils.core.events import read_events
-from my_utils.profiling.providers.perf_stat import PerfStatProvider, read_perf_stat
+from my_utils.profiling.formats.perf_stat import PerfStatProvider, read_perf_stat
 
 DATA = Path(__file__).resolve().parent / "data"
 REAL = "perf/two_sum__perf_stat.txt"

@@ -52,7 +52,7 @@ def test_plugins_run_imports_no_pydantic_numpy_pandas_or_pools(real_fixtures: An
     heavy = {m.split(".")[0] for m in modules} & {"pydantic", "pydantic_core", "numpy", "pandas", "torch", "plotly"}
     assert not heavy, heavy
     # one file is read in this process: no pool machinery is imported for it
-    assert not {"multiprocessing", "concurrent.futures.process", "my_utils.profiling.providers.parallel"} & modules
+    assert not {"multiprocessing", "concurrent.futures.process", "my_utils.profiling.formats.parallel"} & modules
     # nor the plugins' own commands, which `plugins run` does not serve
     assert "my_utils.profiling.cli" not in modules and "my_utils.profiling.provider_plugin" not in modules
 

@@ -12,7 +12,7 @@ import pytest
 from my_utils.core.errors import InputError
 from my_utils.core.plugin_types import PluginKind
 from my_utils.core.plugins import get_registry, load_component
-from my_utils.profiling.providers._files import FileProviderBase
+from my_utils.profiling.formats._files import FileProviderBase
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="os.mkfifo: no FIFOs on this OS")
 

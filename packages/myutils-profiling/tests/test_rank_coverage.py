@@ -11,9 +11,9 @@ from typing import Any
 
 import nsys_real
 
-from my_utils.profiling.analysis.kineto import analyze_traces
-from my_utils.profiling.analysis.rank_coverage import ranges, rank_coverage
-from my_utils.profiling.nsys.ranks import expand_inputs, launch_environment
+from my_utils.profiling.formats.ranks import expand_inputs, launch_environment
+from my_utils.profiling.kineto import analyze_traces
+from my_utils.profiling.model.rank_coverage import ranges, rank_coverage
 from my_utils.profiling.nsys.run import analyze_run
 
 PAIR = ("trace_filter__sampled_rank-0.json.gz", "trace_filter__sampled_rank-1.json.gz")
@@ -93,7 +93,7 @@ def test_without_an_environment_the_file_order_stays(real_fixtures: Any, tmp_pat
 def test_the_report_carries_the_warning(real_fixtures: Any) -> None:
     """In the analysis report: ``summary["warnings"]`` holds it with code ``ranks_missing``, for traces and exports."""
     from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
-    from my_utils.profiling.analysis.nsight import NsightInputs
+    from my_utils.profiling.analysis.nsight.analyze import NsightInputs
 
     paths = [Path(real_fixtures / "kineto" / "hta" / n) for n in PAIR]
     kineto = analyze_traces(paths, executor="serial", analyses=[])

@@ -1,6 +1,6 @@
 """The headline block: drawn from the analysis' facts, above everything, each figure with its basis and evidence.
 
-The report is built here with the fact set the analysis writes (``analysis.model``): the
+The report is built here with the fact set the analysis writes (``model.report``): the
 renderer must show it as given (value, unit, whole, source, ranks, steps), link each top
 finding to the table row its evidence names, and show a dimension without data as "not
 measured", never as a number. HTML and Markdown show the same headline.
@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from my_utils.profiling.analysis.model import (
+from my_utils.profiling.model.report import (
     Advice,
     AnalysisReport,
     EvidenceRow,

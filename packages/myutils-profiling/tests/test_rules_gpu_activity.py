@@ -12,8 +12,8 @@ import pytest
 
 from my_utils.core.events import MetricEvent
 from my_utils.core.testing import check_analysis_rule
-from my_utils.profiling.providers.dcgm import read_dcgm_dmon
-from my_utils.profiling.providers.nsys import read_nsys_sqlite
+from my_utils.profiling.formats.dcgm import read_dcgm_dmon
+from my_utils.profiling.nsys.provider import read_nsys_sqlite
 
 DATA = Path(__file__).resolve().parent / "data"
 EXPORT = "nsys/pipit__saxpy-mpi-cuda_perlmutter0.sqlite"

@@ -14,9 +14,9 @@ from my_utils.core.plugin_types import PluginKind
 from my_utils.core.plugins import load_component
 from my_utils.core.testing import check_analysis_rule
 from my_utils.profiling.analysis.analyzer import MetricsAnalyzer
-from my_utils.profiling.providers.dcgm import read_dcgm_dmon
-from my_utils.profiling.providers.nccl_log import read_nccl_log
-from my_utils.profiling.providers.perf_stat import read_perf_stat
+from my_utils.profiling.formats.dcgm import read_dcgm_dmon
+from my_utils.profiling.formats.nccl_log import read_nccl_log
+from my_utils.profiling.formats.perf_stat import read_perf_stat
 
 DATA = Path(__file__).resolve().parent / "data"
 SOCKET_LOG = "nccl/dsl__example_2.502726.o.nccl2.22.3.log"
@@ -93,7 +93,7 @@ def test_source_checks_builds_no_event_of_other_names(monkeypatch: pytest.Monkey
     """Before: the rule walked every aggregated cell of the run (1M MetricEvents built on the bench's 1M-event
     run, ~30 % of the analysis) to find the few DCGM / NCCL / perf names it reads."""
     from my_utils.core.events import MetricEvent
-    from my_utils.profiling.analysis.analyzer import EventAggregate
+    from my_utils.profiling.analysis.aggregate import EventAggregate
     from my_utils.profiling.analysis.rules.sources import SourceChecksRule
 
     agg = EventAggregate()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from my_utils.core.errors import ConfigError, InputError
-from my_utils.profiling.providers.table_csv import TableCsvMetricsProvider
+from my_utils.profiling.formats.table_csv import TableCsvMetricsProvider
 
 
 def test_default_mapping(tmp_path: Path) -> None:

@@ -154,7 +154,7 @@ def test_torch_profiler_preset_for_real_on_cpu(tmp_path: Path) -> None:
     prof.stop()
     files = sorted(out_dir.glob("rank5.*.pt.trace.json"))
     assert len(files) == 1
-    from my_utils.profiling.providers.kineto import TorchProfilerMetricsProvider
+    from my_utils.profiling.kineto.read.provider import TorchProfilerMetricsProvider
 
     events = TorchProfilerMetricsProvider.from_input(out_dir).collect()
     assert sorted(e.step for e in events if e.name == "step_time") == [2, 3]

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from my_utils.profiling.providers.kineto import TorchProfilerMetricsProvider  # noqa: E402
+from my_utils.profiling.kineto.read.provider import TorchProfilerMetricsProvider  # noqa: E402
 
 
 def test_each_cycle_once_with_its_steps(tmp_path: Path) -> None:

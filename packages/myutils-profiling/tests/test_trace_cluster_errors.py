@@ -107,7 +107,7 @@ def test_ingest_on_workers_that_cannot_see_tmpdir_sends_the_lines_back(blind_clu
     # the inputs are seen by the worker, $TMPDIR (where the spill folder is made) is not
     from distributed import Client
 
-    from my_utils.profiling.providers.dask_run import DaskSession
+    from my_utils.profiling.formats.dask_run import DaskSession
 
     address, shared = blind_cluster
     (shared / "tmp").mkdir()

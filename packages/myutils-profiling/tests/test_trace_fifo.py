@@ -71,7 +71,7 @@ def test_the_trace_reader_refuses_a_fifo(tmp_path: Path) -> None:
     """The reader itself (shared with the Kineto provider) never opens one, whatever the caller checked."""
     fifo = tmp_path / "trace.json"
     os.mkfifo(fifo)
-    code = ("import sys; from my_utils.profiling.providers.trace_stream import TraceStream\n"
+    code = ("import sys; from my_utils.profiling.kineto.read.stream import TraceStream\n"
             "try:\n    list(TraceStream(sys.argv[1]).events())\nexcept ValueError as exc:\n    print(exc)")
     res = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=120)
     assert res.stdout.strip() == f"{fifo}: a regular file (this is a FIFO)", res.stderr

@@ -47,7 +47,7 @@ class Format:
 
 
 def _events(_real_fixtures: Any, work: Path) -> bytes:
-    from my_utils.profiling.providers.mytimer import read_profile_csv_events
+    from my_utils.profiling.formats.mytimer import read_profile_csv_events
 
     events = list(read_profile_csv_events(_DATA / "profile_rank_0.csv"))
     # a second rank on a measured clock, so that the clock records and --auto-align-ranks are fuzzed too

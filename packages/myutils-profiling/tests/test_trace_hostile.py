@@ -28,8 +28,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from my_utils.core.errors import InputError
-from my_utils.profiling.providers import trace_events, trace_scan, trace_stream
-from my_utils.profiling.providers.kineto import read_trace
+from my_utils.profiling.kineto.read import events as trace_events
+from my_utils.profiling.kineto.read import scan as trace_scan
+from my_utils.profiling.kineto.read import stream as trace_stream
+from my_utils.profiling.kineto.read.provider import read_trace
 
 PATHS = {"scanner": ("1", "1"), "typed": ("1", "0"), "dicts": ("0", "0")}
 

@@ -22,10 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from my_utils.core.errors import InputError
-from my_utils.profiling.providers import trace_events, trace_scan, trace_stream
-from my_utils.profiling.providers.kineto import read_trace
-from my_utils.profiling.providers.trace_aggregate import TraceAggregator
-from my_utils.profiling.providers.trace_scan import ScannedRun
+from my_utils.profiling.kineto.read import events as trace_events
+from my_utils.profiling.kineto.read import scan as trace_scan
+from my_utils.profiling.kineto.read import stream as trace_stream
+from my_utils.profiling.kineto.read.aggregate import TraceAggregator
+from my_utils.profiling.kineto.read.provider import read_trace
+from my_utils.profiling.kineto.read.scan import ScannedRun
 
 
 @pytest.fixture(autouse=True)
@@ -240,7 +242,7 @@ def portable_scanner(tmp_path_factory: pytest.TempPathFactory) -> Any:
     import sys
     import sysconfig
 
-    root = Path(trace_scan.__file__).resolve().parents[4]  # packages/myutils-profiling
+    root = Path(trace_scan.__file__).resolve().parents[5]  # packages/myutils-profiling
     if not (root / "hatch_build.py").is_file():
         pytest.skip(f"the package's source tree (hatch_build.py) is not at {root}: an installed wheel")
     sys.path.insert(0, str(root))
@@ -464,10 +466,10 @@ def test_scan_reading_imports_no_msgspec(real_fixtures: Any) -> None:
     import sys
 
     path = real_fixtures / "kineto/hta/trace_filter__sampled_rank-0.json.gz"
-    code = ("import sys\nfrom my_utils.profiling.providers import trace_stream\n"
-            "from my_utils.profiling.providers.kineto import read_trace\ntrace_stream._BATCH_MIN = 0\n"
+    code = ("import sys\nfrom my_utils.profiling.kineto.read import stream as trace_stream\n"
+            "from my_utils.profiling.kineto.read.provider import read_trace\ntrace_stream._BATCH_MIN = 0\n"
             "assert read_trace(sys.argv[1]).events\nprint('msgspec' in sys.modules)\n"
-            "from my_utils.profiling.providers import trace_events\n"
+            "from my_utils.profiling.kineto.read import events as trace_events\n"
             "assert trace_events.typed_decoder() is not None\nprint('msgspec' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
                          timeout=300)
@@ -480,10 +482,10 @@ def test_scan_module_of_another_version_is_ignored(tmp_path: Path) -> None:
     import sys
 
     code = ("import sys, types\n"
-            "old = types.ModuleType('my_utils.profiling.providers._kineto_scan')\n"
+            "old = types.ModuleType('my_utils.profiling.kineto.read._kineto_scan')\n"
             "old.scan = lambda *a: 1 / 0\n"
             "sys.modules[old.__name__] = old\n"
-            "from my_utils.profiling.providers import trace_scan\n"
+            "from my_utils.profiling.kineto.read import scan as trace_scan\n"
             "print(trace_scan.compiled(), trace_scan.scan_function(), trace_scan.finish_helpers())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.split() == ["False", "None", "None"], out.stdout
@@ -498,7 +500,7 @@ _PEAK_VALUES = st.sampled_from([0.0, -0.0, 1.0, 2.5, -1.0, 1e300, math.inf, -mat
 def test_peak_rows_are_the_python_loops(rows: list[tuple[int, int, float, float]]) -> None:
     """The compiled ``peak_rows`` keeps, per (step, device), what the Python loop keeps: the first value
     that no later one exceeds (-0.0 before 0.0, a NaN first stays), sorted by key."""
-    from my_utils.profiling.providers.trace_aggregate import _peak_rows
+    from my_utils.profiling.kineto.read.aggregate import _peak_rows
 
     columns = (array("i", [r[0] for r in rows]), array("b", [r[1] for r in rows]),
                array("d", [r[2] for r in rows]), array("d", [r[3] for r in rows]))
@@ -511,7 +513,7 @@ def test_peak_rows_are_the_python_loops(rows: list[tuple[int, int, float, float]
 def test_group_rows_are_the_python_loops(rows: list[tuple[int, int, int, float]]) -> None:
     """The compiled ``group_rows`` (a hash table of keys, grown past 128 and 256 of them) gives what the
     Python twin gives: per key sorted, the durations summed in file order, their count, max and min."""
-    from my_utils.profiling.providers.trace_aggregate import _group_rows
+    from my_utils.profiling.kineto.read.aggregate import _group_rows
 
     columns = (array("b", [r[0] for r in rows]), array("i", [r[1] for r in rows]),
                array("i", [r[2] for r in rows]), array("d", [r[3] for r in rows]))

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.providers import trace_scan
+from my_utils.profiling.kineto.read import scan as trace_scan
 
 SOURCE = Path(trace_scan.__file__).with_name("_kineto_scan.c")
-PACKAGE = Path(trace_scan.__file__).resolve().parents[4]  # packages/myutils-profiling in a checkout
+PACKAGE = Path(trace_scan.__file__).resolve().parents[5]  # packages/myutils-profiling in a checkout
 REINSTALL = f"{sys.executable} -m pip install --no-deps -e {PACKAGE}"
 
 
@@ -30,7 +30,7 @@ def scanner_missing_reason() -> str | None:
     if trace_scan.compiled():
         return None
     try:
-        module = importlib.import_module("my_utils.profiling.providers._kineto_scan")
+        module = importlib.import_module("my_utils.profiling.kineto.read._kineto_scan")
     except ImportError as exc:
         return (f"the compiled scanner (_kineto_scan) is not installed ({exc}); it is built at install when a C "
                 f"compiler and Python.h are there: {REINSTALL}")

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from my_utils.profiling.providers import trace_scan
+from my_utils.profiling.kineto.read import scan as trace_scan
 
 RUNS = 2500  # per build
 TRACES = ["kineto/kineto_repo/after_fix_trace.json", "kineto/hta/critical_path__alexnet_trace.json.gz"]
@@ -42,7 +42,7 @@ def _runtime(compiler: str) -> str | None:
 @pytest.fixture(scope="module", params=["sse2", "portable"])
 def sanitized(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """(module path, ASan runtime) of a sanitized build of the scanner."""
-    root = Path(trace_scan.__file__).resolve().parents[4]  # packages/myutils-profiling
+    root = Path(trace_scan.__file__).resolve().parents[5]  # packages/myutils-profiling
     if not (root / "hatch_build.py").is_file():
         pytest.skip(f"the package's source tree (hatch_build.py) is not at {root}: an installed wheel")
     sys.path.insert(0, str(root))
@@ -95,7 +95,7 @@ def test_the_driver_catches_a_disagreement(tmp_path: Path, real_fixtures: Any) -
     wrapper = tmp_path / "doubled.py"
     wrapper.write_text(
         "from array import array\n"
-        "from my_utils.profiling.providers import _kineto_scan as real\n"
+        "from my_utils.profiling.kineto.read import _kineto_scan as real\n"
         "ABI = real.ABI\n"
         "def scan(*args):\n"
         "    got = real.scan(*args)\n"

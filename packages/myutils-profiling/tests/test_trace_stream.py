@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from my_utils.core.errors import InputError
-from my_utils.profiling.providers import trace_stream
-from my_utils.profiling.providers.trace_stream import TraceStream
+from my_utils.profiling.kineto.read import stream as trace_stream
+from my_utils.profiling.kineto.read.stream import TraceStream
 
 pytest.importorskip("orjson", reason="the batch path needs orjson (a dependency of myutils-profiling)")
 

@@ -11,8 +11,8 @@ from collections import deque
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from my_utils.profiling.providers import trace_stream
-from my_utils.profiling.providers.trace_stream import _BOUNDARY, _last_seam
+from my_utils.profiling.kineto.read import stream as trace_stream
+from my_utils.profiling.kineto.read.stream import _BOUNDARY, _last_seam
 
 
 def _reference(buf: str, start: int) -> tuple[int, int] | None:

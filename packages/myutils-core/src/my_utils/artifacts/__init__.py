@@ -10,14 +10,14 @@ what to ``pip install``:
   only with ``allow_pickle=True``, since loading a pickle runs code from the file.
 - ``DumpTensorIO``, ``ChecksumUtils`` (myutils-core, ``my_utils.core.debug``): the seed's
   tensor dumps by name and step, and batch checksums.
-- ``read_ncu_csv(path)`` (myutils-profiling, ``my_utils.profiling.providers.ncu``): one Nsight
+- ``read_ncu_csv(path)`` (myutils-profiling, ``my_utils.profiling.ncu.provider``): one Nsight
   Compute ``--csv`` export (details or raw page) as a list of ``MetricEvent``, one per kernel
   launch and metric, named ``ncu:<metric>`` (durations in ms), with the kernel name, launch
   id, stream, section and NVTX ranges in ``attrs``; SM throughput is the event
   ``ncu:sm__throughput.avg.pct_of_peak_sustained_elapsed`` (details page: "Compute (SM)
   Throughput"), in percent of peak.
 - ``ncu_summary(paths)`` and ``ncu_compare(base_paths, target_paths)`` (myutils-profiling,
-  ``my_utils.profiling.ncu.analyze_files`` and ``diff_ncu``): per-kernel summaries of ncu
+  ``my_utils.profiling.ncu.analyze_files`` and ``my_utils.profiling.analysis.diff_ncu``): per-kernel summaries of ncu
   exports (``NcuAnalysis.kernels``: each ``KernelSummary.sol_compute_pct`` is the kernel's SM
   throughput in % of peak, with memory throughput, bound, occupancy, roofline) and the
   per-kernel metric comparison of two runs' exports (``NcuDiff``); a myutils-profiling
@@ -36,9 +36,9 @@ ARTIFACT_NAMES: Final[dict[str, tuple[str, str, str]]] = {
     "load_artifacts": ("my_utils.core.artifacts", "load_artifacts", "myutils-core"),
     "DumpTensorIO": ("my_utils.core.debug", "DumpTensorIO", "myutils-core"),
     "ChecksumUtils": ("my_utils.core.debug", "ChecksumUtils", "myutils-core"),
-    "read_ncu_csv": ("my_utils.profiling.providers.ncu", "read_ncu_csv", "myutils-profiling"),
+    "read_ncu_csv": ("my_utils.profiling.ncu.provider", "read_ncu_csv", "myutils-profiling"),
     "ncu_summary": ("my_utils.profiling.ncu", "analyze_files", "myutils-profiling"),
-    "ncu_compare": ("my_utils.profiling.ncu", "diff_ncu", "myutils-profiling"),
+    "ncu_compare": ("my_utils.profiling.analysis.diff_ncu", "diff_ncu", "myutils-profiling"),
 }
 
 __all__ = sorted(ARTIFACT_NAMES)
@@ -86,5 +86,5 @@ if TYPE_CHECKING:  # what type checkers see; runtime resolution is lazy
     from my_utils.core.artifacts import load_artifacts as load_artifacts
     from my_utils.core.debug import ChecksumUtils as ChecksumUtils
     from my_utils.core.debug import DumpTensorIO as DumpTensorIO
-    from my_utils.profiling.providers.ncu import read_ncu_csv as read_ncu_csv
+    from my_utils.profiling.ncu.provider import read_ncu_csv as read_ncu_csv
 

@@ -20,8 +20,8 @@ _EXPORTS: dict[str, str] = {
     "iter_events": "my_utils.core.events",
     "read_events": "my_utils.core.events",
     "write_events": "my_utils.core.events",
-    "AnalysisReport": "my_utils.profiling.analysis.model",
-    "Finding": "my_utils.profiling.analysis.model",
+    "AnalysisReport": "my_utils.profiling.model.report",
+    "Finding": "my_utils.profiling.model.report",
     "MetricsAnalyzer": "my_utils.profiling.analysis.analyzer",
     "MetricsCollector": "my_utils.profiling.collector",
     "ProviderFailure": "my_utils.profiling.collector",
@@ -31,18 +31,18 @@ _EXPORTS: dict[str, str] = {
     "TorchProfilerSettings": "my_utils.profiling.launch_args",
     "parse_profiling_args": "my_utils.profiling.launch_args",
     "setup_profiling": "my_utils.profiling.launch_args",
-    "CProfileStatsProvider": "my_utils.profiling.providers.cprofile",
-    "TorchProfilerMetricsProvider": "my_utils.profiling.providers.kineto",
-    "ModuleProfilerMetricsProvider": "my_utils.profiling.providers.module_profiler",
-    "MyTimerMetricsProvider": "my_utils.profiling.providers.mytimer",
-    "NcuCsvMetricsProvider": "my_utils.profiling.providers.ncu",
-    "NsysSqliteMetricsProvider": "my_utils.profiling.providers.nsys",
-    "TableCsvMetricsProvider": "my_utils.profiling.providers.table_csv",
+    "CProfileStatsProvider": "my_utils.profiling.formats.cprofile",
+    "TorchProfilerMetricsProvider": "my_utils.profiling.kineto.read.provider",
+    "ModuleProfilerMetricsProvider": "my_utils.profiling.formats.module_profiler",
+    "MyTimerMetricsProvider": "my_utils.profiling.formats.mytimer",
+    "NcuCsvMetricsProvider": "my_utils.profiling.ncu.provider",
+    "NsysSqliteMetricsProvider": "my_utils.profiling.nsys.provider",
+    "TableCsvMetricsProvider": "my_utils.profiling.formats.table_csv",
     "get_profiling_templates_dir": "my_utils.profiling.templates",
     "Run": "my_utils.profiling.run.api",
     "open_run": "my_utils.profiling.run.api",
-    "kineto_frames": "my_utils.profiling.analysis.kineto.frames",
-    "TraceFilter": "my_utils.profiling.analysis.kineto.filters",
+    "kineto_frames": "my_utils.profiling.kineto.frames",
+    "TraceFilter": "my_utils.profiling.kineto.filters",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -58,29 +58,29 @@ if TYPE_CHECKING:
     from my_utils.core.events import read_events as read_events
     from my_utils.core.events import write_events as write_events
     from my_utils.profiling.analysis.analyzer import MetricsAnalyzer as MetricsAnalyzer
-    from my_utils.profiling.analysis.kineto.filters import TraceFilter as TraceFilter
-    from my_utils.profiling.analysis.kineto.frames import kineto_frames as kineto_frames
-    from my_utils.profiling.analysis.model import AnalysisReport as AnalysisReport
-    from my_utils.profiling.analysis.model import Finding as Finding
     from my_utils.profiling.collector import MetricsCollector as MetricsCollector
     from my_utils.profiling.collector import ProviderFailure as ProviderFailure
     from my_utils.profiling.config import load_config as load_config
+    from my_utils.profiling.formats.cprofile import CProfileStatsProvider as CProfileStatsProvider
+    from my_utils.profiling.formats.module_profiler import (
+        ModuleProfilerMetricsProvider as ModuleProfilerMetricsProvider,
+    )
+    from my_utils.profiling.formats.mytimer import MyTimerMetricsProvider as MyTimerMetricsProvider
+    from my_utils.profiling.formats.table_csv import TableCsvMetricsProvider as TableCsvMetricsProvider
+    from my_utils.profiling.kineto.filters import TraceFilter as TraceFilter
+    from my_utils.profiling.kineto.frames import kineto_frames as kineto_frames
+    from my_utils.profiling.kineto.read.provider import (
+        TorchProfilerMetricsProvider as TorchProfilerMetricsProvider,
+    )
     from my_utils.profiling.launch_args import NsysSettings as NsysSettings
     from my_utils.profiling.launch_args import ProfilingArgs as ProfilingArgs
     from my_utils.profiling.launch_args import TorchProfilerSettings as TorchProfilerSettings
     from my_utils.profiling.launch_args import parse_profiling_args as parse_profiling_args
     from my_utils.profiling.launch_args import setup_profiling as setup_profiling
-    from my_utils.profiling.providers.cprofile import CProfileStatsProvider as CProfileStatsProvider
-    from my_utils.profiling.providers.kineto import (
-        TorchProfilerMetricsProvider as TorchProfilerMetricsProvider,
-    )
-    from my_utils.profiling.providers.module_profiler import (
-        ModuleProfilerMetricsProvider as ModuleProfilerMetricsProvider,
-    )
-    from my_utils.profiling.providers.mytimer import MyTimerMetricsProvider as MyTimerMetricsProvider
-    from my_utils.profiling.providers.ncu import NcuCsvMetricsProvider as NcuCsvMetricsProvider
-    from my_utils.profiling.providers.nsys import NsysSqliteMetricsProvider as NsysSqliteMetricsProvider
-    from my_utils.profiling.providers.table_csv import TableCsvMetricsProvider as TableCsvMetricsProvider
+    from my_utils.profiling.model.report import AnalysisReport as AnalysisReport
+    from my_utils.profiling.model.report import Finding as Finding
+    from my_utils.profiling.ncu.provider import NcuCsvMetricsProvider as NcuCsvMetricsProvider
+    from my_utils.profiling.nsys.provider import NsysSqliteMetricsProvider as NsysSqliteMetricsProvider
     from my_utils.profiling.run.api import Run as Run
     from my_utils.profiling.run.api import open_run as open_run
     from my_utils.profiling.templates import get_profiling_templates_dir as get_profiling_templates_dir

@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 from my_utils.core.dist_env import env_rank
 from my_utils.core.errors import MyUtilsError, ProviderError, UsageError
 from my_utils.core.events import EventLogWriter, MetricEvent, events_path
-from my_utils.profiling.providers.rank_files import Stamp, stamp
+from my_utils.profiling.formats.rank_files import Stamp, stamp
 
 if TYPE_CHECKING:
-    from my_utils.profiling.analysis.model import AnalysisReport
     from my_utils.profiling.config import AnalysisSettings
+    from my_utils.profiling.model.report import AnalysisReport
 
 _log = logging.getLogger("my_utils.profiling.collector")
 
@@ -129,8 +129,8 @@ def _name_of(provider: Any) -> str:
 
 def _executor(plan: Sequence[tuple[Any, str | None, list[Path]]]) -> Any:
     """Where rank files are read by default: the first ``executor`` option a provider was given, else local
-    processes for large inputs (:func:`~my_utils.profiling.providers.parallel.pool_for`), else this process."""
-    from my_utils.profiling.providers.parallel import pool_for
+    processes for large inputs (:func:`~my_utils.profiling.formats.parallel.pool_for`), else this process."""
+    from my_utils.profiling.formats.parallel import pool_for
 
     for provider, kind, _files in plan:
         chosen = getattr(provider, "executor", None) if kind else None
@@ -276,7 +276,7 @@ class MetricsCollector:
         """Read every provider once, as :meth:`read_all` does, appending the events to ``path`` as they come.
 
         Returns (events written, their sources). Rank files (profile CSVs, torch traces) are read
-        one per call of ``stream_many`` (:mod:`~my_utils.profiling.providers.rank_files`): the
+        one per call of ``stream_many`` (:mod:`~my_utils.profiling.formats.rank_files`): the
         worker reads the file, stamps its events and writes their lines; this process appends the
         bytes in provider order, then file order (the order of :meth:`read_all`), so memory does
         not grow with the number of files. ``executor``: ``None`` takes the first ``executor``
@@ -285,7 +285,7 @@ class MetricsCollector:
         scheduler address or a ``distributed.Client`` as in ``run_many``. A provider skipped
         with ``ignore_provider_errors`` leaves nothing in ``path`` (its lines are cut off again).
         """
-        from my_utils.profiling.providers.rank_files import RankFile
+        from my_utils.profiling.formats.rank_files import RankFile
 
         path = Path(path)
         path.touch()
@@ -315,8 +315,8 @@ class MetricsCollector:
         file order; (``"dropped"``, provider, None) after a provider's output when it failed and was skipped."""
         import contextlib
 
-        from my_utils.profiling.providers import rank_files
-        from my_utils.profiling.providers.parallel import Failed
+        from my_utils.profiling.formats import rank_files
+        from my_utils.profiling.formats.parallel import Failed
 
         plan: list[tuple[Any, str | None, list[Path]]] = []
         for provider in list(self.providers):

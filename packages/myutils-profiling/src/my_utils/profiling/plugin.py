@@ -16,7 +16,7 @@ from my_utils.core.plugin_types import OptionSpec, PluginDescription, PluginKind
 if TYPE_CHECKING:
     import typer
 
-_P = "my_utils.profiling.providers"
+_F = "my_utils.profiling.formats"
 
 # The options each built-in provider declares (``plugins show`` lists them; ``--option``,
 # configs and Python keywords are checked against them). A test compares them with the
@@ -62,7 +62,7 @@ PROVIDER_OPTIONS: dict[str, tuple[OptionSpec, ...]] = {
 
 def _provider(name: str, factory: str, summary: str, inputs: tuple[str, ...],
               extras: tuple[str, ...] = ()) -> PluginDescription:
-    return PluginDescription(name=name, kind=PluginKind.METRICS_PROVIDER, factory=f"{_P}.{factory}",
+    return PluginDescription(name=name, kind=PluginKind.METRICS_PROVIDER, factory=factory,
                              summary=summary, inputs=inputs, extras=extras, options=PROVIDER_OPTIONS[name])
 
 
@@ -70,36 +70,36 @@ def _provider(name: str, factory: str, summary: str, inputs: tuple[str, ...],
 def myutils_metrics_providers() -> Sequence[PluginDescription]:
     """The built-in metrics providers (twelve)."""
     return [
-        _provider("mytimer", "mytimer:MyTimerMetricsProvider",
+        _provider("mytimer", f"{_F}.mytimer:MyTimerMetricsProvider",
                   "MyTimer regions (CPU/CUDA ms per step), live or from profile CSVs",
                   ("live MyTimer", "profile_rank_*.csv")),
-        _provider("torch_profiler", "kineto:TorchProfilerMetricsProvider",
+        _provider("torch_profiler", "my_utils.profiling.kineto.read.provider:TorchProfilerMetricsProvider",
                   "torch.profiler / Kineto traces: step time, kernels, ops, memory peaks",
                   ("live torch.profiler.profile", "*.json", "*.json.gz"), ("dask",)),
-        _provider("module_profiler", "module_profiler:ModuleProfilerMetricsProvider",
+        _provider("module_profiler", f"{_F}.module_profiler:ModuleProfilerMetricsProvider",
                   "per-module forward times of a live ModuleProfiler", ("live ModuleProfiler",)),
-        _provider("table_csv", "table_csv:TableCsvMetricsProvider",
+        _provider("table_csv", f"{_F}.table_csv:TableCsvMetricsProvider",
                   "any CSV table through a column mapping", ("*.csv",)),
-        _provider("ncu_csv", "ncu:NcuCsvMetricsProvider",
+        _provider("ncu_csv", "my_utils.profiling.ncu.provider:NcuCsvMetricsProvider",
                   "Nsight Compute CSV exports (details or raw page)", ("*.csv", "*.txt", "*.log")),
-        _provider("nsys_sqlite", "nsys:NsysSqliteMetricsProvider",
+        _provider("nsys_sqlite", "my_utils.profiling.nsys.provider:NsysSqliteMetricsProvider",
                   "Nsight Systems SQLite exports, aggregated in SQL", ("*.sqlite", "*.db")),
-        _provider("cprofile", "cprofile:CProfileStatsProvider",
+        _provider("cprofile", f"{_F}.cprofile:CProfileStatsProvider",
                   "cProfile / pstats dumps: self and cumulative time per function",
                   ("*.pstats", "*.prof", "*.cprofile")),
-        _provider("dcgm_dmon", "dcgm:DcgmDmonProvider",
+        _provider("dcgm_dmon", f"{_F}.dcgm:DcgmDmonProvider",
                   "saved `dcgmi dmon` tables: SM/tensor/DRAM activity, power, temperature per GPU and sample",
                   ("*.txt", "*.log", "*.dmon", "*.csv")),
-        _provider("nccl_log", "nccl_log:NcclLogProvider",
+        _provider("nccl_log", f"{_F}.nccl_log:NcclLogProvider",
                   "NCCL_DEBUG=INFO logs: version, network, rings/trees, communicators and transports per rank",
                   ("*.log", "*.txt", "*.out", "*.err")),
-        _provider("nccl_inspector", "nccl_inspector:NcclInspectorProvider",
+        _provider("nccl_inspector", f"{_F}.nccl_inspector:NcclInspectorProvider",
                   "NCCL Inspector plugin logs: time, size, algbw and busbw per collective",
                   ("*.log", "*.jsonl", "*.json")),
-        _provider("nccl_ras", "nccl_ras:NcclRasProvider",
+        _provider("nccl_ras", "my_utils.profiling.nccl.ras_provider:NcclRasProvider",
                   "NCCL RAS client output (ncclras, NCCL 2.24+): problems per severity, counted once, and the job",
                   ("*.txt", "*.log", "*.json", "*.out")),
-        _provider("perf_stat", "perf_stat:PerfStatProvider",
+        _provider("perf_stat", f"{_F}.perf_stat:PerfStatProvider",
                   "`perf stat` output (human or -x CSV): counters, derived IPC, not-counted as not measured",
                   ("*.txt", "*.log", "*.csv", "*.perf")),
     ]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from my_utils.profiling.analysis.advice import PIECES
 from my_utils.profiling.analysis.contents import CaptureContents
-from my_utils.profiling.analysis.model import BOUNDS, Advice, Finding
+from my_utils.profiling.model.report import BOUNDS, Advice, Finding
 
 #: Verdicts of a steady state: setup-dominated and CPU-only runs have no GPU launches to speed up.
 STEADY = frozenset(BOUNDS) - {"setup", "cpu"}

@@ -8,12 +8,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from my_utils.profiling.analysis.model import SEVERITIES, Advice, EvidenceRow, Finding
 from my_utils.profiling.analysis.rules._series import is_memory
 from my_utils.profiling.analysis.rules.suggestions import suggest
+from my_utils.profiling.model.report import SEVERITIES, Advice, EvidenceRow, Finding
 
 if TYPE_CHECKING:
-    from my_utils.profiling.analysis.analyzer import EventAggregate
+    from my_utils.profiling.analysis.aggregate import EventAggregate
 
 
 def capture_findings(health: Sequence[Mapping[str, Any]]) -> list[Finding]:
@@ -44,7 +44,7 @@ def run_hardware(given: Mapping[str, Any], contexts: Sequence[Mapping[str, Any]]
     """The report's ``hardware``: what the caller gave, completed by the traces' own context."""
     if not contexts:
         return dict(given)
-    from my_utils.profiling.analysis.kineto.context import run_context
+    from my_utils.profiling.kineto.context import run_context
 
     merged = run_context(contexts)
     merged.update(given)  # the caller's description (the training host) wins where both say something

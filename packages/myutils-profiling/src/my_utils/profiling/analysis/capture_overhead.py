@@ -22,9 +22,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from my_utils.profiling.analysis.model import EvidenceRow, Fact, NotMeasured
 from my_utils.profiling.analysis.rules._series import STEP_TIME, Series
 from my_utils.profiling.analysis.rules._stats import quantile
+from my_utils.profiling.model.report import EvidenceRow, Fact, NotMeasured
 
 Rows = Sequence[Mapping[str, Any]]
 RESAMPLES = 2000

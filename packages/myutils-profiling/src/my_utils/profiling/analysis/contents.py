@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from my_utils.profiling.analysis.advice import FAMILIES, bare, optimizer_class
-from my_utils.profiling.analysis.model import Fact
+from my_utils.profiling.model.report import Fact
 
 Rows = Sequence[Mapping[str, Any]]
 

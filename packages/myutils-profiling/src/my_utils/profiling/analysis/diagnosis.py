@@ -18,11 +18,11 @@ from dataclasses import dataclass, field, replace
 
 from my_utils.profiling.analysis.advice_gate import gate_findings
 from my_utils.profiling.analysis.contents import CaptureContents, capture_contents
-from my_utils.profiling.analysis.model import Fact, Finding
 from my_utils.profiling.analysis.ranking import rank_findings
 from my_utils.profiling.analysis.savings import state_impacts
 from my_utils.profiling.analysis.severity import apply_severity
 from my_utils.profiling.analysis.verdict import classify
+from my_utils.profiling.model.report import Fact, Finding
 
 Rows = Sequence[Mapping[str, object]]
 

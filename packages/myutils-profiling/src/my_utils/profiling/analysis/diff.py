@@ -16,10 +16,10 @@ that are not finite or overflow a float, and reports that are not strict JSON. A
 gate that sees no data must not pass, so the diff itself refuses it.
 
 Context: the ``hardware`` of both sides (a report's, or each trace's ``deviceProperties`` and
-``distributedInfo``, see ``providers.kineto_context``) is kept in the result, and the
+``distributedInfo``, see ``kineto.read.context``) is kept in the result, and the
 like-for-like checks of ``diff_context`` (GPU, world size, workload in common, dtype,
 capture window) become warnings that say what each difference means for the numbers.
-Nesting: for traces, each host range's dominant parent (``providers.kineto_nesting``) is kept
+Nesting: for traces, each host range's dominant parent (``kineto.read.nesting``) is kept
 with the share of its time inside it, so a renderer can list ``aten::_local_scalar_dense``
 under ``aten::item`` instead of counting the same milliseconds twice (:meth:`DiffResult.folded`).
 """
@@ -49,11 +49,11 @@ from my_utils.profiling.analysis.diff_model import (
 )
 from my_utils.profiling.analysis.diff_model import _finite as _finite
 from my_utils.profiling.analysis.energy import ENERGY_STEPS, STEP_ENERGY
-from my_utils.profiling.analysis.model import REPORT_FILE_NAME, AnalysisReport
-from my_utils.profiling.providers.kineto_context import PLACE_KEYS
-from my_utils.profiling.providers.parallel import (
+from my_utils.profiling.formats.parallel import (
     pool_for,  # the one home of the rule (cli.analyze imports it here)
 )
+from my_utils.profiling.kineto.read.context import PLACE_KEYS
+from my_utils.profiling.model.report import REPORT_FILE_NAME, AnalysisReport
 
 __all__ = ["DIFF_SCHEMA_VERSION", "FOLD_SHARE", "MIN_SAMPLES", "STEP_TIME", "DiffResult", "GateResult", "OpChange",
            "OpStats", "compare", "diff_reports", "diff_traces", "hardware_warning", "load_report", "pool_for",
@@ -223,7 +223,7 @@ def diff_reports(base: AnalysisReport, target: AnalysisReport, *, base_label: st
     A report with neither an operation nor a step is refused (``InputError`` naming it).
     """
     from my_utils.profiling.analysis.diff_gpu_read import side_from_tables
-    from my_utils.profiling.analysis.kineto.compare import COMPARED, compare_kineto
+    from my_utils.profiling.kineto.compare import COMPARED, compare_kineto
 
     a = _stats_from_rows(base.tables.get("operations", []), base_label)
     b = _stats_from_rows(target.tables.get("operations", []), target_label)
@@ -353,12 +353,12 @@ def diff_traces(base: Sequence[str | Path], target: Sequence[str | Path], *, sig
     from my_utils.profiling.analysis.diff_context import context_warnings, gpus_differ
     from my_utils.profiling.analysis.diff_gpu import GpuSide
     from my_utils.profiling.analysis.diff_gpu_read import GpuPass
-    from my_utils.profiling.analysis.ops.op_diff import op_diff
-    from my_utils.profiling.analysis.ops.op_profile import OpsPass
-    from my_utils.profiling.providers.kineto import read_trace
-    from my_utils.profiling.providers.kineto_context import run_hardware
-    from my_utils.profiling.providers.kineto_nesting import NestingPass
-    from my_utils.profiling.providers.parallel import run_many
+    from my_utils.profiling.formats.parallel import run_many
+    from my_utils.profiling.kineto.ops.op_diff import op_diff
+    from my_utils.profiling.kineto.ops.op_profile import OpsPass
+    from my_utils.profiling.kineto.read.context import run_hardware
+    from my_utils.profiling.kineto.read.nesting import NestingPass
+    from my_utils.profiling.kineto.read.provider import read_trace
 
     files = [str(p) for p in base] + [str(p) for p in target]
     passes: tuple[Any, ...] = (NestingPass, GpuPass, OpsPass) if operations else (NestingPass, GpuPass)

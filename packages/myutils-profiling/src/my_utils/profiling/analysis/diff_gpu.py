@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from my_utils.core.lazy import lazy_module
-from my_utils.profiling.analysis.kineto.kinds import KINDS, KernelKind
+from my_utils.profiling.kineto.kinds import KINDS, KernelKind
 
 if TYPE_CHECKING:
     import numpy as np
@@ -165,7 +165,7 @@ def lane_facts(label: str, ts: Any, end: Any, kind: Any, windows: Sequence[tuple
     Times are in any unit; ``scale`` turns them into ms (1e-3 for µs, 1e-6 for ns). Without
     windows the lane's span is its one window (``window`` is then ``capture``).
     """
-    from my_utils.profiling.analysis.kineto import intervals
+    from my_utils.profiling.kineto import intervals
 
     ts = np.asarray(ts, dtype=np.float64)
     end = np.asarray(end, dtype=np.float64)

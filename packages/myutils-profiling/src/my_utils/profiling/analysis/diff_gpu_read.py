@@ -1,10 +1,10 @@
 """Where a diff's GPU lanes come from for Kineto: a pass of the provider's read of a trace, or a report's tables.
 
-:class:`GpuPass` is fed in the Kineto provider's own pass over a trace (``providers.kineto.read_trace``),
+:class:`GpuPass` is fed in the Kineto provider's own pass over a trace (``kineto.read.provider.read_trace``),
 so a diff still reads each trace once; it keeps GPU activities, launches and ``ProfilerStep`` spans
 as numbers and finishes into one :class:`~.diff_gpu.LaneFacts` per device, idle causes by the
 Kineto device-idle analysis. :func:`side_from_tables` builds a side from an analysis report's
-Kineto tables (one capture per rank: a report keeps no per-step GPU split). ``nsys.diff`` builds
+Kineto tables (one capture per rank: a report keeps no per-step GPU split). ``analysis.diff_nsys`` builds
 its lanes from its own named queries.
 """
 
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from my_utils.core.lazy import lazy_module
 from my_utils.profiling.analysis.diff_gpu import IDLE_CAUSES, GpuSide, LaneFacts, lane_facts
-from my_utils.profiling.analysis.kineto.kinds import KINDS, KernelKind, kind_of
-from my_utils.profiling.providers.trace_aggregate import group_of
+from my_utils.profiling.kineto.kinds import KINDS, KernelKind, kind_of
+from my_utils.profiling.kineto.read.aggregate import group_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,7 +34,7 @@ _NO_STREAM = (-1, 4294967295)  # a cuda_sync on no stream: the host waiting, not
 
 
 class GpuPass:
-    """A ``providers.kineto.read_trace`` consumer: GPU activities, launches and steps → one :class:`LaneFacts` per device.
+    """A ``kineto.read.provider.read_trace`` consumer: GPU activities, launches and steps → one :class:`LaneFacts` per device.
 
     Fed in the provider's own pass (typed events with lanes, or dicts), so the diff still
     reads each trace once. Times are kept relative to the first one kept (epoch µs would
@@ -175,8 +175,8 @@ class GpuPass:
 
 def _idle_causes(ts: Any, end: Any, device: Any, corr: Any, rt_ts: Any, rt_corr: Any) -> dict[int, dict[str, float]]:
     """Idle ms per device and cause, by the Kineto device-idle analysis (``kineto.idle.device_idle``)."""
-    from my_utils.profiling.analysis.kineto.idle import device_idle
-    from my_utils.profiling.analysis.kineto.rank_data import RankData
+    from my_utils.profiling.kineto.idle import device_idle
+    from my_utils.profiling.kineto.rank_data import RankData
 
     order = np.argsort(ts, kind="stable")
     ts, end, device, corr = ts[order], end[order], device[order], corr[order]

@@ -142,7 +142,7 @@ def headline(result: DiffResult) -> str:
 
 def caveats(result: DiffResult) -> list[str]:
     """Short like-for-like caveats: the GPU, the world size, the workload, the precision, the window."""
-    from my_utils.profiling.providers.kineto_context import PLACE_KEYS
+    from my_utils.profiling.kineto.read.context import PLACE_KEYS
 
     a, b = result.base_hardware, result.target_hardware
     differs = [k for k in a if k in b and k not in PLACE_KEYS and a[k] != b[k]]

@@ -22,8 +22,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from my_utils.profiling.analysis.model import EvidenceRow, Fact
 from my_utils.profiling.analysis.rules._series import Series
+from my_utils.profiling.model.report import EvidenceRow, Fact
 
 STEP_ENERGY = "monitor/step_energy_j"
 STEP_POWER = "monitor/step_power_w"

@@ -36,12 +36,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from my_utils.profiling.analysis.advice import COMM_ADVICE, IDLE_ADVICE
-from my_utils.profiling.analysis.kineto.kinds import KernelKind, kind_of
-from my_utils.profiling.analysis.model import Fact
 from my_utils.profiling.analysis.pipeline_rule import pipeline_findings
 from my_utils.profiling.analysis.rules._evidence import impact
 from my_utils.profiling.analysis.rules._series import STEP_TIME, Series
 from my_utils.profiling.analysis.rules._stats import MAD_TO_SIGMA, mad
+from my_utils.profiling.kineto.kinds import KernelKind, kind_of
+from my_utils.profiling.model.report import Fact
 
 MIN_COMM_SHARE = 10.0  # % of GPU busy time
 MAX_OVERLAP = 30.0  # % of communication time

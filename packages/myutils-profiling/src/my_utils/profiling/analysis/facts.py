@@ -1,7 +1,7 @@
 """Facts: the numbers of a run, each with its unit, denominator, source, ranks, steps and evidence rows.
 
 ``build_facts(series, tables, hardware)`` reads the per-step series of the events and the
-report's tables (the Kineto ones included) and returns :class:`~my_utils.profiling.analysis.model.Fact`
+report's tables (the Kineto ones included) and returns :class:`~my_utils.profiling.model.report.Fact`
 objects; nothing here renders. Fact ids (``:rank<r>`` is one rank; without it, the run):
 
 ``step_time.median:<source>``, ``step_time.p90:<source>``, ``step_time.worst:<source>``
@@ -62,12 +62,12 @@ from typing import Any
 
 from my_utils.profiling.analysis.capture_overhead import capture_overhead_facts
 from my_utils.profiling.analysis.energy import energy_facts
-from my_utils.profiling.analysis.kineto.contract_facts import contract_facts
-from my_utils.profiling.analysis.model import EvidenceRow, Fact, NotMeasured
-from my_utils.profiling.analysis.ops.facts import mix_facts
 from my_utils.profiling.analysis.pipeline_rule import pipeline_facts
 from my_utils.profiling.analysis.rules._series import STEP_TIME, Series, step_ranges
 from my_utils.profiling.analysis.rules._stats import quantile
+from my_utils.profiling.kineto.contract_facts import contract_facts
+from my_utils.profiling.kineto.ops.facts import mix_facts
+from my_utils.profiling.model.report import EvidenceRow, Fact, NotMeasured
 
 Rows = Sequence[Mapping[str, Any]]
 

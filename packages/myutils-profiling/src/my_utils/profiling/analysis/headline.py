@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from my_utils.profiling.analysis.model import Fact, Finding, Headline, not_measured_fact
 from my_utils.profiling.analysis.verdict import fix_first, verdict
+from my_utils.profiling.model.report import Fact, Finding, Headline, not_measured_fact
 
 __all__ = ["CONTEXT", "FIGURES", "TOP", "build_headline", "verdict"]
 

@@ -14,8 +14,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from my_utils.profiling.analysis.model import EvidenceRow, Fact, NotMeasured
 from my_utils.profiling.analysis.rules._evidence import impact
+from my_utils.profiling.model.report import EvidenceRow, Fact, NotMeasured
 
 Rows = Sequence[Mapping[str, Any]]
 TABLE = "kineto_pipeline_bubble"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from my_utils.profiling.analysis.model import SEVERITIES, Finding
+from my_utils.profiling.model.report import SEVERITIES, Finding
 
 
 def tier(f: Finding) -> int:

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from my_utils.profiling.analysis.contents import CaptureContents
-from my_utils.profiling.analysis.model import Fact, Finding, Impact
+from my_utils.profiling.model.report import Fact, Finding, Impact
 
 #: Device-name prefixes: their bottleneck shares are of GPU activity time, not of the step.
 _DEVICE = ("kernel:", "memcpy:", "memset:", "device_op:")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from my_utils.profiling.analysis.model import SEVERITIES, Finding
+from my_utils.profiling.model.report import SEVERITIES, Finding
 
 #: A saving of at least this share of the step it states may be critical.
 CRITICAL_SHARE = 0.05

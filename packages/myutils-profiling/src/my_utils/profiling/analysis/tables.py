@@ -3,7 +3,7 @@
 ``operations`` (one row per name and source, every share naming its denominator), ``steps``
 and ``memory`` (bounded per series: a longer series keeps the lowest and highest step of
 each bucket of consecutive steps), ``ranks`` (one row per rank and source, never pooled) and
-``totals`` (events without a step). ``analysis.model`` documents the columns.
+``totals`` (events without a step). ``model.report`` documents the columns.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from my_utils.profiling.analysis.rules._series import STEP_TIME, SeriesSource, i
 from my_utils.profiling.analysis.rules._stats import quantile, std_cv
 
 if TYPE_CHECKING:
-    from my_utils.profiling.analysis.analyzer import EventAggregate
+    from my_utils.profiling.analysis.aggregate import EventAggregate
 
 #: Rows kept in the ``operations`` table (largest totals first); the rest are counted in the summary.
 MAX_OPERATION_ROWS = 1000

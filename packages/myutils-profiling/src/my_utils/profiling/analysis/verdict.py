@@ -1,4 +1,4 @@
-"""The verdict: what the run is (``analysis.model.BOUNDS``), in 2–3 lines with the facts behind it.
+"""The verdict: what the run is (``model.report.BOUNDS``), in 2–3 lines with the facts behind it.
 
 Capture validity comes first (``diagnosis/CASES.md``, principle 1), then the bound:
 
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from my_utils.profiling.analysis.model import Fact, Finding, NotMeasured, Verdict
-from my_utils.profiling.analysis.nsight_advice import short_kernel
+from my_utils.profiling.analysis.nsight.advice import short_kernel
 from my_utils.profiling.analysis.severity import WARNING_SHARE
+from my_utils.profiling.model.report import Fact, Finding, NotMeasured, Verdict
 
 #: The first word(s) of each verdict class's first line.
 KEYWORDS: dict[str, str] = {"setup": "Setup-dominated", "host": "Host-bound", "communication": "Communication-bound",

@@ -4,7 +4,7 @@
 the traces only feed the Kineto analyses. Either way each trace is read once: the Kineto
 provider's pass also feeds the Kineto analyses and reads the trace's context (GPU, world
 size, versions: the report's ``hardware``). ``--nsys`` (Nsight Systems exports) and ``--ncu``
-(Nsight Compute CSVs) work the same way (``cli.analyze_nsight``: each export read once for
+(Nsight Compute CSVs) work the same way (``run.nsight``: each export read once for
 its events and the Nsight analyses). An input that is bad fails the command (exit 2); the
 reports are written together at the end, or not at all.
 """
@@ -148,13 +148,13 @@ def _analyse(outputs: StagedOutputs, events: Path | None, workload: str, output_
              paths: Sequence[str] = ()) -> None:
     """``run_analysis``'s work, staged in ``outputs`` (renamed into place when all are written)."""
     from my_utils.core.errors import InputError
-    from my_utils.profiling.cli.analyze_nsight import ncu_files, nsys_files
     from my_utils.profiling.cli.analyze_run import RunArgs
+    from my_utils.profiling.run.nsight import ncu_files, nsys_files
 
     wanted = report_formats(formats)
     kept = None
     if trace_filter:  # refused before anything is read
-        from my_utils.profiling.analysis.kineto.filters import TraceFilter
+        from my_utils.profiling.kineto.filters import TraceFilter
 
         kept = TraceFilter.parse(trace_filter)
     if events is not None and not events.is_file():
@@ -184,7 +184,7 @@ def check_workload(workload: str) -> None:
 def expand_traces(traces: Sequence[Path]) -> list[Path]:
     """The trace files named (a folder gives its ``*.json``/``*.json.gz`` files); InputError for a missing one."""
     from my_utils.core.errors import InputError
-    from my_utils.profiling.providers._files import find_inputs
+    from my_utils.profiling.formats._files import find_inputs
 
     files: list[Path] = []
     for t in traces:
@@ -217,7 +217,7 @@ def stage_reports(outputs: StagedOutputs, events: Path | Sequence[MetricEvent] |
                          progress=not quiet, events_file=events_file).report
     if nsight and nsight["nsys"] and "html" in targets:
         # an nsys report links its exports' timeline page, written beside it
-        from my_utils.profiling.cli.analyze_nsight import TIMELINE_PAGE, write_timeline_page
+        from my_utils.profiling.run.nsight import TIMELINE_PAGE, write_timeline_page
 
         outputs.check([output_dir / TIMELINE_PAGE])
         outputs.write_with(output_dir / TIMELINE_PAGE, functools.partial(write_timeline_page, nsight["nsys"]))

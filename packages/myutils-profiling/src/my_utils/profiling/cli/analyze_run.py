@@ -93,7 +93,7 @@ def say_result(paths: Sequence[Path], headline: bool | None) -> None:
     json_path = next((p for p in paths if p.suffix == ".json"), None)
     if json_path is None:
         return
-    from my_utils.profiling.analysis.model import AnalysisReport
+    from my_utils.profiling.model.report import AnalysisReport
     from my_utils.profiling.views.terminal import headline_lines
 
     report = AnalysisReport.load(json_path)

@@ -131,7 +131,7 @@ def echo_gate(result: DiffResult, fail_on_regression: float) -> None:
 def _stage(outputs: StagedOutputs, result: DiffResult, output: Path | None, markdown: Path | None, html: Path | None,
            fail_on_regression: float | None) -> None:
     from my_utils.core.safe_io import strict_json
-    from my_utils.profiling.cli._outputs import utf8_clean
+    from my_utils.profiling.formats.utf8 import utf8_clean
     from my_utils.profiling.reports.diff_markdown import render_markdown
 
     if output is not None:

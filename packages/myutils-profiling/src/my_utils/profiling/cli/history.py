@@ -25,8 +25,8 @@ from my_utils.core.cli.guard import exit_on_error
 from my_utils.profiling.cli._app import app
 
 if TYPE_CHECKING:
-    from my_utils.profiling.analysis.model import AnalysisReport
     from my_utils.profiling.history.store import RunStore
+    from my_utils.profiling.model.report import AnalysisReport
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT_REGRESSION = 2
@@ -55,7 +55,7 @@ def open_store(location: str | None) -> RunStore:
 def _reports(paths: Sequence[Path]) -> list[tuple[Path, AnalysisReport]]:
     """Every report named (a folder: each ``analysis_report.json`` below it), oldest file first, all read first."""
     from my_utils.core.errors import InputError
-    from my_utils.profiling.analysis.model import REPORT_FILE_NAME, AnalysisReport
+    from my_utils.profiling.model.report import REPORT_FILE_NAME, AnalysisReport
 
     files: list[Path] = []
     for p in paths:
@@ -97,7 +97,7 @@ def record(store: RunStore, path: Path, report: AnalysisReport, given: dict[str,
 
 def record_report(path: Path, store: str | None) -> str:
     """``analyze --record``: store the report just written at ``path``; the line that says so."""
-    from my_utils.profiling.analysis.model import AnalysisReport
+    from my_utils.profiling.model.report import AnalysisReport
 
     report = AnalysisReport.load(path)
     with open_store(store) as s:

@@ -17,7 +17,7 @@ from my_utils.core.cli.guard import exit_on_error
 from my_utils.profiling.cli._app import app
 
 if TYPE_CHECKING:
-    from my_utils.profiling.ncu.diff import NcuDiff, NcuDiffRow
+    from my_utils.profiling.analysis.diff_ncu import NcuDiff, NcuDiffRow
 
 ncu_app = typer.Typer(name="ncu", help="Analyse Nsight Compute exports (CSV of any layout; .ncu-rep with ncu_report).",
                       no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -92,8 +92,8 @@ def diff(
 
     from my_utils.core.errors import InputError, UsageError
     from my_utils.core.safe_io import strict_json
+    from my_utils.profiling.analysis.diff_ncu import diff_ncu
     from my_utils.profiling.cli._outputs import StagedOutputs
-    from my_utils.profiling.ncu.diff import diff_ncu
     from my_utils.profiling.nsys.render import text_table
 
     numbers = [sigmas, min_pct] + ([fail_on_regression] if fail_on_regression is not None else [])

@@ -88,8 +88,8 @@ def summary(
     with one, it prints that export's tables."""
     from my_utils.core.safe_io import refuse_overwriting_inputs, strict_json
     from my_utils.profiling.cli._outputs import StagedOutputs
+    from my_utils.profiling.formats.ranks import expand_inputs
     from my_utils.profiling.nsys.mfu import ModelFlops
-    from my_utils.profiling.nsys.ranks import expand_inputs
     from my_utils.profiling.nsys.render import csv_text
     from my_utils.profiling.nsys.run import analyze_run
 
@@ -257,9 +257,9 @@ def diff(
 
     from my_utils.core.errors import UsageError
     from my_utils.core.safe_io import strict_json
+    from my_utils.profiling.analysis.diff_nsys import diff_exports
     from my_utils.profiling.cli._outputs import StagedOutputs
     from my_utils.profiling.cli.diff import echo_gate, echo_result
-    from my_utils.profiling.nsys.diff import diff_exports
     from my_utils.profiling.nsys.render import text_table
     from my_utils.profiling.reports.diff_markdown import render_markdown
 
@@ -327,7 +327,7 @@ def timeline(
     """
     from my_utils.core.errors import UsageError
     from my_utils.profiling.cli._outputs import StagedOutputs
-    from my_utils.profiling.nsys.ranks import expand_inputs
+    from my_utils.profiling.formats.ranks import expand_inputs
     from my_utils.profiling.nsys.timeline import TimelineSink, read_timeline, write_timeline
     from my_utils.profiling.nsys.timeline_html import TimelinePage
 
@@ -411,8 +411,8 @@ def sql_run(
     """Run a named query on each export; several exports give one table with an ``export`` and a ``rank`` column."""
     from my_utils.core.errors import UsageError
     from my_utils.core.safe_io import refuse_overwriting_inputs
+    from my_utils.profiling.formats.ranks import expand_inputs
     from my_utils.profiling.nsys.queries import load_catalog, run_query
-    from my_utils.profiling.nsys.ranks import expand_inputs
     from my_utils.profiling.nsys.render import csv_text, text_table
     from my_utils.profiling.nsys.schema import NsysExport
 

@@ -50,8 +50,8 @@ def _not_measured(run: RunSummary) -> list[str]:
 
 def render_overview(run: RunSummary) -> str:
     """The overview of a multi-rank run (module docstring)."""
-    from my_utils.profiling.analysis.nsight import nsys_tables
-    from my_utils.profiling.analysis.nsight_facts import run_facts
+    from my_utils.profiling.analysis.nsight.analyze import nsys_tables
+    from my_utils.profiling.analysis.nsight.facts import run_facts
     from my_utils.profiling.nsys.render import text_table
 
     tables = run.tables()

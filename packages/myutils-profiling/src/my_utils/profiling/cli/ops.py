@@ -36,7 +36,7 @@ def ops(
     if top < 1:
         raise UsageError(f"--top {top}: expected a positive number")
     if replay is not None:
-        from my_utils.profiling.analysis.ops.replay import replay_from_trace
+        from my_utils.profiling.kineto.ops.replay import replay_from_trace
 
         if len(trace) != 1 or trace[0].is_dir():
             raise UsageError("--replay reads one trace file; name one file")
@@ -46,7 +46,7 @@ def ops(
             fh.write(script)
         typer.echo(f"wrote {out}")
         return
-    from my_utils.profiling.analysis.ops.frames import op_frames
+    from my_utils.profiling.kineto.ops.frames import op_frames
     from my_utils.profiling.reports.table_export import write_tables
 
     frames = op_frames(trace, executor=executor)

@@ -180,14 +180,10 @@ def run(steps: int, output_dir: Path, collect_every: int = 10, threads: int = 1)
 
 
 def _merged_trace(events: Path, torch_traces: list[Path], output: Path) -> Path | None:
-    """Run ``myutils-profile trace`` (the seed's flags) when that command is installed: MyTimer
-    regions and the torch.profiler window of this run on one clock."""
+    """Run ``myutils-profile trace`` (the seed's flags): MyTimer regions and the torch.profiler window
+    of this run on one clock. In a child process: the demo is a user of the CLI, not a part of it."""
     import subprocess
 
-    from my_utils.profiling.cli import app
-
-    if "trace" not in {c.name for c in app.registered_commands}:
-        return None
     proc = subprocess.run(
         [sys.executable, "-c", "from my_utils.profiling.cli import main; main()", "trace", "--events", str(events),
          "--output", str(output), "--auto-align-ranks", "--reference-rank", "0",
@@ -218,7 +214,7 @@ def summarize(events_file: Path) -> list[str]:
 
 def describe_report(path: Path) -> list[str]:
     """Lines with the scores and the first findings of an ``analysis_report.json``."""
-    from my_utils.profiling.analysis.model import AnalysisReport
+    from my_utils.profiling.model.report import AnalysisReport
 
     report = AnalysisReport.load(path)
     scores = ", ".join(f"{k} {v:.0f}" for k, v in report.scores.items())

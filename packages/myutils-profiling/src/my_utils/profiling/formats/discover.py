@@ -42,7 +42,7 @@ def is_pattern(spec: str) -> bool:
 
 def discover(specs: Sequence[str | os.PathLike[str]], exclude: Iterable[Path] = ()) -> list[Found]:
     """The files ``specs`` name (module docstring); ``exclude`` lists files to leave out (a command's own outputs)."""
-    from my_utils.profiling.providers._files import missing_reason
+    from my_utils.profiling.formats._files import missing_reason
 
     skip = {p.resolve() for p in exclude}
     seen: set[Path] = set()

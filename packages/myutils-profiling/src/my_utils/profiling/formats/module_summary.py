@@ -24,8 +24,8 @@ NEEDED = ("module_name", "mean_ms", "total_ms", "run_count")
 
 def read_module_summary(path: Path, rank: int | None = None) -> list[MetricEvent]:
     """One ``module:<name>`` event per row of a ModuleProfiler summary CSV."""
-    from my_utils.profiling.providers._files import rank_from_name
-    from my_utils.profiling.providers._text import inert
+    from my_utils.profiling.formats._files import rank_from_name
+    from my_utils.profiling.formats._text import inert
 
     rank = rank if rank is not None else rank_from_name(path)
     try:

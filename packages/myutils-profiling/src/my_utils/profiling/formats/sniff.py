@@ -119,7 +119,7 @@ def _gunzip_head(path: Path) -> bytes:
 
 
 def _name_rank(path: Path) -> tuple[int | None, str]:
-    from my_utils.profiling.providers._files import rank_from_name
+    from my_utils.profiling.formats._files import rank_from_name
 
     rank = rank_from_name(path)
     return (rank, "file name") if rank is not None else (None, "")
@@ -143,7 +143,7 @@ def _sqlite(path: Path) -> Sniffed:
 
 
 def _json(path: Path, head: bytes, text: str) -> Sniffed:
-    from my_utils.profiling.providers.nccl_inspector import looks_like_inspector
+    from my_utils.profiling.formats.nccl_inspector import looks_like_inspector
 
     first_line = text.split("\n", 1)[0]
     record = _json_object(first_line)
@@ -202,10 +202,10 @@ def _machine_rank(text: str) -> tuple[int | None, str]:
 
 
 def _text_log(path: Path, text: str) -> Sniffed:
-    from my_utils.profiling.ncu.csv_read import is_header
-    from my_utils.profiling.providers.dcgm import looks_like_dmon
-    from my_utils.profiling.providers.nccl_log import looks_like_nccl_log
-    from my_utils.profiling.providers.perf_stat import looks_like_perf_stat
+    from my_utils.profiling.formats.dcgm import looks_like_dmon
+    from my_utils.profiling.formats.nccl_log import looks_like_nccl_log
+    from my_utils.profiling.formats.ncu_header import is_header
+    from my_utils.profiling.formats.perf_stat import looks_like_perf_stat
 
     lines = text.splitlines()
     if any(is_header(line) for line in lines):

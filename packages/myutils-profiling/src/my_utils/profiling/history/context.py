@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from my_utils.core.errors import InputError
 
 if TYPE_CHECKING:
-    from my_utils.profiling.analysis.model import AnalysisReport
+    from my_utils.profiling.model.report import AnalysisReport
 
 CPU_ONLY = "CPU only"
 UNKNOWN_HARDWARE = "unknown hardware"

@@ -20,7 +20,7 @@ from my_utils.profiling.history.metrics import report_metrics
 from my_utils.profiling.history.store import RunStore, report_fingerprint
 
 if TYPE_CHECKING:
-    from my_utils.profiling.analysis.model import AnalysisReport
+    from my_utils.profiling.model.report import AnalysisReport
 
 
 def judge_run(store: RunStore, settings: GateSettings, report: tuple[Path, AnalysisReport] | None = None,

@@ -42,7 +42,7 @@ except ImportError:  # pragma: no cover - the extra is missing
 from my_utils.profiling.history import schema
 
 if TYPE_CHECKING:
-    from my_utils.profiling.analysis.model import AnalysisReport
+    from my_utils.profiling.model.report import AnalysisReport
 
 #: How long a SQLite writer waits for the write lock before giving up (seconds).
 BUSY_TIMEOUT_S = 120.0

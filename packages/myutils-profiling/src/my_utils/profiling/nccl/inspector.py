@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from my_utils.profiling.providers.nccl_inspector import InspectorOp, read_operations, size_bucket
+from my_utils.profiling.formats.nccl_inspector import InspectorOp, read_operations, size_bucket
 
 TOP = 20
 
@@ -209,7 +209,7 @@ def analyze_operations(ops: Sequence[InspectorOp], files: Sequence[str] = (), to
 
 def analyze_inspector(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], top: int = TOP) -> InspectorAnalysis:
     """Read every Inspector log under ``paths`` (files or folders of ``*.log``) once and analyse them together."""
-    from my_utils.profiling.providers._files import find_inputs
+    from my_utils.profiling.formats._files import find_inputs
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]

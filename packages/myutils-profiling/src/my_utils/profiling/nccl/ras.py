@@ -147,7 +147,7 @@ class _Issues:
 
 def read_ras(path: str | Path) -> RasReport:
     """Read one RAS output (any of the three forms of the module docstring) into a :class:`RasReport`."""
-    from my_utils.profiling.providers._text import text_lines
+    from my_utils.profiling.formats._text import text_lines
 
     p = Path(path)
     lines = text_lines(p, WHAT)

@@ -28,8 +28,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from my_utils.profiling.providers._text import inert, text_lines
-from my_utils.profiling.providers.nccl_log import (
+from my_utils.profiling.formats._text import inert, text_lines
+from my_utils.profiling.formats.nccl_log import (
     _CHANNELS,
     _CONNECTION,
     _ENV,
@@ -211,7 +211,7 @@ def expected_busbw(comm: CommTopology, gpu: str | None = None) -> tuple[float, s
         return math.nan, (f"not measured: {comm.nnodes or 'several'} nodes over {net}{nics}; the log prints no NIC "
                           "speed (NCCL_DEBUG_SUBSYS=GRAPH prints NCCL's estimate)")
     if gpu:
-        from my_utils.profiling.analysis.kineto.peaks import nvlink_bandwidth
+        from my_utils.profiling.hardware.peaks import nvlink_bandwidth
 
         peak = nvlink_bandwidth(gpu)
         if peak is not None and (not comm.transports or any(t.startswith("P2P") for t in comm.transports)):

@@ -1,4 +1,6 @@
-"""Nsight Compute analysis: per-kernel speed of light, occupancy, limiting unit, roofline, rules, and diffs.
+"""Nsight Compute analysis: per-kernel speed of light, occupancy, limiting unit, roofline and rules.
+
+The run-to-run comparison of ncu exports is diagnosis: ``my_utils.profiling.analysis.diff_ncu``.
 
 Light to import: names resolve on first access.
 """
@@ -14,8 +16,6 @@ if TYPE_CHECKING:
     from my_utils.profiling.ncu.analysis import NcuAnalysis as NcuAnalysis
     from my_utils.profiling.ncu.analysis import analyze_files as analyze_files
     from my_utils.profiling.ncu.analysis import analyze_launches as analyze_launches
-    from my_utils.profiling.ncu.diff import NcuDiff as NcuDiff
-    from my_utils.profiling.ncu.diff import diff_ncu as diff_ncu
     from my_utils.profiling.ncu.launches import NcuLaunch as NcuLaunch
     from my_utils.profiling.ncu.launches import NcuRule as NcuRule
     from my_utils.profiling.ncu.launches import read_launches as read_launches
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "KernelSummary": "my_utils.profiling.ncu.analysis", "NcuAnalysis": "my_utils.profiling.ncu.analysis",
     "analyze_files": "my_utils.profiling.ncu.analysis", "analyze_launches": "my_utils.profiling.ncu.analysis",
-    "NcuDiff": "my_utils.profiling.ncu.diff", "diff_ncu": "my_utils.profiling.ncu.diff",
     "NcuLaunch": "my_utils.profiling.ncu.launches", "NcuRule": "my_utils.profiling.ncu.launches",
     "read_launches": "my_utils.profiling.ncu.launches",
 }

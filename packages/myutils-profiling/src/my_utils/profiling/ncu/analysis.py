@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from my_utils.core.paths import StrPath, as_paths
+from my_utils.profiling.model.tool_facts import Evidence, NsysFact, not_measured
 from my_utils.profiling.ncu.launches import NcuLaunch, NcuRule, read_launches
-from my_utils.profiling.nsys.facts import Evidence, NsysFact, not_measured
 
 LATENCY_SOL_PCT = 60.0
 

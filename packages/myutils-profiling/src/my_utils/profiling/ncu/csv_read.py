@@ -23,8 +23,9 @@ from typing import Any
 from my_utils.core.errors import InputError, UnsupportedInputError
 from my_utils.core.events import MetricEvent
 from my_utils.core.paths import StrPath, as_path
-from my_utils.profiling.nsys.ranks import rank_in_name
-from my_utils.profiling.providers._values import parse_number, time_to_ms
+from my_utils.profiling.formats._values import parse_number, time_to_ms
+from my_utils.profiling.formats.ncu_header import is_header
+from my_utils.profiling.formats.ranks import rank_in_name
 
 _ID_COLUMNS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time", "Context",
                "Stream", "Block Size", "Grid Size", "Device", "CC", "Section Name")
@@ -33,12 +34,6 @@ _ATTR_OF = {"ID": "launch_id", "Process ID": "pid", "Process Name": "process", "
             "Block Size": "block", "Grid Size": "grid", "Device": "device", "CC": "cc",
             "Section Name": "section"}
 _RULE_COLUMNS = ("Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type", "Estimated Speedup")
-
-
-def is_header(line: str) -> bool:
-    """Whether ``line`` is the header of an ncu CSV table (``"ID","Process ID",...``)."""
-    s = line.lstrip("\ufeff").lstrip()
-    return s.startswith('"ID","Process ID"') or s.startswith("ID,Process ID")
 
 
 def _text(path: Path) -> str:

@@ -1,6 +1,6 @@
 """MFU of an nsys export: model FLOPs the user states per iteration, over the NVTX iteration time and the dense peak.
 
-The Kineto MFU (``analysis.kineto.mfu``) counts FLOPs from the operators' recorded input shapes;
+The Kineto MFU (``kineto.mfu``) counts FLOPs from the operators' recorded input shapes;
 an nsys export records no shapes, and a GEMM kernel's name gives its tile, not its problem size,
 so nothing in the export counts FLOPs. They are given (:class:`ModelFlops`): the FLOPs one GPU
 does in one iteration (``--flops-per-iteration``), or ``6·N·T`` from the model's parameters ``N``
@@ -12,7 +12,7 @@ would be a guessed MFU.
 
 Per process with NVTX iterations (:mod:`.iterations`): MFU = F / (mean iteration time × the
 GPU's dense peak for the dtype), the peak read from the one hardware table through
-``analysis.kineto.peaks`` (the row cited by its line in ``hardware.csv``), the ratio by
+``hardware.peaks`` (the row cited by its line in ``hardware.csv``), the ratio by
 ``hardware.table.mfu``. The GPU is the one the iterations' kernels ran on (the export's GPU
 table), or the export's only model, or ``--gpu`` when the export names none (sliced exports drop
 the table). Whatever is missing — the FLOPs, the dtype, the iterations, the GPU, its peak — makes
@@ -201,7 +201,7 @@ def _gpu(gpus: Sequence[GpuInfo], devices: Sequence[int], given: str | None) -> 
 
 def _peak(gpu: str, dtype: str) -> tuple[float, str, str] | str:
     """(peak TFLOP/s, its hardware.csv row, its source) of ``gpu`` in ``dtype``, or why the table has none."""
-    from my_utils.profiling.analysis.kineto.peaks import peak_flops
+    from my_utils.profiling.hardware.peaks import peak_flops
     from my_utils.profiling.hardware.table import TABLE_PATH, figures, gpu_model
 
     peak = peak_flops(gpu, dtype)

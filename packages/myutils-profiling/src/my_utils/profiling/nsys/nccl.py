@@ -32,7 +32,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from my_utils.profiling.nsys.facts import Evidence, NsysFact, not_measured
+from my_utils.profiling.model.tool_facts import Evidence, NsysFact, not_measured
 from my_utils.profiling.nsys.hosts import export_host
 from my_utils.profiling.nsys.nccl_hosts import HostArrival, HostTally, host_straggler
 from my_utils.profiling.nsys.nccl_ops import bus_bandwidth

@@ -10,7 +10,7 @@ Bus bandwidth follows NCCL-tests (``doc/PERFORMANCE.md``): ``algbw = S / t`` and
 ``busbw = algbw × factor(n)``, where ``S`` is the buffer size NCCL-tests reports (the
 per-rank buffer for all-reduce, broadcast and reduce; the *total* buffer, ``n`` × the
 per-rank chunk, for all-gather and reduce-scatter) and the factor is the Kineto collectives
-analysis's own :func:`~my_utils.profiling.analysis.kineto.collectives.bus_factor` (``2(n-1)/n``
+analysis's own :func:`~my_utils.profiling.kineto.collectives.bus_factor` (``2(n-1)/n``
 for all-reduce, ``(n-1)/n`` for all-gather, reduce-scatter and all-to-all, 1 for broadcast,
 reduce and point-to-point): one definition for both analyses. NCCL's own NVTX payload reports
 the per-rank size (``Message size [bytes]``: NCCL passes ``sendcount`` for all-gather and
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from my_utils.profiling.analysis.kineto.collectives import bus_factor
+from my_utils.profiling.kineto.collectives import bus_factor
 
 __all__ = ["COLLECTIVES", "bus_bandwidth", "bus_factor", "collective_of", "size_factor"]
 

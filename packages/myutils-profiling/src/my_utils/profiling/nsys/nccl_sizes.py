@@ -247,7 +247,7 @@ class SizeTally:
 
     def rows(self, group: dict[str, int]) -> tuple[SizeRow, ...]:
         """The rows, most time first; ``group`` gives each collective's number of participating ranks."""
-        from my_utils.profiling.analysis.kineto.collectives import link_speed
+        from my_utils.profiling.kineto.collectives import link_speed
         from my_utils.profiling.nsys.nccl_ops import bus_bandwidth
 
         out = []

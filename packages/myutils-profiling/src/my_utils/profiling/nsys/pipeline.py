@@ -1,6 +1,6 @@
 """Pipeline bubbles from Nsight Systems exports: the microbatch NVTX ranges of each rank, judged as the Kineto ones.
 
-The same names and rule as ``analysis.kineto.pipeline`` (its module docstring): an NVTX push/pop or start/end
+The same names and rule as ``kineto.pipeline`` (its module docstring): an NVTX push/pop or start/end
 range named ``PP:2F3``, ``forward-compute``, ``_exec_backward_pass``... is one microbatch pass of the export's
 rank; its *work* is the union of the non-communication kernels launched (any thread of the process) while it
 runs, or the range itself when it launched none. Times go on the UTC epoch (``NsysExport.epoch_offset_ns``) so
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from my_utils.profiling.analysis.kineto.pipeline import (
+from my_utils.profiling.kineto.pipeline import (
     MicrobatchRange,
     PipelineBubbleRow,
     _union,

@@ -18,12 +18,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from my_utils.profiling.formats.ranks import RankInput, expand_inputs
 from my_utils.profiling.nsys.analyze import summarize
 from my_utils.profiling.nsys.mfu import ModelFlops
 from my_utils.profiling.nsys.model import ExportSummary, Table, concat
 from my_utils.profiling.nsys.nccl import NcclAnalysis, analyze_collectives
 from my_utils.profiling.nsys.overview import rank_overview
-from my_utils.profiling.nsys.ranks import RankInput, expand_inputs
 from my_utils.profiling.nsys.schema import NsysExport
 
 
@@ -63,7 +63,7 @@ class RunSummary:
     @property
     def warnings(self) -> tuple[str, ...]:
         """What the numbers cannot show: ranks of the job's world that no export holds (``rank_coverage``)."""
-        from my_utils.profiling.analysis.rank_coverage import rank_coverage
+        from my_utils.profiling.model.rank_coverage import rank_coverage
 
         sources = sorted({i.world_source.removeprefix("environment ") for i in self.inputs if i.world_size is not None})
         cov = rank_coverage((i.rank for i in self.inputs), (i.world_size for i in self.inputs),

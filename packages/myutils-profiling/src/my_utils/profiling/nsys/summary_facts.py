@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from my_utils.profiling.nsys.facts import Evidence, NsysFact, not_measured
+from my_utils.profiling.model.tool_facts import Evidence, NsysFact, not_measured
 
 if TYPE_CHECKING:
     from my_utils.profiling.nsys.model import ExportSummary

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, NamedTuple, Protocol
 
-from my_utils.profiling.nsys.ranks import expand_inputs
+from my_utils.profiling.formats.ranks import expand_inputs
 from my_utils.profiling.nsys.schema import NsysExport
 
 TRACE_KIND = "nsys_timeline"

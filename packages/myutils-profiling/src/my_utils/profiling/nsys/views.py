@@ -7,7 +7,7 @@ itself is never written):
     ``start, end, dur, device, stream, context, pid, corr, name_id, name, short_name, kind,
     collective, grid_x, grid_y, grid_z, block_x, block_y, block_z, registers`` — ``name`` the
     demangled name (else the short one), ``kind`` the kernel kind of
-    :func:`my_utils.profiling.analysis.kineto.kinds.kind_of` (``computation``,
+    :func:`my_utils.profiling.kineto.kinds.kind_of` (``computation``,
     ``communication``, ``memory``, ``other``) and ``collective`` the NCCL collective of a
     communication kernel (:func:`.nccl_ops.collective_of`), both decided once per distinct name.
 ``nsys_memcpy``
@@ -134,7 +134,7 @@ def create_views(db: NsysExport) -> None:
 
 def _kernel_kinds(db: NsysExport) -> None:
     """One row per distinct kernel name id with its kind (a Python rule table, applied per name, not per row)."""
-    from my_utils.profiling.analysis.kineto.kinds import kind_of
+    from my_utils.profiling.kineto.kinds import kind_of
     from my_utils.profiling.nsys.nccl_ops import collective_of
 
     db.query("CREATE TEMP TABLE nsys_kernel_kind (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, collective TEXT)",

@@ -6,7 +6,7 @@ from and how they were combined (one rank, one stream, one source). Figures of d
 sources or step counts never share an axis unnamed: the section breakdown has one facet per
 source, titled with its step count; the top kernels one facet per rank.
 
-Tables read (``my_utils.profiling.analysis.model`` documents them): ``steps`` (step-time
+Tables read (``my_utils.profiling.model.report`` documents them): ``steps`` (step-time
 timeline), ``operations`` (per-section breakdown; kernels when there is no Kineto table),
 ``ranks`` (rank comparison), ``memory`` (memory trend) and the Kineto analyses'
 ``kineto_top_kernels``, ``kineto_temporal``, ``kineto_kernel_kinds``, ``kineto_idle`` (per
@@ -19,8 +19,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from my_utils.profiling.analysis.model import AnalysisReport
 from my_utils.profiling.analysis.rules._series import AGGREGATE_PREFIXES, GPU_FAMILIES, STEP_TIME
+from my_utils.profiling.model.report import AnalysisReport
 from my_utils.profiling.reports.formatting import fmt_count, fmt_ms, source_label
 from my_utils.profiling.reports.names import ellipsize, short_names
 from my_utils.profiling.reports.palette import colour, series_colour

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from my_utils.profiling.analysis.model import SEVERITIES, AnalysisReport, Finding
 from my_utils.profiling.analysis.verdict import tied
+from my_utils.profiling.model.report import SEVERITIES, AnalysisReport, Finding
 from my_utils.profiling.reports.formatting import (
     column_title,
     fmt_count,

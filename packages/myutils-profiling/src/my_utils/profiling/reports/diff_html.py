@@ -101,7 +101,7 @@ def render_diff_html(result: DiffResult, fail_on_regression: float | None = None
     from my_utils.profiling.reports.render import json_for_script, plotly_js
 
     shown, top, nested = rows(result, HTML_ROWS)
-    if extra is None and result.operations is not None:  # the operation-matched diff (analysis.ops.op_diff)
+    if extra is None and result.operations is not None:  # the operation-matched diff (kineto.ops.op_diff)
         from my_utils.profiling.reports import ops_diff_rows
 
         extra = ExtraTable(f"{ops_diff_rows.TITLE}. {ops_diff_rows.summary_line(result.operations)}",

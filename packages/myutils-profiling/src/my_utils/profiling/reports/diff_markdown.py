@@ -88,7 +88,7 @@ def render_markdown(result: DiffResult, fail_on_regression: float | None = None)
         left = top + nested - len(shown)
         if left > 0:
             lines += ["", f"…and {left} more in the JSON output."]
-    if result.operations is not None:  # the operation-matched diff (analysis.ops.op_diff)
+    if result.operations is not None:  # the operation-matched diff (kineto.ops.op_diff)
         from my_utils.profiling.reports import ops_diff_rows
 
         lines += ["", f"**{ops_diff_rows.TITLE}:** {md_text(ops_diff_rows.summary_line(result.operations), 1200)}", "",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from my_utils.core.errors import one_line
-from my_utils.profiling.providers.kineto_context import PLACE_KEYS
+from my_utils.profiling.kineto.read.context import PLACE_KEYS
 
 if TYPE_CHECKING:
     from my_utils.profiling.analysis.diff_gpu import GpuRow

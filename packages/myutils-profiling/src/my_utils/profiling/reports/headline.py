@@ -1,6 +1,6 @@
 """The first screen of a report: the analysis' headline fact set, as display text and links.
 
-The analysis builds the headline (``AnalysisReport.headline``, ``analysis.model.Headline``):
+The analysis builds the headline (``AnalysisReport.headline``, ``model.report.Headline``):
 GPU × world size, step time (median, p90, worst step), GPU busy / idle, communication share
 and overlap, a verdict and the ids of the top three findings, each figure a ``Fact`` with its
 unit, denominator, source, ranks and steps. This module only turns those facts into text:
@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from my_utils.profiling.analysis.model import AnalysisReport, EvidenceRow, Fact, NotMeasured
+from my_utils.profiling.model.report import AnalysisReport, EvidenceRow, Fact, NotMeasured
 from my_utils.profiling.reports.formatting import (
     MISSING,
     fmt_count,

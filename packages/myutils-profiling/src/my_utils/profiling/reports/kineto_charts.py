@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from my_utils.profiling.analysis.model import AnalysisReport
+from my_utils.profiling.model.report import AnalysisReport
 from my_utils.profiling.reports.palette import colour
 from my_utils.profiling.reports.plot import (
     Chart,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from my_utils.profiling.analysis.model import AnalysisReport
+from my_utils.profiling.model.report import AnalysisReport
 from my_utils.profiling.reports.formatting import fmt_count, fmt_ms
 from my_utils.profiling.reports.names import short_names
 from my_utils.profiling.reports.palette import colour

@@ -1,4 +1,4 @@
-"""The operation-matched section of a diff page (``analysis.ops.op_diff``): one summary line and one table.
+"""The operation-matched section of a diff page (``kineto.ops.op_diff``): one summary line and one table.
 
 Shared by the Markdown and HTML diff pages, like ``diff_rows``: the line says how much of the
 base's GPU time the operations paired, at which level, against what a kernel-name match pairs;

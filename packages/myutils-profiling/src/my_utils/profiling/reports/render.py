@@ -17,7 +17,7 @@ from my_utils.core.atomic import atomic_write
 from my_utils.core.errors import InputError, UsageError
 
 if TYPE_CHECKING:
-    from my_utils.profiling.analysis.model import AnalysisReport
+    from my_utils.profiling.model.report import AnalysisReport
 
 #: Accepted ``fmt`` values → (format, file extension).
 FORMATS: dict[str, tuple[str, str]] = {"html": ("html", "html"), "markdown": ("markdown", "md"),

@@ -1,7 +1,7 @@
 """The roofline chart: one point per operation and shape, placed by arithmetic intensity and achieved
 throughput, sized by its GPU time, under the roofs of the GPU it ran on.
 
-It reads ``kineto_op_shapes`` (``analysis.ops.breakdown``) and computes nothing new: x is the
+It reads ``kineto_op_shapes`` (``kineto.ops.breakdown``) and computes nothing new: x is the
 modelled FLOPs per byte (the low end of the range), y the achieved TFLOP/s, the marker's area
 its GPU time, the colour its category; each distinct roof of the rows (a dtype's peak and the
 memory bandwidth) is drawn as ``min(peak, intensity × bandwidth)``. Work with no FLOPs (copies)

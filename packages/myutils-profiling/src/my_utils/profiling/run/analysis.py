@@ -23,7 +23,7 @@ __all__ = ["Analysed", "analyse_run"]
 class Analysed:
     """The report, what the one pass read (None when only an events file was analysed), the files not counted."""
 
-    report: Any  # analysis.model.AnalysisReport
+    report: Any  # model.report.AnalysisReport
     read: RunRead | None = None
     skipped: dict[Path, str] = field(default_factory=dict)
 
@@ -99,8 +99,8 @@ def _writable(report: Any) -> Any:
     """``report`` itself, or a copy whose strings a UTF-8 file can hold (a trace's name with a lone surrogate)."""
     import json
 
-    from my_utils.profiling.analysis.model import AnalysisReport
-    from my_utils.profiling.cli._outputs import utf8_clean
+    from my_utils.profiling.formats.utf8 import utf8_clean
+    from my_utils.profiling.model.report import AnalysisReport
 
     data = report.to_dict()
     try:

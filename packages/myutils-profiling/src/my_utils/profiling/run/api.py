@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     import pandas as pd
     import plotly.graph_objects as go
 
-    from my_utils.profiling.analysis.kineto.filters import TraceFilter
-    from my_utils.profiling.analysis.kineto.overlay import OverlayResult
-    from my_utils.profiling.analysis.model import AnalysisReport, Finding
+    from my_utils.profiling.kineto.filters import TraceFilter
+    from my_utils.profiling.kineto.overlay import OverlayResult
+    from my_utils.profiling.model.report import AnalysisReport, Finding
 
 __all__ = ["CriticalPathView", "Run", "open_run"]
 
@@ -46,8 +46,8 @@ def open_run(*paths: str | os.PathLike[str], workload: str = "pretrain", trace_f
     A file the run cannot read that was named directly raises ``UnsupportedInputError`` saying what reads it.
     """
     from my_utils.core.errors import UsageError
-    from my_utils.profiling.analysis.kineto.filters import TraceFilter
     from my_utils.profiling.analysis.workloads import get_workload
+    from my_utils.profiling.kineto.filters import TraceFilter
     from my_utils.profiling.run.inputs import collect_inputs
 
     if not paths:
@@ -119,7 +119,7 @@ class Run:
         from my_utils.profiling.views.frames import table_frame
 
         if name not in self.tables:
-            from my_utils.profiling.analysis.kineto.frames import columns
+            from my_utils.profiling.kineto.frames import columns
 
             if name.startswith("kineto_") and columns(name.removeprefix("kineto_")):
                 return table_frame(name, [])  # a Kineto table with no row in this run: the report leaves it out
@@ -246,7 +246,7 @@ class CriticalPathView:
     """One rank's critical path: its summary row, its breakdown by kind, the events that set it, and its trace.
 
     :meth:`write_overlay` writes the trace back with the path drawn on it (flow arrows, ``args.critical``)
-    and the counter tracks, for Perfetto (``analysis.kineto.overlay.write_overlay``).
+    and the counter tracks, for Perfetto (``kineto.overlay.write_overlay``).
     """
 
     rank: Any
@@ -263,7 +263,7 @@ class CriticalPathView:
 
     def write_overlay(self, output: str | os.PathLike[str], **options: Any) -> OverlayResult:
         """Copy the trace to ``output`` (``.json``/``.json.gz``) with the critical path and counters drawn on it."""
-        from my_utils.profiling.analysis.kineto.overlay import write_overlay
+        from my_utils.profiling.kineto.overlay import write_overlay
 
         options.setdefault("trace_filter", self.trace_filter)
         return write_overlay(self.trace, Path(output), rank=self.rank, **options)

@@ -24,12 +24,12 @@ def diff_results(base: RunInputs, target: RunInputs, *, sigmas: float = 3.0, min
 
         out["kineto"] = diff_traces(a, b, sigmas=sigmas, min_pct=min_pct, executor=executor)
     if base.nsys_specs and target.nsys_specs:
-        from my_utils.profiling.nsys.diff import diff_exports
+        from my_utils.profiling.analysis.diff_nsys import diff_exports
 
         out["nsys"] = diff_exports(list(base.nsys_specs), list(target.nsys_specs), sigmas=sigmas, min_pct=min_pct)
     ncu_a, ncu_b = (x.of(FileKind.NCU_CSV, FileKind.NCU_REP) for x in (base, target))
     if ncu_a and ncu_b:
-        from my_utils.profiling.ncu.diff import diff_ncu
+        from my_utils.profiling.analysis.diff_ncu import diff_ncu
 
         out["ncu"] = diff_ncu(ncu_a, ncu_b, sigmas=sigmas, min_pct=min_pct)
     return out

@@ -4,7 +4,7 @@
 kind by its content (``formats.sniff``), exports Nsight Systems reports when ``nsys`` can
 (``formats.nsys_rep``), and gives each file its rank: a Kineto trace's ``distributedInfo`` or
 its name, an nsys export's ``%q{RANK}`` template, name or place in the file order
-(``nsys.ranks``), a profile CSV's name or ``machine_id``; an NCCL log holds the ranks of every
+(``formats.ranks``), a profile CSV's name or ``machine_id``; an NCCL log holds the ranks of every
 process in it. The result, :class:`RunInputs`, is what the run model reads from: one object
 instead of a list of paths per tool.
 
@@ -69,7 +69,7 @@ class RunInputs:
     """Every file of a run with its kind and rank (module docstring)."""
 
     files: tuple[InputFile, ...] = ()
-    nsys_specs: tuple[str, ...] = field(default=())  # what nsys.ranks reads the exports' ranks from
+    nsys_specs: tuple[str, ...] = field(default=())  # what formats.ranks reads the exports' ranks from
 
     def of(self, *kinds: FileKind) -> list[Path]:
         """The paths of the files read of these kinds, in order."""
@@ -186,7 +186,7 @@ def _without_export_twins(files: list[InputFile], exported: dict[Path, Path]) ->
 
 
 def _nsys_specs(found: Sequence[Found], files: Sequence[InputFile]) -> list[str]:
-    """The exports as ``nsys.ranks`` reads them: an nsys template as written (its ``%q{RANK}`` is the rank)."""
+    """The exports as ``formats.ranks`` reads them: an nsys template as written (its ``%q{RANK}`` is the rank)."""
     nsys_paths = {f.path.resolve() for f in files if f.kind is FileKind.NSYS_SQLITE and f.read}
     specs: list[str] = []
     for f in found:
@@ -194,7 +194,7 @@ def _nsys_specs(found: Sequence[Found], files: Sequence[InputFile]) -> list[str]
             specs.append(f.spec)
     covered: set[Path] = set()
     if specs:
-        from my_utils.profiling.nsys.ranks import expand_inputs
+        from my_utils.profiling.formats.ranks import expand_inputs
 
         covered = {i.path.resolve() for i in expand_inputs(specs)}
     specs += [str(f.path) for f in files if f.kind is FileKind.NSYS_SQLITE and f.read
@@ -205,7 +205,7 @@ def _nsys_specs(found: Sequence[Found], files: Sequence[InputFile]) -> list[str]
 def _with_nsys_ranks(files: list[InputFile], specs: Sequence[str]) -> list[InputFile]:
     if not specs:
         return files
-    from my_utils.profiling.nsys.ranks import expand_inputs
+    from my_utils.profiling.formats.ranks import expand_inputs
 
     ranks = {i.path.resolve(): i for i in expand_inputs(specs)}
     out = []

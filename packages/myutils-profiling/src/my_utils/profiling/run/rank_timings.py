@@ -56,8 +56,8 @@ def read_timings(paths: Sequence[Path]) -> list[RankTimings] | None:
 
 
 def _kineto(paths: list[Path]) -> list[RankTimings]:
-    from my_utils.profiling.analysis.kineto.arrivals import arrival_tables
-    from my_utils.profiling.analysis.kineto.run import read_rank
+    from my_utils.profiling.kineto.arrivals import arrival_tables
+    from my_utils.profiling.kineto.run import read_rank
 
     out: list[tuple[int | None, RankTimings]] = []
     for path in paths:
@@ -116,7 +116,7 @@ def _nsys(paths: list[Path]) -> list[RankTimings]:
 
     from my_utils.profiling.nsys.hosts import export_host
     from my_utils.profiling.nsys.nccl import participants
-    from my_utils.profiling.nsys.ranks import expand_inputs
+    from my_utils.profiling.formats.ranks import expand_inputs
     from my_utils.profiling.nsys.schema import NsysExport
 
     inputs = expand_inputs(paths)

@@ -1,9 +1,9 @@
 """Read a run's files once, in parallel across files: Kineto traces, Nsight exports, and every provider's files.
 
 One pool of tasks for the whole run, whatever the kinds: one task per Kineto trace (the
-provider's events and the Kineto analyses from one pass, ``providers.kineto.read_trace``),
+provider's events and the Kineto analyses from one pass, ``kineto.read.provider.read_trace``),
 one task for the Nsight inputs together (the NCCL alignment needs every export at once,
-``cli.analyze_nsight.read_nsight``), one task per other file (its provider's reader). The tasks
+``run.nsight.read_nsight``), one task per other file (its provider's reader). The tasks
 run largest first, so the slowest file starts at once and the small ones fill the gaps. Small
 runs stay in this process (``providers.parallel.pool_for``): starting workers would cost more.
 
@@ -27,13 +27,13 @@ __all__ = ["READERS", "ReadPlan", "RunRead", "events_beside", "read_events_file"
 
 #: The reader of each provider's files: ``module:function`` taking ``(path, rank)`` and returning events.
 READERS: dict[str, str] = {
-    "mytimer": "my_utils.profiling.providers.mytimer:read_profile_csv_events",
+    "mytimer": "my_utils.profiling.formats.mytimer:read_profile_csv_events",
     "module_profiler": "my_utils.profiling.formats.module_summary:read_module_summary",
-    "nccl_log": "my_utils.profiling.providers.nccl_log:read_nccl_log",
-    "nccl_inspector": "my_utils.profiling.providers.nccl_inspector:read_nccl_inspector",
-    "perf_stat": "my_utils.profiling.providers.perf_stat:read_perf_stat",
-    "dcgm_dmon": "my_utils.profiling.providers.dcgm:read_dcgm_dmon",
-    "cprofile": "my_utils.profiling.providers.cprofile:read_pstats",
+    "nccl_log": "my_utils.profiling.formats.nccl_log:read_nccl_log",
+    "nccl_inspector": "my_utils.profiling.formats.nccl_inspector:read_nccl_inspector",
+    "perf_stat": "my_utils.profiling.formats.perf_stat:read_perf_stat",
+    "dcgm_dmon": "my_utils.profiling.formats.dcgm:read_dcgm_dmon",
+    "cprofile": "my_utils.profiling.formats.cprofile:read_pstats",
     "metric_events": "my_utils.profiling.run.read:read_events_file",
 }
 
@@ -58,8 +58,8 @@ class RunRead:
     """What one pass over the plan gave: Kineto analyses, the Nsight read, each other file's events."""
 
     trace_events: list[MetricEvent] = field(default_factory=list)
-    kineto: Any = None  # analysis.kineto.model.KinetoAnalysis
-    nsight: Any = None  # cli.analyze_nsight.NsightRead
+    kineto: Any = None  # kineto.model.KinetoAnalysis
+    nsight: Any = None  # run.nsight.NsightRead
     by_file: dict[Path, list[MetricEvent]] = field(default_factory=dict)  # the readers' files
 
     def events(self) -> list[MetricEvent]:
@@ -85,11 +85,11 @@ def _read_reader(provider: str, path: str, rank: int | None) -> list[MetricEvent
 def _read_task(kind: str, *args: Any) -> Any:
     """One task of the pool (module-level: workers import it by name)."""
     if kind == "trace":
-        from my_utils.profiling.providers.kineto import read_trace
+        from my_utils.profiling.kineto.read.provider import read_trace
 
         return read_trace(*args)
     if kind == "nsight":
-        from my_utils.profiling.cli.analyze_nsight import read_nsight
+        from my_utils.profiling.run.nsight import read_nsight
 
         nsys, ncu, with_events, options = args
         return read_nsight(nsys, ncu, with_events=with_events, **options)
@@ -112,9 +112,9 @@ def read_run(plan: ReadPlan, *, with_events: bool, trace_filter: Any = None, nsi
     process pool); a file that is bad input raises its ``InputError`` naming it.
     """
     from my_utils.core.progress import progress as progress_bar
-    from my_utils.profiling.analysis.kineto.run import KinetoPass, combine
-    from my_utils.profiling.providers._files import check_distinct_ranks
-    from my_utils.profiling.providers.parallel import pool_for, stream_many
+    from my_utils.profiling.formats._files import check_distinct_ranks
+    from my_utils.profiling.formats.parallel import pool_for, stream_many
+    from my_utils.profiling.kineto.run import KinetoPass, combine
 
     make = functools.partial(KinetoPass, trace_filter=trace_filter) if trace_filter is not None else KinetoPass
     calls: list[tuple[int, tuple[Any, ...]]] = []

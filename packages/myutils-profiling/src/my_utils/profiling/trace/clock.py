@@ -124,7 +124,7 @@ def clock_sync_events(path: str | Path) -> list[MetricEvent]:
     The MyTimer provider turns the rows into events (one reader of profile CSVs); this checks
     that each carries a rank and the fields alignment needs.
     """
-    from my_utils.profiling.providers.mytimer import read_profile_csv_events
+    from my_utils.profiling.formats.mytimer import read_profile_csv_events
 
     out: list[MetricEvent] = []
     for event in read_profile_csv_events(Path(path)):

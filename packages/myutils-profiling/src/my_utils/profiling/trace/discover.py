@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from my_utils.profiling.providers._files import locate_named
+from my_utils.profiling.formats._files import locate_named
 
 __all__ = ["find_named_traces"]
 

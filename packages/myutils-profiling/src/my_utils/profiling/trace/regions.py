@@ -140,7 +140,7 @@ def distribute_csv(csv: str, folder: str, index: int) -> dict[str, Any]:
     and carries the fields alignment needs), after the regions, as a second pass would.
     Returns ``{"ranks": {rank: RankRegions}, "syncs": [ClockSync]}``.
     """
-    from my_utils.profiling.providers.mytimer import read_profile_csv_events
+    from my_utils.profiling.formats.mytimer import read_profile_csv_events
 
     state = _Pass(Path(folder), f"regions_c{index}_", csv)
     events = read_profile_csv_events(Path(csv))

@@ -8,7 +8,7 @@ profile CSVs are read by tasks, one per file
 one task per rank's regions and one per torch trace
 (:func:`~my_utils.profiling.trace.regions.layout_regions`,
 :func:`~my_utils.profiling.trace.torch_layout.layout_torch`) run on the same workers
-(:func:`my_utils.profiling.providers.parallel.runner`, the local-process / Dask path of
+(:func:`my_utils.profiling.formats.parallel.runner`, the local-process / Dask path of
 ingest). A task holds one rank's regions or one trace's events: it packs them into lanes
 (:func:`my_utils.profiling.trace.lanes.pack`) and writes them to its own spill file *sorted by
 time* (the record format: :mod:`my_utils.profiling.trace.records`), with its lanes (and a
@@ -168,7 +168,7 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
     the file's name for one outside it, so that a trace shared outside the team shows no one's
     folders (:func:`shown_path`); ``full_paths`` keeps them as given.
     """
-    from my_utils.profiling.providers.parallel import runner
+    from my_utils.profiling.formats.parallel import runner
 
     if isinstance(torch_traces, (str, os.PathLike)):  # one path is a list of one, not its characters
         torch_traces = [torch_traces]

@@ -50,8 +50,8 @@ class TorchTrace:
 
 def read_torch_trace(path: str | Path, rank: int | None = None) -> TorchTrace:
     """Stream a ``.json``/``.json.gz`` Kineto trace; the rank comes from ``distributedInfo``, the name, or ``rank``."""
-    from my_utils.profiling.providers._files import rank_from_name
-    from my_utils.profiling.providers.trace_stream import TraceStream
+    from my_utils.profiling.formats._files import rank_from_name
+    from my_utils.profiling.kineto.read.stream import TraceStream
 
     p = Path(path)
     stream = TraceStream(p)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from my_utils.profiling.analysis.model import AnalysisReport
+from my_utils.profiling.model.report import AnalysisReport
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

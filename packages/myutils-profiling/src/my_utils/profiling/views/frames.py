@@ -3,7 +3,7 @@
 Each report table becomes one DataFrame with the rows and columns the JSON report holds (the
 page shows the first rows of the same tables), so a notebook filters, joins and plots exactly
 the numbers the report states. An empty table keeps its documented columns where the Kineto
-analyses document them (``analysis.kineto.frames.columns``).
+analyses document them (``kineto.frames.columns``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from my_utils.profiling.analysis.model import AnalysisReport, Finding
+from my_utils.profiling.model.report import AnalysisReport, Finding
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,7 +29,7 @@ def table_frame(name: str, rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 
     if rows:
         return pd.DataFrame([dict(r) for r in rows])
-    from my_utils.profiling.analysis.kineto.frames import columns
+    from my_utils.profiling.kineto.frames import columns
 
     cols = list(columns(name.removeprefix("kineto_"))) if name.startswith("kineto_") else []
     return pd.DataFrame(columns=cols or None)
@@ -56,7 +56,7 @@ def findings_frame(report: AnalysisReport) -> pd.DataFrame:
 def diff_frame(result: Any) -> pd.DataFrame:
     """A diff as a DataFrame: one row per name (the step time first) for a run diff (``analysis.diff.DiffResult``;
     each side's figures in ``base_*``/``target_*`` columns), one row per kernel and metric for an ncu diff
-    (``ncu.diff.NcuDiff``)."""
+    (``analysis.diff_ncu.NcuDiff``)."""
     import pandas as pd
 
     data = result.to_dict()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from my_utils.profiling.analysis.model import AnalysisReport
+from my_utils.profiling.model.report import AnalysisReport
 
 __all__ = ["headline_lines"]
 

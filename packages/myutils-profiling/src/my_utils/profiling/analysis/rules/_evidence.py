@@ -56,7 +56,7 @@ def per_step_shares(s: Series, step: Series) -> list[float]:
 
 
 def weight(steps: int | None) -> float:
-    """``steps / (steps + 3)``: the evidence weight of ``analysis.model.evidence_weight``."""
+    """``steps / (steps + 3)``: the evidence weight of ``model.report.evidence_weight``."""
     if steps is None:
         return 1.0
     return steps / (steps + 3.0) if steps > 0 else 0.0
@@ -64,7 +64,7 @@ def weight(steps: int | None) -> float:
 
 def impact(ms_per_step: float | None, step_ms: float | None, basis: str, steps: int | None,
            step_source: str, upper_bound: bool = False) -> dict[str, Any]:
-    """The ``impact`` object of a finding (``analysis.model.Impact``) from a saving per step."""
+    """The ``impact`` object of a finding (``model.report.Impact``) from a saving per step."""
     share = ms_per_step / step_ms if ms_per_step is not None and step_ms else None
     return {"ms_per_step": ms_per_step, "share_of_step": share, "basis": basis, "steps": steps,
             "weight": round(weight(steps), 4), "step_source": step_source, "upper_bound": upper_bound}
@@ -104,5 +104,5 @@ def steps_row(s: Series, steps: Sequence[int], values: Mapping[str, Any]) -> dic
 
 
 def advice(text: str, because: Sequence[Mapping[str, Any]], kind: str, facts: Sequence[str] = ()) -> dict[str, Any]:
-    """One ``advice`` entry (``analysis.model.Advice``)."""
+    """One ``advice`` entry (``model.report.Advice``)."""
     return {"text": text, "because": [dict(b) for b in because], "facts": list(facts), "kind": kind}
