@@ -10,6 +10,7 @@ go to the installed rank-timings readers; a named file of no such kind is refuse
 from __future__ import annotations
 
 import glob
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,14 @@ class StragglerInputs:
     kinds: tuple[str, ...] = ()
 
 
+def _regular(path: Path) -> bool:
+    """A regular file we may stat; an entry we may not (a socket, another user's folder) is skipped."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def _expand(spec: str) -> list[tuple[Path, bool]]:
     """(file, named directly) for one PATH argument."""
     path = Path(spec)
@@ -42,7 +51,7 @@ def _expand(spec: str) -> list[tuple[Path, bool]]:
         return [(path, True)]
     if path.is_dir():
         return [(p, False) for p in sorted(path.rglob("*"))
-                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)]
+                if _regular(p) and not any(part.startswith(".") for part in p.relative_to(path).parts)]
     if glob.has_magic(spec):
         matches = sorted(Path(p) for p in glob.glob(spec, recursive=True))
         if not matches:
@@ -51,8 +60,10 @@ def _expand(spec: str) -> list[tuple[Path, bool]]:
     raise InputError(path, None, f"{EXPECTED} ({path_problem(path)})")
 
 
-def classify_inputs(specs: Sequence[str | Path]) -> StragglerInputs:
+def classify_inputs(specs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> StragglerInputs:
     """The run the arguments name (module docstring); ``InputError`` / ``UsageError`` naming what is wrong."""
+    # one path is one path (a str is also a sequence: of characters, the first of them "/")
+    specs = [os.fspath(specs)] if isinstance(specs, (str, os.PathLike)) else [os.fspath(s) for s in specs]
     if not specs:
         raise UsageError(f"stragglers: no PATH given (expected {EXPECTED})")
     if len(specs) == 1 and Path(specs[0]).is_dir() and any(Path(specs[0]).glob(_RANK_CSV)):

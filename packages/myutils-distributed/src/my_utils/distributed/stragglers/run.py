@@ -7,6 +7,7 @@ A reader that breaks is named with its distribution; files no reader took are sa
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from my_utils.distributed.stragglers.timings_model import TimingsReport
 __all__ = ["stragglers_of"]
 
 
-def stragglers_of(paths: Sequence[str | Path], *, persistent_fraction: float = 0.5, min_slowdown: float = 1.2,
+def stragglers_of(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, persistent_fraction: float = 0.5, min_slowdown: float = 1.2,
                   min_excess_ms: float = 20.0, executor: str | None = None, max_workers: int | None = None
                   ) -> StragglerReport | TimingsReport:
     """The straggler report of ``paths`` (a folder of profile CSVs, or Kineto traces / nsys exports)."""
@@ -31,6 +32,7 @@ def stragglers_of(paths: Sequence[str | Path], *, persistent_fraction: float = 0
         raise UsageError(f"stragglers(persistent_fraction={persistent_fraction}, min_slowdown={min_slowdown}, "
                          f"min_excess_ms={min_excess_ms}): expected 0 < persistent_fraction <= 1, min_slowdown >= 1 "
                          "and min_excess_ms >= 0")
+    paths = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
     inputs = classify_inputs(paths)
     if inputs.csv_dir is not None:
         return analyze_stragglers(inputs.csv_dir, persistent_fraction=persistent_fraction, min_slowdown=min_slowdown,
