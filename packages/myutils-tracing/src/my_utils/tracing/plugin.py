@@ -43,7 +43,7 @@ def myutils_capture_backends() -> list[PluginDescription]:
 
 @hookimpl
 def myutils_cli(app: typer.Typer) -> None:
-    """Add ``myutils launch nsys`` and ``myutils launch profiles`` (defined in ``launch.cli``)."""
-    from my_utils.tracing.launch.cli import add_commands
+    """Add ``myutils launch nsys`` and ``myutils launch profiles`` (defined in ``launch_cli``: importing it does not import the launch package)."""
+    from my_utils.tracing.launch_cli import add_commands
 
     add_commands(app)

@@ -16,7 +16,6 @@ import typer
 
 from my_utils.core.cli.guard import exit_on_error
 from my_utils.profiling.cli._app import app
-from my_utils.profiling.reports.formatting import counted
 
 if TYPE_CHECKING:
     from my_utils.profiling.nsys.model import ExportSummary
@@ -145,6 +144,7 @@ def render_run(run: RunSummary, top: int = 10, *, detail: bool = False) -> str:
 
 def _render_details(run: RunSummary, top: int) -> str:
     from my_utils.profiling.nsys.render import text_table
+    from my_utils.profiling.reports.formatting import counted
 
     parts: list[str] = []
     for s in run.exports:
@@ -330,6 +330,7 @@ def timeline(
     from my_utils.profiling.formats.ranks import expand_inputs
     from my_utils.profiling.nsys.timeline import TimelineSink, read_timeline, write_timeline
     from my_utils.profiling.nsys.timeline_html import TimelinePage
+    from my_utils.profiling.reports.formatting import counted
 
     if output is None and html is None:
         raise UsageError("nsys timeline: give --output T.json[.gz] (a Chrome/Perfetto trace), --html T.html "
