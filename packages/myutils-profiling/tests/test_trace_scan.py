@@ -384,6 +384,11 @@ def test_scan_reads_every_double_as_python_does(value: float, spelling: int) -> 
     if math.isinf(float(text)):  # rounded beyond the largest double ('1.798e+308'): the typed decoder refuses it
         assert run is None
         return
+    if text.lstrip("-").isdigit() and len(text.lstrip("-")) >= 19:
+        # '%.25g' spells 1e18 as a 19-digit integer: the scanner declines those (an integer that may not fit its
+        # int64 path; see the "19 digits" case above) and the typed decoder reads the run instead
+        assert run is None
+        return
     assert run is not None
     ts = struct.unpack("d", run.columns[4])[0]
     assert ts == float(text) and math.copysign(1, ts) == math.copysign(1, float(text))
