@@ -31,22 +31,28 @@ _MACHINE_RANK = re.compile(r"_rank(\d+)$")
 
 
 def _region_events(rows: Iterable[tuple[str, int, float, float | None, float | None, dict[str, Any]]],
-                   rank: int | None) -> list[MetricEvent]:
-    """Events for (name, step, cpu_ms, cuda_ms, start_unix, attrs) tuples, plus step_time per step."""
+                   rank: int | None, run_ids: Sequence[str] = ()) -> list[MetricEvent]:
+    """Events for (name, step, cpu_ms, cuda_ms, start_unix, attrs) tuples, plus step_time per step.
+
+    ``run_ids`` (one per row, or none) names the run each row belongs to when a file holds several.
+    """
     out: list[MetricEvent] = []
-    step_total: dict[int, list[float]] = {}
+    step_total: dict[tuple[str, int], list[float]] = {}
+    ids = iter(run_ids) if run_ids else None
     for name, step, cpu_ms, cuda_ms, ts, attrs in rows:
+        run_id = next(ids) if ids is not None else ""
         out.append(MetricEvent(name=name, value=cpu_ms, kind="duration", unit="ms", source="mytimer",
-                               rank=rank, step=step, ts=ts, attrs=attrs))
+                               rank=rank, step=step, ts=ts, run_id=run_id, attrs=attrs))
         if cuda_ms is not None:
             out.append(MetricEvent(name=f"cuda:{name}", value=cuda_ms, kind="duration", unit="ms",
-                                   source="mytimer", rank=rank, step=step, ts=ts, attrs={**attrs, "clock": "cuda"}))
+                                   source="mytimer", rank=rank, step=step, ts=ts, run_id=run_id,
+                                   attrs={**attrs, "clock": "cuda"}))
         if attrs.get("depth") == 0:
-            acc = step_total.setdefault(step, [0.0, ts if ts is not None else float("nan")])
+            acc = step_total.setdefault((run_id, step), [0.0, ts if ts is not None else float("nan")])
             acc[0] += cpu_ms
-    for step, (total, ts) in step_total.items():
+    for (run_id, step), (total, ts) in step_total.items():
         out.append(MetricEvent(name="step_time", value=total, kind="duration", unit="ms", source="mytimer",
-                               rank=rank, step=step, ts=None if ts != ts else ts,
+                               rank=rank, step=step, ts=None if ts != ts else ts, run_id=run_id,
                                attrs={"from": "sum of depth-0 regions"}))
     return out
 
@@ -57,6 +63,10 @@ def read_profile_csv_events(path: Path, rank: int | None = None) -> list[MetricE
 
     file_rank = rank if rank is not None else rank_from_name(path)
     by_rank: dict[int | None, list[tuple[str, int, float, float | None, float | None, dict[str, Any]]]] = {}
+    # a CSV is appended to, never replaced: a rank's step numbers going back (a second run into the same
+    # folder, a job resumed from an earlier step) start another run of the file, kept apart from the first
+    runs_of: dict[int | None, list[int]] = {}
+    last_step: dict[int | None, int] = {}
     paths: dict[tuple[int, int], str] = {}
     clock_syncs: list[MetricEvent] = []
     for row in iter_profile_rows(path):
@@ -91,9 +101,17 @@ def read_profile_csv_events(path: Path, rank: int | None = None) -> list[MetricE
         attrs["host"] = row.machine_id[: m.start()] if m else row.machine_id  # the merged trace names its rank's host
         start = row.timestamp_unix - row.duration_ms / 1e3
         by_rank.setdefault(r, []).append((row.event_name, row.step, row.duration_ms, cuda_ms, start, attrs))
+        segments = runs_of.setdefault(r, [])
+        run = segments[-1] if segments else 0
+        if r in last_step and row.step < last_step[r]:
+            run += 1
+        last_step[r] = row.step
+        segments.append(run)
     out: list[MetricEvent] = []
     for r, rows in by_rank.items():
-        out.extend(_region_events(rows, r))
+        runs = runs_of[r]
+        several = runs[-1] > 0  # one run: no run id, as before
+        out.extend(_region_events(rows, r, [f"{path.name}#run{n + 1}" for n in runs] if several else ()))
     out.extend(clock_syncs)
     return out
 
