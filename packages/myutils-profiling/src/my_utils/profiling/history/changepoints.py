@@ -112,7 +112,10 @@ def locate(seg: np.ndarray, min_size: int = MIN_SIZE) -> int | None:
     for _ in range(2):
         low, high = float(np.median(seg[:k])), float(np.median(seg[k:]))
         gain = np.cumsum(np.abs(seg - low) - np.abs(seg - high))[min_size - 1:m - min_size]
-        k = min_size + int(np.argmin(gain))
+        # splits whose sums tie in exact arithmetic differ by rounding, and the rounding moves with the unit
+        # and the origin: the earliest within a tolerance scaled like the deviations themselves wins
+        tol = 1e-9 * float(np.abs(seg - low).sum() + np.abs(seg - high).sum())
+        k = min_size + int(np.flatnonzero(gain <= gain.min() + tol)[0])
     return k
 
 

@@ -114,9 +114,9 @@ def _nsys(paths: list[Path]) -> list[RankTimings]:
         return []
     from contextlib import ExitStack
 
+    from my_utils.profiling.formats.ranks import expand_inputs
     from my_utils.profiling.nsys.hosts import export_host
     from my_utils.profiling.nsys.nccl import participants
-    from my_utils.profiling.formats.ranks import expand_inputs
     from my_utils.profiling.nsys.schema import NsysExport
 
     inputs = expand_inputs(paths)
