@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import mmap
 import pickle
 from pathlib import Path
 
@@ -160,7 +161,10 @@ def test_cpu_memory_chart_plots_a_peak_never_below_the_rss(tmp_path: Path) -> No
     for window in range(6):
         with wrapper:
             if window < 4:
-                kept.append(torch.ones(4_000_000 * (window + 1)))  # 16, 32, 48, 64 MB more each window
+                # 16, 32, 48, 64 MiB more each window, in fresh anonymous pages written through a tensor: memory
+                # from malloc may reuse what earlier tests in this process freed, and then RSS does not grow
+                pages = mmap.mmap(-1, 16 * 2**20 * (window + 1))
+                kept.append((pages, torch.frombuffer(pages, dtype=torch.uint8).fill_(1)))
             else:
                 kept.clear()
     fig = wrapper.memory_usage_figure()
