@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from my_utils.distributed.stragglers.model import RankValue, SectionStats, StragglerReport
 
@@ -37,6 +38,12 @@ def _waits(s: SectionStats) -> str:
     return ", ".join(f"r{w.rank} {w.ms:.3f}" for w in waits) or "-"
 
 
+def table_lines(rows: Sequence[Sequence[str]]) -> list[str]:
+    """``rows`` (the first the header) as lines of left-aligned columns two spaces apart."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
 def render_text(report: StragglerReport) -> str:
     """A table, one line per section (times are each rank's median per step), then the verdict."""
     ranks = report.ranks
@@ -46,10 +53,8 @@ def render_text(report: StragglerReport) -> str:
         # nothing to compare across: the per-section medians only, never "0 of 30 steps" or "no straggler"
         lines.append(f"one rank (rank {ranks[0]}): stragglers need at least two ranks' logs of the same steps; "
                      "its per-section medians follow, compared with nothing")
-        head1 = ("section", "steps", "median ms")
-        rows1 = [head1] + [(shown(s.section), str(s.seen_steps), f"{s.median.ms:.3f}") for s in report.sections]
-        widths1 = [max(len(r[i]) for r in rows1) for i in range(len(head1))]
-        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths1, strict=True)).rstrip() for r in rows1]
+        lines += table_lines([("section", "steps", "median ms"),
+                           *((shown(s.section), str(s.seen_steps), f"{s.median.ms:.3f}") for s in report.sections)])
         return "\n".join(lines)
     if report.clocks:
         offsets = ", ".join(f"r{c.rank} {c.offset_s * 1e3:+.3f} ms ± {c.uncertainty_s * 1e3:.3f}"
@@ -67,8 +72,7 @@ def render_text(report: StragglerReport) -> str:
                      f"r{s.slowest_rank} {s.late_steps}/{s.steps}" if compared else "-", _waits(s),
                      f"{s.start_spread_ms:.3f}" if compared else "-",
                      f"rank {s.straggler}" if s.straggler is not None else "-"))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines += table_lines(rows)
     lines.append("times: each rank's median per step of its working time (time spent waiting for a later "
                  "rank inside the section taken out); slowdown: the median, over steps, of a rank's time "
                  "over the other ranks' median")

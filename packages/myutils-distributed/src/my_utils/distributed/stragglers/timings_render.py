@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from my_utils.distributed.stragglers.render import shown
+from my_utils.distributed.stragglers.render import shown, table_lines
 from my_utils.distributed.stragglers.timings import HOST_FACTOR
 from my_utils.distributed.stragglers.timings_model import CollectiveStats, TimingsReport
 
@@ -12,11 +10,6 @@ __all__ = ["render_timings"]
 
 #: Collective occurrences listed (the largest lags); the JSON keeps more.
 SHOWN_OCCURRENCES = 5
-
-
-def _table(rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
 def _host(host: str | None) -> str:
@@ -83,7 +76,7 @@ def _collectives(report: TimingsReport) -> list[str]:
             rows.append((shown(h.host), ", ".join(map(str, h.ranks)), f"{h.late}/{h.occurrences}", f"{h.lag_ms:+.3f}",
                          f"{h.separation_ms:+.3f}", f"{h.spread_ms:.3f}",
                          "-" if h.setup_end_lag_ms is None else f"{h.setup_end_lag_ms:+.3f}"))
-        lines += ["  " + line for line in _table(rows)]
+        lines += ["  " + line for line in table_lines(rows)]
         lines.append("  lag: the host's median arrival minus the other hosts' ranks' (median over occurrences); "
                      "separation: its first rank minus the others' last (least over occurrences); spread: its own "
                      "ranks' last minus first (largest)")
@@ -91,7 +84,7 @@ def _collectives(report: TimingsReport) -> list[str]:
     for r in c.per_rank:
         rank_rows.append((str(r.rank), _host(r.host), f"{r.last}/{r.occurrences}", f"{r.late_ms:+.3f}",
                           f"{r.wait_ms:.3f}"))
-    lines += ["  " + line for line in _table(rank_rows)]
+    lines += ["  " + line for line in table_lines(rank_rows)]
     lines.append("  late: the rank's arrival minus the other ranks' median; waits: the last arrival minus its own "
                  "(time inside the collective waiting for the last rank); medians over occurrences")
     for o in c.worst[:SHOWN_OCCURRENCES]:

@@ -65,8 +65,9 @@ def read_profile_csv_events(path: Path, rank: int | None = None) -> list[MetricE
     by_rank: dict[int | None, list[tuple[str, int, float, float | None, float | None, dict[str, Any]]]] = {}
     # a CSV is appended to, never replaced: a rank's step numbers going back (a second run into the same
     # folder, a job resumed from an earlier step) start another run of the file, kept apart from the first
-    runs_of: dict[int | None, list[int]] = {}
+    runs_of: dict[int | None, list[int]] = {}  # per rank: the run of each of its rows
     last_step: dict[int | None, int] = {}
+    run_now: dict[int | None, int] = {}
     paths: dict[tuple[int, int], str] = {}
     clock_syncs: list[MetricEvent] = []
     for row in iter_profile_rows(path):
@@ -101,12 +102,10 @@ def read_profile_csv_events(path: Path, rank: int | None = None) -> list[MetricE
         attrs["host"] = row.machine_id[: m.start()] if m else row.machine_id  # the merged trace names its rank's host
         start = row.timestamp_unix - row.duration_ms / 1e3
         by_rank.setdefault(r, []).append((row.event_name, row.step, row.duration_ms, cuda_ms, start, attrs))
-        segments = runs_of.setdefault(r, [])
-        run = segments[-1] if segments else 0
-        if r in last_step and row.step < last_step[r]:
-            run += 1
+        if row.step < last_step.get(r, row.step):
+            run_now[r] = run_now.get(r, 0) + 1
         last_step[r] = row.step
-        segments.append(run)
+        runs_of.setdefault(r, []).append(run_now.get(r, 0))
     out: list[MetricEvent] = []
     for r, rows in by_rank.items():
         runs = runs_of[r]
