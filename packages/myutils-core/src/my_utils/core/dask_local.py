@@ -250,15 +250,17 @@ def local_cluster(workers: int | None, preload: Sequence[str] = (), scratch: str
     else:  # Windows: each worker imports distributed itself
         ctx = multiprocessing.get_context("spawn")
     owned = scratch is None
-    # the workers' scratch space goes with the call, never left in the cwd; named by this process, so that
-    # a later run removes it if this one is killed
-    space = str(make_scratch("myutils-dask-")) if owned else str(scratch)
-    if not owned:
-        Path(space).mkdir(parents=True, exist_ok=True)
+    space: str | None = None
+    pipes: list[Any] = []
+    procs: list[Any] = []
+    starter: threading.Thread | None = None
     try:
+        # the workers' scratch space goes with the call, never left in the cwd; named by this process, so
+        # that a later run removes it if this one is killed
+        space = str(make_scratch("myutils-dask-")) if owned else str(scratch)
+        if not owned:
+            Path(space).mkdir(parents=True, exist_ok=True)
         config = {**QUIET_WORKERS, "temporary-directory": space}
-        pipes: list[Any] = []
-        procs: list[Any] = []
         for n in range(workers):
             receive, send = ctx.Pipe(duplex=False)
             procs.append(ctx.Process(target=_local_worker, name=f"myutils-dask-worker-{n}", daemon=True,
@@ -297,26 +299,36 @@ def local_cluster(workers: int | None, preload: Sequence[str] = (), scratch: str
                     _kill(procs)  # a failure, Ctrl-C or SIGTERM: the other tasks' results are not wanted
                     raise
                 finally:
-                    _close_workers(cluster, procs)
+                    with signals_deferred():
+                        _close_workers(cluster, procs)
         except BaseException:
             _kill(procs)
             raise
-        finally:
-            starter.join()
-            for send in pipes:
-                send.close()  # a worker still waiting for the address gives up
-            for proc in procs:
-                if proc.pid is None:
-                    continue
-                # _close_workers stopped every registered worker; one that never registered (the call
-                # failed early) or hangs is ended
-                proc.join(timeout=3)
-                if proc.is_alive():
-                    proc.terminate()
-                    proc.join(timeout=5)
     finally:
-        if owned:
-            shutil.rmtree(space, ignore_errors=True)
+        # Ctrl-C or SIGTERM during the clean-up acts once it is over: interrupted, a join let a closing
+        # worker write into the scratch folder after its removal, or the removal stopped half-way, and
+        # the folder was left in $TMPDIR (the crash matrix caught it once in 3 SIGINTs)
+        with signals_deferred():
+            _finish(starter, pipes, procs)
+            if owned and space is not None:
+                shutil.rmtree(space, ignore_errors=True)
+
+
+def _finish(starter: threading.Thread | None, pipes: Sequence[Any], procs: Sequence[Any]) -> None:
+    """End the local workers: wait for their start, close their pipes, and join them (or end them)."""
+    if starter is not None:
+        starter.join()
+    for send in pipes:
+        send.close()  # a worker still waiting for the address gives up
+    for proc in procs:
+        if proc.pid is None:
+            continue
+        # _close_workers stopped every registered worker; one that never registered (the call failed
+        # early) or hangs is ended
+        proc.join(timeout=3)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout=5)
 
 
 def _kill(procs: Sequence[Any]) -> None:
