@@ -4,7 +4,9 @@
 ``show`` read runs, ``trend`` writes one metric's offline page, ``overview`` the team page, and
 ``gate`` judges a run against the last comparable runs. The store is ``--store``, else
 ``$MYUTILS_HISTORY_STORE``, else a SQLite file in the user's data folder (``history.location``).
-SQLAlchemy, Alembic and plotly are imported inside the commands: ``--help`` stays light.
+SQLAlchemy, Alembic and plotly are imported inside the commands: ``--help`` stays light. The commands
+that only read (``list``, ``show``, ``trend``, ``overview``, ``gate``) read a SQLite store at the newest
+revision without SQLAlchemy (``history.sqlite_reads``); ``add`` and a store to create or upgrade use it.
 
 Exit codes: 0 done; 2 bad input (``gate``: a regression, see there); ``gate`` alone uses 3 for
 "could not judge" (too few comparable runs, bad input, no store), so that a CI job can tell a
@@ -25,6 +27,7 @@ from my_utils.core.cli.guard import exit_on_error
 from my_utils.profiling.cli._app import app
 
 if TYPE_CHECKING:
+    from my_utils.profiling.history.reads import StoreReads
     from my_utils.profiling.history.store import RunStore
     from my_utils.profiling.model.report import AnalysisReport
 
@@ -46,10 +49,17 @@ def _store_option() -> Any:
 
 
 def open_store(location: str | None) -> RunStore:
-    """The store at ``location`` (or the environment's / the default)."""
+    """The store at ``location`` (or the environment's / the default), to write to."""
     from my_utils.profiling.history.store import RunStore
 
     return RunStore(location)
+
+
+def open_for_reading(location: str | None) -> StoreReads:
+    """The store at ``location`` to read from: a SQLite store at the newest revision without SQLAlchemy."""
+    from my_utils.profiling.history.sqlite_reads import open_reads
+
+    return open_reads(location)
 
 
 def _reports(paths: Sequence[Path]) -> list[tuple[Path, AnalysisReport]]:
@@ -135,7 +145,7 @@ def list_runs(
     """List stored runs, oldest of the newest N first."""
     from my_utils.profiling.history.text import run_line
 
-    with open_store(store) as s:
+    with open_for_reading(store) as s:
         runs = s.runs(workload, hardware, last=last)
         typer.echo(f"{len(runs)} run(s) in {s.where}")
     for run in runs:
@@ -151,7 +161,7 @@ def show(
     """Show one run: its context and every metric stored."""
     from my_utils.profiling.history.text import run_detail
 
-    with open_store(store) as s:
+    with open_for_reading(store) as s:
         run = s.run(run_id)
         values = s.facts_of(run_id)
     for line in run_detail(run):
@@ -192,7 +202,7 @@ def trend(
     from my_utils.profiling.history.trend_model import NOT_COMPARED, trends
 
     settings = _detect(alpha, min_size, min_change)
-    with open_store(store) as s:
+    with open_for_reading(store) as s:
         found = trends(s, metric, workload, hardware, world_size, last, settings)
         where = s.where
         if not found:
@@ -221,7 +231,7 @@ def overview(
     from my_utils.profiling.history.pages import MAX_OVERVIEW_CHARTS, render_page, write_page
     from my_utils.profiling.history.trend_model import overview as build
 
-    with open_store(store) as s:
+    with open_for_reading(store) as s:
         found = build(s, last=last)
         where = s.where
     write_page(render_page("Run history: every series", f"store {where}", found, overview=True,
@@ -301,7 +311,7 @@ def gate(
         raise UsageError("give REPORT or --run, not both")
     settings = GateSettings(last, min_runs, max_p, min_pct)
     loaded = _reports([report])[-1] if report is not None else None
-    with open_store(store) as s:
+    with open_for_reading(store) as s:
         result = judge_run(s, settings, loaded, run_id, workload, hardware, metric, {"git_commit": commit})
     if result.failed:
         typer.echo(gate_markdown(result))

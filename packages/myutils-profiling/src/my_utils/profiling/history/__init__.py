@@ -11,7 +11,8 @@ import importlib
 from typing import Any
 
 _HOMES = {
-    "RunStore": "store", "StoredRun": "store", "Series": "store", "AddResult": "store",
+    "RunStore": "store", "StoredRun": "records", "Series": "records", "AddResult": "records",
+    "StoreReads": "reads", "open_reads": "sqlite_reads",
     "RunContext": "context", "SeriesKey": "context", "context_of": "context",
     "MetricValue": "metrics", "report_metrics": "metrics", "higher_is_better": "metrics",
     "ChangePoint": "changepoints", "change_points": "changepoints",

@@ -2,7 +2,7 @@
 
 The new run is a report (stored or not: its values are read from the report, its context as
 ``history add`` would build it), a stored run by id, or the newest stored run. Its baseline per
-metric is ``RunStore.baseline``: the same series exactly (workload, hardware, world size) and the
+metric is ``StoreReads.baseline``: the same series exactly (workload, hardware, world size) and the
 same config hash when the run has one, stored before it (for a report not stored yet: every run).
 """
 
@@ -17,13 +17,14 @@ from my_utils.profiling.history.context import SeriesKey, context_of
 from my_utils.profiling.history.figures import short
 from my_utils.profiling.history.gate import GATE_METRICS, GateResult, GateSettings, choose_baseline, run_gate
 from my_utils.profiling.history.metrics import report_metrics
-from my_utils.profiling.history.store import RunStore, report_fingerprint
+from my_utils.profiling.history.records import report_fingerprint
 
 if TYPE_CHECKING:
+    from my_utils.profiling.history.reads import StoreReads
     from my_utils.profiling.model.report import AnalysisReport
 
 
-def judge_run(store: RunStore, settings: GateSettings, report: tuple[Path, AnalysisReport] | None = None,
+def judge_run(store: StoreReads, settings: GateSettings, report: tuple[Path, AnalysisReport] | None = None,
               run_id: int | None = None, workload: str | None = None, hardware: str | None = None,
               metrics: Sequence[str] = (), given: Mapping[str, Any] | None = None) -> GateResult:
     """Judge the new run (a report, ``run_id``, or the newest stored run) against its baseline."""

@@ -1,7 +1,7 @@
 """Create or upgrade a run store with the Alembic migrations shipped in ``history/migrations``.
 
 Opening a store reads its revision with one query and imports Alembic only when it is not the
-newest (:data:`schema.HEAD`). Concurrent openers of a new or old store upgrade it once: the upgrade
+newest (:data:`revisions.HEAD`). Concurrent openers of a new or old store upgrade it once: the upgrade
 runs in one transaction that first takes a lock (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a
 transaction-level advisory lock), then reads the revision again. A store written by a newer
 myutils-profiling (a revision this code does not know) is refused, never downgraded.
@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.exc import DBAPIError
 
 from my_utils.core.errors import InputError, UsageError
-from my_utils.profiling.history.schema import HEAD, REVISIONS
+from my_utils.profiling.history.revisions import HEAD, REVISIONS, VERSION_TABLE
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
     from my_utils.profiling.history.store import RunStore
 
-VERSION_TABLE = "myutils_history_version"  # migrations/env.py names the same table
 SCRIPT_LOCATION = "my_utils.profiling.history:migrations"
 _LOCK_KEY = 0x6D79_7574  # PostgreSQL advisory lock of the history's migrations ("myut")
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from sqlalchemy import Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text
 
-#: Every revision the package ships, oldest first; the last is the one this code reads and writes.
-REVISIONS = ("0001", "0002")
-HEAD = REVISIONS[-1]
+from my_utils.profiling.history.revisions import HEAD, REVISIONS
+
+__all__ = ["HEAD", "REVISIONS", "facts", "metadata", "metrics", "runs"]
 
 metadata = MetaData()
 

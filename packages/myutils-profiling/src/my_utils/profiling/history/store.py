@@ -13,24 +13,25 @@ Decisions:
 - **Opening is cheap.** The schema revision is read with one query; Alembic is imported only when a
   store must be created or upgraded (``history.migrate``).
 
-Reading a series returns plain tuples per comparable series (:class:`Series`); nothing here computes
+The reads are ``StoreReads``' SQL text, run here through SQLAlchemy (any database); a SQLite store
+at the newest revision is read without SQLAlchemy by ``history.sqlite_reads``. Nothing here computes
 change points or renders.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from my_utils.core.errors import InputError, UsageError
-from my_utils.profiling.history.context import RunContext, SeriesKey, hardware_key
+from my_utils.profiling.history.context import RunContext
 from my_utils.profiling.history.location import resolve, shown, sqlite_path
 from my_utils.profiling.history.metrics import MetricValue, report_metrics
+from my_utils.profiling.history.reads import StoreReads
+from my_utils.profiling.history.records import AddResult, Series, StoredRun, report_fingerprint
+from my_utils.profiling.history.sqlite_reads import BUSY_TIMEOUT_S
 
 try:
     import sqlalchemy as sa
@@ -44,59 +45,10 @@ from my_utils.profiling.history import schema
 if TYPE_CHECKING:
     from my_utils.profiling.model.report import AnalysisReport
 
-#: How long a SQLite writer waits for the write lock before giving up (seconds).
-BUSY_TIMEOUT_S = 120.0
+#: Re-exported: callers and the tests of earlier versions import them from here.
+__all__ = ["AddResult", "RunStore", "Series", "StoredRun", "report_fingerprint"]
+
 _RETRIES = 5
-
-
-@dataclass(frozen=True)
-class AddResult:
-    """What :meth:`RunStore.add` did: the run's id, and whether it was new (False: the report was stored already)."""
-
-    run_id: int
-    added: bool
-    metrics: int
-
-
-@dataclass(frozen=True)
-class StoredRun:
-    """One stored run: its id, context, when it was added and from where."""
-
-    id: int
-    fingerprint: str
-    context: RunContext
-    hardware: str
-    added_time: float
-    source: str | None
-
-    @property
-    def series(self) -> SeriesKey:
-        """The series of runs this one is compared with."""
-        return SeriesKey(self.context.workload, self.hardware, self.context.world_size)
-
-
-@dataclass(frozen=True)
-class Series:
-    """One metric over the runs of one comparable series, oldest run first (parallel tuples)."""
-
-    key: SeriesKey
-    metric: str
-    unit: str
-    run_ids: tuple[int, ...]
-    times: tuple[float, ...]
-    commits: tuple[str | None, ...]
-    branches: tuple[str | None, ...]
-    config_hashes: tuple[str | None, ...]
-    values: tuple[float, ...]
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-
-def report_fingerprint(report: AnalysisReport) -> str:
-    """The sha256 of ``report``'s canonical JSON (sorted keys): the same report gives the same run."""
-    text = json.dumps(report.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _sqlite_setup(engine: sa.engine.Engine) -> None:
@@ -118,7 +70,7 @@ def _sqlite_setup(engine: sa.engine.Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("myutils_write") else "BEGIN")
 
 
-class RunStore:
+class RunStore(StoreReads):
     """The runs of a team or a user: SQLite by default, PostgreSQL by URL (``history.location``).
 
     ``RunStore()`` opens (creating or upgrading) the store of ``$MYUTILS_HISTORY_STORE`` or the
@@ -247,138 +199,11 @@ class RunStore:
                     fresh[name] = int(metric_id)
         return {**self._metric_ids, **fresh}
 
-    # -- reading --------------------------------------------------------------------------
+    # -- reading (``StoreReads``) -------------------------------------------------------------
 
-    def runs(self, workload: str | None = None, hardware: str | None = None, world_size: int | None = None,
-             last: int | None = None, ids: Iterable[int] | None = None) -> list[StoredRun]:
-        """Stored runs, oldest first (the newest ``last`` when given), filtered by series and by id."""
-        r = schema.runs.c
-        query = sa.select(schema.runs)
-        query = _series_filter(query, workload, hardware, world_size)
-        if ids is not None:
-            query = query.where(r.id.in_(list(ids)))
-        query = query.order_by(r.run_time.desc(), r.id.desc())
-        if last is not None:
-            query = query.limit(last)
+    def _fetch(self, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         with self.connect() as conn:
-            rows = conn.execute(query).mappings().all()
-        return [_stored(row) for row in reversed(rows)]
-
-    def run(self, run_id: int) -> StoredRun:
-        """The run ``run_id``; InputError naming the store when there is none."""
-        found = self.runs(ids=[run_id])
-        if not found:
-            raise InputError(self.where, f"run {run_id}", "an id that `myutils-profile history list` shows")
-        return found[0]
-
-    def latest(self, workload: str | None = None, hardware: str | None = None,
-               world_size: int | None = None) -> StoredRun | None:
-        """The newest run of those filters (None when there is none)."""
-        found = self.runs(workload, hardware, world_size, last=1)
-        return found[0] if found else None
-
-    def facts_of(self, run_id: int) -> list[MetricValue]:
-        """Every metric stored for one run, by name."""
-        f, m = schema.facts.c, schema.metrics.c
-        query = (sa.select(m.name, f.value, m.unit).select_from(schema.facts.join(schema.metrics))
-                 .where(f.run_id == run_id).order_by(m.name))
-        with self.connect() as conn:
-            return [MetricValue(name, float(value), unit) for name, value, unit in conn.execute(query)]
-
-    def metric_names(self) -> dict[str, str]:
-        """Every metric any run stored, with its unit."""
-        with self.connect() as conn:
-            return {name: unit for name, unit in conn.execute(sa.select(schema.metrics.c.name, schema.metrics.c.unit))}
-
-    def series(self, metric: str, workload: str | None = None, hardware: str | None = None,
-               world_size: int | None = None, last: int | None = None, before_run: int | None = None) -> list[Series]:
-        """``metric`` over the runs of each comparable series matching the filters (the newest ``last`` runs each).
-
-        ``before_run`` keeps the runs stored before that one in its series' order (time, then id).
-        """
-        r, f, m = schema.runs.c, schema.facts.c, schema.metrics.c
-        with self.connect() as conn:
-            found = conn.execute(sa.select(m.id, m.unit).where(m.name == metric)).first()
-            if found is None:
-                return []
-            metric_id, unit = found
-            query = (sa.select(r.workload, r.hardware, r.world_size, r.id, r.run_time, r.git_commit, r.git_branch,
-                               r.config_hash, f.value)
-                     .select_from(schema.facts.join(schema.runs, schema.runs.c.id == f.run_id))
-                     .where(f.metric_id == metric_id))
-            query = _series_filter(query, workload, hardware, world_size)
-            if before_run is not None:
-                pivot = conn.execute(sa.select(r.run_time).where(r.id == before_run)).scalar()
-                if pivot is not None:
-                    query = query.where(sa.or_(r.run_time < pivot, sa.and_(r.run_time == pivot, r.id < before_run)))
-            rows = conn.execute(query.order_by(r.workload, r.hardware, r.world_size, r.run_time, r.id)).all()
-        groups: dict[tuple[Any, ...], list[Any]] = {}
-        for row in rows:
-            groups.setdefault((row[0], row[1], row[2]), []).append(row)
-        out = []
-        for (w, h, ws), members in groups.items():
-            if last is not None:
-                members = members[-last:]
-            cols = list(zip(*members, strict=True))
-            out.append(Series(SeriesKey(w, h, ws), metric, unit, tuple(cols[3]), tuple(cols[4]), tuple(cols[5]),
-                              tuple(cols[6]), tuple(cols[7]), tuple(float(v) for v in cols[8])))
-        return out
-
-    def find(self, fingerprint: str) -> int | None:
-        """The id of the run stored from the report of this fingerprint, None when there is none."""
-        r = schema.runs.c
-        with self.connect() as conn:
-            found = conn.execute(sa.select(r.id).where(r.fingerprint == fingerprint)).scalar()
-        return None if found is None else int(found)
-
-    def baseline(self, metric: str, key: SeriesKey, config_hash: str | None, last: int,
-                 before_run: int | None = None) -> tuple[list[int], list[float]]:
-        """The newest ``last`` values of ``metric`` in exactly this series (and config, when given), oldest first.
-
-        ``before_run`` keeps the runs before that one (time, then id); None keeps every run.
-        """
-        r, f, m = schema.runs.c, schema.facts.c, schema.metrics.c
-        query = (sa.select(r.id, f.value).select_from(schema.facts.join(schema.runs, r.id == f.run_id)
-                                                       .join(schema.metrics, m.id == f.metric_id))
-                 .where(m.name == metric, r.workload == key.workload, r.hardware == key.hardware,
-                        r.world_size.is_(None) if key.world_size is None else r.world_size == key.world_size))
-        if config_hash is not None:
-            query = query.where(r.config_hash == config_hash)
-        with self.connect() as conn:
-            if before_run is not None:
-                pivot = conn.execute(sa.select(r.run_time).where(r.id == before_run)).scalar()
-                if pivot is not None:
-                    query = query.where(sa.or_(r.run_time < pivot, sa.and_(r.run_time == pivot, r.id < before_run)))
-            rows = list(conn.execute(query.order_by(r.run_time.desc(), r.id.desc()).limit(last)).all())
-        rows.reverse()
-        return [int(i) for i, _ in rows], [float(v) for _, v in rows]
-
-    def series_keys(self) -> list[tuple[SeriesKey, int]]:
-        """Every series in the store and its number of runs."""
-        r = schema.runs.c
-        query = (sa.select(r.workload, r.hardware, r.world_size, sa.func.count())
-                 .group_by(r.workload, r.hardware, r.world_size).order_by(r.workload, r.hardware, r.world_size))
-        with self.connect() as conn:
-            return [(SeriesKey(w, h, ws), int(n)) for w, h, ws, n in conn.execute(query)]
-
-
-def _series_filter(query: Any, workload: str | None, hardware: str | None, world_size: int | None) -> Any:
-    r = schema.runs.c
-    if workload is not None:
-        query = query.where(r.workload == workload)
-    if hardware is not None:  # "H100" finds "8x NVIDIA H100 80GB HBM3"; each hardware stays its own series
-        query = query.where(sa.func.lower(r.hardware).contains(hardware.lower(), autoescape=True))
-    if world_size is not None:
-        query = query.where(r.world_size == world_size)
-    return query
-
-
-def _stored(row: Any) -> StoredRun:
-    ctx = RunContext(workload=row["workload"], run_time=float(row["run_time"]), config_hash=row["config_hash"],
-                     git_commit=row["git_commit"], git_branch=row["git_branch"], host=row["host"],
-                     gpu_model=row["gpu_model"], gpu_count=row["gpu_count"], world_size=row["world_size"],
-                     tool_version=row["tool_version"], cpu_only=row["hardware"] == hardware_key(None, None, True))
-    return StoredRun(int(row["id"]), row["fingerprint"], ctx, row["hardware"], float(row["added_time"]), row["source"])
+            return [tuple(row) for row in conn.execute(sa.text(sql), dict(params))]
 
 
 def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:

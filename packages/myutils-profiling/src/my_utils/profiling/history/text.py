@@ -8,12 +8,15 @@ text, so a name can neither open a block nor carry HTML.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from my_utils.profiling.history.figures import change_label, short, when
-from my_utils.profiling.history.gate import GateResult, MetricVerdict
-from my_utils.profiling.history.store import StoredRun
+from my_utils.profiling.history.records import StoredRun
 from my_utils.profiling.history.trend_model import Trend
 from my_utils.profiling.reports.environment import md_escape
+
+if TYPE_CHECKING:  # the trend's lines need no gate (its statistics import the rules' module)
+    from my_utils.profiling.history.gate import GateResult, MetricVerdict
 
 
 def _md(value: object, limit: int = 120) -> str:

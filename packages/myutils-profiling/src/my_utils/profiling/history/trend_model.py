@@ -27,7 +27,8 @@ from my_utils.profiling.history.changepoints import (
 from my_utils.profiling.history.metrics import KEY_METRICS, higher_is_better
 
 if TYPE_CHECKING:
-    from my_utils.profiling.history.store import RunStore, Series
+    from my_utils.profiling.history.reads import StoreReads
+    from my_utils.profiling.history.records import Series
 
 NOT_COMPARED = ("Runs on different hardware (GPU model and count) or at a different world size are separate "
                 "series: they are never compared with each other, and no change point spans two of them.")
@@ -97,14 +98,14 @@ def trend_of(series: Series, settings: DetectSettings | None = None) -> Trend:
     return Trend(series, changes)
 
 
-def trends(store: RunStore, metric: str, workload: str | None = None, hardware: str | None = None,
+def trends(store: StoreReads, metric: str, workload: str | None = None, hardware: str | None = None,
            world_size: int | None = None, last: int | None = None,
            settings: DetectSettings | None = None) -> list[Trend]:
     """``metric``'s trend in every comparable series matching the filters (each on its own)."""
     return [trend_of(s, settings) for s in store.series(metric, workload, hardware, world_size, last)]
 
 
-def overview(store: RunStore, metrics: Sequence[str] = KEY_METRICS, last: int | None = None,
+def overview(store: StoreReads, metrics: Sequence[str] = KEY_METRICS, last: int | None = None,
              settings: DetectSettings | None = None) -> list[Trend]:
     """Every series' key metrics: regressions still in force first (largest move first), then the rest."""
     stored = store.metric_names()

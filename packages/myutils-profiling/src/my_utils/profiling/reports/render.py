@@ -67,8 +67,9 @@ def plotly_js() -> str:
             raise UsageError("render_report(fmt='html'): the plotly package is missing; pip install plotly "
                              "(a myutils-profiling dependency) or write fmt='markdown'/'json'") from None
         text = get_plotlyjs()
-    # a literal "</script" would end the inline script early; the JS escape means the same
-    return _SCRIPT_CLOSE.sub(r"<\\/\1", text)
+    # a literal "</script" would end the inline script early; the JS escape means the same (searched first:
+    # the bundle has none, and a substitution copies its megabytes)
+    return _SCRIPT_CLOSE.sub(r"<\\/\1", text) if _SCRIPT_CLOSE.search(text) else text
 
 
 def render_text(report: AnalysisReport, fmt: str, template_dir: str | Path | None = None) -> str:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from alembic import context
 
+# not alembic_version: a shared database may hold an application's own
+from my_utils.profiling.history.revisions import VERSION_TABLE
 from my_utils.profiling.history.schema import metadata
-
-VERSION_TABLE = "myutils_history_version"  # not alembic_version: a shared database may hold an application's own
 
 if context.is_offline_mode():
     context.configure(url=context.config.get_main_option("sqlalchemy.url"), target_metadata=metadata,
