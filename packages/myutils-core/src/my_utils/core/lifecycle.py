@@ -125,6 +125,18 @@ def signals_deferred() -> Iterator[None]:
                 os.kill(os.getpid(), held[0])
 
 
+def remove_scratch(folder: str | os.PathLike[str]) -> None:
+    """Remove a scratch folder whole; Ctrl-C or SIGTERM during the removal acts once it is done.
+
+    Interrupted half-way, the removal left the rest of the folder in ``$TMPDIR`` for the next run to
+    sweep; a command stopped while it cleans up should leave nothing.
+    """
+    import shutil
+
+    with signals_deferred():
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def worker_init(owner: str, parent: int) -> None:
     """Initializer of a pool worker: die with the parent; Ctrl-C in a terminal is the parent's to handle."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

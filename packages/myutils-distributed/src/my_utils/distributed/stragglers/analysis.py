@@ -33,13 +33,12 @@ from __future__ import annotations
 import bisect
 import heapq
 import re
-import shutil
 import statistics
 from collections.abc import Iterator
 from pathlib import Path
 
 from my_utils.core.errors import InputError, UsageError
-from my_utils.core.lifecycle import sigterm_exits
+from my_utils.core.lifecycle import remove_scratch, sigterm_exits
 from my_utils.core.rank_waits import COLLECTIVE_SPREAD, MIN_STEPS, step_waits
 from my_utils.core.safe_io import check_regular, utf8_text
 from my_utils.core.scratch import make_scratch
@@ -345,7 +344,7 @@ def analyze_stragglers(
             with frozen_gc():  # what distributed's import left here: not walked by the report's collections
                 return _report(log_dir, files, streams, clocks, persistent_fraction, min_slowdown, min_excess_ms)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_scratch(scratch)
 
 
 def _report(log_dir: str | Path, files: dict[int, Path], streams: dict[int, Iterator[RankStep]],

@@ -215,8 +215,7 @@ def read_rank_files(calls: Sequence[tuple[Any, ...]], executor: Any, max_workers
     killed command's folder is removed by the next one. When every worker sees that folder
     (always, on this machine), a result is a few numbers and Dask takes larger batches.
     """
-    import shutil
-
+    from my_utils.core.lifecycle import remove_scratch
     from my_utils.core.scratch import make_scratch
     from my_utils.profiling.formats.parallel import runner
 
@@ -228,4 +227,4 @@ def read_rank_files(calls: Sequence[tuple[Any, ...]], executor: Any, max_workers
                                   small_results=small)
     finally:
         if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_scratch(folder)

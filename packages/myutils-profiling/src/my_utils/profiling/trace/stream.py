@@ -44,6 +44,7 @@ from typing import Any
 
 from my_utils.core.errors import UsageError
 from my_utils.core.events import MetricEvent
+from my_utils.core.lifecycle import remove_scratch
 from my_utils.core.scratch import make_scratch
 from my_utils.profiling.trace.clock import ClockSync, latest_per_rank, rebase, uncertainty_warnings
 from my_utils.profiling.trace.discover import find_named_traces
@@ -235,7 +236,7 @@ def planned(events: Iterable[MetricEvent], torch_traces: Sequence[Any] = (), *, 
             plan.folder, plan.fan_in, plan.run = folder, fan_in, run
             yield plan
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_scratch(folder)
 
 
 SPILL_PER_TRACE_BYTE = 0.7  # spill bytes per byte of uncompressed torch trace, at least (0.69-0.87 on real traces)
