@@ -15,9 +15,11 @@ portions in the same order, without duplicates). Imports themselves are unchange
 It is installed by the root ``requirements-dev.txt`` through a ``.pth`` file and must never ship in any
 of the seven distributions: an installed product keeps Python's ordinary import behaviour. Start-up
 cost is one ``sys.meta_path`` entry (only importlib, os and sys are imported); any error makes it
-answer ``None`` so the ordinary finders decide.
+answer ``None`` so the ordinary finders decide. ``MYUTILS_DEV_NAMESPACE=off`` keeps it off for one
+process, for a run that must see a single ``my_utils`` folder (``.ci/lint_imports.py``'s merged copy).
 """
 
+import os
 import sys
 from importlib.machinery import ModuleSpec, PathFinder
 
@@ -27,6 +29,9 @@ if TYPE_CHECKING:  # typing-only names, not imported at interpreter start-up
     from types import ModuleType
 
 NAME = "my_utils"
+# set to "off" (or "0") for a run that must see one my_utils folder alone, such as the merged copy of
+# every distribution that .ci/lint_imports.py lints: widened, it would add the installed portions too
+SWITCH = "MYUTILS_DEV_NAMESPACE"
 
 
 class MyUtilsNamespaceFinder:
@@ -54,8 +59,10 @@ class MyUtilsNamespaceFinder:
 
 
 def install() -> None:
-    """Put the finder on ``sys.meta_path`` just before ``PathFinder``, once; never raises."""
+    """Put the finder on ``sys.meta_path`` just before ``PathFinder``, once, unless switched off; never raises."""
     try:
+        if os.environ.get(SWITCH, "").strip().lower() in ("0", "off"):
+            return
         if any(finder is MyUtilsNamespaceFinder for finder in sys.meta_path):
             return
         # before PathFinder, after any finder an editable install or a test put ahead of it
