@@ -1,9 +1,13 @@
 """Run import-linter over the whole ``my_utils`` namespace, as one tree (issue 37).
 
 Seven distributions share ``my_utils``, each from its own ``src/`` folder; grimp (import-linter's
-graph builder) reads one folder per top-level package, so this copies every distribution's
-``my_utils`` Python files into one temporary tree, puts it first on ``PYTHONPATH`` and runs
-``lint-imports`` with the contracts of the root ``pyproject.toml``. Exit status: lint-imports'.
+graph builder) reads the folders that ``importlib.util.find_spec("my_utils")`` names, which is core's
+alone unless the dev-only finder of ``tools/myutils-dev-namespace`` is installed (requirements-dev.txt
+installs it, and then plain ``lint-imports`` in the root works). This works in any venv with
+import-linter: it copies every distribution's ``my_utils`` Python files into one temporary tree, puts
+it first on ``PYTHONPATH`` and runs ``lint-imports`` with the contracts of the root ``pyproject.toml``,
+the dev finder switched off (``MYUTILS_DEV_NAMESPACE=off``) so that the copy is the only ``my_utils``
+folder read. It is also how a test lints a modified copy. Exit status: lint-imports'.
 
 Usage: ``python .ci/lint_imports.py [lint-imports options]``.
 """
@@ -33,7 +37,8 @@ def main(argv: list[str]) -> int:
     exe = Path(sys.executable).with_name("lint-imports")
     with tempfile.TemporaryDirectory(prefix="myutils-imports-") as tmp:
         merged_tree(Path(tmp))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [tmp, os.environ.get("PYTHONPATH")])))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [tmp, os.environ.get("PYTHONPATH")])),
+                   MYUTILS_DEV_NAMESPACE="off")
         return subprocess.run([str(exe), "--config", str(ROOT / "pyproject.toml"), "--no-cache", *argv],
                               cwd=tmp, env=env).returncode
 
