@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -146,7 +147,7 @@ def _version(path: Path) -> str:
 
 
 PROBE = textwrap.dedent("""
-    import json, sys
+    import json, os, sys
     from my_utils.profiling.cli import main
     out = {}
     for name, args in json.loads(sys.argv[1]).items():
@@ -157,6 +158,7 @@ PROBE = textwrap.dedent("""
             out[name] = exc.code
     out["modules"] = sorted(m for m in ("sqlalchemy", "alembic", "jinja2", "markupsafe", "plotly", "pandas")
                             if m in sys.modules)
+    out["blas_threads"] = os.environ.get("OPENBLAS_NUM_THREADS")
     print(json.dumps(out), file=sys.stderr)
 """)
 
@@ -168,9 +170,15 @@ def test_trend_and_gate_import_no_sqlalchemy_and_no_template_engine(filled: tupl
     commands = {"trend": ["history", "trend", "step_time.median", "--store", str(path), "--output", str(page),
                           "--workload", "pretrain"],
                 "gate": ["history", "gate", "--store", str(path), "--workload", "pretrain", "--min-runs", "2"]}
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(commands)], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, env=env)
     result = json.loads(proc.stderr.strip().splitlines()[-1])
+    # numpy's BLAS starts one thread (its per-core threads only spin here), unless the user chose a number
+    assert result["blas_threads"] == "1"
+    chosen = subprocess.run([sys.executable, "-c", PROBE, json.dumps({"gate": commands["gate"]})],
+                            capture_output=True, text=True, timeout=300, env={**env, "OPENBLAS_NUM_THREADS": "3"})
+    assert json.loads(chosen.stderr.strip().splitlines()[-1])["blas_threads"] == "3"
     # the gate judged the newest run against runs 0-2 (exit 0 or 2; 3 would be "not judged")
     assert result["trend"] in (0, None) and result["gate"] in (0, 2), proc.stderr[-2000:]
     assert result["modules"] == [], "the read-only commands imported " + ", ".join(result["modules"])

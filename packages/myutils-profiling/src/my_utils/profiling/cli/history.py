@@ -16,6 +16,8 @@ regression from a broken setup.
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -171,6 +173,18 @@ def show(
         typer.echo(f"    {v.name} = {v.value:.6g} {v.unit}".rstrip())
 
 
+def _one_blas_thread() -> None:
+    """Let numpy start one BLAS thread in this command, unless the user chose a number.
+
+    The change points sort and sum (no BLAS work), but OpenBLAS starts a thread per core at numpy's
+    import, and their start-up spinning cost about as much CPU as the import itself. Only this
+    command's process is affected, and only before numpy is imported.
+    """
+    if "numpy" not in sys.modules:
+        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(name, "1")
+
+
 def _detect(alpha: float, min_size: int, min_change: float) -> Any:
     from my_utils.core.errors import UsageError
     from my_utils.profiling.history.trend_model import DetectSettings
@@ -196,6 +210,7 @@ def trend(
     min_change: float = typer.Option(2.0, "--min-change", help="Change points: smallest move of the level, in %."),
 ) -> None:
     """Write METRIC's trend page (one chart per series, change points marked) and print each change."""
+    _one_blas_thread()
     from my_utils.core.errors import InputError
     from my_utils.profiling.history.pages import render_page, write_page
     from my_utils.profiling.history.text import trend_lines
@@ -228,6 +243,7 @@ def overview(
     last: int | None = typer.Option(500, "--last", min=2, help="The newest N runs of each series."),
 ) -> None:
     """Write the team page: every workload's key metrics over time, regressions still in force on top."""
+    _one_blas_thread()
     from my_utils.profiling.history.pages import MAX_OVERVIEW_CHARTS, render_page, write_page
     from my_utils.profiling.history.trend_model import overview as build
 
@@ -300,6 +316,7 @@ def gate(
     the metric, the change and its significance. Exit 3: not judged (fewer than --min-runs comparable
     runs, bad input, no store); one line on stderr says why.
     """
+    _one_blas_thread()
     from my_utils.core.errors import UsageError
     from my_utils.profiling.history.gate import GateSettings
     from my_utils.profiling.history.judge import judge_run
