@@ -56,3 +56,23 @@ def test_overview_lists_the_regressions_first(store: RunStore) -> None:
     titles = [f.layout.title.text for f in figs]
     # step time rose (worse) and MFU fell (worse): both regressions, the larger move first
     assert [t.split(" — ")[0] for t in titles] == ["step_time.median", "mfu"]
+
+
+def test_the_changes_table_shows_the_change_as_stored(store: RunStore) -> None:
+    (trend,) = trends(store, "step_time.median")
+    change = trend.changes[0]
+    html = render_page("t", "here", [trend])
+    row = re.search(r'<tr class="worse">(.*?)</tr>', html, flags=re.S)
+    assert row is not None
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), flags=re.S)
+    # the first run after the change, its level before and after (medians of runs 0-19 and 20-29), the move
+    assert cells[1] == "21" and cells[5] == "50 ms" and cells[6] == "60.25 ms" and cells[7] == "+20.5%"
+    # a p-value whose normal tail underflowed is "< 1e-12", never "0"
+    expected = "&lt; 1e-12" if change.point.p_value < 1e-12 else f"{change.point.p_value:.2g}"
+    assert cells[8] == expected and cells[8] != "0"
+
+
+def test_a_p_value_below_the_float_tail_is_not_zero() -> None:
+    from my_utils.profiling.history.pages import _p_value
+
+    assert [_p_value(p) for p in (0.0, 3e-13, 2.5e-5, 0.5)] == ["< 1e-12", "< 1e-12", "2.5e-05", "0.5"]
