@@ -333,3 +333,24 @@ def test_names_cannot_break_the_text_table(tmp_path: Path) -> None:
     assert len(text.splitlines()) == 7  # title, clocks, header, 2 sections, what the times are, verdict
     doc = json.loads(_cli(tmp_path, "--json").stdout)
     assert {s["section"] for s in doc["sections"]} == {"data", evil}
+
+
+def test_profiler_files_beside_a_csv_run_are_named_as_not_read(tmp_path: Path) -> None:
+    import gzip
+
+    write_synthetic_run(tmp_path, 2, 10)
+    traces = tmp_path / "torch_traces"
+    traces.mkdir()
+    with gzip.open(traces / "rank0.pt.trace.json.gz", "wt") as fh:
+        fh.write('{"schemaVersion": 1, "traceEvents": []}')
+    (traces / "notes.json").write_text('{"not": "a trace"}')  # a JSON file no profiler wrote: not named
+    result = runner.invoke(build_app(), ["stragglers", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    note = result.output.strip().splitlines()[-1]
+    assert note.startswith("note: read as a MyTimer run") and "1 profiler file(s)" in note
+    assert "torch_traces/rank0.pt.trace.json.gz" in note and "notes.json" not in note
+    as_json = json.loads(runner.invoke(build_app(), ["stragglers", str(tmp_path), "--json"]).output)
+    assert as_json["notes"] == [note.removeprefix("note: ")]
+    # a run folder with nothing beside its CSVs has no note
+    (traces / "rank0.pt.trace.json.gz").unlink()
+    assert runner.invoke(build_app(), ["stragglers", str(tmp_path), "--json"]).output.count('"notes": []') == 1

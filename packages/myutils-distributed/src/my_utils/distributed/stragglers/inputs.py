@@ -22,6 +22,9 @@ from my_utils.core.safe_io import path_problem
 __all__ = ["StragglerInputs", "classify_inputs"]
 
 _RANK_CSV = "profile_rank_*.csv"
+# the names a Kineto trace or an nsys export has; only these are opened to tell their kind beside a CSV run
+# (a run of 1,000 ranks holds 1,000 CSVs that no profiler wrote)
+_PROFILER_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite3", ".db")
 #: What a PATH argument must hold (every refusal says it).
 EXPECTED = ("a folder of profile_rank_<rank>.csv files, or Kineto traces (.json, .json.gz) / nsys SQLite exports "
             "(files, folders, globs)")
@@ -29,11 +32,16 @@ EXPECTED = ("a folder of profile_rank_<rank>.csv files, or Kineto traces (.json,
 
 @dataclass(frozen=True)
 class StragglerInputs:
-    """Either ``csv_dir`` (a MyTimer run) or ``files`` (profiler files, with ``kinds`` of each: path -> kind)."""
+    """Either ``csv_dir`` (a MyTimer run) or ``files`` (profiler files, with ``kinds`` of each: path -> kind).
+
+    ``not_read``: with ``csv_dir``, the profiler files below that folder, which the CSV analysis does
+    not read (the report says so, never silently).
+    """
 
     csv_dir: Path | None
     files: tuple[Path, ...] = ()
     kinds: tuple[str, ...] = ()
+    not_read: tuple[Path, ...] = ()
 
 
 def _regular(path: Path) -> bool:
@@ -67,7 +75,9 @@ def classify_inputs(specs: str | os.PathLike[str] | Sequence[str | os.PathLike[s
     if not specs:
         raise UsageError(f"stragglers: no PATH given (expected {EXPECTED})")
     if len(specs) == 1 and Path(specs[0]).is_dir() and any(Path(specs[0]).glob(_RANK_CSV)):
-        return StragglerInputs(Path(specs[0]))
+        folder = Path(specs[0])
+        return StragglerInputs(folder, not_read=tuple(p for p, _ in _expand(str(folder))
+                                                      if p.name.endswith(_PROFILER_SUFFIXES) and timing_file_kind(p)))
     files: list[Path] = []
     kinds: list[str] = []
     seen: set[Path] = set()

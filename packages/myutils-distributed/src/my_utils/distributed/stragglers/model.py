@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = ["Outlier", "RankClock", "RankValue", "SectionStats", "StragglerReport"]
@@ -109,6 +109,8 @@ class StragglerReport:
     persistent_fraction: float
     min_slowdown: float
     min_excess_ms: float
+    #: what the reader of the report must know about the inputs (files given but not read, and why)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def stragglers(self) -> list[tuple[int, str]]:

@@ -55,6 +55,7 @@ def render_text(report: StragglerReport) -> str:
                      "its per-section medians follow, compared with nothing")
         lines += table_lines([("section", "steps", "median ms"),
                            *((shown(s.section), str(s.seen_steps), f"{s.median.ms:.3f}") for s in report.sections)])
+        lines += [f"note: {shown(n)}" for n in report.notes]
         return "\n".join(lines)
     if report.clocks:
         offsets = ", ".join(f"r{c.rank} {c.offset_s * 1e3:+.3f} ms ± {c.uncertainty_s * 1e3:.3f}"
@@ -107,5 +108,6 @@ def render_text(report: StragglerReport) -> str:
                          f"ms on the other ranks (+{o.excess_ms:.3f} ms)")
         if len(outliers) > SHOWN_OUTLIERS:
             lines.append(f"  ... {len(outliers) - SHOWN_OUTLIERS} more (--json lists them all)")
+    lines += [f"note: {shown(n)}" for n in report.notes]
     return "\n".join(lines)
 

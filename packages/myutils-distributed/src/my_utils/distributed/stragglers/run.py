@@ -20,7 +20,19 @@ from my_utils.distributed.stragglers.model import StragglerReport
 from my_utils.distributed.stragglers.timings import analyze_rank_timings
 from my_utils.distributed.stragglers.timings_model import TimingsReport
 
-__all__ = ["stragglers_of"]
+__all__ = ["not_read_note", "stragglers_of"]
+
+#: Files named in a "not read" note at most (the rest are counted).
+NAMED_FILES = 5
+
+
+def not_read_note(folder: Path, files: Sequence[Path]) -> str:
+    """The note of a CSV run whose folder also holds profiler files: which were not read, and how to read them."""
+    shown = ", ".join(str(p.relative_to(folder)) for p in files[:NAMED_FILES])
+    more = f" and {len(files) - NAMED_FILES} more" if len(files) > NAMED_FILES else ""
+    return (f"read as a MyTimer run (its profile_rank_*.csv files); {len(files)} profiler file(s) below "
+            f"{folder} were not read: {shown}{more}. To compare the ranks by them, give them as the PATHs "
+            "(a folder holding them but no profile CSV, or the files)")
 
 
 def stragglers_of(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, persistent_fraction: float = 0.5, min_slowdown: float = 1.2,
@@ -35,8 +47,12 @@ def stragglers_of(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str
     paths = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
     inputs = classify_inputs(paths)
     if inputs.csv_dir is not None:
-        return analyze_stragglers(inputs.csv_dir, persistent_fraction=persistent_fraction, min_slowdown=min_slowdown,
-                                  min_excess_ms=min_excess_ms, executor=executor, max_workers=max_workers)
+        csv_report = analyze_stragglers(inputs.csv_dir, persistent_fraction=persistent_fraction,
+                                        min_slowdown=min_slowdown, min_excess_ms=min_excess_ms, executor=executor,
+                                        max_workers=max_workers)
+        if inputs.not_read:
+            csv_report.notes.append(not_read_note(inputs.csv_dir, inputs.not_read))
+        return csv_report
     if executor not in (None, "serial"):
         raise UsageError(f"--executor {executor}: only MyTimer CSV runs are parsed in a pool; Kineto traces and nsys "
                          "exports are read in this process (leave --executor out)")
