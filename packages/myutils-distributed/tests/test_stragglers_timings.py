@@ -191,6 +191,22 @@ def test_a_broken_reader_is_named_and_the_others_still_run(tmp_path: Path) -> No
         ("broken", "ImportError: no module named x"), ("raises", "ZeroDivisionError: division by zero")]
 
 
+def test_a_reader_switched_off_is_never_imported_and_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _kineto_file(tmp_path / "t.json")
+    good = _synced({0: [10.0]})[0]
+    monkeypatch.setenv("MYUTILS_DISABLE_PLUGINS", "off")
+    read = read_rank_timings([path], [_EntryPoint("off", ImportError("imported although switched off")),
+                                      _EntryPoint("good", lambda paths: [good])])
+    assert read.timings == [good] and read.readers == 1 and read.failures == []
+    assert read.disabled == ["reader 'off' (no distribution): disabled by MYUTILS_DISABLE_PLUGINS (entry 'off')"]
+    # the installed reader (myutils-profiling's) switched off: the command says so, not "pip install"
+    monkeypatch.setenv("MYUTILS_DISABLE_PLUGINS", "myutils-profiling:profiling")
+    result = runner.invoke(build_app(), ["stragglers", str(tmp_path)])
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    assert "every installed reader of them is switched off" in result.stderr
+    assert "'myutils-profiling:profiling'" in result.stderr and "pip install" not in result.stderr
+
+
 def test_bad_input_from_a_reader_is_the_users_error(tmp_path: Path) -> None:
     path = _kineto_file(tmp_path / "t.json")
 

@@ -126,11 +126,15 @@ class ReaderFailure:
 
 @dataclass(frozen=True, slots=True)
 class TimingsRead:
-    """What the installed readers made of some paths: the timings, and the readers that broke."""
+    """What the installed readers made of some paths: the timings, the readers that broke, those switched off.
+
+    ``disabled``: one line per reader that ``MYUTILS_DISABLE_PLUGINS`` switched off (never imported).
+    """
 
     timings: list[RankTimings] = field(default_factory=list)
     readers: int = 0
     failures: list[ReaderFailure] = field(default_factory=list)
+    disabled: list[str] = field(default_factory=list)
 
 
 def timing_file_kind(path: Path) -> str | None:
@@ -163,8 +167,9 @@ def read_rank_timings(paths: Sequence[Path], entry_points: Sequence[EntryPointLi
 
     Each reader's import and call run contained, as a plugin's do (``my_utils.core.plugin_calls``):
     one that fails becomes a :class:`ReaderFailure`, the others still run. ``InputError`` from a
-    reader (any ``MyUtilsError``) is bad input, not a broken reader: it propagates. ``entry_points`` replaces the
-    installed ones (tests).
+    reader (any ``MyUtilsError``) is bad input, not a broken reader: it propagates. A reader named in
+    ``MYUTILS_DISABLE_PLUGINS`` (its entry-point name, or ``DISTRIBUTION:NAME``) is never imported, as a
+    plugin is not. ``entry_points`` replaces the installed ones (tests).
     """
     from my_utils.core.entry_point_cache import cached_entry_points
     from my_utils.core.errors import MyUtilsError
@@ -175,14 +180,21 @@ def read_rank_timings(paths: Sequence[Path], entry_points: Sequence[EntryPointLi
         import_timeout,
         plugin_output,
     )
+    from my_utils.core.plugin_policy import DisableList, disabled_names, disabled_reason
 
     eps = cached_entry_points(ENTRY_POINT_GROUP) if entry_points is None else entry_points
     timings: list[RankTimings] = []
     failures: list[ReaderFailure] = []
     readers = 0
+    disabled: list[str] = []
+    switched_off = DisableList.parse(disabled_names())
     for ep in eps:
         name = ep.name
         dist = ep.dist.name if ep.dist is not None else None
+        entry = switched_off.plugin_entry(name) or switched_off.component_entry(name, name, dist)
+        if entry is not None:
+            disabled.append(f"reader {name!r} ({dist or 'no distribution'}): {disabled_reason(entry)}")
+            continue
         try:
             with plugin_output():
                 reader = call_bounded(ep.load, import_timeout(), f"import of {ep.value!r}")
@@ -201,4 +213,4 @@ def read_rank_timings(paths: Sequence[Path], entry_points: Sequence[EntryPointLi
                 failures.append(ReaderFailure(name, dist, f"returned {type(item).__name__}, expected RankTimings"))
                 break
             timings.append(item)
-    return TimingsRead(timings, readers, failures)
+    return TimingsRead(timings, readers, failures, disabled)

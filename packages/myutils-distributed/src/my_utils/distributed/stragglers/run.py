@@ -59,6 +59,9 @@ def stragglers_of(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str
     read = read_rank_timings(inputs.files)
     counts = ", ".join(f"{inputs.kinds.count(k)} {k}(s)" for k in sorted(set(inputs.kinds)))
     if read.readers == 0:
+        if read.disabled:
+            raise UsageError(f"{counts} given, and every installed reader of them is switched off: "
+                             f"{'; '.join(read.disabled)}")
         raise UsageError(f"{counts} given, and no installed distribution reads them: pip install "
                          f"{READER_DISTRIBUTION}")
     broken = "; ".join(f"reader {f.name!r} ({f.distribution or 'no distribution'}): {f.reason}"
@@ -75,4 +78,5 @@ def stragglers_of(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str
         report.notes.append(f"not read (no reader took them, or they hold no rank's times): {', '.join(missed)}")
     if broken:
         report.notes.append(f"a reader failed: {broken}")
+    report.notes.extend(f"switched off: {line}" for line in read.disabled)
     return report
