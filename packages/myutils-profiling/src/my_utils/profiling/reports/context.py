@@ -316,7 +316,10 @@ def build_context(report: AnalysisReport) -> dict[str, Any]:
     steps = summary.get("steps") if isinstance(summary.get("steps"), Mapping) else {}
     ranks = summary.get("ranks")
     run_ids = report.inputs.get("run_ids") or []
-    facts = [("workload", report.workload), ("schema", report.schema_version),
+    # the rules' thresholds profile (--workload), not a fact of the capture: said as what it is, so that a
+    # default "pretrain" never reads as what the program was
+    facts = [("thresholds profile", f"{report.workload} (--workload: the thresholds the rules apply)"),
+             ("schema", report.schema_version),
              ("events", fmt_value(summary.get("events", report.inputs.get("events")))),
              # no step numbered in the inputs (an nsys export without an iteration range): said, not "0 (–––)"
              ("steps", f"{fmt_value(steps.get('count'))} ({fmt_value(steps.get('first'), 'step')}"
