@@ -10,7 +10,9 @@ absent it skips saying why, and fails instead where CI requires every service
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -35,6 +37,12 @@ def make_report(workload: str = "pretrain", values: Mapping[str, float] | None =
     headline = {"context": [f.to_dict() for f in context]}
     return AnalysisReport(REPORT_SCHEMA_VERSION, workload, {}, [], {"tag": tag}, facts=facts, headline=headline,
                           tables={"operations": operations or []})
+
+
+def page_figures(html: str) -> list[dict[str, Any]]:
+    """The plotly figures a history page embeds (its ``<script type="application/json">`` blocks), in order."""
+    blocks = re.findall(r'<script type="application/json" id="[^"]+-data">(.*?)</script>', html, flags=re.S)
+    return [json.loads(b) for b in blocks]
 
 
 @pytest.fixture(scope="session")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from history_support import make_report
+from history_support import make_report, page_figures
 
 from my_utils.profiling.history import RunContext, RunStore, overview_figures, trend_figures, trends
 from my_utils.profiling.history.pages import render_page
@@ -27,15 +26,10 @@ def store(tmp_path: Path) -> Iterator[RunStore]:
     s.close()
 
 
-def _page_figures(html: str) -> list[dict]:
-    blocks = re.findall(r'<script type="application/json" id="[^"]+-data">(.*?)</script>', html, flags=re.S)
-    return [json.loads(b) for b in blocks]
-
-
-def test_python_figures_are_the_page_figures(store: RunStore) -> None:
+def test_python_figures_are_thepage_figures(store: RunStore) -> None:
     found = trends(store, "step_time.median")
     html = render_page("t", "here", found)
-    (page,) = _page_figures(html)
+    (page,) = page_figures(html)
     (fig,) = trend_figures("step_time.median", store)
     data = fig.to_plotly_json()["data"]
     assert [list(t["y"]) for t in data] == [t["y"] for t in page["data"]]
@@ -73,6 +67,6 @@ def test_the_changes_table_shows_the_change_as_stored(store: RunStore) -> None:
 
 
 def test_a_p_value_below_the_float_tail_is_not_zero() -> None:
-    from my_utils.profiling.history.pages import _p_value
+    from my_utils.profiling.history.figures import p_text
 
-    assert [_p_value(p) for p in (0.0, 3e-13, 2.5e-5, 0.5)] == ["< 1e-12", "< 1e-12", "2.5e-05", "0.5"]
+    assert [p_text(p) for p in (0.0, 3e-13, 2.5e-5, 0.5)] == ["< 1e-12", "< 1e-12", "2.5e-05", "0.5"]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from history_support import make_report
+from history_support import make_report, page_figures
 
 from my_utils.core.errors import InputError, UsageError
 from my_utils.profiling.history.context import RunContext, SeriesKey
@@ -186,13 +186,6 @@ def test_trend_and_gate_import_no_sqlalchemy_and_no_template_engine(filled: tupl
     # the page's chart holds the stored values of the odd GPU's world-size-8 series, in time order
     runs = sorted((r for r in stored if r["workload"] == "pretrain" and r["hardware"] == f"1x {ODD_GPU}"
                    and r["world_size"] == 8), key=lambda r: (r["time"], r["id"]))
-    blocks = [json.loads(b) for b in _chart_blocks(html)]
-    ys = [b["data"][0]["y"] for b in blocks]
+    ys = [b["data"][0]["y"] for b in page_figures(html)]
     assert [r["values"]["step_time.median"] for r in runs] in ys
     assert "GPU_X 100%" in html and "<script>alert" not in html
-
-
-def _chart_blocks(html: str) -> list[str]:
-    import re
-
-    return re.findall(r'<script type="application/json" id="[^"]+-data">(.*?)</script>', html, flags=re.S)

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from my_utils.core.errors import UsageError
-from my_utils.core.lifecycle import die_with_parent, signals_deferred
+from my_utils.core.lifecycle import die_with_parent, remove_scratch, signals_deferred
 from my_utils.core.scratch import make_scratch, owner_token
 
 if TYPE_CHECKING:
@@ -311,7 +311,7 @@ def local_cluster(workers: int | None, preload: Sequence[str] = (), scratch: str
         with signals_deferred():
             _finish(starter, pipes, procs)
             if owned and space is not None:
-                shutil.rmtree(space, ignore_errors=True)
+                remove_scratch(space)
 
 
 def _finish(starter: threading.Thread | None, pipes: Sequence[Any], procs: Sequence[Any]) -> None:

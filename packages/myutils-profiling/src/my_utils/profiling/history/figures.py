@@ -29,6 +29,11 @@ def short(commit: str | None) -> str:
     return commit[:10] if commit else "unknown"
 
 
+def p_text(p: float) -> str:
+    """A p-value as shown: "< 1e-12" below that (the normal tail underflows to 0 there), else 2 digits."""
+    return "< 1e-12" if p < 1e-12 else f"{p:.2g}"
+
+
 def change_label(trend: Trend, index: int) -> str:
     """``+5.2% at run 812 (commit abc1234def)``: one change as the chart and the pages say it."""
     c = trend.changes[index]

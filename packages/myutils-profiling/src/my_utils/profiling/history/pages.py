@@ -16,7 +16,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from my_utils.profiling.history.figures import change_label, short, trend_charts, when
+from my_utils.profiling.history.figures import change_label, p_text, short, trend_charts, when
 from my_utils.profiling.history.trend_model import NOT_COMPARED, Trend
 
 #: Charts the overview draws at most (regressions first); the table lists every trend.
@@ -80,11 +80,6 @@ def _num(value: float | None, unit: str = "") -> str:
     return f"{value:,.4g}{(' ' + unit) if unit else ''}"
 
 
-def _p_value(p: float) -> str:
-    """A p-value as the table shows it: below 1e-12 it is "< 1e-12" (the normal tail underflows to 0 there)."""
-    return "< 1e-12" if p < 1e-12 else f"{p:.2g}"
-
-
 def _cell(text: Any, css: str = "", href: str = "") -> dict[str, str]:
     return {"text": str(text), "css": css, "href": href}
 
@@ -97,7 +92,7 @@ def _changes_table(trends: Sequence[Trend], charts: dict[int, str]) -> dict[str,
                 _cell(t.series.key.describe(), href=f"#{charts[i]}" if i in charts else ""),
                 _cell(c.run_id, "num"), _cell(short(c.commit)), _cell(c.branch or "unknown"), _cell(when(c.time)),
                 _cell(_num(c.point.before, t.series.unit), "num"), _cell(_num(c.point.after, t.series.unit), "num"),
-                _cell(f"{c.point.change_pct:+.1f}%", "num"), _cell(_p_value(c.point.p_value), "num"),
+                _cell(f"{c.point.change_pct:+.1f}%", "num"), _cell(p_text(c.point.p_value), "num"),
                 _cell(("worse" if c.worse else "better") + ("; config changed" if c.config_changed else ""),
                       "verdict")]})
     return {"id": "changes", "title": "Change points (newest first in each series)", "rows": rows,

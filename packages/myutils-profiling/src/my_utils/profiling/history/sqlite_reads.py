@@ -19,7 +19,6 @@ import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from my_utils.core.errors import InputError
 from my_utils.profiling.history.location import resolve, shown, sqlite_path
@@ -70,7 +69,7 @@ def open_reads(location: str | os.PathLike[str] | None = None) -> StoreReads:
 def _read_only(path: Path, where: str) -> SqliteReads | None:
     """``path`` open read only when it is a store at :data:`HEAD`; None for anything ``RunStore`` must handle."""
     try:
-        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
     except sqlite3.Error:
         return None
     try:

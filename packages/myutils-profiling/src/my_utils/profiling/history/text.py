@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from my_utils.profiling.history.figures import change_label, short, when
+from my_utils.profiling.history.figures import change_label, p_text, short, when
 from my_utils.profiling.history.records import StoredRun
 from my_utils.profiling.history.trend_model import Trend
 from my_utils.profiling.reports.environment import md_escape
@@ -33,7 +33,8 @@ def _num(value: float | None, unit: str) -> str:
 def _p(p: float | None) -> str:
     if p is None:
         return "-"
-    return "p < 1e-12" if p < 1e-12 else f"p = {p:.2g}"
+    shown = p_text(p)
+    return f"p {shown}" if shown.startswith("<") else f"p = {shown}"
 
 
 def _sigmas(v: MetricVerdict) -> str:
